@@ -1,0 +1,50 @@
+//! The records of Provenant and their one canonical encoding.
+//!
+//! `prov-manifest` owns what a manifest says: the typed records (source, tree, dataset,
+//! verdict, stage, checkpoint, run, lockfile), canonical JSON (RFC 8785 style, with a written
+//! rule for integers and floats), the recipe schema with line-precise errors, the lockfile
+//! schema and seed derivation. It stores and reads records through `prov-store`, and walks
+//! the reference graph between them.
+//!
+//! It does not run anything: stage kinds, planning and the cache are `prov-exec`'s.
+//!
+//! # Brief overview
+//!
+//! - [`to_canonical_bytes`], [`from_canonical_bytes`]: the encoding; readers refuse
+//!   non-canonical bytes.
+//! - [`Record`] and its kinds ([`SourceRecord`], [`DatasetRecord`], [`StageRecord`], …).
+//! - [`Recipe`] (YAML) and [`Lockfile`] (canonical JSON), [`derive_seed`].
+//! - [`put_record`], [`get_record`], [`closure`]: records in the store.
+//!
+//! # Example
+//!
+//! ```
+//! use prov_manifest::{Record, RunRecord};
+//! use prov_store::Digest;
+//! let run = Record::Run(RunRecord::new("demo", Digest::of(b"lockfile"), vec![]));
+//! let bytes = run.to_bytes()?;
+//! assert!(bytes.starts_with(br#"{"kind":"run","lockfile":"blake3:"#));
+//! assert_eq!(Record::from_bytes(&bytes)?, run);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod canonical;
+mod lockfile;
+mod name;
+mod recipe;
+mod records;
+mod stored;
+
+pub use canonical::{
+    DecodeError, EncodeError, Finite, encode_value, from_canonical_bytes, parse_canonical, to_canonical_bytes,
+};
+pub use lockfile::{InputRef, LockedSource, LockedStage, Lockfile, RecipeRef, derive_seed, run_id};
+pub use name::{MAX_NAME_LEN, Name, NameError, RelPath};
+pub use recipe::{
+    RECIPE_SCHEMA, Recipe, RecipeError, RecipeSource, RecipeStage, closest, did_you_mean, locate, yaml_to_json,
+};
+pub use records::{
+    CheckpointRecord, Column, Content, DatasetRecord, Decision, Determinism, Envelope, OutputRef, OutputType, Record,
+    RunRecord, RunStage, SCHEMA_VERSION, ShardRef, SourceRecord, StageRecord, TreeEntry, TreeRecord, VerdictRecord,
+};
+pub use stored::{StoredError, closure, get_record, looks_like_record, put_record};

@@ -1,0 +1,402 @@
+//! Recipes: the YAML a user writes, parsed strictly, with errors that point at file, line,
+//! column and field.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use prov_store::Digest;
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::name::Name;
+
+/// Recipe schema version this build reads.
+pub const RECIPE_SCHEMA: u32 = 1;
+
+/// A parsed recipe.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Recipe {
+    /// Must be [`RECIPE_SCHEMA`].
+    pub schema: u32,
+    /// Recipe name; names the lockfile.
+    pub name: Name,
+    /// Free text for people.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// Master seed from which every seed not given explicitly is derived.
+    pub seed: u64,
+    /// Whether `external` stages may run commands.
+    #[serde(default)]
+    pub allow_commands: bool,
+    /// Inputs pinned from outside, by name.
+    #[serde(default)]
+    pub sources: BTreeMap<Name, RecipeSource>,
+    /// Stages by name.
+    #[serde(default)]
+    pub stages: BTreeMap<Name, RecipeStage>,
+}
+
+/// A source as declared in a recipe.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RecipeSource {
+    /// File or directory, relative to the recipe's directory.
+    pub path: String,
+    /// Expected BLAKE3 of the file or of the tree record; a mismatch fails the lock.
+    #[serde(default)]
+    pub blake3: Option<Digest>,
+    /// Declared license.
+    #[serde(default)]
+    pub license: Option<String>,
+    /// Declared retrieval date.
+    #[serde(default)]
+    pub retrieved: Option<String>,
+}
+
+/// A stage as declared in a recipe.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RecipeStage {
+    /// Stage kind.
+    pub kind: String,
+    /// Input name -> `source` or `stage` or `stage.output`.
+    #[serde(default)]
+    pub inputs: BTreeMap<String, String>,
+    /// Kind-specific parameters; checked by the stage kind when locking.
+    #[serde(default)]
+    pub params: Option<serde_yaml::Value>,
+    /// Explicit seeds by seed name; the others are derived from the master seed.
+    #[serde(default)]
+    pub seeds: BTreeMap<String, u64>,
+}
+
+/// An error in a recipe, located in its text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecipeError {
+    /// The recipe file.
+    pub file: PathBuf,
+    /// 1-based line, when known.
+    pub line: usize,
+    /// 1-based column, when known.
+    pub column: usize,
+    /// Dotted path of the field, when known (`stages.shard.params.shards`).
+    pub field: Option<String>,
+    /// What is wrong.
+    pub message: String,
+    /// What to do about it.
+    pub hint: Option<String>,
+    /// The offending line of the recipe, for display.
+    pub source_line: Option<String>,
+}
+
+impl fmt::Display for RecipeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}:{}: ", self.file.display(), self.line, self.column)?;
+        if let Some(field) = &self.field {
+            write!(f, "{field}: ")?;
+        }
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for RecipeError {}
+
+impl RecipeError {
+    /// Builds an error at the location of a field path in `text`.
+    pub fn at_field(file: &Path, text: &str, path: &[&str], message: impl Into<String>) -> Self {
+        let (line, column) = locate(text, path).unwrap_or((1, 1));
+        Self {
+            file: file.to_owned(),
+            line,
+            column,
+            field: (!path.is_empty()).then(|| path.join(".")),
+            message: message.into(),
+            hint: None,
+            source_line: text.lines().nth(line - 1).map(str::to_owned),
+        }
+    }
+
+    /// Adds a hint.
+    #[must_use]
+    pub fn with_hint(mut self, hint: impl Into<String>) -> Self {
+        self.hint = Some(hint.into());
+        self
+    }
+}
+
+impl Recipe {
+    /// Parses a recipe from its text; `file` is used in error messages.
+    pub fn parse(file: &Path, text: &str) -> Result<Self, RecipeError> {
+        let recipe: Self = serde_yaml::from_str(text).map_err(|e| from_yaml_error(file, text, &e))?;
+        if recipe.schema != RECIPE_SCHEMA {
+            return Err(RecipeError::at_field(
+                file,
+                text,
+                &["schema"],
+                format!("unsupported recipe schema version (v{}, but only v{RECIPE_SCHEMA} is supported)", recipe.schema),
+            ));
+        }
+        for name in recipe.sources.keys() {
+            if recipe.stages.contains_key(name) {
+                return Err(RecipeError::at_field(
+                    file,
+                    text,
+                    &["stages", name.as_str()],
+                    format!("`{name}` names both a source and a stage"),
+                )
+                .with_hint("sources and stages share one namespace; rename one of them"));
+            }
+        }
+        Ok(recipe)
+    }
+}
+
+fn from_yaml_error(file: &Path, text: &str, e: &serde_yaml::Error) -> RecipeError {
+    let raw = e.to_string();
+    // serde_yaml appends " at line L column C"; the location is reported separately.
+    let message = raw.split(" at line ").next().unwrap_or(&raw).to_owned();
+    let (field, message) = match message.split_once(": ") {
+        Some((path, rest)) if !path.contains(' ') && !path.is_empty() => (Some(path.to_owned()), rest.to_owned()),
+        _ => (None, message),
+    };
+    let (line, column) = e.location().map_or((1, 1), |l| (l.line(), l.column()));
+    let hint = did_you_mean(&message).map(|s| format!("did you mean `{s}`?"));
+    RecipeError {
+        file: file.to_owned(),
+        line,
+        column,
+        field,
+        message,
+        hint,
+        source_line: text.lines().nth(line.saturating_sub(1)).map(str::to_owned),
+    }
+}
+
+/// From serde's "unknown field `x`, expected one of `a`, `b`" (or "unknown variant"),
+/// returns the expected name closest to `x`, if any is close.
+pub fn did_you_mean(message: &str) -> Option<String> {
+    let rest = message.strip_prefix("unknown field `").or_else(|| message.strip_prefix("unknown variant `"))?;
+    let (got, expected) = rest.split_once('`')?;
+    let candidates: Vec<&str> = expected.split('`').skip(1).step_by(2).collect();
+    closest(got, &candidates)
+}
+
+/// Returns the candidate closest to `got` by edit distance, if it is close enough to be a typo.
+pub fn closest(got: &str, candidates: &[&str]) -> Option<String> {
+    candidates
+        .iter()
+        .map(|c| (edit_distance(got, c), *c))
+        .filter(|(d, c)| *d <= 2.max(c.len() / 3))
+        .min()
+        .map(|(_, c)| c.to_owned())
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let sub = prev[j] + usize::from(ca != *cb);
+            cur.push(sub.min(prev[j + 1] + 1).min(cur[j] + 1));
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+/// Finds the 1-based line and column of the key at `path` in a block-style YAML document
+/// (flow mappings written on the parent key's line are searched too). Returns `None` when
+/// the path is not there.
+pub fn locate(text: &str, path: &[&str]) -> Option<(usize, usize)> {
+    let lines: Vec<&str> = text.lines().collect();
+    // The line and indentation of the parent key; `None` at the document's top level.
+    let mut parent: Option<(usize, usize)> = None;
+    for key in path {
+        if let Some((line, _)) = parent {
+            if let Some(col) = find_flow_key(lines[line], key) {
+                parent = Some((line, col));
+                continue;
+            }
+        }
+        let first = parent.map_or(0, |(line, _)| line + 1);
+        let mut child_indent = None;
+        let mut hit = None;
+        for (i, line) in lines.iter().enumerate().skip(first) {
+            let trimmed = line.trim_start();
+            if trimmed.is_empty() || trimmed.starts_with('#') {
+                continue;
+            }
+            let indent = line.len() - trimmed.len();
+            if parent.is_some_and(|(_, p)| indent <= p) {
+                break;
+            }
+            // Only direct children: keys at the indentation of the block's first line.
+            if *child_indent.get_or_insert(indent) != indent {
+                continue;
+            }
+            let is_key = [format!("{key}:"), format!("\"{key}\":"), format!("'{key}':")]
+                .iter()
+                .any(|k| trimmed.starts_with(k.as_str()));
+            if is_key {
+                hit = Some((i, indent));
+                break;
+            }
+        }
+        parent = Some(hit?);
+    }
+    parent.map(|(line, col)| (line + 1, col + 1))
+}
+
+fn find_flow_key(line: &str, key: &str) -> Option<usize> {
+    let open = line.find('{')?;
+    let mut from = open;
+    while let Some(pos) = line[from..].find(key) {
+        let at = from + pos;
+        let before = line[..at].trim_end();
+        let after = line[at + key.len()..].trim_start();
+        if (before.ends_with('{') || before.ends_with(',')) && after.starts_with(':') {
+            return Some(at);
+        }
+        from = at + key.len();
+    }
+    None
+}
+
+/// Converts YAML parameters to JSON for canonical encoding, refusing what has no canonical
+/// form (NaN, infinities, non-string keys, tags). `path` names the field in errors.
+pub fn yaml_to_json(value: &serde_yaml::Value, path: &mut Vec<String>) -> Result<Value, (Vec<String>, String)> {
+    use serde_yaml::Value as Y;
+    Ok(match value {
+        Y::Null => Value::Null,
+        Y::Bool(b) => Value::Bool(*b),
+        Y::Number(n) => {
+            if let Some(u) = n.as_u64() {
+                Value::from(u)
+            } else if let Some(i) = n.as_i64() {
+                Value::from(i)
+            } else {
+                let f = n.as_f64().unwrap_or(f64::NAN);
+                if !f.is_finite() {
+                    return Err((path.clone(), format!("`{n}` has no canonical form: use a finite number")));
+                }
+                Value::from(f)
+            }
+        }
+        Y::String(s) => Value::String(s.clone()),
+        Y::Sequence(items) => {
+            let mut out = Vec::with_capacity(items.len());
+            for (i, item) in items.iter().enumerate() {
+                path.push(i.to_string());
+                out.push(yaml_to_json(item, path)?);
+                path.pop();
+            }
+            Value::Array(out)
+        }
+        Y::Mapping(map) => {
+            let mut out = serde_json::Map::new();
+            for (k, v) in map {
+                let Y::String(k) = k else {
+                    return Err((path.clone(), "mapping keys must be strings".into()));
+                };
+                path.push(k.clone());
+                out.insert(k.clone(), yaml_to_json(v, path)?);
+                path.pop();
+            }
+            Value::Object(out)
+        }
+        Y::Tagged(t) => return Err((path.clone(), format!("YAML tags are not supported: `{}`", t.tag))),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = "\
+schema: 1
+name: demo
+seed: 42
+sources:
+  corpus:
+    path: data/docs.jsonl
+    license: MIT
+stages:
+  shard:
+    kind: shard
+    inputs: {docs: corpus}
+    params:
+      shards: 4
+  sample:
+    kind: sample
+    inputs:
+      docs: shard
+";
+
+    fn parse(text: &str) -> Result<Recipe, RecipeError> {
+        Recipe::parse(Path::new("r.yaml"), text)
+    }
+
+    #[test]
+    fn a_good_recipe_parses() {
+        let r = parse(GOOD).unwrap();
+        assert_eq!(r.name.as_str(), "demo");
+        assert_eq!(r.stages.len(), 2);
+        assert_eq!(r.stages[&"shard".parse::<Name>().unwrap()].inputs["docs"], "corpus");
+    }
+
+    #[test]
+    fn a_typo_names_line_column_field_and_the_fix() {
+        let bad = GOOD.replace("    params:\n", "    paramz:\n");
+        let e = parse(&bad).unwrap_err();
+        assert_eq!(e.line, 12, "{e}");
+        assert_eq!(e.field.as_deref(), Some("stages.shard"), "{e}");
+        assert!(e.message.contains("unknown field `paramz`"), "{e}");
+        assert_eq!(e.hint.as_deref(), Some("did you mean `params`?"));
+        assert_eq!(e.source_line.as_deref(), Some("    paramz:"));
+    }
+
+    #[test]
+    fn a_wrong_type_is_located() {
+        let bad = GOOD.replace("seed: 42", "seed: forty-two");
+        let e = parse(&bad).unwrap_err();
+        assert_eq!((e.line, e.field.as_deref()), (3, Some("seed")), "{e}");
+        assert!(e.message.contains("invalid type"), "{e}");
+    }
+
+    #[test]
+    fn bad_names_and_clashes_are_refused() {
+        let e = parse(&GOOD.replace("  sample:", "  sam.ple:")).unwrap_err();
+        assert!(e.message.contains("invalid name `sam.ple`"), "{e}");
+        let e = parse(&GOOD.replace("  corpus:\n", "  shard:\n")).unwrap_err();
+        assert!(e.message.contains("names both a source and a stage"), "{e}");
+    }
+
+    #[test]
+    fn locate_finds_block_and_flow_keys() {
+        assert_eq!(locate(GOOD, &["stages", "sample", "inputs", "docs"]), Some((17, 7)));
+        assert_eq!(locate(GOOD, &["stages", "shard", "inputs", "docs"]), Some((11, 14)));
+        assert_eq!(locate(GOOD, &["stages", "shard", "params", "shards"]), Some((13, 7)));
+        assert_eq!(locate(GOOD, &["stages", "nope"]), None);
+        // A key of the same name in another block is not a match.
+        assert_eq!(locate(GOOD, &["sources", "corpus", "inputs"]), None);
+    }
+
+    #[test]
+    fn yaml_numbers_without_canonical_form_are_refused() {
+        let v: serde_yaml::Value = serde_yaml::from_str("a: .nan").unwrap();
+        let err = yaml_to_json(&v, &mut Vec::new()).unwrap_err();
+        assert_eq!(err.0, vec!["a".to_owned()]);
+        let v: serde_yaml::Value = serde_yaml::from_str("a: [1, 0.5, -3, x]").unwrap();
+        assert_eq!(yaml_to_json(&v, &mut Vec::new()).unwrap(), serde_json::json!({"a": [1, 0.5, -3, "x"]}));
+    }
+
+    #[test]
+    fn arbitrary_text_never_panics() {
+        for text in ["", ":", "[", "schema: [", "\u{0}", "stages: 3", "sources: {a: {path: 1}}", "- - -"] {
+            let _ = parse(text);
+        }
+    }
+}

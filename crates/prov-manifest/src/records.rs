@@ -1,0 +1,651 @@
+//! The typed records that manifests hold.
+//!
+//! Every record is a JSON object with a `kind` (which record it is) and a `schema` (its
+//! version, currently 1). Records refuse unknown fields: a field dropped on re-serialisation
+//! would change the hash. Maps are `BTreeMap`s and lists are sorted where order carries no
+//! meaning, so that a record has one encoding by construction.
+
+use std::collections::BTreeMap;
+
+use prov_store::{Digest, merkle_root};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::canonical::{DecodeError, EncodeError, Finite, parse_canonical, to_canonical_bytes};
+use crate::name::{Name, RelPath};
+
+/// The schema version this build writes and reads for every record kind.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Any record, tagged by its `kind`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Record {
+    /// An input pinned from outside.
+    Source(SourceRecord),
+    /// A directory: its files by relative path.
+    Tree(TreeRecord),
+    /// A list of Parquet shards.
+    Dataset(DatasetRecord),
+    /// A license decision.
+    Verdict(VerdictRecord),
+    /// One stage boundary.
+    Stage(StageRecord),
+    /// Model weights and training state.
+    Checkpoint(CheckpointRecord),
+    /// One complete execution of a lockfile.
+    Run(RunRecord),
+    /// A lockfile.
+    Lockfile(crate::Lockfile),
+}
+
+impl Record {
+    /// Returns the record's kind as written in its `kind` field.
+    pub fn kind_name(&self) -> &'static str {
+        match self {
+            Self::Source(_) => "source",
+            Self::Tree(_) => "tree",
+            Self::Dataset(_) => "dataset",
+            Self::Verdict(_) => "verdict",
+            Self::Stage(_) => "stage",
+            Self::Checkpoint(_) => "checkpoint",
+            Self::Run(_) => "run",
+            Self::Lockfile(_) => "lockfile",
+        }
+    }
+
+    /// Encodes the record canonically.
+    pub fn to_bytes(&self) -> Result<Vec<u8>, EncodeError> {
+        to_canonical_bytes(self)
+    }
+
+    /// Decodes a canonical record, checking its kind and schema version before its fields so
+    /// that a record from a newer version says so.
+    pub fn from_bytes(bytes: &[u8]) -> Result<Self, DecodeError> {
+        let value = parse_canonical(bytes)?;
+        let obj = value.as_object().ok_or_else(|| DecodeError::Shape("a record is a JSON object".into()))?;
+        let kind = obj
+            .get("kind")
+            .and_then(Value::as_str)
+            .ok_or_else(|| DecodeError::Shape("missing string field `kind`".into()))?
+            .to_owned();
+        match obj.get("schema").and_then(Value::as_u64) {
+            Some(v) if v == u64::from(SCHEMA_VERSION) => {}
+            Some(v) => {
+                return Err(DecodeError::Shape(format!(
+                    "unsupported {kind} schema version (v{v}, but only v{SCHEMA_VERSION} is supported)"
+                )));
+            }
+            None => return Err(DecodeError::Shape(format!("{kind} record has no integer field `schema`"))),
+        }
+        let record: Self =
+            serde_json::from_value(value).map_err(|e| DecodeError::Shape(format!("{kind} record: {e}")))?;
+        record.validate().map_err(|e| DecodeError::Shape(format!("{kind} record: {e}")))?;
+        Ok(record)
+    }
+
+    /// Checks invariants that the types alone do not express.
+    pub fn validate(&self) -> Result<(), String> {
+        match self {
+            Self::Tree(t) => t.validate(),
+            Self::Dataset(d) => d.validate(),
+            _ => Ok(()),
+        }
+    }
+
+    /// Returns every digest the record refers to (objects and other records), sorted and
+    /// without duplicates: the edges of the store's reference graph.
+    pub fn references(&self) -> Vec<Digest> {
+        let mut out: Vec<Digest> = match self {
+            Self::Source(s) => vec![s.content.digest()],
+            Self::Tree(t) => t.entries.iter().map(|e| e.digest).collect(),
+            Self::Dataset(d) => d.shards.iter().map(|s| s.digest).collect(),
+            Self::Verdict(v) => vec![v.subject],
+            Self::Stage(s) => s.inputs.values().chain(s.outputs.values().map(|o| &o.digest)).copied().collect(),
+            Self::Checkpoint(c) => {
+                let mut v: Vec<Digest> = c.tensors.values().copied().collect();
+                v.extend([c.weights, c.optimizer, c.rng, c.config]);
+                v
+            }
+            Self::Run(r) => {
+                let mut v: Vec<Digest> = r.stages.iter().map(|s| s.manifest).collect();
+                v.push(r.lockfile);
+                v
+            }
+            Self::Lockfile(l) => l.sources.iter().map(|s| s.content.digest()).collect(),
+        };
+        out.sort();
+        out.dedup();
+        out
+    }
+}
+
+/// Where the bytes of a source are: one file, or a directory as a [`TreeRecord`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Content {
+    /// A single file.
+    File {
+        /// BLAKE3 of the file's bytes.
+        digest: Digest,
+        /// Size in bytes.
+        size: u64,
+    },
+    /// A directory.
+    Tree {
+        /// Digest of the canonical [`TreeRecord`].
+        digest: Digest,
+        /// Number of files.
+        files: u64,
+        /// Sum of the files' sizes.
+        size: u64,
+    },
+}
+
+impl Content {
+    /// Returns the digest of the file or of the tree record.
+    pub fn digest(&self) -> Digest {
+        match self {
+            Self::File { digest, .. } | Self::Tree { digest, .. } => *digest,
+        }
+    }
+    /// Returns the total size in bytes.
+    pub fn size(&self) -> u64 {
+        match self {
+            Self::File { size, .. } | Self::Tree { size, .. } => *size,
+        }
+    }
+}
+
+/// An input pinned from outside the store.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SourceRecord {
+    /// Always [`SCHEMA_VERSION`].
+    pub schema: u32,
+    /// The source's name in the recipe.
+    pub name: Name,
+    /// Where it came from: a path relative to the project root.
+    pub origin: String,
+    /// The pinned bytes.
+    pub content: Content,
+    /// Declared license (an SPDX expression or the string as found), if the recipe gave one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub license: Option<String>,
+    /// Declared retrieval date (ISO 8601), if the recipe gave one. Never the time of locking:
+    /// that would put the clock into hashed bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retrieved: Option<String>,
+}
+
+/// One file of a tree.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TreeEntry {
+    /// Relative path with `/` separators.
+    pub path: RelPath,
+    /// BLAKE3 of the file.
+    pub digest: Digest,
+    /// Size in bytes.
+    pub size: u64,
+    /// Whether any execute bit was set.
+    pub executable: bool,
+}
+
+/// A directory, flattened to its files (a Merkle tree of depth one: the record's digest
+/// commits to every file's digest).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TreeRecord {
+    /// Always [`SCHEMA_VERSION`].
+    pub schema: u32,
+    /// Files sorted by path (byte order), paths unique.
+    pub entries: Vec<TreeEntry>,
+}
+
+impl TreeRecord {
+    fn validate(&self) -> Result<(), String> {
+        for pair in self.entries.windows(2) {
+            if pair[0].path.as_str() >= pair[1].path.as_str() {
+                return Err(format!(
+                    "tree entries must be sorted by path without duplicates: `{}` then `{}`",
+                    pair[0].path, pair[1].path
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A column of a dataset's schema.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Column {
+    /// Column name.
+    pub name: String,
+    /// Arrow data type, as Arrow displays it (`Utf8`, `Int64`, …).
+    pub data_type: String,
+    /// Whether nulls are allowed.
+    pub nullable: bool,
+}
+
+/// One shard of a dataset.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ShardRef {
+    /// BLAKE3 of the shard file.
+    pub digest: Digest,
+    /// Rows in the shard.
+    pub rows: u64,
+    /// Size of the shard file in bytes.
+    pub bytes: u64,
+}
+
+/// A dataset: ordered shards with one schema.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DatasetRecord {
+    /// Always [`SCHEMA_VERSION`].
+    pub schema: u32,
+    /// Shard file format; `parquet`.
+    pub format: String,
+    /// Columns, in file order.
+    pub columns: Vec<Column>,
+    /// Shards, in dataset order.
+    pub shards: Vec<ShardRef>,
+    /// Sum of the shards' rows.
+    pub rows: u64,
+    /// [`merkle_root`] over the shard digests in order.
+    pub merkle_root: Digest,
+}
+
+impl DatasetRecord {
+    /// Builds a dataset record, computing rows and the Merkle root.
+    pub fn new(format: &str, columns: Vec<Column>, shards: Vec<ShardRef>) -> Self {
+        let rows = shards.iter().map(|s| s.rows).sum();
+        let digests: Vec<Digest> = shards.iter().map(|s| s.digest).collect();
+        Self {
+            schema: SCHEMA_VERSION,
+            format: format.to_owned(),
+            columns,
+            merkle_root: merkle_root(&digests),
+            shards,
+            rows,
+        }
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        let rows: u64 = self.shards.iter().map(|s| s.rows).sum();
+        if rows != self.rows {
+            return Err(format!("`rows` is {} but the shards hold {rows}", self.rows));
+        }
+        let digests: Vec<Digest> = self.shards.iter().map(|s| s.digest).collect();
+        let root = merkle_root(&digests);
+        if root != self.merkle_root {
+            return Err(format!("`merkle_root` is `{}` but the shards give `{root}`", self.merkle_root));
+        }
+        Ok(())
+    }
+}
+
+/// The decision of a license verdict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Decision {
+    /// The subject may be used.
+    Allow,
+    /// The subject must not be used.
+    Deny,
+}
+
+/// A license decision about a source or dataset.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VerdictRecord {
+    /// Always [`SCHEMA_VERSION`].
+    pub schema: u32,
+    /// The source or dataset manifest decided on.
+    pub subject: Digest,
+    /// SPDX expression the decision is about.
+    pub spdx: String,
+    /// Allow or deny.
+    pub decision: Decision,
+    /// Version of the policy applied.
+    pub policy_version: String,
+    /// The policy rule that fired, or `manual`.
+    pub rule: String,
+    /// Who decided (a person's identity or `policy`).
+    pub reviewer: String,
+    /// Why.
+    pub rationale: String,
+    /// When, RFC 3339 in UTC: a fact about the decision, recorded as data.
+    pub decided_at: String,
+}
+
+/// How far a stage's outputs are reproducible.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Determinism {
+    /// Same bytes on any machine.
+    Portable,
+    /// Same bytes when the envelope is equal.
+    Envelope,
+    /// Equal within documented numeric bounds.
+    Tolerance,
+}
+
+impl Determinism {
+    /// Returns the name used in recipes and manifests.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Portable => "portable",
+            Self::Envelope => "envelope",
+            Self::Tolerance => "tolerance",
+        }
+    }
+}
+
+/// What must be equal for bit-for-bit equality, captured at every stage boundary.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Envelope {
+    /// Version of the workbench (`prov --version`).
+    pub workbench_version: String,
+    /// Operating system and kernel release.
+    pub os: String,
+    /// CPU architecture.
+    pub arch: String,
+    /// CPU model name.
+    pub cpu_model: String,
+    /// CPU feature flags, sorted.
+    pub cpu_flags: Vec<String>,
+    /// Worker threads used by the stage.
+    pub threads: u32,
+    /// Compute device (`cpu`, `cuda:0`).
+    pub device: String,
+    /// libtorch version, for stages that use it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub libtorch: Option<String>,
+    /// `ATEN_CPU_CAPABILITY` in force, for stages that use libtorch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aten_cpu_capability: Option<String>,
+    /// `MKL_CBWR` in force, for stages that use MKL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mkl_cbwr: Option<String>,
+}
+
+impl Envelope {
+    /// Returns the fields that differ between two envelopes, as `(field, self, other)`.
+    pub fn differences(&self, other: &Self) -> Vec<(&'static str, String, String)> {
+        let mut out = Vec::new();
+        let mut cmp = |name: &'static str, a: String, b: String| {
+            if a != b {
+                out.push((name, a, b));
+            }
+        };
+        cmp("workbench_version", self.workbench_version.clone(), other.workbench_version.clone());
+        cmp("os", self.os.clone(), other.os.clone());
+        cmp("arch", self.arch.clone(), other.arch.clone());
+        cmp("cpu_model", self.cpu_model.clone(), other.cpu_model.clone());
+        cmp("cpu_flags", self.cpu_flags.join(" "), other.cpu_flags.join(" "));
+        cmp("threads", self.threads.to_string(), other.threads.to_string());
+        cmp("device", self.device.clone(), other.device.clone());
+        let opt = |o: &Option<String>| o.clone().unwrap_or_else(|| "-".into());
+        cmp("libtorch", opt(&self.libtorch), opt(&other.libtorch));
+        cmp("aten_cpu_capability", opt(&self.aten_cpu_capability), opt(&other.aten_cpu_capability));
+        cmp("mkl_cbwr", opt(&self.mkl_cbwr), opt(&other.mkl_cbwr));
+        out
+    }
+}
+
+/// What an output is, so that readers know how to follow its digest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OutputType {
+    /// A [`SourceRecord`].
+    Source,
+    /// A [`DatasetRecord`].
+    Dataset,
+    /// A [`TreeRecord`].
+    Tree,
+    /// A plain object.
+    File,
+    /// A [`CheckpointRecord`].
+    Checkpoint,
+}
+
+/// One named output of a stage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OutputRef {
+    /// What the digest names.
+    #[serde(rename = "type")]
+    pub output_type: OutputType,
+    /// The output's digest.
+    pub digest: Digest,
+}
+
+/// One stage boundary: everything that went in, everything that came out.
+///
+/// It holds no timings and no clock: the same inputs in the same envelope give the same
+/// stage record byte for byte, so a replay can compare records. Timings live in the
+/// store's execution log.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StageRecord {
+    /// Always [`SCHEMA_VERSION`].
+    pub schema: u32,
+    /// Stage name in the recipe.
+    pub name: Name,
+    /// Stage kind (`source`, `shard`, …).
+    pub stage_kind: String,
+    /// Implementation version of the stage kind.
+    pub version: u32,
+    /// Determinism class.
+    pub determinism: Determinism,
+    /// The stage key this record is cached under.
+    pub key: Digest,
+    /// Canonical configuration, every default explicit.
+    pub config: Value,
+    /// Input name -> the manifest or object consumed.
+    pub inputs: BTreeMap<String, Digest>,
+    /// Seed name -> seed.
+    pub seeds: BTreeMap<String, u64>,
+    /// The envelope the stage ran in.
+    pub envelope: Envelope,
+    /// Output name -> what was produced.
+    pub outputs: BTreeMap<String, OutputRef>,
+    /// Deterministic statistics (counts, sizes).
+    pub stats: BTreeMap<String, Value>,
+}
+
+/// Model weights and training state at one step.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CheckpointRecord {
+    /// Always [`SCHEMA_VERSION`].
+    pub schema: u32,
+    /// Optimizer steps taken.
+    pub step: u64,
+    /// The model's `config.json` object.
+    pub config: Digest,
+    /// The safetensors file of the weights.
+    pub weights: Digest,
+    /// Tensor name -> BLAKE3 of the tensor's raw bytes.
+    pub tensors: BTreeMap<String, Digest>,
+    /// The optimizer state object.
+    pub optimizer: Digest,
+    /// The RNG state object.
+    pub rng: Digest,
+    /// Position in the data order (samples consumed).
+    pub data_position: u64,
+    /// Training loss at this step, when recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loss: Option<Finite>,
+}
+
+/// A stage of a run, in plan order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunStage {
+    /// Stage name.
+    pub name: Name,
+    /// Its stage record.
+    pub manifest: Digest,
+}
+
+/// One complete execution of a lockfile.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunRecord {
+    /// Always [`SCHEMA_VERSION`].
+    pub schema: u32,
+    /// Recipe name.
+    pub recipe: String,
+    /// The lockfile executed: the run id.
+    pub lockfile: Digest,
+    /// Stage records in plan order.
+    pub stages: Vec<RunStage>,
+    /// [`merkle_root`] over the stage record digests in plan order.
+    pub root: Digest,
+}
+
+impl RunRecord {
+    /// Builds a run record, computing its root.
+    pub fn new(recipe: &str, lockfile: Digest, stages: Vec<RunStage>) -> Self {
+        let digests: Vec<Digest> = stages.iter().map(|s| s.manifest).collect();
+        Self { schema: SCHEMA_VERSION, recipe: recipe.to_owned(), lockfile, root: merkle_root(&digests), stages }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn envelope() -> Envelope {
+        Envelope {
+            workbench_version: "0.1.0".into(),
+            os: "linux 6.1".into(),
+            arch: "x86_64".into(),
+            cpu_model: "test cpu".into(),
+            cpu_flags: vec!["avx2".into(), "sse2".into()],
+            threads: 2,
+            device: "cpu".into(),
+            libtorch: None,
+            aten_cpu_capability: None,
+            mkl_cbwr: None,
+        }
+    }
+
+    fn samples() -> Vec<Record> {
+        let d = Digest::of(b"x");
+        vec![
+            Record::Source(SourceRecord {
+                schema: 1,
+                name: "corpus".parse().unwrap(),
+                origin: "data/x.jsonl".into(),
+                content: Content::File { digest: d, size: 1 },
+                license: Some("MIT".into()),
+                retrieved: None,
+            }),
+            Record::Tree(TreeRecord {
+                schema: 1,
+                entries: vec![TreeEntry { path: "a/b.txt".parse().unwrap(), digest: d, size: 1, executable: false }],
+            }),
+            Record::Dataset(DatasetRecord::new(
+                "parquet",
+                vec![Column { name: "id".into(), data_type: "Utf8".into(), nullable: false }],
+                vec![ShardRef { digest: d, rows: 3, bytes: 10 }],
+            )),
+            Record::Verdict(VerdictRecord {
+                schema: 1,
+                subject: d,
+                spdx: "Apache-2.0".into(),
+                decision: Decision::Allow,
+                policy_version: "1".into(),
+                rule: "permissive".into(),
+                reviewer: "policy".into(),
+                rationale: "listed as permissive".into(),
+                decided_at: "2026-11-22T00:00:00Z".into(),
+            }),
+            Record::Stage(StageRecord {
+                schema: 1,
+                name: "shard".parse().unwrap(),
+                stage_kind: "shard".into(),
+                version: 1,
+                determinism: Determinism::Portable,
+                key: d,
+                config: serde_json::json!({"shards": 4, "fraction": 0.1}),
+                inputs: BTreeMap::from([("docs".into(), d)]),
+                seeds: BTreeMap::from([("sample".into(), u64::MAX)]),
+                envelope: envelope(),
+                outputs: BTreeMap::from([("dataset".into(), OutputRef { output_type: OutputType::Dataset, digest: d })]),
+                stats: BTreeMap::from([("rows".into(), serde_json::json!(3))]),
+            }),
+            Record::Checkpoint(CheckpointRecord {
+                schema: 1,
+                step: 10,
+                config: d,
+                weights: d,
+                tensors: BTreeMap::from([("lm_head.weight".into(), d)]),
+                optimizer: d,
+                rng: d,
+                data_position: 40,
+                loss: Finite::new(2.5),
+            }),
+            Record::Run(RunRecord::new("quickstart", d, vec![RunStage { name: "shard".parse().unwrap(), manifest: d }])),
+        ]
+    }
+
+    #[test]
+    fn every_record_round_trips_canonically() {
+        for r in samples() {
+            let bytes = r.to_bytes().unwrap();
+            let back = Record::from_bytes(&bytes).unwrap();
+            assert_eq!(back, r);
+            assert_eq!(back.to_bytes().unwrap(), bytes);
+            let text = String::from_utf8(bytes).unwrap();
+            assert!(text.contains(&format!("\"kind\":\"{}\"", r.kind_name())), "{text}");
+            assert!(text.contains("\"schema\":1"), "{text}");
+        }
+    }
+
+    #[test]
+    fn unknown_fields_and_newer_schemas_are_refused() {
+        let src = samples().remove(0).to_bytes().unwrap();
+        let text = String::from_utf8(src).unwrap();
+        let extra = text.replacen("\"kind\"", "\"extra\":1,\"kind\"", 1);
+        let err = Record::from_bytes(extra.as_bytes()).unwrap_err();
+        assert!(err.to_string().contains("unknown field `extra`"), "{err}");
+        let newer = text.replace("\"schema\":1", "\"schema\":2");
+        let err = Record::from_bytes(newer.as_bytes()).unwrap_err();
+        assert!(err.to_string().contains("unsupported source schema version (v2, but only v1"), "{err}");
+    }
+
+    #[test]
+    fn dataset_invariants_are_checked_on_read() {
+        let Record::Dataset(mut ds) = samples().remove(2) else { panic!() };
+        ds.rows += 1;
+        let err = Record::from_bytes(&Record::Dataset(ds.clone()).to_bytes().unwrap()).unwrap_err();
+        assert!(err.to_string().contains("`rows` is 4 but the shards hold 3"), "{err}");
+        ds.rows -= 1;
+        ds.merkle_root = Digest::of(b"forged");
+        assert!(Record::from_bytes(&Record::Dataset(ds).to_bytes().unwrap()).is_err());
+    }
+
+    #[test]
+    fn unsorted_trees_are_refused() {
+        let d = Digest::of(b"x");
+        let entry = |p: &str| TreeEntry { path: p.parse().unwrap(), digest: d, size: 1, executable: false };
+        let t = Record::Tree(TreeRecord { schema: 1, entries: vec![entry("b"), entry("a")] });
+        assert!(Record::from_bytes(&t.to_bytes().unwrap()).is_err());
+        let dup = Record::Tree(TreeRecord { schema: 1, entries: vec![entry("a"), entry("a")] });
+        assert!(Record::from_bytes(&dup.to_bytes().unwrap()).is_err());
+    }
+
+    #[test]
+    fn references_follow_every_digest() {
+        let run = samples().pop().unwrap();
+        assert_eq!(run.references(), vec![Digest::of(b"x")]);
+    }
+}

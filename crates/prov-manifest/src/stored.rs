@@ -1,0 +1,87 @@
+//! Reading and writing records in the store, and walking the reference graph.
+
+use std::collections::BTreeSet;
+
+use prov_store::{Digest, ObjectKind, Store, StoreError};
+
+use crate::canonical::{DecodeError, EncodeError};
+use crate::records::Record;
+
+/// An error reading or writing a stored record.
+#[derive(Debug, thiserror::Error)]
+pub enum StoredError {
+    /// The store failed, or the bytes do not match their digest.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The object is not a valid record.
+    #[error("object `{digest}` is not a valid record: {source}")]
+    Decode {
+        /// The object.
+        digest: Digest,
+        /// Why.
+        source: DecodeError,
+    },
+    /// The record could not be encoded.
+    #[error(transparent)]
+    Encode(#[from] EncodeError),
+}
+
+impl StoredError {
+    /// Returns true when stored bytes do not match their digest.
+    pub fn is_integrity_failure(&self) -> bool {
+        matches!(self, Self::Store(e) if e.is_integrity_failure())
+    }
+}
+
+/// Stores a record canonically, records its references in the index, and returns its digest.
+pub fn put_record(store: &Store, record: &Record) -> Result<Digest, StoredError> {
+    let bytes = record.to_bytes()?;
+    let digest = store.put_bytes(ObjectKind::Manifest, &bytes)?;
+    store.index().add_refs(&digest, &record.references())?;
+    Ok(digest)
+}
+
+/// Reads and verifies a stored record.
+pub fn get_record(store: &Store, digest: &Digest) -> Result<Record, StoredError> {
+    let bytes = store.read(digest)?;
+    Record::from_bytes(&bytes).map_err(|source| StoredError::Decode { digest: *digest, source })
+}
+
+/// Returns true when the bytes look like a record (a JSON object with a `kind`), without
+/// validating it; used to tell manifests from data when the index is not trusted.
+pub fn looks_like_record(bytes: &[u8]) -> bool {
+    bytes.starts_with(b"{\"") && bytes.ends_with(b"}") && bytes.windows(7).any(|w| w == b"\"kind\":")
+}
+
+/// Walks everything reachable from `roots` through record references. Objects that are not
+/// records (data files, shards) are leaves. Missing or unreadable records are returned
+/// separately rather than failing the walk, so that one bad object does not hide the others.
+pub fn closure(store: &Store, roots: &[Digest]) -> (BTreeSet<Digest>, Vec<(Digest, StoredError)>) {
+    let mut seen = BTreeSet::new();
+    let mut problems = Vec::new();
+    let mut stack: Vec<Digest> = roots.to_vec();
+    while let Some(d) = stack.pop() {
+        if !seen.insert(d) {
+            continue;
+        }
+        let is_manifest = match store.index().object_kind(&d) {
+            Ok(Some(kind)) => kind == "manifest",
+            // Not indexed: decide from the bytes.
+            _ => match fs_err::read(store.object_path(&d)) {
+                Ok(bytes) => looks_like_record(&bytes),
+                Err(_) => {
+                    problems.push((d, StoredError::Store(StoreError::NotFound(d))));
+                    continue;
+                }
+            },
+        };
+        if !is_manifest {
+            continue;
+        }
+        match get_record(store, &d) {
+            Ok(record) => stack.extend(record.references()),
+            Err(e) => problems.push((d, e)),
+        }
+    }
+    (seen, problems)
+}

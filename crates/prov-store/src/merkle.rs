@@ -1,0 +1,81 @@
+//! Merkle roots over ordered lists of digests (dataset shards, ledgers).
+//!
+//! The tree is the one of RFC 6962 (Certificate Transparency, section 2.1) with BLAKE3 in place
+//! of SHA-256, so that inclusion and consistency proofs keep their well-studied shape:
+//!
+//! - the root of the empty list is `BLAKE3("")`;
+//! - the root of one leaf `d` is `BLAKE3(0x00 || d)` (32 raw digest bytes);
+//! - the root of `n > 1` leaves is `BLAKE3(0x01 || root(first k) || root(rest))`, where `k` is
+//!   the largest power of two strictly smaller than `n`.
+//!
+//! The 0x00 / 0x01 prefixes keep a leaf from ever being mistaken for an inner node.
+
+use crate::Digest;
+
+/// Returns the hash of one leaf.
+pub fn leaf_hash(leaf: &Digest) -> Digest {
+    let mut h = blake3::Hasher::new();
+    h.update(&[0x00]);
+    h.update(leaf.as_bytes());
+    h.finalize().into()
+}
+
+/// Returns the hash of an inner node from its two children.
+pub fn node_hash(left: &Digest, right: &Digest) -> Digest {
+    let mut h = blake3::Hasher::new();
+    h.update(&[0x01]);
+    h.update(left.as_bytes());
+    h.update(right.as_bytes());
+    h.finalize().into()
+}
+
+/// Returns the Merkle root of `leaves`, in the order given.
+pub fn merkle_root(leaves: &[Digest]) -> Digest {
+    match leaves.len() {
+        0 => Digest::of(b""),
+        1 => leaf_hash(&leaves[0]),
+        n => {
+            let k = largest_power_of_two_below(n);
+            node_hash(&merkle_root(&leaves[..k]), &merkle_root(&leaves[k..]))
+        }
+    }
+}
+
+fn largest_power_of_two_below(n: usize) -> usize {
+    debug_assert!(n > 1);
+    let mut k = 1;
+    while k * 2 < n {
+        k *= 2;
+    }
+    k
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn d(i: u8) -> Digest {
+        Digest::of(&[i])
+    }
+
+    #[test]
+    fn shape_follows_rfc6962() {
+        assert_eq!(merkle_root(&[]), Digest::of(b""));
+        assert_eq!(merkle_root(&[d(0)]), leaf_hash(&d(0)));
+        let three = merkle_root(&[d(0), d(1), d(2)]);
+        let expect = node_hash(&node_hash(&leaf_hash(&d(0)), &leaf_hash(&d(1))), &leaf_hash(&d(2)));
+        assert_eq!(three, expect);
+        let five = merkle_root(&[d(0), d(1), d(2), d(3), d(4)]);
+        let left = merkle_root(&[d(0), d(1), d(2), d(3)]);
+        assert_eq!(five, node_hash(&left, &leaf_hash(&d(4))));
+    }
+
+    #[test]
+    fn order_and_duplication_matter() {
+        assert_ne!(merkle_root(&[d(0), d(1)]), merkle_root(&[d(1), d(0)]));
+        // A tree of two equal leaves is not the tree of one.
+        assert_ne!(merkle_root(&[d(0), d(0)]), merkle_root(&[d(0)]));
+        // A leaf never equals an inner node built from the same bytes.
+        assert_ne!(merkle_root(&[d(0)]), d(0));
+    }
+}

@@ -1,0 +1,593 @@
+//! The object store on disk.
+//!
+//! ```text
+//! .prov/
+//!   VERSION            "1": layout version
+//!   lock               advisory lock: shared for readers and writers of objects, exclusive for gc
+//!   objects/ab/cdef…   object bytes, named by the 64 hex digits of their BLAKE3 (2 + 62), read-only
+//!   tmp/               objects being written; renamed into objects/ only when complete and synced
+//!   index.sqlite       the index (WAL), see [`crate::Index`]
+//! ```
+
+use std::io::{self, BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use rayon::prelude::*;
+
+use crate::digest::Hasher;
+use crate::{Digest, Index, Mismatch, StoreError};
+
+/// Layout version written to `VERSION`.
+pub const LAYOUT_VERSION: u32 = 1;
+
+/// Name of the store directory that `prov init` creates.
+pub const STORE_DIR_NAME: &str = ".prov";
+
+/// What an object is, recorded in the index for display and garbage collection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ObjectKind {
+    /// Opaque bytes: an imported file, a command's output.
+    Blob,
+    /// A canonical JSON record (see `prov-manifest`).
+    Manifest,
+    /// A dataset shard (Parquet).
+    Shard,
+}
+
+impl ObjectKind {
+    /// Returns the name stored in the index.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Blob => "blob",
+            Self::Manifest => "manifest",
+            Self::Shard => "shard",
+        }
+    }
+}
+
+/// How a store is opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// Read and add objects; many processes at once.
+    Shared,
+    /// Remove objects (gc); no other process at the same time.
+    Exclusive,
+}
+
+/// A content-addressed object store.
+pub struct Store {
+    root: PathBuf,
+    index: Index,
+    // Held for the store's lifetime; the OS releases it when the process dies, even on kill -9.
+    _lock: fs_err::File,
+}
+
+/// Outcome of re-hashing every object.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct VerifyReport {
+    /// Objects hashed.
+    pub objects: u64,
+    /// Bytes hashed.
+    pub bytes: u64,
+    /// Objects whose bytes do not match their name, sorted by digest.
+    pub corrupt: Vec<Mismatch>,
+    /// Files under `objects/` whose names are not digests.
+    pub stray: Vec<PathBuf>,
+}
+
+static TMP_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+impl Store {
+    /// Creates a store in `dir` (the `.prov` directory itself), or opens the one already there.
+    pub fn init(dir: &Path) -> Result<Self, StoreError> {
+        fs_err::create_dir_all(dir.join("objects"))?;
+        fs_err::create_dir_all(dir.join("tmp"))?;
+        let version = dir.join("VERSION");
+        if !version.exists() {
+            write_atomically(&dir.join("tmp"), &version, format!("{LAYOUT_VERSION}\n").as_bytes())?;
+        }
+        Self::open(dir, Access::Shared, true)
+    }
+
+    /// Opens the store in `dir`, taking the lock in the given mode; with `wait` false, a
+    /// conflicting lock gives [`StoreError::Busy`] instead of waiting.
+    pub fn open(dir: &Path, access: Access, wait: bool) -> Result<Self, StoreError> {
+        let version_path = dir.join("VERSION");
+        if !version_path.is_file() {
+            return Err(StoreError::NotAStore(dir.to_owned()));
+        }
+        let found = fs_err::read_to_string(&version_path)?;
+        if found.trim() != LAYOUT_VERSION.to_string() {
+            return Err(StoreError::UnsupportedVersion {
+                path: dir.to_owned(),
+                found: found.trim().to_owned(),
+                supported: LAYOUT_VERSION,
+            });
+        }
+        let lock = fs_err::OpenOptions::new().create(true).truncate(false).write(true).open(dir.join("lock"))?;
+        let locked = match (access, wait) {
+            (Access::Shared, true) => lock.file().lock_shared().map(|()| true),
+            (Access::Exclusive, true) => lock.file().lock().map(|()| true),
+            (Access::Shared, false) => try_lock(lock.file().try_lock_shared()),
+            (Access::Exclusive, false) => try_lock(lock.file().try_lock()),
+        }?;
+        if !locked {
+            return Err(StoreError::Busy(dir.to_owned()));
+        }
+        fs_err::create_dir_all(dir.join("tmp"))?;
+        let index = Index::open(&dir.join("index.sqlite"))?;
+        Ok(Self { root: dir.to_owned(), index, _lock: lock })
+    }
+
+    /// Returns the store directory.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Returns the index.
+    pub fn index(&self) -> &Index {
+        &self.index
+    }
+
+    /// Returns where an object's bytes live. Bytes read from there are not verified: use
+    /// [`Store::verify`] or [`Store::open_verified`] where it matters.
+    pub fn object_path(&self, digest: &Digest) -> PathBuf {
+        let hex = digest.to_hex();
+        self.root.join("objects").join(&hex[..2]).join(&hex[2..])
+    }
+
+    /// Returns true when the object's file exists (without verifying it).
+    pub fn contains(&self, digest: &Digest) -> bool {
+        self.object_path(digest).is_file()
+    }
+
+    /// Starts writing an object; [`ObjectWriter::finish`] names it.
+    pub fn writer(&self, kind: ObjectKind) -> Result<ObjectWriter<'_>, StoreError> {
+        let tmp_dir = self.root.join("tmp");
+        loop {
+            let n = TMP_COUNTER.fetch_add(1, Ordering::Relaxed);
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.subsec_nanos());
+            let path = tmp_dir.join(format!("{}-{nanos:08x}-{n}.tmp", std::process::id()));
+            match fs_err::OpenOptions::new().write(true).create_new(true).open(&path) {
+                Ok(file) => {
+                    return Ok(ObjectWriter {
+                        store: self,
+                        kind,
+                        file: Some(BufWriter::with_capacity(1 << 20, file)),
+                        tmp_path: path,
+                        hasher: Hasher::new(),
+                        size: 0,
+                    });
+                }
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    /// Stores `bytes` and returns their digest.
+    pub fn put_bytes(&self, kind: ObjectKind, bytes: &[u8]) -> Result<Digest, StoreError> {
+        let mut w = self.writer(kind)?;
+        w.write_all(bytes)?;
+        w.finish()
+    }
+
+    /// Copies a file into the store, hashing while streaming, and returns its digest and size.
+    pub fn put_file(&self, kind: ObjectKind, path: &Path) -> Result<(Digest, u64), StoreError> {
+        let mut src = fs_err::File::open(path)?;
+        let mut w = self.writer(kind)?;
+        let size = io::copy(&mut src, &mut w)?;
+        Ok((w.finish()?, size))
+    }
+
+    /// Reads a whole object and verifies it.
+    pub fn read(&self, digest: &Digest) -> Result<Vec<u8>, StoreError> {
+        let path = self.object_path(digest);
+        let bytes = match fs_err::read(&path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(StoreError::NotFound(*digest)),
+            Err(e) => return Err(e.into()),
+        };
+        let actual = Digest::of(&bytes);
+        if actual != *digest {
+            return Err(Mismatch { expected: *digest, actual }.into());
+        }
+        Ok(bytes)
+    }
+
+    /// Opens an object for streaming; the reader fails at the end if the bytes do not match.
+    pub fn open_verified(&self, digest: &Digest) -> Result<VerifiedReader, StoreError> {
+        let path = self.object_path(digest);
+        let file = match fs_err::File::open(&path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(StoreError::NotFound(*digest)),
+            Err(e) => return Err(e.into()),
+        };
+        Ok(VerifiedReader { inner: file, hasher: Hasher::new(), expected: *digest, done: false })
+    }
+
+    /// Re-hashes one object; returns its size.
+    pub fn verify(&self, digest: &Digest) -> Result<u64, StoreError> {
+        let path = self.object_path(digest);
+        if !path.is_file() {
+            return Err(StoreError::NotFound(*digest));
+        }
+        let (actual, size) = hash_file(&path, false)?;
+        if actual != *digest {
+            return Err(Mismatch { expected: *digest, actual }.into());
+        }
+        Ok(size)
+    }
+
+    /// Lists every object on disk, sorted. Files that are not named like objects are ignored.
+    pub fn list_objects(&self) -> Result<Vec<Digest>, StoreError> {
+        let (mut found, _) = self.scan()?;
+        found.sort();
+        Ok(found.into_iter().map(|(d, _)| d).collect())
+    }
+
+    fn scan(&self) -> Result<(Vec<(Digest, PathBuf)>, Vec<PathBuf>), StoreError> {
+        let mut found = Vec::new();
+        let mut stray = Vec::new();
+        let objects = self.root.join("objects");
+        for prefix in fs_err::read_dir(&objects)? {
+            let prefix = prefix?;
+            let p = prefix.path();
+            if !p.is_dir() {
+                stray.push(p);
+                continue;
+            }
+            let prefix_name = prefix.file_name().to_string_lossy().into_owned();
+            for entry in fs_err::read_dir(&p)? {
+                let entry = entry?;
+                let name = format!("{prefix_name}{}", entry.file_name().to_string_lossy());
+                match Digest::from_hex(&name) {
+                    Ok(d) => found.push((d, entry.path())),
+                    Err(_) => stray.push(entry.path()),
+                }
+            }
+        }
+        stray.sort();
+        Ok((found, stray))
+    }
+
+    /// Re-hashes every object with `threads` threads (streaming; large objects are hashed
+    /// with several threads too), and reports the ones that no longer match their names.
+    pub fn verify_all(&self, threads: usize) -> Result<VerifyReport, StoreError> {
+        let (mut found, stray) = self.scan()?;
+        // Largest first, so the big files start early and the small ones fill the gaps.
+        let sizes: Vec<u64> = found
+            .iter()
+            .map(|(_, p)| fs_err::metadata(p).map(|m| m.len()))
+            .collect::<Result<_, _>>()?;
+        let mut order: Vec<usize> = (0..found.len()).collect();
+        order.sort_by_key(|&i| std::cmp::Reverse(sizes[i]));
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads.max(1))
+            .build()
+            .map_err(|e| io::Error::other(e.to_string()))?;
+        let multi = threads > 1;
+        let results: Vec<Result<(usize, Digest, u64), io::Error>> = pool.install(|| {
+            order
+                .par_iter()
+                .map(|&i| hash_file(&found[i].1, multi).map(|(d, n)| (i, d, n)))
+                .collect()
+        });
+        let mut report = VerifyReport { stray, ..VerifyReport::default() };
+        for r in results {
+            let (i, actual, size) = r?;
+            report.objects += 1;
+            report.bytes += size;
+            if actual != found[i].0 {
+                report.corrupt.push(Mismatch { expected: found[i].0, actual });
+            }
+        }
+        report.corrupt.sort_by(|a, b| a.expected.cmp(&b.expected));
+        found.clear();
+        Ok(report)
+    }
+
+    /// Deletes objects (gc). Requires [`Access::Exclusive`]; also forgets them in the index.
+    pub fn remove_objects(&self, digests: &[Digest]) -> Result<u64, StoreError> {
+        let mut freed = 0;
+        for d in digests {
+            let p = self.object_path(d);
+            if let Ok(m) = fs_err::metadata(&p) {
+                freed += m.len();
+            }
+            match fs_err::remove_file(&p) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        self.index.forget_objects(digests)?;
+        Ok(freed)
+    }
+
+    /// Removes partial writes left by killed processes. Requires [`Access::Exclusive`], so that
+    /// no other process is writing.
+    pub fn clean_tmp(&self) -> Result<usize, StoreError> {
+        let mut n = 0;
+        for entry in fs_err::read_dir(self.root.join("tmp"))? {
+            let entry = entry?;
+            if entry.path().is_dir() {
+                fs_err::remove_dir_all(entry.path())?;
+            } else {
+                fs_err::remove_file(entry.path())?;
+            }
+            n += 1;
+        }
+        Ok(n)
+    }
+
+    /// Returns a fresh private directory under `tmp/` for a stage's scratch work.
+    pub fn scratch_dir(&self, label: &str) -> Result<PathBuf, StoreError> {
+        let n = TMP_COUNTER.fetch_add(1, Ordering::Relaxed);
+        let dir = self.root.join("tmp").join(format!("{label}-{}-{n}", std::process::id()));
+        if dir.exists() {
+            fs_err::remove_dir_all(&dir)?;
+        }
+        fs_err::create_dir_all(&dir)?;
+        Ok(dir)
+    }
+}
+
+fn try_lock(r: Result<(), std::fs::TryLockError>) -> io::Result<bool> {
+    match r {
+        Ok(()) => Ok(true),
+        Err(std::fs::TryLockError::WouldBlock) => Ok(false),
+        Err(std::fs::TryLockError::Error(e)) => Err(e),
+    }
+}
+
+/// Hashes a file, streaming; with `multi`, large files are hashed on the current rayon pool.
+fn hash_file(path: &Path, multi: bool) -> io::Result<(Digest, u64)> {
+    let mut h = blake3::Hasher::new();
+    let size = fs_err::metadata(path)?.len();
+    // Below 128 KiB the parallel path is slower than a plain read (BLAKE3 docs).
+    if multi && size >= 128 * 1024 {
+        h.update_mmap_rayon(path).map_err(|e| io::Error::new(e.kind(), format!("{e}: {}", path.display())))?;
+    } else if size >= 16 * 1024 * 1024 {
+        h.update_mmap(path).map_err(|e| io::Error::new(e.kind(), format!("{e}: {}", path.display())))?;
+    } else {
+        let mut f = fs_err::File::open(path)?;
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            let n = f.read(&mut buf)?;
+            if n == 0 {
+                break;
+            }
+            h.update(&buf[..n]);
+        }
+    }
+    Ok((h.finalize().into(), size))
+}
+
+/// Writes `bytes` to `dest` atomically: temp file in `tmp_dir`, fsync, rename, fsync the directory.
+pub fn write_atomically(tmp_dir: &Path, dest: &Path, bytes: &[u8]) -> Result<(), StoreError> {
+    fs_err::create_dir_all(tmp_dir)?;
+    let n = TMP_COUNTER.fetch_add(1, Ordering::Relaxed);
+    let tmp = tmp_dir.join(format!(".{}-{n}.tmp", std::process::id()));
+    {
+        let mut f = fs_err::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+    }
+    fs_err::rename(&tmp, dest)?;
+    if let Some(parent) = dest.parent() {
+        sync_dir(parent)?;
+    }
+    Ok(())
+}
+
+fn sync_dir(dir: &Path) -> io::Result<()> {
+    fs_err::File::open(dir)?.sync_all()
+}
+
+/// Streams an object being added to the store. Dropping it without [`finish`](Self::finish)
+/// removes the partial file.
+pub struct ObjectWriter<'s> {
+    store: &'s Store,
+    kind: ObjectKind,
+    file: Option<BufWriter<fs_err::File>>,
+    tmp_path: PathBuf,
+    hasher: Hasher,
+    size: u64,
+}
+
+impl ObjectWriter<'_> {
+    /// Returns the number of bytes written so far.
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// Makes the object durable under its digest and returns the digest.
+    pub fn finish(mut self) -> Result<Digest, StoreError> {
+        let file = self.file.take().expect("finish consumes the writer, so the file is present");
+        let file = file.into_inner().map_err(io::IntoInnerError::into_error)?;
+        file.sync_all()?;
+        drop(file);
+        let digest = self.hasher.finalize();
+        let dest = self.store.object_path(&digest);
+        let prefix_dir = dest.parent().expect("object paths have a prefix directory");
+        if !prefix_dir.is_dir() {
+            fs_err::create_dir_all(prefix_dir)?;
+            sync_dir(&self.store.root.join("objects"))?;
+        }
+        set_read_only(&self.tmp_path)?;
+        // Renaming over an existing copy is atomic and heals a corrupted one.
+        fs_err::rename(&self.tmp_path, &dest)?;
+        sync_dir(prefix_dir)?;
+        self.store.index.record_object(&digest, self.size, self.kind.as_str())?;
+        Ok(digest)
+    }
+}
+
+fn set_read_only(path: &Path) -> io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    fs_err::set_permissions(path, std::fs::Permissions::from_mode(0o444))
+}
+
+impl Write for ObjectWriter<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let file = self.file.as_mut().ok_or_else(|| io::Error::other("object writer already finished"))?;
+        let n = file.write(buf)?;
+        self.hasher.update(&buf[..n]);
+        self.size += n as u64;
+        Ok(n)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.file.as_mut().map_or(Ok(()), Write::flush)
+    }
+}
+
+impl Drop for ObjectWriter<'_> {
+    fn drop(&mut self) {
+        if self.file.take().is_some() {
+            // Best effort: a leftover is removed by `gc` anyway.
+            let _ = fs_err::remove_file(&self.tmp_path);
+        }
+    }
+}
+
+/// A reader over an object that fails at the end when the bytes do not match the digest.
+pub struct VerifiedReader {
+    inner: fs_err::File,
+    hasher: Hasher,
+    expected: Digest,
+    done: bool,
+}
+
+impl Read for VerifiedReader {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        if n == 0 && !buf.is_empty() && !self.done {
+            self.done = true;
+            let actual = self.hasher.finalize();
+            if actual != self.expected {
+                return Err(io::Error::new(io::ErrorKind::InvalidData, Mismatch { expected: self.expected, actual }));
+            }
+        }
+        self.hasher.update(&buf[..n]);
+        Ok(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn store() -> (tempfile::TempDir, Store) {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::init(&dir.path().join(".prov")).unwrap();
+        (dir, s)
+    }
+
+    fn flip_byte(path: &Path, at: usize) {
+        use std::os::unix::fs::PermissionsExt;
+        fs_err::set_permissions(path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let mut bytes = fs_err::read(path).unwrap();
+        bytes[at] ^= 0x01;
+        fs_err::write(path, bytes).unwrap();
+    }
+
+    #[test]
+    fn put_names_objects_by_their_blake3() {
+        let (_d, s) = store();
+        let digest = s.put_bytes(ObjectKind::Blob, b"hello").unwrap();
+        assert_eq!(digest, Digest::of(b"hello"));
+        assert_eq!(s.read(&digest).unwrap(), b"hello");
+        let hex = digest.to_hex();
+        assert!(s.root().join("objects").join(&hex[..2]).join(&hex[2..]).is_file());
+        assert_eq!(s.index().object_kind(&digest).unwrap().as_deref(), Some("blob"));
+        // Writing the same bytes again is idempotent.
+        assert_eq!(s.put_bytes(ObjectKind::Blob, b"hello").unwrap(), digest);
+        assert_eq!(s.list_objects().unwrap(), vec![digest]);
+    }
+
+    #[test]
+    fn dropped_writer_leaves_nothing() {
+        let (_d, s) = store();
+        {
+            let mut w = s.writer(ObjectKind::Blob).unwrap();
+            w.write_all(b"partial").unwrap();
+        }
+        assert!(s.list_objects().unwrap().is_empty());
+        assert_eq!(fs_err::read_dir(s.root().join("tmp")).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn corruption_is_detected_by_every_read_path() {
+        let (_d, s) = store();
+        let good = s.put_bytes(ObjectKind::Blob, &vec![7u8; 300_000]).unwrap();
+        let bad = s.put_bytes(ObjectKind::Blob, b"some bytes").unwrap();
+        flip_byte(&s.object_path(&bad), 3);
+        assert!(matches!(s.read(&bad), Err(StoreError::Corrupt(m)) if m.expected == bad));
+        assert!(s.verify(&bad).unwrap_err().is_integrity_failure());
+        let mut sink = Vec::new();
+        let err = s.open_verified(&bad).unwrap().read_to_end(&mut sink).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidData);
+        for threads in [1, 2] {
+            let report = s.verify_all(threads).unwrap();
+            assert_eq!(report.objects, 2);
+            assert_eq!(report.corrupt.len(), 1);
+            assert_eq!(report.corrupt[0].expected, bad);
+        }
+        assert_eq!(s.verify(&good).unwrap(), 300_000);
+        // Writing the good bytes again heals the object.
+        s.put_bytes(ObjectKind::Blob, b"some bytes").unwrap();
+        assert!(s.verify_all(2).unwrap().corrupt.is_empty());
+    }
+
+    #[test]
+    fn exclusive_lock_excludes_a_second_opener() {
+        let (_d, s) = store();
+        let root = s.root().to_owned();
+        // Locks are per open file description, so a second open in one process conflicts too.
+        assert!(matches!(Store::open(&root, Access::Exclusive, false), Err(StoreError::Busy(_))));
+        let shared = Store::open(&root, Access::Shared, false).unwrap();
+        drop(shared);
+        drop(s);
+        let excl = Store::open(&root, Access::Exclusive, false).unwrap();
+        assert!(matches!(Store::open(&root, Access::Shared, false), Err(StoreError::Busy(_))));
+        drop(excl);
+    }
+
+    #[test]
+    fn opening_a_non_store_is_a_clear_error() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(matches!(Store::open(dir.path(), Access::Shared, true), Err(StoreError::NotAStore(_))));
+    }
+
+    #[test]
+    fn remove_and_clean() {
+        let (_d, s) = store();
+        let a = s.put_bytes(ObjectKind::Blob, b"a").unwrap();
+        let b = s.put_bytes(ObjectKind::Manifest, b"b").unwrap();
+        s.index().cache_put(&Digest::of(b"key"), &b).unwrap();
+        fs_err::write(s.root().join("tmp").join("leftover.tmp"), b"x").unwrap();
+        assert_eq!(s.remove_objects(&[b]).unwrap(), 1);
+        assert_eq!(s.list_objects().unwrap(), vec![a]);
+        assert_eq!(s.index().cache_get(&Digest::of(b"key")).unwrap(), None);
+        assert_eq!(s.clean_tmp().unwrap(), 1);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn streaming_one_shot_and_verify_agree(data in proptest::collection::vec(proptest::num::u8::ANY, 0..200_000), chunk in 1usize..70_000) {
+            let (_d, s) = store();
+            let mut w = s.writer(ObjectKind::Blob).unwrap();
+            for c in data.chunks(chunk) {
+                w.write_all(c).unwrap();
+            }
+            let streamed = w.finish().unwrap();
+            proptest::prop_assert_eq!(streamed, Digest::of(&data));
+            proptest::prop_assert_eq!(hash_file(&s.object_path(&streamed), true).unwrap().0, streamed);
+            proptest::prop_assert_eq!(hash_file(&s.object_path(&streamed), false).unwrap().0, streamed);
+        }
+    }
+}
