@@ -1,1 +1,113 @@
-//! placeholder
+//! Datasets of Provenant: documents in Parquet shards with a FineWeb-like schema.
+//!
+//! `prov-dataset` owns the bytes of a dataset: the document schema (`id`, `text`, `url`,
+//! `date`, `language`, `metadata`), reading documents from JSON Lines (optionally gzipped)
+//! and Parquet with errors that name file, line and field, writing shards deterministically
+//! into the store, and comparing two datasets row by row to find their first difference.
+//!
+//! It does not decide what goes into a shard (that is the stages' job, in `prov-prep`) nor
+//! how datasets are cached (`prov-exec`).
+//!
+//! # Determinism of shard bytes
+//!
+//! A shard is written with fixed writer settings: Parquet format 2 (`WriterVersion::PARQUET_2_0`),
+//! zstd level 3, at most [`ROW_GROUP_ROWS`] rows per row group, page statistics, and the
+//! `created_by` string [`CREATED_BY`]. No timestamps or paths enter the file, so the same rows
+//! give the same bytes on every machine with the same version of this crate.
+//!
+//! # Brief overview
+//!
+//! - [`Document`], [`document_schema`]: one row and the schema of a shard.
+//! - [`read_documents`]: documents from a `.jsonl`, `.jsonl.gz` or `.parquet` file.
+//! - [`ShardWriter`]: documents in, a [`ShardRef`] (digest, rows, bytes) out.
+//! - [`read_shard`]: documents back out of a stored shard, verified.
+//! - [`first_difference`]: where two datasets first disagree.
+//!
+//! # Example
+//!
+//! ```
+//! use prov_dataset::{Document, ShardWriter, read_shard};
+//! let dir = tempfile::tempdir()?;
+//! let store = prov_store::Store::init(&dir.path().join(".prov"))?;
+//! let mut w = ShardWriter::new(&store)?;
+//! w.push(Document::new("doc-1", "Hello"))?;
+//! let shard = w.finish()?;
+//! assert_eq!(shard.rows, 1);
+//! assert_eq!(read_shard(&store, &shard.digest)?[0].text, "Hello");
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod diff;
+mod document;
+mod read;
+mod shard;
+
+pub use diff::{DatasetDifference, first_difference};
+pub use document::{Document, document_columns, document_schema};
+pub use read::{DocumentReader, InputFormat, read_documents};
+pub use shard::{CREATED_BY, ROW_GROUP_ROWS, ShardWriter, read_shard, read_shard_batches, write_dataset};
+
+use std::path::PathBuf;
+
+/// An error reading or writing dataset bytes.
+#[derive(Debug, thiserror::Error)]
+pub enum DatasetError {
+    /// A document in an input file is malformed.
+    #[error("{}:{line}: {}{message}", file.display(), field.as_ref().map(|f| format!("field `{f}`: ")).unwrap_or_default())]
+    Input {
+        /// The input file.
+        file: PathBuf,
+        /// 1-based line (JSON Lines) or row (Parquet).
+        line: u64,
+        /// The field at fault, when one is.
+        field: Option<String>,
+        /// What is wrong.
+        message: String,
+    },
+    /// A file's format is not supported.
+    #[error("`{}`: unsupported input format; expected `.jsonl`, `.jsonl.gz` or `.parquet`", .0.display())]
+    UnsupportedFormat(PathBuf),
+    /// Reading or writing failed.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    /// The store failed or an object is corrupt.
+    #[error(transparent)]
+    Store(#[from] prov_store::StoreError),
+    /// A record could not be stored or read.
+    #[error(transparent)]
+    Stored(#[from] prov_manifest::StoredError),
+    /// Parquet or Arrow failed.
+    #[error("parquet: {0}")]
+    Parquet(String),
+    /// A stored shard does not have the document schema.
+    #[error("shard `{digest}` does not have the document schema: {message}")]
+    Schema {
+        /// The shard.
+        digest: prov_store::Digest,
+        /// What differs.
+        message: String,
+    },
+}
+
+impl From<parquet::errors::ParquetError> for DatasetError {
+    fn from(e: parquet::errors::ParquetError) -> Self {
+        Self::Parquet(e.to_string())
+    }
+}
+
+impl From<arrow_schema::ArrowError> for DatasetError {
+    fn from(e: arrow_schema::ArrowError) -> Self {
+        Self::Parquet(e.to_string())
+    }
+}
+
+impl DatasetError {
+    /// Returns true when stored bytes do not match their digest.
+    pub fn is_integrity_failure(&self) -> bool {
+        match self {
+            Self::Store(e) => e.is_integrity_failure(),
+            Self::Stored(e) => e.is_integrity_failure(),
+            _ => false,
+        }
+    }
+}

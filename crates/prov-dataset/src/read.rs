@@ -1,0 +1,252 @@
+//! Reading documents from input files.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+
+use arrow_array::{Array, RecordBatch, StringArray};
+use arrow_schema::DataType;
+use parquet::arrow::arrow_reader::{ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder};
+use serde_json::Value;
+
+use crate::{DatasetError, Document};
+
+/// Formats documents can be read from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InputFormat {
+    /// One JSON object per line.
+    Jsonl,
+    /// JSON Lines compressed with gzip.
+    JsonlGz,
+    /// Parquet with at least `id` and `text` string columns.
+    Parquet,
+}
+
+impl InputFormat {
+    /// Returns the format a file name implies.
+    pub fn from_path(path: &Path) -> Option<Self> {
+        let name = path.file_name()?.to_str()?;
+        if name.ends_with(".jsonl") || name.ends_with(".json") {
+            Some(Self::Jsonl)
+        } else if name.ends_with(".jsonl.gz") || name.ends_with(".json.gz") {
+            Some(Self::JsonlGz)
+        } else if name.ends_with(".parquet") {
+            Some(Self::Parquet)
+        } else {
+            None
+        }
+    }
+}
+
+/// Reads documents from one file, streaming.
+pub fn read_documents(path: &Path) -> Result<DocumentReader, DatasetError> {
+    let format = InputFormat::from_path(path).ok_or_else(|| DatasetError::UnsupportedFormat(path.to_owned()))?;
+    let file = fs_err::File::open(path)?;
+    let inner = match format {
+        InputFormat::Jsonl => Inner::Lines(Box::new(BufReader::with_capacity(1 << 20, file))),
+        InputFormat::JsonlGz => Inner::Lines(Box::new(BufReader::with_capacity(
+            1 << 20,
+            flate2::read::MultiGzDecoder::new(file),
+        ))),
+        InputFormat::Parquet => {
+            let reader = ParquetRecordBatchReaderBuilder::try_new(file.into_parts().0)?.with_batch_size(4096).build()?;
+            Inner::Parquet { reader, batch: None, row: 0 }
+        }
+    };
+    Ok(DocumentReader { path: path.to_owned(), inner, line: 0, buf: String::new() })
+}
+
+enum Inner {
+    Lines(Box<dyn BufRead + Send>),
+    Parquet { reader: ParquetRecordBatchReader, batch: Option<(RecordBatch, usize)>, row: u64 },
+}
+
+/// An iterator over the documents of one file.
+pub struct DocumentReader {
+    path: PathBuf,
+    inner: Inner,
+    line: u64,
+    buf: String,
+}
+
+impl Iterator for DocumentReader {
+    type Item = Result<Document, DatasetError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        match &mut self.inner {
+            Inner::Lines(reader) => loop {
+                self.buf.clear();
+                self.line += 1;
+                match reader.read_line(&mut self.buf) {
+                    Ok(0) => return None,
+                    Ok(_) => {}
+                    Err(e) => {
+                        return Some(Err(DatasetError::Input {
+                            file: self.path.clone(),
+                            line: self.line,
+                            field: None,
+                            message: format!("cannot read line: {e}"),
+                        }));
+                    }
+                }
+                if self.buf.trim().is_empty() {
+                    continue;
+                }
+                return Some(parse_json_line(&self.path, self.line, &self.buf));
+            },
+            Inner::Parquet { reader, batch, row } => loop {
+                if let Some((b, i)) = batch {
+                    if *i < b.num_rows() {
+                        *row += 1;
+                        let doc = document_from_batch(&self.path, *row, b, *i);
+                        *i += 1;
+                        return Some(doc);
+                    }
+                }
+                match reader.next()? {
+                    Ok(b) => *batch = Some((b, 0)),
+                    Err(e) => return Some(Err(DatasetError::Parquet(format!("{}: {e}", self.path.display())))),
+                }
+            },
+        }
+    }
+}
+
+fn parse_json_line(path: &Path, line: u64, text: &str) -> Result<Document, DatasetError> {
+    let err = |field: Option<&str>, message: String| DatasetError::Input {
+        file: path.to_owned(),
+        line,
+        field: field.map(str::to_owned),
+        message,
+    };
+    let value: Value = serde_json::from_str(text).map_err(|e| err(None, format!("not valid JSON: {e}")))?;
+    let Value::Object(mut obj) = value else {
+        return Err(err(None, "expected a JSON object per line".into()));
+    };
+    let id = match obj.remove("id") {
+        Some(Value::String(s)) => s,
+        Some(Value::Number(n)) if n.is_u64() || n.is_i64() => n.to_string(),
+        Some(other) => return Err(err(Some("id"), format!("expected a string, found {}", type_name(&other)))),
+        None => return Err(err(Some("id"), "missing; every document needs an `id`".into())),
+    };
+    let text = match obj.remove("text") {
+        Some(Value::String(s)) => s,
+        Some(other) => return Err(err(Some("text"), format!("expected a string, found {}", type_name(&other)))),
+        None => return Err(err(Some("text"), "missing; every document needs a `text`".into())),
+    };
+    let mut optional = |name: &str| -> Result<Option<String>, DatasetError> {
+        match obj.remove(name) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s)),
+            Some(other) => Err(err(Some(name), format!("expected a string or null, found {}", type_name(&other)))),
+        }
+    };
+    let url = optional("url")?;
+    let date = optional("date")?;
+    let language = optional("language")?;
+    let metadata = if obj.is_empty() {
+        None
+    } else {
+        let bytes = prov_manifest::encode_value(&Value::Object(obj));
+        Some(String::from_utf8(bytes).expect("canonical JSON is UTF-8"))
+    };
+    Ok(Document { id, text, url, date, language, metadata })
+}
+
+fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+fn document_from_batch(path: &Path, row: u64, batch: &RecordBatch, i: usize) -> Result<Document, DatasetError> {
+    let err = |field: &str, message: String| DatasetError::Input {
+        file: path.to_owned(),
+        line: row,
+        field: Some(field.to_owned()),
+        message,
+    };
+    for field in batch.schema().fields() {
+        if !crate::document::COLUMNS.contains(&field.name().as_str()) {
+            return Err(err(
+                field.name(),
+                "unsupported column; inputs carry `id`, `text`, `url`, `date`, `language` and `metadata` (a JSON object as a string)".into(),
+            ));
+        }
+    }
+    let column = |name: &str| -> Result<Option<String>, DatasetError> {
+        let Some(col) = batch.column_by_name(name) else { return Ok(None) };
+        if col.data_type() != &DataType::Utf8 {
+            return Err(err(name, format!("expected a Utf8 column, found {}", col.data_type())));
+        }
+        let strings = col.as_any().downcast_ref::<StringArray>().expect("Utf8 columns are StringArrays");
+        Ok(strings.is_valid(i).then(|| strings.value(i).to_owned()))
+    };
+    let id = column("id")?.ok_or_else(|| err("id", "missing or null; every document needs an `id`".into()))?;
+    let text = column("text")?.ok_or_else(|| err("text", "missing or null; every document needs a `text`".into()))?;
+    Ok(Document {
+        id,
+        text,
+        url: column("url")?,
+        date: column("date")?,
+        language: column("language")?,
+        metadata: column("metadata")?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+        let p = dir.join(name);
+        fs_err::write(&p, text).unwrap();
+        p
+    }
+
+    #[test]
+    fn jsonl_fields_map_to_columns_and_extras_to_metadata() {
+        let d = tempfile::tempdir().unwrap();
+        let p = write(
+            d.path(),
+            "a.jsonl",
+            "{\"id\":\"a\",\"text\":\"x\",\"url\":\"https://e.org/\",\"language\":\"en\",\"score\":0.5,\"dump\":\"CC\"}\n\n{\"id\":7,\"text\":\"y\",\"date\":null}\n",
+        );
+        let docs: Vec<Document> = read_documents(&p).unwrap().collect::<Result<_, _>>().unwrap();
+        assert_eq!(docs.len(), 2);
+        assert_eq!(docs[0].metadata.as_deref(), Some("{\"dump\":\"CC\",\"score\":0.5}"));
+        assert_eq!(docs[0].url.as_deref(), Some("https://e.org/"));
+        assert_eq!(docs[1].id, "7");
+        assert_eq!(docs[1].metadata, None);
+    }
+
+    #[test]
+    fn bad_lines_name_file_line_and_field() {
+        let d = tempfile::tempdir().unwrap();
+        let p = write(d.path(), "b.jsonl", "{\"id\":\"a\",\"text\":\"x\"}\n{\"id\":\"b\",\"text\":3}\n");
+        let err = read_documents(&p).unwrap().nth(1).unwrap().unwrap_err();
+        let msg = err.to_string();
+        assert!(msg.ends_with("b.jsonl:2: field `text`: expected a string, found a number"), "{msg}");
+        let p = write(d.path(), "c.jsonl", "not json\n");
+        assert!(read_documents(&p).unwrap().next().unwrap().unwrap_err().to_string().contains("c.jsonl:1: not valid JSON"));
+        let p = write(d.path(), "d.jsonl", "{\"text\":\"no id\"}\n");
+        assert!(read_documents(&p).unwrap().next().unwrap().unwrap_err().to_string().contains("field `id`: missing"));
+        assert!(matches!(read_documents(&d.path().join("x.csv")), Err(DatasetError::UnsupportedFormat(_))));
+    }
+
+    #[test]
+    fn gzip_input_reads_like_plain() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("g.jsonl.gz");
+        let mut enc = flate2::write::GzEncoder::new(fs_err::File::create(&p).unwrap(), flate2::Compression::default());
+        enc.write_all(b"{\"id\":\"a\",\"text\":\"x\"}\n").unwrap();
+        enc.finish().unwrap();
+        let docs: Vec<Document> = read_documents(&p).unwrap().collect::<Result<_, _>>().unwrap();
+        assert_eq!(docs, vec![Document::new("a", "x")]);
+    }
+}
