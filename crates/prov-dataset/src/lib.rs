@@ -44,7 +44,7 @@ mod shard;
 
 pub use diff::{DatasetDifference, first_difference};
 pub use document::{Document, document_columns, document_schema};
-pub use read::{DocumentReader, InputFormat, read_documents};
+pub use read::{DocumentReader, InputFormat, read_documents, read_documents_as};
 pub use shard::{CREATED_BY, ROW_GROUP_ROWS, ShardWriter, read_shard, read_shard_batches, write_dataset};
 
 use std::path::PathBuf;

@@ -37,9 +37,15 @@ impl InputFormat {
     }
 }
 
-/// Reads documents from one file, streaming.
+/// Reads documents from one file, streaming; the format follows from the file name.
 pub fn read_documents(path: &Path) -> Result<DocumentReader, DatasetError> {
     let format = InputFormat::from_path(path).ok_or_else(|| DatasetError::UnsupportedFormat(path.to_owned()))?;
+    read_documents_as(path, format, path)
+}
+
+/// Reads documents from one file in a given format; `display` names the file in errors
+/// (a store object has no meaningful name of its own).
+pub fn read_documents_as(path: &Path, format: InputFormat, display: &Path) -> Result<DocumentReader, DatasetError> {
     let file = fs_err::File::open(path)?;
     let inner = match format {
         InputFormat::Jsonl => Inner::Lines(Box::new(BufReader::with_capacity(1 << 20, file))),
@@ -52,7 +58,7 @@ pub fn read_documents(path: &Path) -> Result<DocumentReader, DatasetError> {
             Inner::Parquet { reader, batch: None, row: 0 }
         }
     };
-    Ok(DocumentReader { path: path.to_owned(), inner, line: 0, buf: String::new() })
+    Ok(DocumentReader { path: display.to_owned(), inner, line: 0, buf: String::new() })
 }
 
 enum Inner {

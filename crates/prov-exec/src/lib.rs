@@ -1,1 +1,54 @@
-//! placeholder
+//! The deterministic executor of Provenant.
+//!
+//! `prov-exec` owns how a pipeline runs: the [`Stage`] trait that stage kinds implement, the
+//! [`Registry`] of kinds, locking a recipe into a lockfile ([`lock_recipe`]), planning (a
+//! topological order with ties broken by name), stage keys ([`stage_key`]), the cache, running
+//! ([`run`]) and replaying ([`replay`]) with divergence reports, capturing the determinism
+//! envelope ([`capture_envelope`]), and the store-wide checks that need to know what
+//! references what ([`check_store`], [`gc`]).
+//!
+//! It implements two kinds itself, `source` and `external`; data kinds live in `prov-prep`
+//! and are registered by the CLI. The executor never names them.
+//!
+//! # Example
+//!
+//! ```no_run
+//! use prov_exec::{ExecOptions, Registry, Silent, TorchFacts, capture_envelope, lock_recipe, run};
+//! use std::path::Path;
+//! let store = prov_store::Store::init(Path::new(".prov"))?;
+//! let registry = Registry::with_builtins();
+//! let locked = lock_recipe(&registry, Path::new("recipes/quickstart.yaml"), Path::new("."))?;
+//! let opts = ExecOptions {
+//!     registry: &registry,
+//!     threads: 2,
+//!     envelope: capture_envelope(2, &TorchFacts::default()),
+//!     project_root: Path::new("."),
+//!     lockfile_display: "lockfiles/quickstart.lock",
+//!     clock: &|| 0,
+//!     observer: &Silent,
+//! };
+//! let report = run(&store, &locked.lockfile, &locked.bytes, &opts)?;
+//! println!("run {}", report.run_id);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod builtin;
+mod envelope;
+mod key;
+mod lock;
+mod maintenance;
+mod run;
+mod stage;
+mod tree;
+
+pub use builtin::{ExternalStage, SourceStage};
+pub use envelope::{TorchFacts, WORKBENCH_VERSION, capture as capture_envelope, key_envelope};
+pub use key::stage_key;
+pub use lock::{Locked, absolute, lock_recipe, lock_text, lockfile_bytes, plan_order, relative_to};
+pub use maintenance::{AffectedRun, Damage, GcReport, Problem, StoreCheck, check_store, gc};
+pub use run::{
+    Divergence, ExecError, ExecOptions, Observer, ReplayRange, RunReport, Silent, StageReport, StageStatus,
+    recorded_run, replay, run, verify_closure,
+};
+pub use stage::{ConfigError, InputSpec, Registry, Stage, StageContext, StageError, StageInput, StageOutput};
+pub use tree::{TreeError, hash_file, tree_digest, tree_record};

@@ -1,1 +1,31 @@
-//! placeholder
+//! Data preparation stages of Provenant.
+//!
+//! `prov-prep` owns the stages that transform documents: for now [`ShardStage`] (JSON Lines or
+//! Parquet in, N deterministic Parquet shards out) and [`SampleStage`] (seeded sampling,
+//! shard-parallel). The compliance filters (robots.txt, PII, toxicity, licenses, dedup,
+//! decontamination) will join them here, each writing a per-document ledger.
+//!
+//! Stages read documents through `prov-dataset` and never touch anything but their
+//! [`prov_exec::StageContext`].
+//!
+//! # Example
+//!
+//! ```
+//! let mut registry = prov_exec::Registry::with_builtins();
+//! prov_prep::register(&mut registry);
+//! assert!(registry.get("shard").is_some() && registry.get("sample").is_some());
+//! ```
+
+mod sample;
+mod shard;
+
+pub use sample::{SampleConfig, SampleStage, sample_key};
+pub use shard::{ShardConfig, ShardStage};
+
+use std::sync::Arc;
+
+/// Registers every stage kind of this crate.
+pub fn register(registry: &mut prov_exec::Registry) {
+    registry.register(Arc::new(ShardStage));
+    registry.register(Arc::new(SampleStage));
+}

@@ -198,6 +198,19 @@ impl Index {
         rows.collect::<Result<_, _>>().map_err(|e| self.err(e))
     }
 
+    /// Returns what manifest `parent` was recorded as referencing when it was written, sorted.
+    /// For a manifest whose bytes are damaged this is the remaining evidence of its edges.
+    pub fn recorded_references(&self, parent: &Digest) -> Result<Vec<Digest>, StoreError> {
+        let conn = self.conn();
+        let mut stmt = conn
+            .prepare("SELECT child FROM refs WHERE parent = ?1 ORDER BY child")
+            .map_err(|e| self.err(e))?;
+        let rows = stmt
+            .query_map([parent.to_string()], |r| parse_digest(&r.get::<_, String>(0)?))
+            .map_err(|e| self.err(e))?;
+        rows.collect::<Result<_, _>>().map_err(|e| self.err(e))
+    }
+
     /// Returns the stage manifest cached under a stage key.
     pub fn cache_get(&self, key: &Digest) -> Result<Option<Digest>, StoreError> {
         let s: Option<String> = self

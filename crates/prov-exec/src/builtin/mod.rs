@@ -1,0 +1,7 @@
+//! Stage kinds built into the executor: they need nothing but the store.
+
+mod external;
+mod source;
+
+pub use external::ExternalStage;
+pub use source::SourceStage;

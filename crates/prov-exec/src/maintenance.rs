@@ -1,0 +1,209 @@
+//! Store-wide checks and garbage collection, which need to know what references what.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::path::PathBuf;
+
+use prov_manifest::{Record, closure, looks_like_record};
+use prov_store::{Digest, Mismatch, Store, StoreError};
+
+/// A run touched by a damaged object.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct AffectedRun {
+    /// Run id.
+    pub run_id: Digest,
+    /// Recipe name.
+    pub recipe: String,
+    /// The run manifest that reaches the damaged object, if the run completed.
+    pub run_manifest: Option<Digest>,
+}
+
+/// One damaged object and what depends on it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Damage {
+    /// The object.
+    pub digest: Digest,
+    /// What is wrong: `corrupt` (with the digest its bytes have now), `missing` or `invalid`.
+    pub problem: Problem,
+    /// Every manifest that references it, directly or through other manifests, sorted.
+    pub referrers: Vec<Digest>,
+    /// Every run that depends on it, sorted.
+    pub runs: Vec<AffectedRun>,
+}
+
+/// What is wrong with an object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Problem {
+    /// Its bytes hash to something else.
+    Corrupt {
+        /// The digest of the bytes found.
+        actual: Digest,
+    },
+    /// A manifest references it but it is not in the store.
+    Missing,
+    /// It is a manifest whose bytes verify but which is not a valid record.
+    Invalid(String),
+}
+
+/// The outcome of checking a whole store.
+#[derive(Debug, Clone, Default)]
+pub struct StoreCheck {
+    /// Objects re-hashed.
+    pub objects: u64,
+    /// Bytes re-hashed.
+    pub bytes: u64,
+    /// Manifests decoded and checked.
+    pub manifests: u64,
+    /// Damaged objects, sorted by digest.
+    pub damage: Vec<Damage>,
+    /// Files under `objects/` that are not named like objects.
+    pub stray: Vec<PathBuf>,
+}
+
+impl StoreCheck {
+    /// Returns true when nothing is damaged.
+    pub fn is_clean(&self) -> bool {
+        self.damage.is_empty()
+    }
+}
+
+/// Re-hashes every object with `threads` threads, decodes every manifest, and for every
+/// damaged or missing object names the manifests and runs that depend on it.
+pub fn check_store(store: &Store, threads: usize) -> Result<StoreCheck, StoreError> {
+    let report = store.verify_all(threads)?;
+    let corrupt: BTreeMap<Digest, Mismatch> = report.corrupt.iter().map(|m| (m.expected, m.clone())).collect();
+    let on_disk: BTreeSet<Digest> = store.list_objects()?.into_iter().collect();
+
+    // The reference graph. Intact manifests speak for themselves; for corrupt ones, the
+    // references the index recorded when they were written are the best evidence left.
+    let mut children: BTreeMap<Digest, Vec<Digest>> = BTreeMap::new();
+    let mut invalid: BTreeMap<Digest, String> = BTreeMap::new();
+    let mut manifests = 0u64;
+    for d in &on_disk {
+        if corrupt.contains_key(d) {
+            continue;
+        }
+        if !is_manifest(store, d)? {
+            continue;
+        }
+        manifests += 1;
+        let bytes = store.read(d)?;
+        match Record::from_bytes(&bytes) {
+            Ok(r) => {
+                children.insert(*d, r.references());
+            }
+            Err(e) => {
+                invalid.insert(*d, e.to_string());
+            }
+        }
+    }
+    for d in corrupt.keys() {
+        // Children of a corrupt manifest, as recorded at write time.
+        let recorded = store.index().recorded_references(d)?;
+        if !recorded.is_empty() {
+            children.insert(*d, recorded);
+        }
+    }
+    let mut parents: BTreeMap<Digest, BTreeSet<Digest>> = BTreeMap::new();
+    for (p, cs) in &children {
+        for c in cs {
+            parents.entry(*c).or_default().insert(*p);
+        }
+    }
+    let missing: BTreeSet<Digest> =
+        parents.keys().filter(|c| !on_disk.contains(c)).copied().collect();
+
+    // Runs: every logged execution's lockfile and run manifest.
+    let mut runs_by_root: BTreeMap<Digest, BTreeSet<AffectedRun>> = BTreeMap::new();
+    for e in store.index().executions()? {
+        let run = AffectedRun { run_id: e.run_id, recipe: e.recipe.clone(), run_manifest: e.run_manifest };
+        runs_by_root.entry(e.run_id).or_default().insert(AffectedRun { run_manifest: None, ..run.clone() });
+        if let Some(m) = e.run_manifest {
+            runs_by_root.entry(m).or_default().insert(run);
+        }
+    }
+
+    let mut damage = Vec::new();
+    let problems = corrupt
+        .iter()
+        .map(|(d, m)| (*d, Problem::Corrupt { actual: m.actual }))
+        .chain(missing.iter().map(|d| (*d, Problem::Missing)))
+        .chain(invalid.iter().map(|(d, e)| (*d, Problem::Invalid(e.clone()))));
+    for (digest, problem) in problems {
+        let ancestors = ancestors(&parents, &digest);
+        let mut runs: BTreeSet<AffectedRun> = BTreeSet::new();
+        for a in ancestors.iter().chain(std::iter::once(&digest)) {
+            if let Some(rs) = runs_by_root.get(a) {
+                runs.extend(rs.iter().cloned());
+            }
+        }
+        damage.push(Damage { digest, problem, referrers: ancestors.into_iter().collect(), runs: runs.into_iter().collect() });
+    }
+    damage.sort_by(|a, b| a.digest.cmp(&b.digest));
+    Ok(StoreCheck { objects: report.objects, bytes: report.bytes, manifests, damage, stray: report.stray })
+}
+
+fn ancestors(parents: &BTreeMap<Digest, BTreeSet<Digest>>, start: &Digest) -> BTreeSet<Digest> {
+    let mut seen = BTreeSet::new();
+    let mut queue = VecDeque::from([*start]);
+    while let Some(d) = queue.pop_front() {
+        for p in parents.get(&d).into_iter().flatten() {
+            if seen.insert(*p) {
+                queue.push_back(*p);
+            }
+        }
+    }
+    seen
+}
+
+fn is_manifest(store: &Store, d: &Digest) -> Result<bool, StoreError> {
+    Ok(match store.index().object_kind(d)? {
+        Some(kind) => kind == "manifest",
+        None => {
+            let path = store.object_path(d);
+            let small = fs_err::metadata(&path).map(|m| m.len() < 64 << 20).unwrap_or(false);
+            small && fs_err::read(&path).map(|b| looks_like_record(&b)).unwrap_or(false)
+        }
+    })
+}
+
+/// What `gc` did (or would do).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GcReport {
+    /// Objects kept (reachable from a run).
+    pub kept: u64,
+    /// Objects removed.
+    pub removed: u64,
+    /// Bytes freed.
+    pub freed: u64,
+    /// Partial writes cleaned from `tmp/`.
+    pub tmp_cleaned: usize,
+}
+
+/// Removes every object that no logged run references: roots are the lockfiles of all
+/// logged executions and the run manifests of completed ones. Needs the store opened with
+/// exclusive access, so that no run is writing meanwhile.
+pub fn gc(store: &Store, dry_run: bool) -> Result<GcReport, StoreError> {
+    let mut roots = BTreeSet::new();
+    for e in store.index().executions()? {
+        roots.insert(e.run_id);
+        if let Some(m) = e.run_manifest {
+            roots.insert(m);
+        }
+    }
+    let roots: Vec<Digest> = roots.into_iter().filter(|d| store.contains(d)).collect();
+    let (live, _) = closure(store, &roots);
+    let all = store.list_objects()?;
+    let dead: Vec<Digest> = all.iter().filter(|d| !live.contains(d)).copied().collect();
+    let mut report = GcReport { kept: (all.len() - dead.len()) as u64, removed: dead.len() as u64, ..GcReport::default() };
+    if dry_run {
+        report.freed = dead
+            .iter()
+            .filter_map(|d| fs_err::metadata(store.object_path(d)).ok())
+            .map(|m| m.len())
+            .sum();
+    } else {
+        report.freed = store.remove_objects(&dead)?;
+        report.tmp_cleaned = store.clean_tmp()?;
+    }
+    Ok(report)
+}

@@ -1,0 +1,591 @@
+//! Running and replaying a lockfile.
+//!
+//! `run` executes each stage in plan order, reusing cached outputs when the stage key matches
+//! and the cached objects verify, and records a stage manifest at every boundary. A run that
+//! is killed resumes by running again: every finished stage is in the cache.
+//!
+//! `replay` re-executes ignoring the cache and compares every stage with the recorded run,
+//! stopping at the first divergence.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use prov_dataset::{DatasetDifference, first_difference};
+use prov_manifest::{
+    Determinism, Envelope, LockedStage, Lockfile, Name, OutputRef, OutputType, Record, RunRecord, RunStage,
+    SCHEMA_VERSION, StageRecord, StoredError, closure, get_record, put_record,
+};
+use prov_store::{Digest, ObjectKind, Store, StoreError};
+use rayon::prelude::*;
+use serde_json::Value;
+
+use crate::envelope::key_envelope;
+use crate::key::stage_key;
+use crate::stage::{Registry, StageContext, StageError, StageInput};
+
+/// How a stage's outputs were obtained in one execution.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StageStatus {
+    /// Computed now.
+    Executed,
+    /// Taken from the cache (key matched, objects verified).
+    Cached,
+    /// Replay: taken from the recorded run (before `--from`).
+    Reused,
+    /// Replay: re-executed and identical to the recording.
+    Replayed,
+}
+
+impl StageStatus {
+    /// Returns the word used in tables and the index.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Executed => "executed",
+            Self::Cached => "cached",
+            Self::Reused => "reused",
+            Self::Replayed => "replayed",
+        }
+    }
+}
+
+/// One stage of an execution.
+#[derive(Debug, Clone)]
+pub struct StageReport {
+    /// Stage name.
+    pub name: Name,
+    /// Stage kind.
+    pub stage_kind: String,
+    /// How its outputs were obtained.
+    pub status: StageStatus,
+    /// Wall time in milliseconds (not part of any hashed record).
+    pub millis: u64,
+    /// The stage manifest.
+    pub manifest: Digest,
+    /// The stage record.
+    pub record: StageRecord,
+}
+
+/// The first place a replay differs from its recording.
+#[derive(Debug, Clone)]
+pub enum Divergence {
+    /// An output's bytes differ.
+    Output {
+        /// Stage name.
+        stage: Name,
+        /// Output name.
+        output: String,
+        /// Recorded output.
+        expected: Option<OutputRef>,
+        /// Replayed output.
+        actual: Option<OutputRef>,
+        /// For datasets: the first differing shard, row and column.
+        dataset: Option<DatasetDifference>,
+    },
+    /// The outputs are equal but a statistic differs.
+    Stats {
+        /// Stage name.
+        stage: Name,
+        /// Statistic name.
+        field: String,
+        /// Recorded value.
+        expected: Option<Value>,
+        /// Replayed value.
+        actual: Option<Value>,
+    },
+    /// A stage of class `envelope` ran in a different envelope: equality cannot be claimed.
+    Envelope {
+        /// Stage name.
+        stage: Name,
+        /// (field, recorded, current).
+        differences: Vec<(String, String, String)>,
+    },
+}
+
+impl Divergence {
+    /// Returns the stage that diverged.
+    pub fn stage(&self) -> &Name {
+        match self {
+            Self::Output { stage, .. } | Self::Stats { stage, .. } | Self::Envelope { stage, .. } => stage,
+        }
+    }
+}
+
+/// The outcome of one execution.
+#[derive(Debug, Clone)]
+pub struct RunReport {
+    /// The run id (digest of the lockfile).
+    pub run_id: Digest,
+    /// Recipe name.
+    pub recipe: String,
+    /// The run manifest, when every stage completed (run mode) or the recording (replay).
+    pub run_manifest: Option<Digest>,
+    /// Stages in plan order, as far as the execution went.
+    pub stages: Vec<StageReport>,
+    /// Replay only: the first divergence.
+    pub divergence: Option<Divergence>,
+    /// Row id of the execution in the store's log.
+    pub execution: i64,
+}
+
+/// An error of an execution.
+#[derive(Debug, thiserror::Error)]
+pub enum ExecError {
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// A record could not be read or written.
+    #[error(transparent)]
+    Stored(#[from] StoredError),
+    /// A stage failed.
+    #[error("stage `{stage}` ({kind}) failed: {source}")]
+    Stage {
+        /// Stage name.
+        stage: Name,
+        /// Stage kind.
+        kind: String,
+        /// The failure.
+        source: StageError,
+    },
+    /// The lockfile names a stage kind this build does not have, or another version of it.
+    #[error("stage `{stage}`: {message}")]
+    Incompatible {
+        /// Stage name.
+        stage: Name,
+        /// What differs.
+        message: String,
+    },
+    /// Replay needs a completed recorded run.
+    #[error("run `{0}` has no completed recording in this store")]
+    NotRecorded(Digest),
+    /// `--from` or `--until` names no stage of the plan.
+    #[error("no stage `{0}` in this lockfile")]
+    UnknownStage(String),
+    /// A recorded manifest is not what it should be.
+    #[error("recorded manifest `{digest}` is not a {expected} record")]
+    WrongRecord {
+        /// The manifest.
+        digest: Digest,
+        /// The expected kind.
+        expected: &'static str,
+    },
+}
+
+impl ExecError {
+    /// Returns true when the failure is an integrity failure.
+    pub fn is_integrity_failure(&self) -> bool {
+        match self {
+            Self::Store(e) => e.is_integrity_failure(),
+            Self::Stored(e) => e.is_integrity_failure(),
+            Self::Stage { source, .. } => source.is_integrity_failure(),
+            _ => false,
+        }
+    }
+}
+
+/// Receives progress; the CLI draws it, tests ignore it.
+pub trait Observer: Sync {
+    /// A stage starts (index is 0-based in plan order).
+    fn stage_started(&self, _index: usize, _total: usize, _name: &str, _kind: &str) {}
+    /// A stage ended.
+    fn stage_finished(&self, _report: &StageReport) {}
+}
+
+/// An observer that ignores everything.
+pub struct Silent;
+impl Observer for Silent {}
+
+/// What an execution needs besides the store and the lockfile.
+pub struct ExecOptions<'a> {
+    /// Stage kinds.
+    pub registry: &'a Registry,
+    /// Worker threads (recorded in the envelope).
+    pub threads: usize,
+    /// The envelope this process runs in.
+    pub envelope: Envelope,
+    /// Base of relative source paths.
+    pub project_root: &'a std::path::Path,
+    /// How the user named the lockfile (display only).
+    pub lockfile_display: &'a str,
+    /// Milliseconds since the Unix epoch, for the execution log only.
+    pub clock: &'a (dyn Fn() -> i64 + Sync),
+    /// Progress.
+    pub observer: &'a dyn Observer,
+}
+
+/// One node of the plan: a source or a stage, with its lockfile entry.
+struct Node {
+    stage: LockedStage,
+}
+
+fn plan(lockfile: &Lockfile, registry: &Registry) -> Result<Vec<Node>, ExecError> {
+    let source = registry.get("source").expect("the source stage kind is always registered");
+    let mut nodes: Vec<Node> = lockfile
+        .sources
+        .iter()
+        .map(|s| Node {
+            stage: LockedStage {
+                name: s.name.clone(),
+                stage_kind: "source".into(),
+                version: source.version(),
+                determinism: Determinism::Portable,
+                config: serde_json::to_value(s).expect("locked sources encode"),
+                inputs: BTreeMap::new(),
+                seeds: BTreeMap::new(),
+            },
+        })
+        .collect();
+    for s in &lockfile.stages {
+        let Some(kind) = registry.get(&s.stage_kind) else {
+            return Err(ExecError::Incompatible {
+                stage: s.name.clone(),
+                message: format!("this build has no stage kind `{}`", s.stage_kind),
+            });
+        };
+        if kind.version() != s.version {
+            return Err(ExecError::Incompatible {
+                stage: s.name.clone(),
+                message: format!(
+                    "the lockfile pins `{}` version {}, but this build implements version {}; re-lock the recipe",
+                    s.stage_kind,
+                    s.version,
+                    kind.version()
+                ),
+            });
+        }
+        nodes.push(Node { stage: s.clone() });
+    }
+    Ok(nodes)
+}
+
+struct Executor<'a> {
+    store: &'a Store,
+    opts: &'a ExecOptions<'a>,
+    lockfile: &'a Lockfile,
+    pool: rayon::ThreadPool,
+    outputs: BTreeMap<Name, BTreeMap<String, OutputRef>>,
+}
+
+impl Executor<'_> {
+    fn inputs_of(&self, stage: &LockedStage) -> BTreeMap<String, StageInput> {
+        stage
+            .inputs
+            .iter()
+            .map(|(name, r)| {
+                let out = self.outputs[&r.stage][r.output.as_str()];
+                (name.clone(), StageInput { output_type: out.output_type, digest: out.digest })
+            })
+            .collect()
+    }
+
+    fn key_of(&self, stage: &LockedStage, inputs: &BTreeMap<String, StageInput>) -> Digest {
+        let digests: BTreeMap<String, Digest> = inputs.iter().map(|(k, v)| (k.clone(), v.digest)).collect();
+        stage_key(
+            &stage.stage_kind,
+            stage.version,
+            &stage.config,
+            &digests,
+            &stage.seeds,
+            &key_envelope(stage.determinism, &self.opts.envelope),
+        )
+    }
+
+    fn execute(
+        &self,
+        stage: &LockedStage,
+        inputs: &BTreeMap<String, StageInput>,
+        key: Digest,
+    ) -> Result<(Digest, StageRecord), ExecError> {
+        let kind = self.opts.registry.get(&stage.stage_kind).expect("planned kinds exist");
+        let cx = StageContext {
+            store: self.store,
+            name: stage.name.as_str(),
+            config: &stage.config,
+            inputs,
+            seeds: &stage.seeds,
+            project_root: self.opts.project_root,
+            pool: &self.pool,
+            allow_commands: self.lockfile.allow_commands,
+        };
+        let fail = |source| ExecError::Stage { stage: stage.name.clone(), kind: stage.stage_kind.clone(), source };
+        let out = kind.run(&cx).map_err(fail)?;
+        let record = StageRecord {
+            schema: SCHEMA_VERSION,
+            name: stage.name.clone(),
+            stage_kind: stage.stage_kind.clone(),
+            version: stage.version,
+            determinism: stage.determinism,
+            key,
+            config: stage.config.clone(),
+            inputs: inputs.iter().map(|(k, v)| (k.clone(), v.digest)).collect(),
+            seeds: stage.seeds.clone(),
+            envelope: self.opts.envelope.clone(),
+            outputs: out.outputs,
+            stats: out.stats,
+        };
+        let digest = put_record(self.store, &Record::Stage(record.clone()))?;
+        Ok((digest, record))
+    }
+
+    /// Returns the cached stage record for `key` if it and everything it reaches verify.
+    fn cached(&self, key: &Digest) -> Result<Option<(Digest, StageRecord)>, ExecError> {
+        let Some(manifest) = self.store.index().cache_get(key)? else { return Ok(None) };
+        let record = match get_record(self.store, &manifest) {
+            Ok(Record::Stage(r)) if r.key == *key => r,
+            _ => {
+                self.store.index().cache_remove(key)?;
+                return Ok(None);
+            }
+        };
+        let roots: Vec<Digest> = record.outputs.values().map(|o| o.digest).collect();
+        if verify_closure(self.store, &self.pool, &roots).is_err() {
+            self.store.index().cache_remove(key)?;
+            return Ok(None);
+        }
+        Ok(Some((manifest, record)))
+    }
+}
+
+/// Verifies every object reachable from `roots`; returns the first failure.
+pub fn verify_closure(store: &Store, pool: &rayon::ThreadPool, roots: &[Digest]) -> Result<(), StoredError> {
+    let (reachable, mut problems) = closure(store, roots);
+    if let Some((_, e)) = problems.pop() {
+        return Err(e);
+    }
+    let reachable: Vec<Digest> = reachable.into_iter().collect();
+    pool.install(|| reachable.par_iter().try_for_each(|d| store.verify(d).map(|_| ())))?;
+    Ok(())
+}
+
+fn millis_since(start: Instant) -> u64 {
+    u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX)
+}
+
+fn new_pool(threads: usize) -> Result<rayon::ThreadPool, ExecError> {
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads.max(1))
+        .build()
+        .map_err(|e| ExecError::Store(StoreError::Io(std::io::Error::other(e.to_string()))))
+}
+
+/// Stores the lockfile bytes (so the run id resolves to them) and returns the run id.
+fn store_lockfile(store: &Store, lockfile: &Lockfile, bytes: &[u8]) -> Result<Digest, ExecError> {
+    let digest = store.put_bytes(ObjectKind::Manifest, bytes)?;
+    store.index().add_refs(&digest, &Record::Lockfile(lockfile.clone()).references())?;
+    Ok(digest)
+}
+
+/// Runs a lockfile, reusing cached stages.
+pub fn run(store: &Store, lockfile: &Lockfile, bytes: &[u8], opts: &ExecOptions<'_>) -> Result<RunReport, ExecError> {
+    let run_id = store_lockfile(store, lockfile, bytes)?;
+    let nodes = plan(lockfile, opts.registry)?;
+    let recipe = lockfile.recipe.name.to_string();
+    let execution = store.index().begin_execution(&run_id, "run", &recipe, opts.lockfile_display, (opts.clock)())?;
+    let mut ex = Executor { store, opts, lockfile, pool: new_pool(opts.threads)?, outputs: BTreeMap::new() };
+    let mut report = RunReport { run_id, recipe, run_manifest: None, stages: Vec::new(), divergence: None, execution };
+    let result = (|| {
+        for (i, node) in nodes.iter().enumerate() {
+            let stage = &node.stage;
+            opts.observer.stage_started(i, nodes.len(), stage.name.as_str(), &stage.stage_kind);
+            let start = Instant::now();
+            let inputs = ex.inputs_of(stage);
+            let key = ex.key_of(stage, &inputs);
+            let (status, (manifest, record)) = match ex.cached(&key)? {
+                Some(hit) => (StageStatus::Cached, hit),
+                None => {
+                    let done = ex.execute(stage, &inputs, key)?;
+                    store.index().cache_put(&key, &done.0)?;
+                    (StageStatus::Executed, done)
+                }
+            };
+            let millis = millis_since(start);
+            store.index().record_stage_event(execution, stage.name.as_str(), status.as_str(), millis as i64, Some(&manifest))?;
+            ex.outputs.insert(stage.name.clone(), record.outputs.clone());
+            let sr = StageReport { name: stage.name.clone(), stage_kind: stage.stage_kind.clone(), status, millis, manifest, record };
+            opts.observer.stage_finished(&sr);
+            report.stages.push(sr);
+        }
+        let stages = report.stages.iter().map(|s| RunStage { name: s.name.clone(), manifest: s.manifest }).collect();
+        let run_record = RunRecord::new(&report.recipe, run_id, stages);
+        Ok::<_, ExecError>(put_record(store, &Record::Run(run_record))?)
+    })();
+    match result {
+        Ok(manifest) => {
+            store.index().finish_execution(execution, "ok", Some(&manifest), None, (opts.clock)())?;
+            report.run_manifest = Some(manifest);
+            Ok(report)
+        }
+        Err(e) => {
+            store.index().finish_execution(execution, "failed", None, Some(&e.to_string()), (opts.clock)())?;
+            Err(e)
+        }
+    }
+}
+
+/// Returns the run manifest of the latest completed `run` of a run id.
+pub fn recorded_run(store: &Store, run_id: &Digest) -> Result<Option<(Digest, RunRecord)>, ExecError> {
+    for e in store.index().executions()? {
+        if e.run_id == *run_id && e.mode == "run" && e.status == "ok" {
+            if let Some(m) = e.run_manifest {
+                return match get_record(store, &m)? {
+                    Record::Run(r) => Ok(Some((m, r))),
+                    _ => Err(ExecError::WrongRecord { digest: m, expected: "run" }),
+                };
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// Which stages a replay re-executes.
+#[derive(Debug, Clone, Default)]
+pub struct ReplayRange {
+    /// First stage to re-execute (earlier ones reuse the recording).
+    pub from: Option<String>,
+    /// Last stage to re-execute (later ones are not looked at).
+    pub until: Option<String>,
+}
+
+/// Re-executes a recorded run ignoring the cache and compares every stage with the recording.
+pub fn replay(
+    store: &Store,
+    lockfile: &Lockfile,
+    bytes: &[u8],
+    range: &ReplayRange,
+    opts: &ExecOptions<'_>,
+) -> Result<RunReport, ExecError> {
+    let run_id = store_lockfile(store, lockfile, bytes)?;
+    let nodes = plan(lockfile, opts.registry)?;
+    for name in [&range.from, &range.until].into_iter().flatten() {
+        if !nodes.iter().any(|n| n.stage.name.as_str() == name) {
+            return Err(ExecError::UnknownStage(name.clone()));
+        }
+    }
+    let (recorded_manifest, recorded) = recorded_run(store, &run_id)?.ok_or(ExecError::NotRecorded(run_id))?;
+    let mut recorded_stages = BTreeMap::new();
+    for s in &recorded.stages {
+        match get_record(store, &s.manifest)? {
+            Record::Stage(r) => {
+                recorded_stages.insert(s.name.clone(), (s.manifest, r));
+            }
+            _ => return Err(ExecError::WrongRecord { digest: s.manifest, expected: "stage" }),
+        }
+    }
+    let recipe = lockfile.recipe.name.to_string();
+    let execution = store.index().begin_execution(&run_id, "replay", &recipe, opts.lockfile_display, (opts.clock)())?;
+    let mut ex = Executor { store, opts, lockfile, pool: new_pool(opts.threads)?, outputs: BTreeMap::new() };
+    let mut report = RunReport {
+        run_id,
+        recipe,
+        run_manifest: Some(recorded_manifest),
+        stages: Vec::new(),
+        divergence: None,
+        execution,
+    };
+    let result = (|| {
+        let mut active = range.from.is_none();
+        for (i, node) in nodes.iter().enumerate() {
+            let stage = &node.stage;
+            active |= range.from.as_deref() == Some(stage.name.as_str());
+            let (expected_manifest, expected) = recorded_stages
+                .get(&stage.name)
+                .cloned()
+                .ok_or_else(|| ExecError::UnknownStage(stage.name.to_string()))?;
+            opts.observer.stage_started(i, nodes.len(), stage.name.as_str(), &stage.stage_kind);
+            let start = Instant::now();
+            let (status, manifest, record) = if active {
+                let inputs = ex.inputs_of(stage);
+                let key = ex.key_of(stage, &inputs);
+                if stage.determinism != Determinism::Portable {
+                    let differences: Vec<(String, String, String)> = expected
+                        .envelope
+                        .differences(&opts.envelope)
+                        .into_iter()
+                        .map(|(f, a, b)| (f.to_owned(), a, b))
+                        .collect();
+                    if !differences.is_empty() {
+                        report.divergence = Some(Divergence::Envelope { stage: stage.name.clone(), differences });
+                        return Ok(());
+                    }
+                }
+                let (manifest, record) = ex.execute(stage, &inputs, key)?;
+                if let Some(d) = compare(store, &stage.name, &expected, &record)? {
+                    report.divergence = Some(d);
+                    return Ok(());
+                }
+                (StageStatus::Replayed, manifest, record)
+            } else {
+                let roots: Vec<Digest> = expected.outputs.values().map(|o| o.digest).collect();
+                verify_closure(store, &ex.pool, &roots)?;
+                (StageStatus::Reused, expected_manifest, expected)
+            };
+            let millis = millis_since(start);
+            store.index().record_stage_event(execution, stage.name.as_str(), status.as_str(), millis as i64, Some(&manifest))?;
+            ex.outputs.insert(stage.name.clone(), record.outputs.clone());
+            let sr = StageReport { name: stage.name.clone(), stage_kind: stage.stage_kind.clone(), status, millis, manifest, record };
+            opts.observer.stage_finished(&sr);
+            report.stages.push(sr);
+            if range.until.as_deref() == Some(stage.name.as_str()) {
+                break;
+            }
+        }
+        Ok::<_, ExecError>(())
+    })();
+    let now = (opts.clock)();
+    match result {
+        Ok(()) => {
+            let (status, detail) = match &report.divergence {
+                None => ("ok", None),
+                Some(d) => ("diverged", Some(format!("first divergent stage: {}", d.stage()))),
+            };
+            store.index().finish_execution(execution, status, Some(&recorded_manifest), detail.as_deref(), now)?;
+            Ok(report)
+        }
+        Err(e) => {
+            store.index().finish_execution(execution, "failed", None, Some(&e.to_string()), now)?;
+            Err(e)
+        }
+    }
+}
+
+fn compare(
+    store: &Store,
+    stage: &Name,
+    expected: &StageRecord,
+    actual: &StageRecord,
+) -> Result<Option<Divergence>, ExecError> {
+    let names: std::collections::BTreeSet<&String> = expected.outputs.keys().chain(actual.outputs.keys()).collect();
+    for name in names {
+        let (e, a) = (expected.outputs.get(name).copied(), actual.outputs.get(name).copied());
+        if e == a {
+            continue;
+        }
+        let dataset = match (e, a) {
+            (Some(e), Some(a)) if e.output_type == OutputType::Dataset && a.output_type == OutputType::Dataset => {
+                match (get_record(store, &e.digest)?, get_record(store, &a.digest)?) {
+                    (Record::Dataset(de), Record::Dataset(da)) => first_difference(store, &de, &da)
+                        .map_err(|err| ExecError::Stage {
+                            stage: stage.clone(),
+                            kind: expected.stage_kind.clone(),
+                            source: StageError::Dataset(err),
+                        })?,
+                    _ => None,
+                }
+            }
+            _ => None,
+        };
+        return Ok(Some(Divergence::Output { stage: stage.clone(), output: name.clone(), expected: e, actual: a, dataset }));
+    }
+    let fields: std::collections::BTreeSet<&String> = expected.stats.keys().chain(actual.stats.keys()).collect();
+    for field in fields {
+        let (e, a) = (expected.stats.get(field), actual.stats.get(field));
+        if e != a {
+            return Ok(Some(Divergence::Stats {
+                stage: stage.clone(),
+                field: field.clone(),
+                expected: e.cloned(),
+                actual: a.cloned(),
+            }));
+        }
+    }
+    Ok(None)
+}

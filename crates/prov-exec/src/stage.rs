@@ -1,0 +1,256 @@
+//! The `Stage` trait that every stage kind implements, and the registry of kinds.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use prov_manifest::{Determinism, OutputRef, OutputType};
+use prov_store::{Digest, Store};
+use serde_json::Value;
+
+/// A configuration error, located by a path inside the stage's `params`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct ConfigError {
+    /// Path inside `params` (empty for the whole block).
+    pub path: Vec<String>,
+    /// What is wrong.
+    pub message: String,
+    /// What to do.
+    pub hint: Option<String>,
+}
+
+impl ConfigError {
+    /// Builds an error at a path inside `params`.
+    pub fn at(path: &[&str], message: impl Into<String>) -> Self {
+        Self { path: path.iter().map(|s| (*s).to_owned()).collect(), message: message.into(), hint: None }
+    }
+
+    /// Builds an error from a serde error raised while reading `params` into a typed struct.
+    pub fn from_serde(e: &serde_json::Error) -> Self {
+        let message = e.to_string();
+        let hint = prov_manifest::did_you_mean(&message).map(|s| format!("did you mean `{s}`?"));
+        let field = message
+            .strip_prefix("unknown field `")
+            .and_then(|r| r.split('`').next())
+            .map(str::to_owned);
+        Self { path: field.into_iter().collect(), message, hint }
+    }
+
+    /// Adds a hint.
+    #[must_use]
+    pub fn with_hint(mut self, hint: impl Into<String>) -> Self {
+        self.hint = Some(hint.into());
+        self
+    }
+}
+
+/// An error while a stage runs.
+#[derive(Debug, thiserror::Error)]
+pub enum StageError {
+    /// A store operation failed.
+    #[error(transparent)]
+    Store(#[from] prov_store::StoreError),
+    /// A record could not be read or written.
+    #[error(transparent)]
+    Stored(#[from] prov_manifest::StoredError),
+    /// Dataset bytes could not be read or written.
+    #[error(transparent)]
+    Dataset(#[from] prov_dataset::DatasetError),
+    /// A file operation failed.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    /// A pinned source no longer has the pinned bytes.
+    #[error("source `{path}` changed since it was locked: pinned `{expected}`, found `{actual}`")]
+    SourceChanged {
+        /// The source path.
+        path: String,
+        /// The pinned digest.
+        expected: Digest,
+        /// What is there now.
+        actual: Digest,
+    },
+    /// An input has the wrong type for this stage.
+    #[error("input `{input}`: {message}")]
+    Input {
+        /// Input name.
+        input: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// The configuration in the lockfile is not what this stage kind expects.
+    #[error("invalid config: {0}")]
+    Config(#[from] ConfigError),
+    /// An external command failed.
+    #[error("command `{command}` {status}{}", if stderr.is_empty() { String::new() } else { format!("; its stderr ends with:\n{stderr}") })]
+    Command {
+        /// The command line.
+        command: String,
+        /// How it ended.
+        status: String,
+        /// The end of its standard error.
+        stderr: String,
+    },
+}
+
+impl StageError {
+    /// Returns true when the failure is an integrity failure (bytes not matching a digest).
+    pub fn is_integrity_failure(&self) -> bool {
+        match self {
+            Self::Store(e) => e.is_integrity_failure(),
+            Self::Stored(e) => e.is_integrity_failure(),
+            Self::Dataset(e) => e.is_integrity_failure(),
+            Self::SourceChanged { .. } => true,
+            _ => false,
+        }
+    }
+}
+
+/// One input handed to a stage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StageInput {
+    /// What it is.
+    pub output_type: OutputType,
+    /// Its digest.
+    pub digest: Digest,
+}
+
+/// Everything a stage may use while it runs. Stages read nothing else: no environment
+/// variables, no clock, no current directory.
+pub struct StageContext<'a> {
+    /// The store.
+    pub store: &'a Store,
+    /// Stage name.
+    pub name: &'a str,
+    /// The resolved configuration.
+    pub config: &'a Value,
+    /// Inputs by name.
+    pub inputs: &'a BTreeMap<String, StageInput>,
+    /// Seeds by name.
+    pub seeds: &'a BTreeMap<String, u64>,
+    /// Project root: the base of relative source paths.
+    pub project_root: &'a Path,
+    /// Thread pool sized to the envelope's thread count.
+    pub pool: &'a rayon::ThreadPool,
+    /// Whether the lockfile allows external commands.
+    pub allow_commands: bool,
+}
+
+impl StageContext<'_> {
+    /// Returns the input with this name.
+    pub fn input(&self, name: &str) -> Result<StageInput, StageError> {
+        self.inputs.get(name).copied().ok_or_else(|| StageError::Input {
+            input: name.to_owned(),
+            message: "missing".into(),
+        })
+    }
+
+    /// Returns the seed with this name.
+    pub fn seed(&self, name: &str) -> Result<u64, StageError> {
+        self.seeds.get(name).copied().ok_or_else(|| {
+            StageError::Config(ConfigError::at(&[], format!("the lockfile has no seed `{name}` for this stage")))
+        })
+    }
+
+    /// Returns a fresh scratch directory inside the store's `tmp/`.
+    pub fn scratch_dir(&self) -> Result<PathBuf, StageError> {
+        Ok(self.store.scratch_dir(self.name)?)
+    }
+}
+
+/// What a stage produced.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct StageOutput {
+    /// Outputs by name.
+    pub outputs: BTreeMap<String, OutputRef>,
+    /// Deterministic statistics.
+    pub stats: BTreeMap<String, Value>,
+}
+
+/// Which inputs a stage kind takes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum InputSpec {
+    /// Exactly these names, each accepting these types.
+    Named(Vec<(&'static str, Vec<OutputType>)>),
+    /// Any names, any types.
+    Any,
+}
+
+/// A kind of stage: its schema, its version and how it runs.
+pub trait Stage: Send + Sync {
+    /// The kind's name in recipes (`shard`).
+    fn kind(&self) -> &'static str;
+
+    /// Implementation version: bump it whenever the same inputs and config could produce
+    /// different bytes, so that cached outputs of the old version are not reused.
+    fn version(&self) -> u32;
+
+    /// One line for `prov doctor` and the book.
+    fn summary(&self) -> &'static str;
+
+    /// Checks `params` and returns the configuration with every default explicit.
+    fn resolve_config(&self, params: &Value) -> Result<Value, ConfigError>;
+
+    /// The determinism class for a resolved configuration.
+    fn determinism(&self, config: &Value) -> Determinism;
+
+    /// The inputs it takes.
+    fn inputs(&self) -> InputSpec;
+
+    /// Declared outputs for a resolved configuration.
+    fn outputs(&self, config: &Value) -> Vec<(String, OutputType)>;
+
+    /// Names of the seeds it uses.
+    fn seed_names(&self) -> &'static [&'static str] {
+        &[]
+    }
+
+    /// Whether it runs commands (requires `allow_commands: true`).
+    fn runs_commands(&self) -> bool {
+        false
+    }
+
+    /// Runs the stage.
+    fn run(&self, cx: &StageContext<'_>) -> Result<StageOutput, StageError>;
+}
+
+/// The stage kinds a run may use, by name.
+#[derive(Clone, Default)]
+pub struct Registry {
+    kinds: BTreeMap<&'static str, Arc<dyn Stage>>,
+}
+
+impl Registry {
+    /// Returns an empty registry.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Returns a registry with the kinds built into the executor (`source`, `external`).
+    pub fn with_builtins() -> Self {
+        let mut r = Self::new();
+        r.register(Arc::new(crate::builtin::SourceStage));
+        r.register(Arc::new(crate::builtin::ExternalStage));
+        r
+    }
+
+    /// Adds a kind, replacing one of the same name.
+    pub fn register(&mut self, stage: Arc<dyn Stage>) {
+        self.kinds.insert(stage.kind(), stage);
+    }
+
+    /// Returns a kind by name.
+    pub fn get(&self, kind: &str) -> Option<&Arc<dyn Stage>> {
+        self.kinds.get(kind)
+    }
+
+    /// Returns every kind, sorted by name.
+    pub fn kinds(&self) -> impl Iterator<Item = &Arc<dyn Stage>> {
+        self.kinds.values()
+    }
+
+    /// Returns the kind names, sorted.
+    pub fn names(&self) -> Vec<&'static str> {
+        self.kinds.keys().copied().collect()
+    }
+}

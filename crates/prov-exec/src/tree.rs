@@ -1,0 +1,90 @@
+//! Directories as tree records: walked in sorted order, each file hashed (and optionally
+//! stored), symlinks and non-UTF-8 names refused rather than silently skipped.
+
+use std::io;
+use std::path::Path;
+
+use prov_manifest::{Record, RelPath, SCHEMA_VERSION, TreeEntry, TreeRecord};
+use prov_store::{Digest, Hasher};
+
+/// An error walking a directory.
+#[derive(Debug, thiserror::Error)]
+pub enum TreeError {
+    /// A filesystem operation failed.
+    #[error(transparent)]
+    Io(#[from] io::Error),
+    /// An entry cannot be represented.
+    #[error("`{path}`: {reason}")]
+    Unsupported {
+        /// The entry.
+        path: String,
+        /// Why.
+        reason: &'static str,
+    },
+    /// Storing failed.
+    #[error(transparent)]
+    Store(#[from] prov_store::StoreError),
+}
+
+/// Hashes a file by streaming it.
+pub fn hash_file(path: &Path) -> io::Result<(Digest, u64)> {
+    let mut f = fs_err::File::open(path)?;
+    let mut h = Hasher::new();
+    let size = io::copy(&mut f, &mut h)?;
+    Ok((h.finalize(), size))
+}
+
+/// Builds the tree record of `dir`; `file` hashes (and may store) each file.
+pub fn tree_record(
+    dir: &Path,
+    file: &mut dyn FnMut(&Path) -> Result<(Digest, u64), TreeError>,
+) -> Result<TreeRecord, TreeError> {
+    let mut entries = Vec::new();
+    walk(dir, "", file, &mut entries)?;
+    entries.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(TreeRecord { schema: SCHEMA_VERSION, entries })
+}
+
+fn walk(
+    dir: &Path,
+    prefix: &str,
+    file: &mut dyn FnMut(&Path) -> Result<(Digest, u64), TreeError>,
+    out: &mut Vec<TreeEntry>,
+) -> Result<(), TreeError> {
+    let mut children: Vec<_> = fs_err::read_dir(dir)?.collect::<Result<_, _>>()?;
+    children.sort_by_key(fs_err::DirEntry::file_name);
+    for child in children {
+        let name = child.file_name();
+        let Some(name) = name.to_str() else {
+            return Err(TreeError::Unsupported {
+                path: child.path().display().to_string(),
+                reason: "file names must be valid UTF-8",
+            });
+        };
+        let rel = if prefix.is_empty() { name.to_owned() } else { format!("{prefix}/{name}") };
+        let meta = fs_err::symlink_metadata(child.path())?;
+        if meta.file_type().is_symlink() {
+            return Err(TreeError::Unsupported { path: rel, reason: "symbolic links are not supported in sources" });
+        }
+        if meta.is_dir() {
+            walk(&child.path(), &rel, file, out)?;
+        } else if meta.is_file() {
+            use std::os::unix::fs::PermissionsExt;
+            let (digest, size) = file(&child.path())?;
+            let path: RelPath = rel
+                .parse()
+                .map_err(|_| TreeError::Unsupported { path: rel.clone(), reason: "not a valid relative path" })?;
+            out.push(TreeEntry { path, digest, size, executable: meta.permissions().mode() & 0o111 != 0 });
+        } else {
+            return Err(TreeError::Unsupported { path: rel, reason: "only regular files and directories are supported" });
+        }
+    }
+    Ok(())
+}
+
+/// Returns the canonical bytes and digest of a tree record.
+pub fn tree_digest(tree: &TreeRecord) -> (Vec<u8>, Digest) {
+    let bytes = Record::Tree(tree.clone()).to_bytes().expect("tree records hold no floats");
+    let digest = Digest::of(&bytes);
+    (bytes, digest)
+}
