@@ -1,1 +1,70 @@
-fn main() {}
+//! `prov`: the command-line front end of Provenant.
+//!
+//! The binary is glue: each subcommand (one file in `commands/`) parses its flags, resolves
+//! the store and calls into the libraries (`prov-exec`, `prov-manifest`, `prov-store`, …).
+//! Errors are classified once, in [`error`], into the exit codes of the CLI contract:
+//! 0 success, 1 usage or input error, 2 integrity failure, 3 replay divergence,
+//! 4 an audit claim does not hold.
+
+mod commands;
+mod context;
+mod env_vars;
+mod error;
+mod git;
+mod resolve;
+mod ui;
+
+use std::io::Write;
+
+use clap::Parser;
+
+/// Reproducibility and provenance workbench for LLM training pipelines
+///
+/// Pin every input of a pipeline by content hash (`prov lock`), run it deterministically
+/// with a manifest at every stage boundary (`prov run`), and prove, hash by hash, that a
+/// replay gives the same bytes (`prov replay`).
+#[derive(Debug, Parser)]
+#[command(name = "prov", version, propagate_version = true, max_term_width = 100)]
+struct Cli {
+    /// Write machine-readable JSON Lines to stdout
+    #[arg(long, global = true)]
+    json: bool,
+    /// Store directory (default: `PROV_STORE`, else the nearest `.prov/` upwards)
+    #[arg(long, global = true, value_name = "DIR")]
+    store: Option<std::path::PathBuf>,
+    /// Worker threads (default: `PROV_THREADS`, else all cores); recorded in every envelope
+    #[arg(long, global = true, value_name = "N")]
+    threads: Option<usize>,
+    #[command(subcommand)]
+    command: commands::Command,
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return std::process::ExitCode::from(if e.use_stderr() { 1 } else { 0 });
+        }
+    };
+    let mut ui = ui::Ui::new(cli.json);
+    let cwd = std::env::current_dir().unwrap_or_else(|_| std::path::PathBuf::from("."));
+    let cx = context::CommandContext { json: cli.json, store_flag: cli.store, threads_flag: cli.threads, cwd };
+    match commands::dispatch(&mut ui, &cx, &cli.command) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            if e.message.contains("Broken pipe") {
+                return std::process::ExitCode::SUCCESS;
+            }
+            let mut err = std::io::stderr().lock();
+            let _ = writeln!(err, "error: {}", e.message);
+            if let Some(d) = &e.detail {
+                let _ = writeln!(err, "{d}");
+            }
+            if let Some(h) = &e.hint {
+                let _ = writeln!(err, "\nhint: {h}");
+            }
+            std::process::ExitCode::from(e.code as u8)
+        }
+    }
+}

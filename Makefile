@@ -1,0 +1,49 @@
+# Provenant: every target first runs scripts/setup (Debian packages and .venv),
+# which is quick once done, so each target works from a fresh clone.
+#
+#   make test          build, all tests, doc tests, the book
+#   make demo          run and replay the reference recipes on the default store
+#   make bench-verify  prov verify vs b3sum over a 2.2 GB store
+#   make book          build the book into book/build
+#   make clippy        lints, warnings as errors
+
+# Tests that need the real shared data read it from here.
+PROV_SHARED_DATA ?= $(abspath ../shared/data)
+export PROV_SHARED_DATA
+
+# Python tools (mdbook, pyarrow, torch) come from the project's .venv.
+export PATH := $(CURDIR)/.venv/bin:$(PATH)
+
+CARGO ?= cargo
+
+.PHONY: all setup test demo bench-verify book clippy release
+
+all: test
+
+setup:
+	scripts/setup
+
+test: setup
+	$(CARGO) build --workspace --locked
+	if $(CARGO) nextest --version >/dev/null 2>&1; then \
+		$(CARGO) nextest run --workspace --locked --no-fail-fast; \
+	else \
+		$(CARGO) test --workspace --locked --no-fail-fast; \
+	fi
+	$(CARGO) test --doc --workspace --locked
+	if [ -f book/book.toml ]; then .venv/bin/mdbook build book; fi
+
+release: setup
+	$(CARGO) build --release --locked -p prov-cli
+
+demo: release
+	scripts/demo
+
+bench-verify: release
+	scripts/bench-verify
+
+book: setup
+	.venv/bin/mdbook build book
+
+clippy: setup
+	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings

@@ -1,0 +1,51 @@
+//! One file per subcommand; this module holds the `Command` enum and the one dispatch.
+
+mod diff;
+mod doctor;
+mod gc;
+mod init;
+mod lineage;
+mod lock;
+mod log;
+mod replay;
+mod run;
+mod show;
+mod status;
+mod verify;
+
+use crate::context::CommandContext;
+use crate::error::CommandError;
+use crate::ui::Ui;
+
+#[derive(Debug, clap::Subcommand)]
+pub(crate) enum Command {
+    Init(init::InitArgs),
+    Doctor(doctor::DoctorArgs),
+    Lock(lock::LockArgs),
+    Run(run::RunArgs),
+    Replay(replay::ReplayArgs),
+    Verify(verify::VerifyArgs),
+    Status(status::StatusArgs),
+    Log(log::LogArgs),
+    Show(show::ShowArgs),
+    Diff(diff::DiffArgs),
+    Lineage(lineage::LineageArgs),
+    Gc(gc::GcArgs),
+}
+
+pub(crate) fn dispatch(ui: &mut Ui, cx: &CommandContext, command: &Command) -> Result<(), CommandError> {
+    match command {
+        Command::Init(a) => init::cmd_init(ui, cx, a),
+        Command::Doctor(a) => doctor::cmd_doctor(ui, cx, a),
+        Command::Lock(a) => lock::cmd_lock(ui, cx, a),
+        Command::Run(a) => run::cmd_run(ui, cx, a),
+        Command::Replay(a) => replay::cmd_replay(ui, cx, a),
+        Command::Verify(a) => verify::cmd_verify(ui, cx, a),
+        Command::Status(a) => status::cmd_status(ui, cx, a),
+        Command::Log(a) => log::cmd_log(ui, cx, a),
+        Command::Show(a) => show::cmd_show(ui, cx, a),
+        Command::Diff(a) => diff::cmd_diff(ui, cx, a),
+        Command::Lineage(a) => lineage::cmd_lineage(ui, cx, a),
+        Command::Gc(a) => gc::cmd_gc(ui, cx, a),
+    }
+}

@@ -1,0 +1,114 @@
+//! `prov replay`.
+
+use prov_exec::{Divergence, ExecOptions, ReplayRange};
+use prov_store::Access;
+use serde_json::json;
+
+use crate::commands::run::render_report;
+use crate::context::{CommandContext, registry};
+use crate::error::CommandError;
+use crate::resolve::load_lockfile;
+use crate::ui::{StageProgress, Ui};
+
+/// Re-execute a recorded run, ignoring the cache, and compare every output with the recording
+///
+/// Exits 0 when every re-executed stage produced exactly the recorded bytes, and 3 at the
+/// first divergence, naming the stage, the output and, for datasets, the first differing
+/// shard, row and column. A stage of class `envelope` refuses to claim equality when the
+/// envelope differs from the recorded one, and says which fields differ.
+#[derive(Debug, clap::Args)]
+pub(crate) struct ReplayArgs {
+    /// Run id (or a prefix of at least 6 hex digits) or lockfile path
+    run: String,
+    /// Re-execute from this stage on; earlier stages reuse the recorded outputs (verified)
+    #[arg(long, value_name = "STAGE")]
+    from: Option<String>,
+    /// Stop after this stage
+    #[arg(long, value_name = "STAGE")]
+    until: Option<String>,
+}
+
+pub(crate) fn cmd_replay(ui: &mut Ui, cx: &CommandContext, args: &ReplayArgs) -> Result<(), CommandError> {
+    let (store, root) = cx.open_store(Access::Shared, true)?;
+    let loaded = load_lockfile(&store, &args.run)?;
+    let threads = cx.threads()?;
+    let registry = registry();
+    let clock = cx.clock();
+    let progress = StageProgress::new(ui);
+    let opts = ExecOptions {
+        registry: &registry,
+        threads,
+        envelope: CommandContext::envelope(threads),
+        project_root: &root,
+        lockfile_display: &loaded.display,
+        clock: &*clock,
+        observer: &progress,
+    };
+    let range = ReplayRange { from: args.from.clone(), until: args.until.clone() };
+    let result = prov_exec::replay(&store, &loaded.lockfile, &loaded.bytes, &range, &opts);
+    progress.finish();
+    let report = result?;
+    render_report(ui, &report, "replay")?;
+    let Some(d) = &report.divergence else {
+        ui.line(format!("replay identical: {} stages re-executed, every output equal to the recording", report.stages.len()))?;
+        return Ok(());
+    };
+    let (summary, detail, data) = describe(d);
+    ui.json("divergence", data)?;
+    Err(CommandError::divergence(summary).with_detail(detail))
+}
+
+/// Returns a one-line summary, detail lines, and the JSON form of a divergence.
+fn describe(d: &Divergence) -> (String, String, serde_json::Value) {
+    match d {
+        Divergence::Output { stage, output, expected, actual, dataset } => {
+            let show = |o: &Option<prov_manifest::OutputRef>| o.map_or_else(|| "(none)".to_owned(), |o| o.digest.to_string());
+            let mut detail = format!("  recorded: {}\n  replayed: {}", show(expected), show(actual));
+            if let Some(dd) = dataset {
+                detail.push_str(&format!("\n  first difference: shard {}", dd.shard));
+                if let Some(r) = dd.row {
+                    detail.push_str(&format!(", row {r} (row {} of the dataset)", dd.global_row.unwrap_or(r)));
+                }
+                if let Some(c) = &dd.column {
+                    detail.push_str(&format!(", column `{c}`"));
+                }
+                detail.push_str(&format!("\n    recorded: {}\n    replayed: {}", dd.expected, dd.actual));
+            }
+            let data = json!({
+                "kind": "output",
+                "stage": stage.to_string(),
+                "output": output,
+                "expected": expected.map(|o| o.digest.to_string()),
+                "actual": actual.map(|o| o.digest.to_string()),
+                "dataset": dataset.as_ref().map(|dd| json!({
+                    "shard": dd.shard, "row": dd.row, "global_row": dd.global_row, "column": dd.column,
+                    "expected": dd.expected, "actual": dd.actual,
+                })),
+            });
+            (format!("replay diverged at stage `{stage}`, output `{output}`"), detail, data)
+        }
+        Divergence::Stats { stage, field, expected, actual } => {
+            let show = |v: &Option<serde_json::Value>| v.as_ref().map_or_else(|| "(none)".to_owned(), ToString::to_string);
+            (
+                format!("replay diverged at stage `{stage}`: statistic `{field}` differs"),
+                format!("  recorded: {}\n  replayed: {}", show(expected), show(actual)),
+                json!({ "kind": "stats", "stage": stage.to_string(), "field": field, "expected": expected, "actual": actual }),
+            )
+        }
+        Divergence::Envelope { stage, differences } => {
+            let lines: Vec<String> =
+                differences.iter().map(|(f, a, b)| format!("  {f}: recorded `{a}`, now `{b}`")).collect();
+            (
+                format!(
+                    "stage `{stage}` is of class `envelope` and the envelope differs from the recording: equality cannot be claimed"
+                ),
+                lines.join("\n"),
+                json!({
+                    "kind": "envelope",
+                    "stage": stage.to_string(),
+                    "differences": differences.iter().map(|(f, a, b)| json!({"field": f, "recorded": a, "current": b})).collect::<Vec<_>>(),
+                }),
+            )
+        }
+    }
+}

@@ -1,0 +1,122 @@
+//! `prov run`.
+
+use std::path::PathBuf;
+
+use prov_exec::{ExecOptions, RunReport, StageReport};
+use prov_store::Access;
+use serde_json::json;
+
+use crate::commands::lock::{display_path, lock_to_file};
+use crate::context::{CommandContext, registry};
+use crate::error::CommandError;
+use crate::resolve::load_lockfile;
+use crate::ui::{StageProgress, Ui, table};
+
+/// Run a lockfile (or lock and run a recipe), reusing cached stages
+///
+/// Executes the stages in plan order. A stage whose key (kind, version, config, input
+/// manifests, seeds and, for non-portable stages, the envelope) matches a cached one, and
+/// whose cached objects verify, is not executed again. A manifest is recorded at every stage
+/// boundary, so a run that was killed resumes where it stopped when run again. Prints the run
+/// id and a table of stages.
+#[derive(Debug, clap::Args)]
+pub(crate) struct RunArgs {
+    /// Lockfile, run id, or recipe (`.yaml`/`.yml`, locked first)
+    target: String,
+    /// Write the lockfile and the run's manifests under `lockfiles/` and `manifests/` of the
+    /// enclosing git repository and commit them
+    #[arg(long)]
+    commit: bool,
+}
+
+pub(crate) fn cmd_run(ui: &mut Ui, cx: &CommandContext, args: &RunArgs) -> Result<(), CommandError> {
+    let (store, root) = cx.open_store(Access::Shared, true)?;
+    let is_recipe = args.target.ends_with(".yaml") || args.target.ends_with(".yml");
+    let loaded = if is_recipe {
+        let (outcome, _) = lock_to_file(&PathBuf::from(&args.target), None, &root, &store.root().join("tmp"))?;
+        let shown = display_path(&outcome.path, &cx.cwd);
+        if outcome.changed {
+            ui.status(format!("locked {} into {shown}", args.target));
+        }
+        load_lockfile(&store, &shown)?
+    } else {
+        load_lockfile(&store, &args.target)?
+    };
+    let threads = cx.threads()?;
+    let registry = registry();
+    let clock = cx.clock();
+    let progress = StageProgress::new(ui);
+    let opts = ExecOptions {
+        registry: &registry,
+        threads,
+        envelope: CommandContext::envelope(threads),
+        project_root: &root,
+        lockfile_display: &loaded.display,
+        clock: &*clock,
+        observer: &progress,
+    };
+    let result = prov_exec::run(&store, &loaded.lockfile, &loaded.bytes, &opts);
+    progress.finish();
+    let report = result?;
+    render_report(ui, &report, "run")?;
+    if args.commit {
+        let manifest = report.run_manifest.expect("a completed run has a run manifest");
+        let outcome = crate::git::commit_run(&store, &root, &loaded, &manifest)?;
+        ui.json("commit", json!({ "commit": outcome.commit, "files": outcome.files }))?;
+        ui.line(format!("committed {} files in {}", outcome.files, outcome.commit))?;
+    }
+    Ok(())
+}
+
+/// Renders an execution's stages and summary, for `run` and `replay`.
+pub(crate) fn render_report(ui: &mut Ui, report: &RunReport, mode: &str) -> Result<(), CommandError> {
+    for s in &report.stages {
+        ui.json("stage", stage_json(s))?;
+    }
+    let executed = report.stages.iter().filter(|s| s.status == prov_exec::StageStatus::Executed).count();
+    ui.json(
+        "run",
+        json!({
+            "mode": mode,
+            "run_id": report.run_id.to_string(),
+            "recipe": report.recipe,
+            "run_manifest": report.run_manifest.map(|d| d.to_string()),
+            "stages": report.stages.len(),
+            "executed": executed,
+            "diverged": report.divergence.is_some(),
+        }),
+    )?;
+    ui.line(format!("{mode} {} ({})", report.run_id, report.recipe))?;
+    let rows: Vec<Vec<String>> = report
+        .stages
+        .iter()
+        .map(|s| {
+            let outputs: Vec<String> =
+                s.record.outputs.iter().map(|(name, o)| format!("{name}={}", o.digest.short())).collect();
+            vec![
+                s.name.to_string(),
+                s.stage_kind.clone(),
+                s.status.as_str().to_owned(),
+                format!("{:.2}s", s.millis as f64 / 1000.0),
+                outputs.join(" "),
+            ]
+        })
+        .collect();
+    ui.line(table(&["stage", "kind", "status", "time", "outputs"], &rows))?;
+    if let Some(m) = report.run_manifest {
+        ui.line(format!("run manifest {m}"))?;
+    }
+    Ok(())
+}
+
+fn stage_json(s: &StageReport) -> serde_json::Value {
+    json!({
+        "name": s.name.to_string(),
+        "kind": s.stage_kind,
+        "status": s.status.as_str(),
+        "millis": s.millis,
+        "manifest": s.manifest.to_string(),
+        "key": s.record.key.to_string(),
+        "outputs": s.record.outputs.iter().map(|(k, o)| (k.clone(), json!(o.digest.to_string()))).collect::<serde_json::Map<_, _>>(),
+    })
+}

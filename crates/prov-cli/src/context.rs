@@ -1,0 +1,99 @@
+//! What every command needs: where the store is, the project root, threads, the clock, the
+//! registry of stage kinds and the envelope.
+
+use std::path::{Path, PathBuf};
+
+use prov_exec::{Registry, TorchFacts};
+use prov_manifest::Envelope;
+use prov_store::{Access, STORE_DIR_NAME, Store};
+
+use crate::env_vars;
+use crate::error::CommandError;
+
+/// Global options, resolved.
+pub(crate) struct CommandContext {
+    pub json: bool,
+    pub store_flag: Option<PathBuf>,
+    pub threads_flag: Option<usize>,
+    pub cwd: PathBuf,
+}
+
+impl CommandContext {
+    /// Returns the store directory: `--store`, then `PROV_STORE`, then the nearest `.prov/`
+    /// from the current directory upwards.
+    pub fn store_dir(&self) -> Result<PathBuf, CommandError> {
+        if let Some(s) = &self.store_flag {
+            return Ok(prov_exec::absolute(s));
+        }
+        if let Some(s) = env_vars::get(env_vars::PROV_STORE) {
+            return Ok(prov_exec::absolute(Path::new(&s)));
+        }
+        let mut dir = Some(self.cwd.as_path());
+        while let Some(d) = dir {
+            let candidate = d.join(STORE_DIR_NAME);
+            if candidate.join("VERSION").is_file() {
+                return Ok(candidate);
+            }
+            dir = d.parent();
+        }
+        Err(CommandError::input(format!("no `{STORE_DIR_NAME}` store in `{}` or any parent directory", self.cwd.display()))
+            .with_hint("run `prov init` in the project root, or pass `--store DIR` or set PROV_STORE"))
+    }
+
+    /// Opens the store; returns it with the project root (the store directory's parent).
+    pub fn open_store(&self, access: Access, wait: bool) -> Result<(Store, PathBuf), CommandError> {
+        let dir = self.store_dir()?;
+        let store = Store::open(&dir, access, wait)?;
+        let root = dir.parent().map_or_else(|| self.cwd.clone(), Path::to_path_buf);
+        Ok((store, root))
+    }
+
+    /// Returns the worker thread count: `--threads`, then `PROV_THREADS`, then all cores.
+    pub fn threads(&self) -> Result<usize, CommandError> {
+        if let Some(t) = self.threads_flag {
+            return Ok(t.max(1));
+        }
+        if let Some(s) = env_vars::get(env_vars::PROV_THREADS) {
+            return s
+                .parse::<usize>()
+                .ok()
+                .filter(|t| *t > 0)
+                .ok_or_else(|| CommandError::input(format!("{}: expected a positive integer, got `{s}`", env_vars::PROV_THREADS)));
+        }
+        Ok(std::thread::available_parallelism().map_or(1, std::num::NonZero::get))
+    }
+
+    /// Returns the clock for the execution log.
+    pub fn clock(&self) -> Box<dyn Fn() -> i64 + Sync> {
+        match env_vars::get(env_vars::PROV_TIMESTAMP).and_then(|s| s.parse::<i64>().ok()) {
+            Some(fixed) => Box::new(move || fixed),
+            None => Box::new(|| {
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+            }),
+        }
+    }
+
+    /// Returns the envelope of this process with `threads` threads.
+    pub fn envelope(threads: usize) -> Envelope {
+        prov_exec::capture_envelope(u32::try_from(threads).unwrap_or(u32::MAX), &torch_facts())
+    }
+}
+
+/// libtorch facts: none of this build's stages link libtorch yet, so only the settings that
+/// would govern it are reported.
+pub(crate) fn torch_facts() -> TorchFacts {
+    TorchFacts {
+        libtorch: None,
+        aten_cpu_capability: None,
+        mkl_cbwr: None,
+    }
+}
+
+/// Returns every stage kind this build knows.
+pub(crate) fn registry() -> Registry {
+    let mut r = Registry::with_builtins();
+    prov_prep::register(&mut r);
+    r
+}

@@ -1,0 +1,33 @@
+//! Every environment variable `prov` reads, in one place. Libraries read none: the CLI
+//! resolves these and passes values down, so that each one can be recorded.
+
+/// Store directory to use instead of the nearest `.prov/` upwards.
+pub(crate) const PROV_STORE: &str = "PROV_STORE";
+/// Worker threads (default: all available cores). Recorded in every stage's envelope.
+pub(crate) const PROV_THREADS: &str = "PROV_THREADS";
+/// Fixed clock for the execution log, in milliseconds since the Unix epoch (tests).
+/// Never enters a hashed record.
+pub(crate) const PROV_TIMESTAMP: &str = "PROV_TIMESTAMP";
+/// Disables progress bars when set to anything.
+pub(crate) const PROV_NO_PROGRESS: &str = "PROV_NO_PROGRESS";
+/// Disables colour (<https://no-color.org>).
+pub(crate) const NO_COLOR: &str = "NO_COLOR";
+/// ATen CPU capability libtorch will use; reported by `prov doctor` and in envelopes.
+pub(crate) const ATEN_CPU_CAPABILITY: &str = "ATEN_CPU_CAPABILITY";
+/// MKL conditional numerical reproducibility mode; reported like the above.
+pub(crate) const MKL_CBWR: &str = "MKL_CBWR";
+
+/// The documented variables, for `prov doctor` and the book.
+pub(crate) const ALL: &[(&str, &str)] = &[
+    (PROV_STORE, "store directory instead of the nearest `.prov/` upwards"),
+    (PROV_THREADS, "worker threads (default: all cores); recorded in envelopes"),
+    (PROV_TIMESTAMP, "fixed clock for the execution log, ms since the epoch (tests)"),
+    (PROV_NO_PROGRESS, "disable progress bars"),
+    (NO_COLOR, "disable colour"),
+    (ATEN_CPU_CAPABILITY, "ATen CPU capability for libtorch stages"),
+    (MKL_CBWR, "MKL conditional numerical reproducibility mode"),
+];
+
+pub(crate) fn get(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.is_empty())
+}

@@ -1,0 +1,119 @@
+//! Classifying errors once, at the CLI boundary, into the exit codes of the CLI contract.
+
+use std::fmt::Write as _;
+
+use prov_exec::ExecError;
+use prov_manifest::{RecipeError, StoredError};
+use prov_store::StoreError;
+
+/// Exit codes (DESIGN.md, "CLI contract").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ExitCode {
+    /// 1: usage or input error.
+    Input = 1,
+    /// 2: a stored object or manifest does not match its hash.
+    Integrity = 2,
+    /// 3: replay divergence.
+    Divergence = 3,
+}
+
+/// An error to report, with its exit code and an optional hint.
+#[derive(Debug)]
+pub(crate) struct CommandError {
+    pub code: ExitCode,
+    pub message: String,
+    /// Extra lines printed after the message (a source snippet, a list).
+    pub detail: Option<String>,
+    pub hint: Option<String>,
+}
+
+impl CommandError {
+    pub fn input(message: impl Into<String>) -> Self {
+        Self { code: ExitCode::Input, message: message.into(), detail: None, hint: None }
+    }
+    pub fn integrity(message: impl Into<String>) -> Self {
+        Self { code: ExitCode::Integrity, message: message.into(), detail: None, hint: None }
+    }
+    pub fn divergence(message: impl Into<String>) -> Self {
+        Self { code: ExitCode::Divergence, message: message.into(), detail: None, hint: None }
+    }
+    #[must_use]
+    pub fn with_hint(mut self, hint: impl Into<String>) -> Self {
+        self.hint = Some(hint.into());
+        self
+    }
+    #[must_use]
+    pub fn with_detail(mut self, detail: impl Into<String>) -> Self {
+        self.detail = Some(detail.into());
+        self
+    }
+}
+
+impl From<StoreError> for CommandError {
+    fn from(e: StoreError) -> Self {
+        let hint = match &e {
+            StoreError::NotAStore(_) => Some("run `prov init` in the project root, or pass `--store DIR`"),
+            StoreError::Busy(_) => Some("wait for the other prov process (a run or gc) to finish"),
+            StoreError::Corrupt(_) => Some("run `prov verify` to list every damaged object and the runs that depend on it"),
+            _ => None,
+        };
+        let code = if e.is_integrity_failure() { ExitCode::Integrity } else { ExitCode::Input };
+        Self { code, message: e.to_string(), detail: None, hint: hint.map(str::to_owned) }
+    }
+}
+
+impl From<StoredError> for CommandError {
+    fn from(e: StoredError) -> Self {
+        match e {
+            StoredError::Store(s) => s.into(),
+            other => Self::integrity(other.to_string()),
+        }
+    }
+}
+
+impl From<ExecError> for CommandError {
+    fn from(e: ExecError) -> Self {
+        let integrity = e.is_integrity_failure();
+        let hint = match &e {
+            ExecError::NotRecorded(_) => Some("run it with `prov run` first; replay compares against a recording".to_owned()),
+            ExecError::Incompatible { .. } => Some("re-lock the recipe with `prov lock`".to_owned()),
+            ExecError::Stage { source: prov_exec::StageError::SourceChanged { .. }, .. } => {
+                Some("re-lock the recipe if the new bytes are intended".to_owned())
+            }
+            _ => None,
+        };
+        let code = if integrity { ExitCode::Integrity } else { ExitCode::Input };
+        Self { code, message: e.to_string(), detail: None, hint }
+    }
+}
+
+impl From<RecipeError> for CommandError {
+    fn from(e: RecipeError) -> Self {
+        let mut detail = String::new();
+        let _ = writeln!(detail, "  --> {}:{}:{}", e.file.display(), e.line, e.column);
+        if let Some(line) = &e.source_line {
+            let num = e.line.to_string();
+            let pad = " ".repeat(num.len());
+            let _ = writeln!(detail, "{pad} |");
+            let _ = writeln!(detail, "{num} | {line}");
+            let _ = write!(detail, "{pad} | {}^", " ".repeat(e.column.saturating_sub(1)));
+        }
+        let message = match &e.field {
+            Some(f) => format!("{}:{}:{}: {f}: {}", e.file.display(), e.line, e.column, e.message),
+            None => format!("{}:{}:{}: {}", e.file.display(), e.line, e.column, e.message),
+        };
+        Self { code: ExitCode::Input, message, detail: Some(detail), hint: e.hint }
+    }
+}
+
+impl From<std::io::Error> for CommandError {
+    fn from(e: std::io::Error) -> Self {
+        Self::input(e.to_string())
+    }
+}
+
+impl From<prov_manifest::DecodeError> for CommandError {
+    fn from(e: prov_manifest::DecodeError) -> Self {
+        Self::input(e.to_string())
+    }
+}

@@ -1,0 +1,73 @@
+//! Turning what the user typed (a path, a run id, a hash prefix) into store objects.
+
+use std::path::Path;
+
+use prov_manifest::{Lockfile, Record};
+use prov_store::{Digest, Store};
+
+use crate::error::CommandError;
+
+/// A lockfile and where it came from.
+pub(crate) struct LoadedLockfile {
+    pub lockfile: Lockfile,
+    pub bytes: Vec<u8>,
+    pub display: String,
+}
+
+/// Reads a lockfile from a path, or from the store by run id (full or prefix).
+pub(crate) fn load_lockfile(store: &Store, arg: &str) -> Result<LoadedLockfile, CommandError> {
+    let path = Path::new(arg);
+    let (bytes, display) = if path.is_file() {
+        (fs_err::read(path)?, arg.to_owned())
+    } else {
+        let digest = resolve_run_id(store, arg)?;
+        (store.read(&digest)?, digest.to_string())
+    };
+    match Record::from_bytes(&bytes) {
+        Ok(Record::Lockfile(lockfile)) => Ok(LoadedLockfile { lockfile, bytes, display }),
+        Ok(other) => Err(CommandError::input(format!("`{arg}` is a {} record, not a lockfile", other.kind_name()))),
+        Err(e) => Err(CommandError::input(format!("`{arg}` is not a valid lockfile: {e}"))
+            .with_hint("lockfiles are canonical JSON written by `prov lock`; re-lock the recipe rather than editing by hand")),
+    }
+}
+
+/// Resolves a run id given in full (`blake3:…`) or as a hex prefix of at least 6 digits.
+pub(crate) fn resolve_run_id(store: &Store, arg: &str) -> Result<Digest, CommandError> {
+    let runs: Vec<Digest> = {
+        let mut v: Vec<Digest> = store.index().executions()?.into_iter().map(|e| e.run_id).collect();
+        v.sort();
+        v.dedup();
+        v
+    };
+    resolve_among(arg, &runs, "run")
+}
+
+/// Resolves any object by full digest or hex prefix of at least 6 digits.
+pub(crate) fn resolve_object(store: &Store, arg: &str) -> Result<Digest, CommandError> {
+    if let Ok(d) = arg.parse::<Digest>() {
+        return Ok(d);
+    }
+    resolve_among(arg, &store.list_objects()?, "object")
+}
+
+fn resolve_among(arg: &str, candidates: &[Digest], what: &str) -> Result<Digest, CommandError> {
+    if let Ok(d) = arg.parse::<Digest>() {
+        if candidates.contains(&d) {
+            return Ok(d);
+        }
+        return Err(CommandError::input(format!("no {what} `{d}` in this store")));
+    }
+    let prefix = arg.strip_prefix("blake3:").unwrap_or(arg);
+    if prefix.len() < 6 || !prefix.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(CommandError::input(format!("`{arg}` is neither a file nor a {what} id"))
+            .with_hint("give a path, `blake3:<64 hex>`, or at least 6 hex digits of the id"));
+    }
+    let prefix = prefix.to_ascii_lowercase();
+    let matches: Vec<&Digest> = candidates.iter().filter(|d| d.to_hex().starts_with(&prefix)).collect();
+    match matches.as_slice() {
+        [one] => Ok(**one),
+        [] => Err(CommandError::input(format!("no {what} id starts with `{prefix}`"))),
+        many => Err(CommandError::input(format!("`{prefix}` is ambiguous: {} {what} ids start with it", many.len()))
+            .with_hint("give more digits")),
+    }
+}
