@@ -26,23 +26,36 @@ impl ConfigError {
         Self { path: path.iter().map(|s| (*s).to_owned()).collect(), message: message.into(), hint: None }
     }
 
-    /// Builds an error from a serde error raised while reading `params` into a typed struct.
-    pub fn from_serde(e: &serde_json::Error) -> Self {
-        let message = e.to_string();
-        let hint = prov_manifest::did_you_mean(&message).map(|s| format!("did you mean `{s}`?"));
-        let field = message
-            .strip_prefix("unknown field `")
-            .and_then(|r| r.split('`').next())
-            .map(str::to_owned);
-        Self { path: field.into_iter().collect(), message, hint }
-    }
-
     /// Adds a hint.
     #[must_use]
     pub fn with_hint(mut self, hint: impl Into<String>) -> Self {
         self.hint = Some(hint.into());
         self
     }
+}
+
+/// Reads `params` (or a resolved config) into a typed struct, naming the field at fault and,
+/// for a misspelt field, the one probably meant.
+pub fn parse_params<T: serde::de::DeserializeOwned>(params: &Value) -> Result<T, ConfigError> {
+    serde_path_to_error::deserialize(params).map_err(|e| {
+        let message = e.inner().to_string();
+        let hint = prov_manifest::did_you_mean(&message).map(|s| format!("did you mean `{s}`?"));
+        let mut path: Vec<String> = e
+            .path()
+            .iter()
+            .filter_map(|seg| match seg {
+                serde_path_to_error::Segment::Map { key } => Some(key.clone()),
+                serde_path_to_error::Segment::Seq { index } => Some(index.to_string()),
+                _ => None,
+            })
+            .collect();
+        if let Some(field) = message.strip_prefix("unknown field `").and_then(|r| r.split('`').next()) {
+            if path.last().map(String::as_str) != Some(field) {
+                path.push(field.to_owned());
+            }
+        }
+        ConfigError { path, message, hint }
+    })
 }
 
 /// An error while a stage runs.

@@ -155,8 +155,12 @@ impl Recipe {
 
 fn from_yaml_error(file: &Path, text: &str, e: &serde_yaml::Error) -> RecipeError {
     let raw = e.to_string();
-    // serde_yaml appends " at line L column C"; the location is reported separately.
-    let message = raw.split(" at line ").next().unwrap_or(&raw).to_owned();
+    // serde_yaml appends " at line L column C"; the location is reported separately, but any
+    // further context ("while scanning a quoted scalar at line 3 column 7") is kept.
+    let message = match e.location() {
+        Some(l) => raw.replacen(&format!(" at line {} column {}", l.line(), l.column()), "", 1),
+        None => raw.clone(),
+    };
     let (field, message) = match message.split_once(": ") {
         Some((path, rest)) if !path.contains(' ') && !path.is_empty() => (Some(path.to_owned()), rest.to_owned()),
         _ => (None, message),

@@ -11,7 +11,7 @@
 //! Output shard `i` holds the kept documents of input shard `i`, in input order.
 
 use prov_dataset::{ShardWriter, read_shard, write_dataset};
-use prov_exec::{ConfigError, InputSpec, Stage, StageContext, StageError, StageOutput};
+use prov_exec::{ConfigError, parse_params, InputSpec, Stage, StageContext, StageError, StageOutput};
 use prov_manifest::{Determinism, Finite, OutputRef, OutputType, Record, ShardRef, get_record};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -61,7 +61,7 @@ impl Stage for SampleStage {
         "keep a seeded sample of documents (a fraction, or an exact number of rows), shard-parallel"
     }
     fn resolve_config(&self, params: &Value) -> Result<Value, ConfigError> {
-        let config: SampleConfig = serde_json::from_value(params.clone()).map_err(|e| ConfigError::from_serde(&e))?;
+        let config: SampleConfig = parse_params(params)?;
         match (&config.fraction, &config.rows) {
             (Some(f), None) if f.get() > 0.0 && f.get() <= 1.0 => {}
             (Some(f), None) => {
@@ -89,7 +89,7 @@ impl Stage for SampleStage {
     }
     fn run(&self, cx: &StageContext<'_>) -> Result<StageOutput, StageError> {
         let config: SampleConfig =
-            serde_json::from_value(cx.config.clone()).map_err(|e| StageError::Config(ConfigError::from_serde(&e)))?;
+            parse_params(cx.config).map_err(StageError::Config)?;
         let seed = cx.seed("sample")?;
         let input = cx.input("docs")?;
         let Record::Dataset(ds) = get_record(cx.store, &input.digest)? else {

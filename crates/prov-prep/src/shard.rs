@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 
 use prov_dataset::{Document, InputFormat, ShardWriter, read_documents_as, read_shard, write_dataset};
-use prov_exec::{ConfigError, InputSpec, Stage, StageContext, StageError, StageOutput};
+use prov_exec::{ConfigError, parse_params, InputSpec, Stage, StageContext, StageError, StageOutput};
 use prov_manifest::{Content, Determinism, OutputRef, OutputType, Record, get_record};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -102,7 +102,7 @@ impl Stage for ShardStage {
         "read JSON Lines or Parquet documents (id, text, url, date, language) into N deterministic Parquet shards"
     }
     fn resolve_config(&self, params: &Value) -> Result<Value, ConfigError> {
-        let config: ShardConfig = serde_json::from_value(params.clone()).map_err(|e| ConfigError::from_serde(&e))?;
+        let config: ShardConfig = parse_params(params)?;
         if config.shards == 0 || config.shards > 1_000_000 {
             return Err(ConfigError::at(&["shards"], format!("`shards` must be between 1 and 1000000, got {}", config.shards)));
         }
@@ -119,7 +119,7 @@ impl Stage for ShardStage {
     }
     fn run(&self, cx: &StageContext<'_>) -> Result<StageOutput, StageError> {
         let config: ShardConfig =
-            serde_json::from_value(cx.config.clone()).map_err(|e| StageError::Config(ConfigError::from_serde(&e)))?;
+            parse_params(cx.config).map_err(StageError::Config)?;
         let origin = origin(cx)?;
         // First pass: count, so that shard boundaries are known before writing.
         let mut n: u64 = 0;

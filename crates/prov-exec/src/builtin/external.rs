@@ -16,7 +16,7 @@ use prov_store::{Digest, ObjectKind, Store};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::stage::{ConfigError, InputSpec, Stage, StageContext, StageError, StageInput, StageOutput};
+use crate::stage::{ConfigError, parse_params, InputSpec, Stage, StageContext, StageError, StageInput, StageOutput};
 use crate::tree::{TreeError, tree_record};
 
 /// `PATH` given to commands unless the recipe sets one.
@@ -75,7 +75,7 @@ impl Stage for ExternalStage {
         "run a command with declared inputs and outputs in a controlled environment (needs allow_commands)"
     }
     fn resolve_config(&self, params: &Value) -> Result<Value, ConfigError> {
-        let config: ExternalConfig = serde_json::from_value(params.clone()).map_err(|e| ConfigError::from_serde(&e))?;
+        let config: ExternalConfig = parse_params(params)?;
         if config.command.is_empty() || config.command[0].is_empty() {
             return Err(ConfigError::at(&["command"], "the command cannot be empty"));
         }
@@ -115,7 +115,7 @@ impl Stage for ExternalStage {
             return Err(StageError::Config(ConfigError::at(&[], "this lockfile does not allow commands")));
         }
         let config: ExternalConfig =
-            serde_json::from_value(cx.config.clone()).map_err(|e| StageError::Config(ConfigError::from_serde(&e)))?;
+            parse_params(cx.config).map_err(StageError::Config)?;
         let outputs = config.output_paths()?;
         let scratch = cx.scratch_dir()?;
         let work = scratch.join("work");

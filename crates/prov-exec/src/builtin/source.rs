@@ -6,7 +6,7 @@ use prov_manifest::{
 use prov_store::ObjectKind;
 use serde_json::Value;
 
-use crate::stage::{ConfigError, InputSpec, Stage, StageContext, StageError, StageOutput};
+use crate::stage::{ConfigError, parse_params, InputSpec, Stage, StageContext, StageError, StageOutput};
 use crate::tree::{TreeError, tree_record};
 
 /// Imports a pinned source, checking its bytes against the pin.
@@ -24,7 +24,7 @@ impl Stage for SourceStage {
     }
     fn resolve_config(&self, params: &Value) -> Result<Value, ConfigError> {
         // The config of a source stage is its lockfile entry, made by the locker.
-        let _: LockedSource = serde_json::from_value(params.clone()).map_err(|e| ConfigError::from_serde(&e))?;
+        let _: LockedSource = parse_params(params)?;
         Ok(params.clone())
     }
     fn determinism(&self, _config: &Value) -> Determinism {
@@ -38,7 +38,7 @@ impl Stage for SourceStage {
     }
     fn run(&self, cx: &StageContext<'_>) -> Result<StageOutput, StageError> {
         let locked: LockedSource =
-            serde_json::from_value(cx.config.clone()).map_err(|e| StageError::Config(ConfigError::from_serde(&e)))?;
+            parse_params(cx.config).map_err(StageError::Config)?;
         let path = cx.project_root.join(&locked.path);
         let (actual, files) = match &locked.content {
             Content::File { .. } => {

@@ -1,0 +1,179 @@
+//! A hermetic environment for running the `prov` binary: a private project directory, a
+//! cleared environment, a fixed clock, no progress bars.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+pub const PROV: &str = env!("CARGO_BIN_EXE_prov");
+
+/// The repository root (for the shipped recipes and fixtures).
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("repository root exists")
+}
+
+pub struct Project {
+    _dir: tempfile::TempDir,
+    pub root: PathBuf,
+}
+
+impl Project {
+    /// An empty project directory with a store.
+    pub fn new() -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let root = dir.path().join("project");
+        fs_err::create_dir_all(&root).unwrap();
+        let p = Self { _dir: dir, root };
+        p.prov(&["init"]).success();
+        p
+    }
+
+    /// A project holding a copy of the repository's `recipes/` (quickstart and its data).
+    pub fn with_recipes() -> Self {
+        let p = Self::new();
+        copy_dir(&repo_root().join("recipes"), &p.root.join("recipes"));
+        p
+    }
+
+    pub fn path(&self, rel: &str) -> PathBuf {
+        self.root.join(rel)
+    }
+
+    pub fn write(&self, rel: &str, text: &str) -> PathBuf {
+        let p = self.path(rel);
+        if let Some(d) = p.parent() {
+            fs_err::create_dir_all(d).unwrap();
+        }
+        fs_err::write(&p, text).unwrap();
+        p
+    }
+
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(PROV);
+        c.args(args)
+            .current_dir(&self.root)
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", self.root.parent().unwrap())
+            .env("PROV_TIMESTAMP", "1795310000000")
+            .env("PROV_NO_PROGRESS", "1");
+        c
+    }
+
+    pub fn prov(&self, args: &[&str]) -> Run {
+        let output = self.command(args).output().expect("prov starts");
+        Run { args: args.iter().map(|s| (*s).to_owned()).collect(), output }
+    }
+
+    /// Runs `--json` and parses every stdout line.
+    pub fn json(&self, args: &[&str]) -> Vec<serde_json::Value> {
+        let mut a = vec!["--json"];
+        a.extend_from_slice(args);
+        let r = self.prov(&a);
+        r.stdout()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}\n{}", r.describe())))
+            .collect()
+    }
+
+    /// Every object file in the store, sorted.
+    pub fn object_files(&self) -> Vec<PathBuf> {
+        let mut out = Vec::new();
+        for prefix in fs_err::read_dir(self.path(".prov/objects")).unwrap() {
+            for f in fs_err::read_dir(prefix.unwrap().path()).unwrap() {
+                out.push(f.unwrap().path());
+            }
+        }
+        out.sort();
+        out
+    }
+}
+
+pub struct Run {
+    pub args: Vec<String>,
+    pub output: Output,
+}
+
+impl Run {
+    pub fn code(&self) -> i32 {
+        self.output.status.code().unwrap_or(-1)
+    }
+    pub fn stdout(&self) -> String {
+        String::from_utf8_lossy(&self.output.stdout).into_owned()
+    }
+    pub fn stderr(&self) -> String {
+        String::from_utf8_lossy(&self.output.stderr).into_owned()
+    }
+    pub fn describe(&self) -> String {
+        format!(
+            "prov {}\nexit: {}\n--- stdout\n{}--- stderr\n{}",
+            self.args.join(" "),
+            self.code(),
+            self.stdout(),
+            self.stderr()
+        )
+    }
+    #[track_caller]
+    pub fn success(&self) -> &Self {
+        assert_eq!(self.code(), 0, "{}", self.describe());
+        self
+    }
+    #[track_caller]
+    pub fn exit(&self, code: i32) -> &Self {
+        assert_eq!(self.code(), code, "{}", self.describe());
+        assert!(!self.stderr().contains("panicked"), "{}", self.describe());
+        self
+    }
+}
+
+pub fn copy_dir(from: &Path, to: &Path) {
+    fs_err::create_dir_all(to).unwrap();
+    for e in fs_err::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let target = to.join(e.file_name());
+        if e.path().is_dir() {
+            copy_dir(&e.path(), &target);
+        } else {
+            fs_err::copy(e.path(), &target).unwrap();
+        }
+    }
+}
+
+/// Flips one bit of a file in place (objects are read-only; make it writable first).
+pub fn flip_byte(path: &Path, at: usize) {
+    use std::os::unix::fs::PermissionsExt;
+    fs_err::set_permissions(path, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let mut bytes = fs_err::read(path).unwrap();
+    let at = at % bytes.len().max(1);
+    bytes[at] ^= 0x01;
+    fs_err::write(path, bytes).unwrap();
+}
+
+/// Where the shared real data is, or why the test cannot run: in CI (CI=true) a missing
+/// directory is a failure, elsewhere the test is skipped with a message naming what is missing.
+pub fn shared_data(rel: &str) -> Option<PathBuf> {
+    let base = std::env::var_os("PROV_SHARED_DATA").map(PathBuf::from).unwrap_or_else(|| repo_root().join("../shared/data"));
+    let path = base.join(rel);
+    if path.exists() {
+        return Some(path);
+    }
+    let msg = format!("real test data missing: {} (set PROV_SHARED_DATA to the shared data directory)", path.display());
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("{msg}");
+    }
+    eprintln!("skipping: {msg}");
+    None
+}
+
+/// The project's Python with pyarrow, from `scripts/setup`; same CI rule as [`shared_data`].
+pub fn venv_python() -> Option<PathBuf> {
+    let p = repo_root().join(".venv/bin/python");
+    if p.is_file() {
+        return Some(p);
+    }
+    let msg = format!("{} missing: run `scripts/setup`", p.display());
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("{msg}");
+    }
+    eprintln!("skipping: {msg}");
+    None
+}

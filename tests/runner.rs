@@ -1,0 +1,26 @@
+//! End-to-end tests of the `prov` binary: one test binary, one module per command or theme.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr, missing_docs)]
+
+mod common;
+
+mod test_concurrency;
+mod test_kill;
+mod test_quickstart;
+mod test_real_data;
+mod test_recipe_errors;
+mod test_replay;
+mod test_verify;
+
+/// Fails when a `test_*.rs` file exists in tests/ without being listed above.
+#[test]
+fn every_test_file_is_listed() {
+    let runner = include_str!("runner.rs");
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests");
+    for entry in fs_err::read_dir(&dir).unwrap() {
+        let name = entry.unwrap().file_name().to_string_lossy().into_owned();
+        if let Some(module) = name.strip_prefix("test_").and_then(|n| n.strip_suffix(".rs")) {
+            assert!(runner.contains(&format!("mod test_{module};")), "tests/{name} is not listed in tests/runner.rs");
+        }
+    }
+}
