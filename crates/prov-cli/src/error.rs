@@ -37,6 +37,10 @@ impl CommandError {
     pub fn divergence(message: impl Into<String>) -> Self {
         Self { code: ExitCode::Divergence, message: message.into(), detail: None, hint: None }
     }
+    /// An exit with `code` and nothing printed (`prov diff --exit-code` when runs differ).
+    pub fn silent(code: ExitCode) -> Self {
+        Self { code, message: String::new(), detail: None, hint: None }
+    }
     #[must_use]
     pub fn with_hint(mut self, hint: impl Into<String>) -> Self {
         self.hint = Some(hint.into());
@@ -115,5 +119,15 @@ impl From<std::io::Error> for CommandError {
 impl From<prov_manifest::DecodeError> for CommandError {
     fn from(e: prov_manifest::DecodeError) -> Self {
         Self::input(e.to_string())
+    }
+}
+
+impl From<prov_exec::GcError> for CommandError {
+    fn from(e: prov_exec::GcError) -> Self {
+        match e {
+            prov_exec::GcError::Store(s) => s.into(),
+            other @ prov_exec::GcError::Damaged { .. } => Self::integrity(other.to_string())
+                .with_hint("run `prov verify` and repair the damage first; nothing was removed"),
+        }
     }
 }

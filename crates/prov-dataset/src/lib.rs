@@ -65,7 +65,7 @@ pub enum DatasetError {
         message: String,
     },
     /// A file's format is not supported.
-    #[error("`{}`: unsupported input format; expected `.jsonl`, `.jsonl.gz` or `.parquet`", .0.display())]
+    #[error("`{}`: unsupported input format; expected `.jsonl`/`.json` (JSON Lines), `.jsonl.gz`/`.json.gz` or `.parquet`", .0.display())]
     UnsupportedFormat(PathBuf),
     /// Reading or writing failed.
     #[error(transparent)]

@@ -152,6 +152,8 @@ pub fn lock_text(
         }
         for (input_name, reference) in &stage.inputs {
             let at = ["stages", n, "inputs", input_name.as_str()];
+            // Input names become paths (`inputs/<name>` of external commands): names only.
+            input_name.parse::<Name>().map_err(|e| err(&at, format!("input {e}")))?;
             let accepted = match &spec {
                 InputSpec::Any => None,
                 InputSpec::Named(expected) => match expected.iter().find(|(w, _)| w == input_name) {

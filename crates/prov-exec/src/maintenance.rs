@@ -136,7 +136,14 @@ pub fn check_store(store: &Store, threads: usize) -> Result<StoreCheck, StoreErr
                 runs.extend(rs.iter().cloned());
             }
         }
-        damage.push(Damage { digest, problem, referrers: ancestors.into_iter().collect(), runs: runs.into_iter().collect() });
+        let mut by_id: BTreeMap<Digest, AffectedRun> = BTreeMap::new();
+        for r in runs {
+            let keep = by_id.get(&r.run_id).is_none_or(|old| old.run_manifest.is_none());
+            if keep {
+                by_id.insert(r.run_id, r);
+            }
+        }
+        damage.push(Damage { digest, problem, referrers: ancestors.into_iter().collect(), runs: by_id.into_values().collect() });
     }
     damage.sort_by(|a, b| a.digest.cmp(&b.digest));
     Ok(StoreCheck { objects: report.objects, bytes: report.bytes, manifests, damage, stray: report.stray })
@@ -166,6 +173,22 @@ fn is_manifest(store: &Store, d: &Digest) -> Result<bool, StoreError> {
     })
 }
 
+/// Why `gc` refused or failed.
+#[derive(Debug, thiserror::Error)]
+pub enum GcError {
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// A manifest reachable from a run cannot be read, so what it references is unknown.
+    #[error("refusing to collect garbage: manifest `{digest}` reachable from a run is damaged: {message}")]
+    Damaged {
+        /// The damaged manifest.
+        digest: Digest,
+        /// What is wrong.
+        message: String,
+    },
+}
+
 /// What `gc` did (or would do).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct GcReport {
@@ -182,7 +205,7 @@ pub struct GcReport {
 /// Removes every object that no logged run references: roots are the lockfiles of all
 /// logged executions and the run manifests of completed ones. Needs the store opened with
 /// exclusive access, so that no run is writing meanwhile.
-pub fn gc(store: &Store, dry_run: bool) -> Result<GcReport, StoreError> {
+pub fn gc(store: &Store, dry_run: bool) -> Result<GcReport, GcError> {
     let mut roots = BTreeSet::new();
     for e in store.index().executions()? {
         roots.insert(e.run_id);
@@ -191,7 +214,11 @@ pub fn gc(store: &Store, dry_run: bool) -> Result<GcReport, StoreError> {
         }
     }
     let roots: Vec<Digest> = roots.into_iter().filter(|d| store.contains(d)).collect();
-    let (live, _) = closure(store, &roots);
+    let (live, problems) = closure(store, &roots);
+    // A damaged manifest hides what it references: collecting now could delete live data.
+    if let Some((digest, e)) = problems.into_iter().next() {
+        return Err(GcError::Damaged { digest, message: e.to_string() });
+    }
     let all = store.list_objects()?;
     let dead: Vec<Digest> = all.iter().filter(|d| !live.contains(d)).copied().collect();
     let mut report = GcReport { kept: (all.len() - dead.len()) as u64, removed: dead.len() as u64, ..GcReport::default() };

@@ -160,6 +160,14 @@ pub enum ExecError {
     /// `--from` or `--until` names no stage of the plan.
     #[error("no stage `{0}` in this lockfile")]
     UnknownStage(String),
+    /// `--until` names a stage before `--from`.
+    #[error("`--until {until}` comes before `--from {from}` in plan order: nothing to replay")]
+    EmptyRange {
+        /// The `--from` stage.
+        from: String,
+        /// The `--until` stage.
+        until: String,
+    },
     /// A recorded manifest is not what it should be.
     #[error("recorded manifest `{digest}` is not a {expected} record")]
     WrongRecord {
@@ -266,13 +274,18 @@ struct Executor<'a> {
 }
 
 impl Executor<'_> {
-    fn inputs_of(&self, stage: &LockedStage) -> BTreeMap<String, StageInput> {
+    fn inputs_of(&self, stage: &LockedStage) -> Result<BTreeMap<String, StageInput>, ExecError> {
         stage
             .inputs
             .iter()
             .map(|(name, r)| {
-                let out = self.outputs[&r.stage][r.output.as_str()];
-                (name.clone(), StageInput { output_type: out.output_type, digest: out.digest })
+                let out = self.outputs.get(&r.stage).and_then(|o| o.get(r.output.as_str())).ok_or_else(|| {
+                    ExecError::Incompatible {
+                        stage: stage.name.clone(),
+                        message: format!("input `{name}` refers to `{}.{}`, which produced no such output", r.stage, r.output),
+                    }
+                })?;
+                Ok((name.clone(), StageInput { output_type: out.output_type, digest: out.digest }))
             })
             .collect()
     }
@@ -324,6 +337,16 @@ impl Executor<'_> {
         };
         let digest = put_record(self.store, &Record::Stage(record.clone()))?;
         Ok((digest, record))
+    }
+
+    /// A cache hit may come from a stage of another name (the name is not in the key): the
+    /// run records it under this stage's name, with the same outputs.
+    fn relabel(&self, stage: &LockedStage, hit: (Digest, StageRecord)) -> Result<(Digest, StageRecord), ExecError> {
+        if hit.1.name == stage.name {
+            return Ok(hit);
+        }
+        let record = StageRecord { name: stage.name.clone(), ..hit.1 };
+        Ok((put_record(self.store, &Record::Stage(record.clone()))?, record))
     }
 
     /// Returns the cached stage record for `key` if it and everything it reaches verify.
@@ -387,10 +410,10 @@ pub fn run(store: &Store, lockfile: &Lockfile, bytes: &[u8], opts: &ExecOptions<
             let stage = &node.stage;
             opts.observer.stage_started(i, nodes.len(), stage.name.as_str(), &stage.stage_kind);
             let start = Instant::now();
-            let inputs = ex.inputs_of(stage);
+            let inputs = ex.inputs_of(stage)?;
             let key = ex.key_of(stage, &inputs);
             let (status, (manifest, record)) = match ex.cached(&key)? {
-                Some(hit) => (StageStatus::Cached, hit),
+                Some(hit) => (StageStatus::Cached, ex.relabel(stage, hit)?),
                 None => {
                     let done = ex.execute(stage, &inputs, key)?;
                     store.index().cache_put(&key, &done.0)?;
@@ -455,9 +478,14 @@ pub fn replay(
 ) -> Result<RunReport, ExecError> {
     let run_id = store_lockfile(store, lockfile, bytes)?;
     let nodes = plan(lockfile, opts.registry)?;
-    for name in [&range.from, &range.until].into_iter().flatten() {
-        if !nodes.iter().any(|n| n.stage.name.as_str() == name) {
-            return Err(ExecError::UnknownStage(name.clone()));
+    let position = |name: &String| {
+        nodes.iter().position(|n| n.stage.name.as_str() == name).ok_or_else(|| ExecError::UnknownStage(name.clone()))
+    };
+    let from = range.from.as_ref().map(position).transpose()?;
+    let until = range.until.as_ref().map(position).transpose()?;
+    if let (Some(f), Some(u)) = (from, until) {
+        if u < f {
+            return Err(ExecError::EmptyRange { from: nodes[f].stage.name.to_string(), until: nodes[u].stage.name.to_string() });
         }
     }
     let (recorded_manifest, recorded) = recorded_run(store, &run_id)?.ok_or(ExecError::NotRecorded(run_id))?;
@@ -486,14 +514,15 @@ pub fn replay(
         for (i, node) in nodes.iter().enumerate() {
             let stage = &node.stage;
             active |= range.from.as_deref() == Some(stage.name.as_str());
-            let (expected_manifest, expected) = recorded_stages
-                .get(&stage.name)
-                .cloned()
-                .ok_or_else(|| ExecError::UnknownStage(stage.name.to_string()))?;
+            let (expected_manifest, expected) =
+                recorded_stages.get(&stage.name).cloned().ok_or_else(|| ExecError::Incompatible {
+                    stage: stage.name.clone(),
+                    message: "the recorded run has no such stage".into(),
+                })?;
             opts.observer.stage_started(i, nodes.len(), stage.name.as_str(), &stage.stage_kind);
             let start = Instant::now();
             let (status, manifest, record) = if active {
-                let inputs = ex.inputs_of(stage);
+                let inputs = ex.inputs_of(stage)?;
                 let key = ex.key_of(stage, &inputs);
                 if stage.determinism != Determinism::Portable {
                     let differences: Vec<(String, String, String)> = expected
@@ -588,4 +617,121 @@ fn compare(
         }
     }
     Ok(None)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    use prov_dataset::{Document, ShardWriter, write_dataset};
+    use prov_manifest::{Determinism, OutputRef, OutputType, RecipeError};
+    use serde_json::Value;
+
+    use super::*;
+    use crate::stage::{ConfigError, InputSpec, Stage, StageContext, StageError, StageOutput};
+
+    /// Writes two shards of three documents; from the second execution on, the language of
+    /// row 1 of shard 1 changes: a stage that is not deterministic, on purpose.
+    struct Drifting(AtomicU64);
+
+    impl Stage for Drifting {
+        fn kind(&self) -> &'static str {
+            "drifting"
+        }
+        fn version(&self) -> u32 {
+            1
+        }
+        fn summary(&self) -> &'static str {
+            "test stage"
+        }
+        fn resolve_config(&self, params: &Value) -> Result<Value, ConfigError> {
+            Ok(params.clone())
+        }
+        fn determinism(&self, _config: &Value) -> Determinism {
+            Determinism::Portable
+        }
+        fn inputs(&self) -> InputSpec {
+            InputSpec::Named(vec![])
+        }
+        fn outputs(&self, _config: &Value) -> Vec<(String, OutputType)> {
+            vec![("dataset".into(), OutputType::Dataset)]
+        }
+        fn run(&self, cx: &StageContext<'_>) -> Result<StageOutput, StageError> {
+            let n = self.0.fetch_add(1, Ordering::SeqCst);
+            let mut shards = Vec::new();
+            for s in 0..2 {
+                let mut w = ShardWriter::new(cx.store)?;
+                for r in 0..3 {
+                    let mut d = Document::new(format!("{s}-{r}"), format!("text {s} {r}"));
+                    d.language = Some(if n > 0 && s == 1 && r == 1 { "fr" } else { "en" }.into());
+                    w.push(d)?;
+                }
+                shards.push(w.finish()?);
+            }
+            let (digest, _) = write_dataset(cx.store, shards)?;
+            let mut out = StageOutput::default();
+            out.outputs.insert("dataset".into(), OutputRef { output_type: OutputType::Dataset, digest });
+            Ok(out)
+        }
+    }
+
+    fn setup(recipe: &str) -> Result<(tempfile::TempDir, Store, Registry, crate::Locked), RecipeError> {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = Store::init(&dir.path().join(".prov")).expect("store");
+        let mut registry = Registry::with_builtins();
+        registry.register(Arc::new(Drifting(AtomicU64::new(0))));
+        let path = dir.path().join("r.yaml");
+        fs_err::write(&path, recipe).expect("recipe written");
+        let locked = crate::lock_recipe(&registry, &path, dir.path())?;
+        Ok((dir, store, registry, locked))
+    }
+
+    fn options<'a>(registry: &'a Registry, root: &'a std::path::Path) -> ExecOptions<'a> {
+        ExecOptions {
+            registry,
+            threads: 2,
+            envelope: crate::capture_envelope(2, &crate::TorchFacts::default()),
+            project_root: root,
+            lockfile_display: "test",
+            clock: &|| 0,
+            observer: &Silent,
+        }
+    }
+
+    #[test]
+    fn replay_names_shard_row_and_column_of_a_dataset_divergence() {
+        let (dir, store, registry, locked) =
+            setup("schema: 1\nname: t\nseed: 1\nstages:\n  d:\n    kind: drifting\n").unwrap();
+        let opts = options(&registry, dir.path());
+        let first = run(&store, &locked.lockfile, &locked.bytes, &opts).unwrap();
+        assert_eq!(first.stages[0].status, StageStatus::Executed);
+        // A second run is served from the cache: the stage does not execute, so no drift.
+        let second = run(&store, &locked.lockfile, &locked.bytes, &opts).unwrap();
+        assert_eq!(second.stages[0].status, StageStatus::Cached);
+        assert_eq!(second.run_manifest, first.run_manifest);
+
+        let report = replay(&store, &locked.lockfile, &locked.bytes, &ReplayRange::default(), &opts).unwrap();
+        let Some(Divergence::Output { stage, output, dataset: Some(d), .. }) = report.divergence else {
+            panic!("expected a dataset divergence, got {:?}", report.divergence);
+        };
+        assert_eq!((stage.as_str(), output.as_str()), ("d", "dataset"));
+        assert_eq!((d.shard, d.row, d.global_row, d.column.as_deref()), (1, Some(1), Some(4), Some("language")));
+        assert_eq!((d.expected.as_str(), d.actual.as_str()), ("\"en\"", "\"fr\""));
+        let log = store.index().executions().unwrap();
+        assert_eq!(log[0].mode, "replay");
+        assert_eq!(log[0].status, "diverged");
+    }
+
+    #[test]
+    fn stage_records_hold_no_clock_and_repeat_byte_for_byte() {
+        let (dir, store, registry, locked) =
+            setup("schema: 1\nname: t\nseed: 1\nsources:\n  f:\n    path: r.yaml\nstages: {}\n").unwrap();
+        let mut opts = options(&registry, dir.path());
+        let a = run(&store, &locked.lockfile, &locked.bytes, &opts).unwrap();
+        opts.clock = &|| 1_000_000;
+        let b = replay(&store, &locked.lockfile, &locked.bytes, &ReplayRange::default(), &opts).unwrap();
+        assert!(b.divergence.is_none());
+        assert_eq!(a.stages[0].manifest, b.stages[0].manifest, "a different clock gives the same stage record");
+    }
 }

@@ -96,6 +96,32 @@ impl Lockfile {
     pub fn stage(&self, name: &Name) -> Option<&LockedStage> {
         self.stages.iter().find(|s| &s.name == name)
     }
+
+    /// Checks what the executor relies on: sources sorted by name and unique, names unique
+    /// across sources and stages, and every input referring to a source or an earlier stage
+    /// (so that plan order is a topological order).
+    pub fn validate(&self) -> Result<(), String> {
+        for pair in self.sources.windows(2) {
+            if pair[0].name >= pair[1].name {
+                return Err(format!("sources must be sorted by name without duplicates: `{}` then `{}`", pair[0].name, pair[1].name));
+            }
+        }
+        let mut seen: std::collections::BTreeSet<&Name> = self.sources.iter().map(|s| &s.name).collect();
+        for stage in &self.stages {
+            for (input, r) in &stage.inputs {
+                if !seen.contains(&r.stage) {
+                    return Err(format!(
+                        "stage `{}` input `{input}` refers to `{}`, which is not a source or an earlier stage",
+                        stage.name, r.stage
+                    ));
+                }
+            }
+            if !seen.insert(&stage.name) {
+                return Err(format!("`{}` is defined twice", stage.name));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Derives a seed from the master seed, the stage and the seed's name:

@@ -81,6 +81,14 @@ impl Record {
         let record: Self =
             serde_json::from_value(value).map_err(|e| DecodeError::Shape(format!("{kind} record: {e}")))?;
         record.validate().map_err(|e| DecodeError::Shape(format!("{kind} record: {e}")))?;
+        // One record, one encoding: an explicit `null` for an optional field, say, is valid
+        // canonical JSON but not what a writer produces, and would give the record a second name.
+        let again = record.to_bytes().map_err(|e| DecodeError::Shape(e.to_string()))?;
+        if again != bytes {
+            return Err(DecodeError::Shape(format!(
+                "{kind} record is not in the form writers produce (an explicit null for an optional field?)"
+            )));
+        }
         Ok(record)
     }
 
@@ -89,6 +97,12 @@ impl Record {
         match self {
             Self::Tree(t) => t.validate(),
             Self::Dataset(d) => d.validate(),
+            Self::Run(r) => {
+                let digests: Vec<Digest> = r.stages.iter().map(|s| s.manifest).collect();
+                let root = merkle_root(&digests);
+                if root == r.root { Ok(()) } else { Err(format!("`root` is `{}` but the stages give `{root}`", r.root)) }
+            }
+            Self::Lockfile(l) => l.validate(),
             _ => Ok(()),
         }
     }
@@ -102,11 +116,8 @@ impl Record {
             Self::Dataset(d) => d.shards.iter().map(|s| s.digest).collect(),
             Self::Verdict(v) => vec![v.subject],
             Self::Stage(s) => s.inputs.values().chain(s.outputs.values().map(|o| &o.digest)).copied().collect(),
-            Self::Checkpoint(c) => {
-                let mut v: Vec<Digest> = c.tensors.values().copied().collect();
-                v.extend([c.weights, c.optimizer, c.rng, c.config]);
-                v
-            }
+            // Tensor digests name bytes inside the weights file, not store objects.
+            Self::Checkpoint(c) => vec![c.weights, c.optimizer, c.rng, c.config],
             Self::Run(r) => {
                 let mut v: Vec<Digest> = r.stages.iter().map(|s| s.manifest).collect();
                 v.push(r.lockfile);
@@ -644,6 +655,17 @@ mod tests {
         assert!(Record::from_bytes(&t.to_bytes().unwrap()).is_err());
         let dup = Record::Tree(TreeRecord { schema: 1, entries: vec![entry("a"), entry("a")] });
         assert!(Record::from_bytes(&dup.to_bytes().unwrap()).is_err());
+    }
+
+    #[test]
+    fn explicit_nulls_and_forged_run_roots_are_refused() {
+        let src = String::from_utf8(samples().remove(0).to_bytes().unwrap()).unwrap();
+        let with_null = src.replace("\"origin\"", "\"license\":null,\"origin\"").replace(",\"license\":\"MIT\"", "");
+        assert!(Record::from_bytes(with_null.as_bytes()).is_err(), "{with_null}");
+        let Record::Run(mut run) = samples().pop().unwrap() else { panic!() };
+        run.root = Digest::of(b"forged");
+        let err = Record::from_bytes(&Record::Run(run).to_bytes().unwrap()).unwrap_err();
+        assert!(err.to_string().contains("`root` is"), "{err}");
     }
 
     #[test]

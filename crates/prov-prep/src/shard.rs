@@ -39,7 +39,7 @@ fn origin(cx: &StageContext<'_>) -> Result<Origin, StageError> {
     let bad = |message: String| StageError::Input { input: "docs".into(), message };
     let format_of = |name: &str| {
         InputFormat::from_path(std::path::Path::new(name)).ok_or_else(|| {
-            bad(format!("`{name}` is not `.jsonl`, `.jsonl.gz` or `.parquet`; a `shard` source holds only those"))
+            bad(format!("`{name}` is not JSON Lines (`.jsonl`, `.json`, optionally `.gz`) or `.parquet`; a `shard` source holds only those"))
         })
     };
     match get_record(cx.store, &input.digest)? {
