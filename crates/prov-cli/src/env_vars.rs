@@ -12,10 +12,14 @@ pub(crate) const PROV_TIMESTAMP: &str = "PROV_TIMESTAMP";
 pub(crate) const PROV_NO_PROGRESS: &str = "PROV_NO_PROGRESS";
 /// Disables colour (<https://no-color.org>).
 pub(crate) const NO_COLOR: &str = "NO_COLOR";
-/// ATen CPU capability libtorch will use; reported by `prov doctor` and in envelopes.
+/// `ATen` CPU capability libtorch will use; reported by `prov doctor` and in envelopes.
 pub(crate) const ATEN_CPU_CAPABILITY: &str = "ATEN_CPU_CAPABILITY";
 /// MKL conditional numerical reproducibility mode; reported like the above.
 pub(crate) const MKL_CBWR: &str = "MKL_CBWR";
+
+/// Directories searched for helper programs (`b3sum`) by `prov doctor`. Not a setting of
+/// prov, so not listed in [`ALL`].
+pub(crate) const PATH: &str = "PATH";
 
 /// The documented variables, for `prov doctor` and the book.
 pub(crate) const ALL: &[(&str, &str)] = &[
@@ -30,4 +34,10 @@ pub(crate) const ALL: &[(&str, &str)] = &[
 
 pub(crate) fn get(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.is_empty())
+}
+
+/// Returns the first executable file called `name` in the directories of `PATH`.
+pub(crate) fn find_program(name: &str) -> Option<std::path::PathBuf> {
+    let path = std::env::var_os(PATH)?;
+    std::env::split_paths(&path).map(|dir| dir.join(name)).find(|p| p.is_file())
 }

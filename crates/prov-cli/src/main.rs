@@ -44,7 +44,7 @@ fn main() -> std::process::ExitCode {
         Ok(cli) => cli,
         Err(e) => {
             let _ = e.print();
-            return std::process::ExitCode::from(if e.use_stderr() { 1 } else { 0 });
+            return std::process::ExitCode::from(u8::from(e.use_stderr()));
         }
     };
     let mut ui = ui::Ui::new(cli.json);
@@ -55,6 +55,9 @@ fn main() -> std::process::ExitCode {
         Err(e) => {
             if e.message.contains("Broken pipe") {
                 return std::process::ExitCode::SUCCESS;
+            }
+            if e.message.is_empty() {
+                return std::process::ExitCode::from(e.code as u8);
             }
             let mut err = std::io::stderr().lock();
             let _ = writeln!(err, "error: {}", e.message);

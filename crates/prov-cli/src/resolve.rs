@@ -59,7 +59,8 @@ fn resolve_among(arg: &str, candidates: &[Digest], what: &str) -> Result<Digest,
     }
     let prefix = arg.strip_prefix("blake3:").unwrap_or(arg);
     if prefix.len() < 6 || !prefix.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return Err(CommandError::input(format!("`{arg}` is neither a file nor a {what} id"))
+        let article = if what.starts_with(['a', 'e', 'i', 'o', 'u']) { "an" } else { "a" };
+        return Err(CommandError::input(format!("`{arg}` is neither a file nor {article} {what} id"))
             .with_hint("give a path, `blake3:<64 hex>`, or at least 6 hex digits of the id"));
     }
     let prefix = prefix.to_ascii_lowercase();

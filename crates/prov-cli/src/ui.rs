@@ -5,8 +5,8 @@
 //!
 //! One JSON object per line: `{"type": "<message type>", "data": {…}}`. Message types used
 //! today: `run` (an execution's summary), `stage` (one stage boundary), `divergence`,
-//! `verify`, `damage`, `gc`, `lock`, `init`, `doctor`, `log`, `status`, `record`, `object`,
-//! `diff`, `lineage`. Types and fields may expand over time; consumers must ignore what they
+//! `verify`, `damage`, `gc`, `lock`, `init`, `doctor`, `log`, `status`, `lockfile`, `record`,
+//! `object`, `diff`, `lineage`. Types and fields may expand over time; consumers must ignore what they
 //! do not know.
 
 use std::io::{self, IsTerminal, Write};
@@ -139,6 +139,67 @@ pub(crate) fn format_bytes(n: u64) -> String {
     if u == 0 { format!("{n} B") } else { format!("{v:.1} {}", UNITS[u]) }
 }
 
+/// Formats a duration in milliseconds for people: `0.42s`, `3m07s`, `2h05m`.
+pub(crate) fn format_duration(ms: i64) -> String {
+    let ms = ms.max(0);
+    if ms < 60_000 {
+        return format!("{:.2}s", ms as f64 / 1000.0);
+    }
+    let secs = ms / 1000;
+    if secs < 3600 { format!("{}m{:02}s", secs / 60, secs % 60) } else { format!("{}h{:02}m", secs / 3600, secs % 3600 / 60) }
+}
+
+/// Formats a JSON value on one line for people: digests shortened to their first 12 hex
+/// digits, everything else as compact JSON (so that the string `"1"` and the number `1` stay
+/// apart).
+pub(crate) fn format_value(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.parse::<prov_store::Digest>().map_or_else(|_| v.to_string(), |d| d.short()),
+        other => other.to_string(),
+    }
+}
+
+/// Returns `n` and the noun, with an `s` unless `n` is 1: `1 run`, `3 runs`.
+pub(crate) fn count(n: usize, noun: &str) -> String {
+    if n == 1 { format!("{n} {noun}") } else { format!("{n} {noun}s") }
+}
+
+/// Formats a JSON value over several lines for reading: objects one key per line, indented
+/// by two spaces; arrays of scalars (CPU flags, commands) on one line.
+pub(crate) fn pretty_json(v: &Value) -> String {
+    fn go(v: &Value, indent: usize, out: &mut String) {
+        let pad = "  ".repeat(indent + 1);
+        match v {
+            Value::Object(m) if !m.is_empty() => {
+                out.push_str("{\n");
+                for (i, (k, x)) in m.iter().enumerate() {
+                    out.push_str(&pad);
+                    out.push_str(&Value::String(k.clone()).to_string());
+                    out.push_str(": ");
+                    go(x, indent + 1, out);
+                    out.push_str(if i + 1 < m.len() { ",\n" } else { "\n" });
+                }
+                out.push_str(&"  ".repeat(indent));
+                out.push('}');
+            }
+            Value::Array(a) if a.iter().any(|x| x.is_object() || x.is_array()) => {
+                out.push_str("[\n");
+                for (i, x) in a.iter().enumerate() {
+                    out.push_str(&pad);
+                    go(x, indent + 1, out);
+                    out.push_str(if i + 1 < a.len() { ",\n" } else { "\n" });
+                }
+                out.push_str(&"  ".repeat(indent));
+                out.push(']');
+            }
+            other => out.push_str(&other.to_string()),
+        }
+    }
+    let mut out = String::new();
+    go(v, 0, &mut out);
+    out
+}
+
 /// Renders rows as an aligned text table.
 pub(crate) fn table(header: &[&str], rows: &[Vec<String>]) -> String {
     let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
@@ -177,6 +238,21 @@ mod tests {
         assert_eq!(format_time(0), "1970-01-01 00:00:00Z");
         assert_eq!(format_time(951_782_400_000), "2000-02-29 00:00:00Z");
         assert_eq!(format_time(1_795_310_000_000), "2026-11-22 01:13:20Z");
+    }
+
+    #[test]
+    fn pretty_json_keeps_scalar_arrays_on_one_line() {
+        let v = serde_json::json!({"a": [1, 2], "b": {"c": [{"d": null}]}, "e": {}});
+        assert_eq!(pretty_json(&v), "{\n  \"a\": [1,2],\n  \"b\": {\n    \"c\": [\n      {\n        \"d\": null\n      }\n    ]\n  },\n  \"e\": {}\n}");
+        let back: Value = serde_json::from_str(&pretty_json(&v)).unwrap();
+        assert_eq!(back, v);
+    }
+
+    #[test]
+    fn durations_read_well() {
+        assert_eq!(format_duration(420), "0.42s");
+        assert_eq!(format_duration(187_000), "3m07s");
+        assert_eq!(format_duration(7_500_000), "2h05m");
     }
 
     #[test]
