@@ -71,7 +71,8 @@ impl StoreCheck {
 pub fn check_store(store: &Store, threads: usize) -> Result<StoreCheck, StoreError> {
     let report = store.verify_all(threads)?;
     let corrupt: BTreeMap<Digest, Mismatch> = report.corrupt.iter().map(|m| (m.expected, m.clone())).collect();
-    let on_disk: BTreeSet<Digest> = store.list_objects()?.into_iter().collect();
+    let on_disk: BTreeSet<Digest> = report.found.iter().copied().collect();
+    let kinds = store.index().all_kinds()?;
 
     // The reference graph. Intact manifests speak for themselves; for corrupt ones, the
     // references the index recorded when they were written are the best evidence left.
@@ -82,7 +83,7 @@ pub fn check_store(store: &Store, threads: usize) -> Result<StoreCheck, StoreErr
         if corrupt.contains_key(d) {
             continue;
         }
-        if !is_manifest(store, d)? {
+        if !is_manifest(store, kinds.get(d), d) {
             continue;
         }
         manifests += 1;
@@ -162,15 +163,17 @@ fn ancestors(parents: &BTreeMap<Digest, BTreeSet<Digest>>, start: &Digest) -> BT
     seen
 }
 
-fn is_manifest(store: &Store, d: &Digest) -> Result<bool, StoreError> {
-    Ok(match store.index().object_kind(d)? {
+/// Decides from the index, or from the bytes when the object was never indexed (a process
+/// killed between writing it and recording it).
+fn is_manifest(store: &Store, kind: Option<&String>, d: &Digest) -> bool {
+    match kind {
         Some(kind) => kind == "manifest",
         None => {
             let path = store.object_path(d);
             let small = fs_err::metadata(&path).map(|m| m.len() < 64 << 20).unwrap_or(false);
             small && fs_err::read(&path).map(|b| looks_like_record(&b)).unwrap_or(false)
         }
-    })
+    }
 }
 
 /// Why `gc` refused or failed.

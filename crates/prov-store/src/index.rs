@@ -158,6 +158,16 @@ impl Index {
             .map_err(|e| self.err(e))
     }
 
+    /// Returns the recorded kind of every indexed object, in one query.
+    pub fn all_kinds(&self) -> Result<std::collections::BTreeMap<Digest, String>, StoreError> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare("SELECT digest, kind FROM objects").map_err(|e| self.err(e))?;
+        let rows = stmt
+            .query_map([], |r| Ok((parse_digest(&r.get::<_, String>(0)?)?, r.get::<_, String>(1)?)))
+            .map_err(|e| self.err(e))?;
+        rows.collect::<Result<_, _>>().map_err(|e| self.err(e))
+    }
+
     /// Returns every recorded object of a kind, sorted.
     pub fn objects_of_kind(&self, kind: &str) -> Result<Vec<Digest>, StoreError> {
         let conn = self.conn();

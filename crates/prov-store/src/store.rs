@@ -70,6 +70,8 @@ pub struct VerifyReport {
     pub objects: u64,
     /// Bytes hashed.
     pub bytes: u64,
+    /// Every object found, sorted.
+    pub found: Vec<Digest>,
     /// Objects whose bytes do not match their name, sorted by digest.
     pub corrupt: Vec<Mismatch>,
     /// Files under `objects/` whose names are not digests.
@@ -257,7 +259,7 @@ impl Store {
     /// Re-hashes every object with `threads` threads (streaming; large objects are hashed
     /// with several threads too), and reports the ones that no longer match their names.
     pub fn verify_all(&self, threads: usize) -> Result<VerifyReport, StoreError> {
-        let (mut found, stray) = self.scan()?;
+        let (found, stray) = self.scan()?;
         // Largest first, so the big files start early and the small ones fill the gaps.
         let sizes: Vec<u64> = found
             .iter()
@@ -286,7 +288,8 @@ impl Store {
             }
         }
         report.corrupt.sort_by(|a, b| a.expected.cmp(&b.expected));
-        found.clear();
+        report.found = found.into_iter().map(|(d, _)| d).collect();
+        report.found.sort();
         Ok(report)
     }
 
