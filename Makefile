@@ -24,6 +24,7 @@ setup:
 	scripts/setup
 
 test: setup
+	$(CARGO) fmt --all --check
 	$(CARGO) build --workspace --locked
 	if $(CARGO) nextest --version >/dev/null 2>&1; then \
 		$(CARGO) nextest run --workspace --locked --no-fail-fast; \
@@ -31,6 +32,7 @@ test: setup
 		$(CARGO) test --workspace --locked --no-fail-fast; \
 	fi
 	$(CARGO) test --doc --workspace --locked
+	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
 	if [ -f book/book.toml ]; then .venv/bin/mdbook build book; fi
 
 release: setup

@@ -10,7 +10,10 @@ fn concurrent_runs_share_a_store_safely() {
     let p = Project::with_recipes();
     p.write(
         "recipes/other.yaml",
-        &fs_err::read_to_string(p.path("recipes/quickstart.yaml")).unwrap().replace("name: quickstart", "name: other").replace("fraction: 0.5", "fraction: 0.3"),
+        &fs_err::read_to_string(p.path("recipes/quickstart.yaml"))
+            .unwrap()
+            .replace("name: quickstart", "name: other")
+            .replace("fraction: 0.5", "fraction: 0.3"),
     );
     p.prov(&["lock", "recipes/quickstart.yaml"]).success();
     p.prov(&["lock", "recipes/other.yaml"]).success();
@@ -36,7 +39,8 @@ fn gc_refuses_while_the_store_is_in_use() {
         "recipes/slow.yaml",
         "schema: 1\nname: slow\nseed: 1\nallow_commands: true\nstages:\n  wait:\n    kind: external\n    params:\n      command: [sh, -c, \"sleep 3; echo done > out\"]\n      outputs: {out: out}\n",
     );
-    let mut child = p.command(&["run", "recipes/slow.yaml"]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    let mut child =
+        p.command(&["run", "recipes/slow.yaml"]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
     std::thread::sleep(std::time::Duration::from_millis(800));
     let r = p.prov(&["gc"]);
     r.exit(1);

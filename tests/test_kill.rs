@@ -80,7 +80,8 @@ fn killed_runs_leave_a_valid_store_and_resume_to_identical_hashes() {
     let kills = 16;
     for i in 0..kills {
         let delay = Duration::from_micros(next() % (full.as_micros() as u64 + 1));
-        let mut child = p.command(&["run", "lockfiles/big.lock"]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+        let mut child =
+            p.command(&["run", "lockfiles/big.lock"]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
         std::thread::sleep(delay);
         // SIGKILL: no destructor, no handler runs.
         let _ = child.kill();

@@ -108,7 +108,9 @@ fn a_changed_source_is_an_integrity_failure_until_relocked() {
 
 #[test]
 fn the_shards_are_readable_by_pyarrow() {
-    let Some(python) = crate::common::venv_python() else { return };
+    let Some(python) = crate::common::venv_python() else {
+        return;
+    };
     let p = Project::with_recipes();
     p.prov(&["run", "recipes/quickstart.yaml"]).success();
     let shards: Vec<String> = p
@@ -148,7 +150,12 @@ fn commit_writes_lockfile_and_manifests_into_git() {
     assert!(log.starts_with("prov run quickstart: run "), "{log}");
     let files = git(&["ls-files"]);
     assert!(files.contains("lockfiles/quickstart.lock"), "{files}");
-    let manifests: Vec<&str> = files.lines().filter(|f| f.starts_with("manifests/quickstart/") && f.ends_with(".json")).collect();
+    let manifests: Vec<&str> = files
+        .lines()
+        .filter(|f| {
+            f.starts_with("manifests/quickstart/") && std::path::Path::new(f).extension().is_some_and(|e| e == "json")
+        })
+        .collect();
     assert!(manifests.len() >= 8, "{files}");
     for m in manifests {
         // Each committed manifest is named by the BLAKE3 of its bytes.

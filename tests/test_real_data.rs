@@ -1,11 +1,13 @@
-//! Real data from ../shared/data (found through PROV_SHARED_DATA): 9,099 Debian documents,
+//! Real data from ../shared/data (found through `PROV_SHARED_DATA)`: 9,099 Debian documents,
 //! gzipped JSON Lines, sharded, sampled and replayed.
 
 use crate::common::{Project, shared_data};
 
 #[test]
 fn the_pii_bench_corpus_shards_and_replays_bit_for_bit() {
-    let Some(corpus) = shared_data("pii/bench-corpus.jsonl.gz") else { return };
+    let Some(corpus) = shared_data("pii/bench-corpus.jsonl.gz") else {
+        return;
+    };
     let p = Project::new();
     fs_err::create_dir_all(p.path("recipes/data")).unwrap();
     fs_err::copy(&corpus, p.path("recipes/data/bench-corpus.jsonl.gz")).unwrap();

@@ -43,11 +43,7 @@ fn a_deleted_object_is_reported_missing_with_its_referrers() {
     let p = Project::with_recipes();
     p.prov(&["run", "recipes/quickstart.yaml"]).success();
     // Delete a shard: the largest objects are the Parquet files.
-    let shard = p
-        .object_files()
-        .into_iter()
-        .find(|f| fs_err::read(f).unwrap().starts_with(b"PAR1"))
-        .unwrap();
+    let shard = p.object_files().into_iter().find(|f| fs_err::read(f).unwrap().starts_with(b"PAR1")).unwrap();
     fs_err::remove_file(&shard).unwrap();
     let r = p.prov(&["verify"]);
     r.exit(2);
@@ -63,11 +59,7 @@ fn a_deleted_object_is_reported_missing_with_its_referrers() {
 fn a_corrupt_cached_output_is_recomputed_not_reused() {
     let p = Project::with_recipes();
     p.prov(&["run", "recipes/quickstart.yaml"]).success();
-    let shard = p
-        .object_files()
-        .into_iter()
-        .find(|f| fs_err::read(f).unwrap().starts_with(b"PAR1"))
-        .unwrap();
+    let shard = p.object_files().into_iter().find(|f| fs_err::read(f).unwrap().starts_with(b"PAR1")).unwrap();
     flip_byte(&shard, 40);
     let lines = p.json(&["run", "lockfiles/quickstart.lock"]);
     assert!(lines.iter().any(|l| l["type"] == "stage" && l["data"]["status"] == "executed"), "{lines:?}");

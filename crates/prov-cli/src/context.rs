@@ -12,7 +12,6 @@ use crate::error::CommandError;
 
 /// Global options, resolved.
 pub(crate) struct CommandContext {
-    pub json: bool,
     pub store_flag: Option<PathBuf>,
     pub threads_flag: Option<usize>,
     pub cwd: PathBuf,
@@ -36,8 +35,11 @@ impl CommandContext {
             }
             dir = d.parent();
         }
-        Err(CommandError::input(format!("no `{STORE_DIR_NAME}` store in `{}` or any parent directory", self.cwd.display()))
-            .with_hint("run `prov init` in the project root, or pass `--store DIR` or set PROV_STORE"))
+        Err(CommandError::input(format!(
+            "no `{STORE_DIR_NAME}` store in `{}` or any parent directory",
+            self.cwd.display()
+        ))
+        .with_hint("run `prov init` in the project root, or pass `--store DIR` or set PROV_STORE"))
     }
 
     /// Opens the store; returns it with the project root (the store directory's parent).
@@ -54,17 +56,15 @@ impl CommandContext {
             return Ok(t.max(1));
         }
         if let Some(s) = env_vars::get(env_vars::PROV_THREADS) {
-            return s
-                .parse::<usize>()
-                .ok()
-                .filter(|t| *t > 0)
-                .ok_or_else(|| CommandError::input(format!("{}: expected a positive integer, got `{s}`", env_vars::PROV_THREADS)));
+            return s.parse::<usize>().ok().filter(|t| *t > 0).ok_or_else(|| {
+                CommandError::input(format!("{}: expected a positive integer, got `{s}`", env_vars::PROV_THREADS))
+            });
         }
         Ok(std::thread::available_parallelism().map_or(1, std::num::NonZero::get))
     }
 
     /// Returns the clock for the execution log.
-    pub fn clock(&self) -> Box<dyn Fn() -> i64 + Sync> {
+    pub fn clock() -> Box<dyn Fn() -> i64 + Sync> {
         match env_vars::get(env_vars::PROV_TIMESTAMP).and_then(|s| s.parse::<i64>().ok()) {
             Some(fixed) => Box::new(move || fixed),
             None => Box::new(|| {
@@ -84,11 +84,7 @@ impl CommandContext {
 /// libtorch facts: none of this build's stages link libtorch yet, so only the settings that
 /// would govern it are reported.
 pub(crate) fn torch_facts() -> TorchFacts {
-    TorchFacts {
-        libtorch: None,
-        aten_cpu_capability: None,
-        mkl_cbwr: None,
-    }
+    TorchFacts { libtorch: None, aten_cpu_capability: None, mkl_cbwr: None }
 }
 
 /// Returns every stage kind this build knows.

@@ -58,7 +58,9 @@ impl From<StoreError> for CommandError {
         let hint = match &e {
             StoreError::NotAStore(_) => Some("run `prov init` in the project root, or pass `--store DIR`"),
             StoreError::Busy(_) => Some("wait for the other prov process (a run or gc) to finish"),
-            StoreError::Corrupt(_) => Some("run `prov verify` to list every damaged object and the runs that depend on it"),
+            StoreError::Corrupt(_) => {
+                Some("run `prov verify` to list every damaged object and the runs that depend on it")
+            }
             _ => None,
         };
         let code = if e.is_integrity_failure() { ExitCode::Integrity } else { ExitCode::Input };
@@ -79,7 +81,9 @@ impl From<ExecError> for CommandError {
     fn from(e: ExecError) -> Self {
         let integrity = e.is_integrity_failure();
         let hint = match &e {
-            ExecError::NotRecorded(_) => Some("run it with `prov run` first; replay compares against a recording".to_owned()),
+            ExecError::NotRecorded(_) => {
+                Some("run it with `prov run` first; replay compares against a recording".to_owned())
+            }
             ExecError::Incompatible { .. } => Some("re-lock the recipe with `prov lock`".to_owned()),
             ExecError::Stage { source: prov_exec::StageError::SourceChanged { .. }, .. } => {
                 Some("re-lock the recipe if the new bytes are intended".to_owned())

@@ -81,10 +81,8 @@ pub(crate) fn commit_run(
     };
     let parents: Vec<&git2::Commit<'_>> = parent.iter().collect();
     let run_id = prov_manifest::run_id(&loaded.bytes);
-    let message = format!(
-        "prov run {recipe}: run {}\n\nrun id: {run_id}\nrun manifest: {run_manifest}\n",
-        run_id.short()
-    );
+    let message =
+        format!("prov run {recipe}: run {}\n\nrun id: {run_id}\nrun manifest: {run_manifest}\n", run_id.short());
     let oid = repo.commit(Some("HEAD"), &sig, &sig, &message, &tree, &parents).map_err(git_err)?;
     Ok(CommitOutcome { commit: oid.to_string(), files: paths.len() })
 }

@@ -49,7 +49,7 @@ fn main() -> std::process::ExitCode {
     };
     let mut ui = ui::Ui::new(cli.json);
     let cwd = std::env::current_dir().unwrap_or_else(|_| std::path::PathBuf::from("."));
-    let cx = context::CommandContext { json: cli.json, store_flag: cli.store, threads_flag: cli.threads, cwd };
+    let cx = context::CommandContext { store_flag: cli.store, threads_flag: cli.threads, cwd };
     match commands::dispatch(&mut ui, &cx, &cli.command) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {

@@ -26,8 +26,9 @@ pub(crate) fn load_lockfile(store: &Store, arg: &str) -> Result<LoadedLockfile, 
     match Record::from_bytes(&bytes) {
         Ok(Record::Lockfile(lockfile)) => Ok(LoadedLockfile { lockfile, bytes, display }),
         Ok(other) => Err(CommandError::input(format!("`{arg}` is a {} record, not a lockfile", other.kind_name()))),
-        Err(e) => Err(CommandError::input(format!("`{arg}` is not a valid lockfile: {e}"))
-            .with_hint("lockfiles are canonical JSON written by `prov lock`; re-lock the recipe rather than editing by hand")),
+        Err(e) => Err(CommandError::input(format!("`{arg}` is not a valid lockfile: {e}")).with_hint(
+            "lockfiles are canonical JSON written by `prov lock`; re-lock the recipe rather than editing by hand",
+        )),
     }
 }
 

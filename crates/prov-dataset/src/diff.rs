@@ -93,7 +93,8 @@ fn first_row_difference(left: &[Document], right: &[Document]) -> Option<Dataset
                 }
             }
             (l, rr) => {
-                let row = |d: Option<&Document>| d.map_or_else(|| "(no row)".to_owned(), |d| format!("row id {}", d.id));
+                let row =
+                    |d: Option<&Document>| d.map_or_else(|| "(no row)".to_owned(), |d| format!("row id {}", d.id));
                 return Some(diff(None, row(l), row(rr)));
             }
         }

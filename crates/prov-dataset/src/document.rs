@@ -14,7 +14,7 @@ pub struct Document {
     pub text: String,
     /// Where it was crawled from.
     pub url: Option<String>,
-    /// Crawl date as found (ISO 8601 in FineWeb).
+    /// Crawl date as found (ISO 8601 in `FineWeb`).
     pub date: Option<String>,
     /// Language code.
     pub language: Option<String>,

@@ -22,9 +22,11 @@ pub enum InputFormat {
 }
 
 impl InputFormat {
-    /// Returns the format a file name implies.
+    /// Returns the format a file name implies (case-insensitively).
+    // Compound extensions (`.jsonl.gz`) need a suffix match on the lowercased name.
+    #[allow(clippy::case_sensitive_file_extension_comparisons)]
     pub fn from_path(path: &Path) -> Option<Self> {
-        let name = path.file_name()?.to_str()?;
+        let name = path.file_name()?.to_str()?.to_ascii_lowercase();
         if name.ends_with(".jsonl") || name.ends_with(".json") {
             Some(Self::Jsonl)
         } else if name.ends_with(".jsonl.gz") || name.ends_with(".json.gz") {
@@ -49,12 +51,12 @@ pub fn read_documents_as(path: &Path, format: InputFormat, display: &Path) -> Re
     let file = fs_err::File::open(path)?;
     let inner = match format {
         InputFormat::Jsonl => Inner::Lines(Box::new(BufReader::with_capacity(1 << 20, file))),
-        InputFormat::JsonlGz => Inner::Lines(Box::new(BufReader::with_capacity(
-            1 << 20,
-            flate2::read::MultiGzDecoder::new(file),
-        ))),
+        InputFormat::JsonlGz => {
+            Inner::Lines(Box::new(BufReader::with_capacity(1 << 20, flate2::read::MultiGzDecoder::new(file))))
+        }
         InputFormat::Parquet => {
-            let reader = ParquetRecordBatchReaderBuilder::try_new(file.into_parts().0)?.with_batch_size(4096).build()?;
+            let reader =
+                ParquetRecordBatchReaderBuilder::try_new(file.into_parts().0)?.with_batch_size(4096).build()?;
             Inner::Parquet { reader, batch: None, row: 0 }
         }
     };
@@ -100,13 +102,13 @@ impl Iterator for DocumentReader {
                 return Some(parse_json_line(&self.path, self.line, &self.buf));
             },
             Inner::Parquet { reader, batch, row } => loop {
-                if let Some((b, i)) = batch {
-                    if *i < b.num_rows() {
-                        *row += 1;
-                        let doc = document_from_batch(&self.path, *row, b, *i);
-                        *i += 1;
-                        return Some(doc);
-                    }
+                if let Some((b, i)) = batch
+                    && *i < b.num_rows()
+                {
+                    *row += 1;
+                    let doc = document_from_batch(&self.path, *row, b, *i);
+                    *i += 1;
+                    return Some(doc);
                 }
                 match reader.next()? {
                     Ok(b) => *batch = Some((b, 0)),
@@ -131,12 +133,16 @@ fn parse_json_line(path: &Path, line: u64, text: &str) -> Result<Document, Datas
     let id = match obj.remove("id") {
         Some(Value::String(s)) => s,
         Some(Value::Number(n)) if n.is_u64() || n.is_i64() => n.to_string(),
-        Some(other) => return Err(err(Some("id"), format!("expected a string, found {}", type_name(&other)))),
+        Some(other) => {
+            return Err(err(Some("id"), format!("expected a string, found {}", type_name(&other))));
+        }
         None => return Err(err(Some("id"), "missing; every document needs an `id`".into())),
     };
     let text = match obj.remove("text") {
         Some(Value::String(s)) => s,
-        Some(other) => return Err(err(Some("text"), format!("expected a string, found {}", type_name(&other)))),
+        Some(other) => {
+            return Err(err(Some("text"), format!("expected a string, found {}", type_name(&other))));
+        }
         None => return Err(err(Some("text"), "missing; every document needs a `text`".into())),
     };
     let mut optional = |name: &str| -> Result<Option<String>, DatasetError> {
@@ -185,7 +191,9 @@ fn document_from_batch(path: &Path, row: u64, batch: &RecordBatch, i: usize) -> 
         }
     }
     let column = |name: &str| -> Result<Option<String>, DatasetError> {
-        let Some(col) = batch.column_by_name(name) else { return Ok(None) };
+        let Some(col) = batch.column_by_name(name) else {
+            return Ok(None);
+        };
         if col.data_type() != &DataType::Utf8 {
             return Err(err(name, format!("expected a Utf8 column, found {}", col.data_type())));
         }
@@ -239,7 +247,9 @@ mod tests {
         let msg = err.to_string();
         assert!(msg.ends_with("b.jsonl:2: field `text`: expected a string, found a number"), "{msg}");
         let p = write(d.path(), "c.jsonl", "not json\n");
-        assert!(read_documents(&p).unwrap().next().unwrap().unwrap_err().to_string().contains("c.jsonl:1: not valid JSON"));
+        assert!(
+            read_documents(&p).unwrap().next().unwrap().unwrap_err().to_string().contains("c.jsonl:1: not valid JSON")
+        );
         let p = write(d.path(), "d.jsonl", "{\"text\":\"no id\"}\n");
         assert!(read_documents(&p).unwrap().next().unwrap().unwrap_err().to_string().contains("field `id`: missing"));
         assert!(matches!(read_documents(&d.path().join("x.csv")), Err(DatasetError::UnsupportedFormat(_))));

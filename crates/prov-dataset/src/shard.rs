@@ -105,7 +105,10 @@ pub fn read_shard_batches(store: &Store, digest: &Digest) -> Result<Vec<RecordBa
         if batch.schema().fields() != document_schema().fields() {
             return Err(DatasetError::Schema {
                 digest: *digest,
-                message: format!("found columns {:?}", batch.schema().fields().iter().map(|f| f.name()).collect::<Vec<_>>()),
+                message: format!(
+                    "found columns {:?}",
+                    batch.schema().fields().iter().map(|f| f.name()).collect::<Vec<_>>()
+                ),
             });
         }
         out.push(batch);

@@ -11,7 +11,7 @@ pub const WORKBENCH_VERSION: &str = env!("CARGO_PKG_VERSION");
 pub struct TorchFacts {
     /// libtorch version.
     pub libtorch: Option<String>,
-    /// ATen CPU capability in force.
+    /// `ATen` CPU capability in force.
     pub aten_cpu_capability: Option<String>,
     /// MKL conditional numerical reproducibility mode in force.
     pub mkl_cbwr: Option<String>,
@@ -38,7 +38,7 @@ pub fn capture(threads: u32, torch: &TorchFacts) -> Envelope {
         .collect();
     flags.sort();
     flags.dedup();
-    let read = |p: &str| fs_err::read_to_string(p).map(|s| s.trim().to_owned()).unwrap_or_else(|_| "unknown".into());
+    let read = |p: &str| fs_err::read_to_string(p).map_or_else(|_| "unknown".into(), |s| s.trim().to_owned());
     Envelope {
         workbench_version: WORKBENCH_VERSION.to_owned(),
         os: format!("{} {}", read("/proc/sys/kernel/ostype"), read("/proc/sys/kernel/osrelease")),

@@ -50,5 +50,7 @@ pub use run::{
     Divergence, ExecError, ExecOptions, Observer, ReplayRange, RunReport, Silent, StageReport, StageStatus,
     recorded_run, replay, run, verify_closure,
 };
-pub use stage::{ConfigError, InputSpec, parse_params, Registry, Stage, StageContext, StageError, StageInput, StageOutput};
+pub use stage::{
+    ConfigError, InputSpec, Registry, Stage, StageContext, StageError, StageInput, StageOutput, parse_params,
+};
 pub use tree::{TreeError, hash_file, tree_digest, tree_record};

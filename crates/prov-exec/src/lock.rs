@@ -6,7 +6,7 @@ use std::path::{Component, Path, PathBuf};
 
 use prov_manifest::{
     Content, InputRef, LockedSource, LockedStage, Lockfile, Name, OutputType, Recipe, RecipeError, RecipeRef,
-    SCHEMA_VERSION, closest, derive_seed, to_canonical_bytes, yaml_to_json,
+    RecipeStage, SCHEMA_VERSION, closest, derive_seed, to_canonical_bytes, yaml_to_json,
 };
 use serde_json::Value;
 
@@ -37,6 +37,26 @@ pub fn lock_recipe(registry: &Registry, recipe_path: &Path, project_root: &Path)
     lock_text(registry, recipe_path, &text, project_root)
 }
 
+/// Builds errors located in the recipe text.
+struct Locator<'a> {
+    file: &'a Path,
+    text: &'a str,
+}
+
+impl Locator<'_> {
+    fn err(&self, path: &[&str], message: String) -> RecipeError {
+        RecipeError::at_field(self.file, self.text, path, message)
+    }
+}
+
+/// Adds a "did you mean" hint when a candidate is close to what was written.
+fn with_closest(e: RecipeError, got: &str, candidates: &[&str]) -> RecipeError {
+    match closest(got, candidates) {
+        Some(s) => e.with_hint(format!("did you mean `{s}`?")),
+        None => e,
+    }
+}
+
 /// Locks recipe text; `recipe_path` locates errors and the sources.
 pub fn lock_text(
     registry: &Registry,
@@ -45,193 +65,26 @@ pub fn lock_text(
     project_root: &Path,
 ) -> Result<Locked, RecipeError> {
     let recipe = Recipe::parse(recipe_path, text)?;
-    let err = |path: &[&str], msg: String| RecipeError::at_field(recipe_path, text, path, msg);
-    let recipe_dir = absolute(recipe_path.parent().unwrap_or(Path::new(".")));
+    let loc = Locator { file: recipe_path, text };
     let root = absolute(project_root);
+    let sources = lock_sources(&loc, &recipe, &absolute(recipe_path.parent().unwrap_or(Path::new("."))), &root)?;
 
-    // Sources.
-    let mut sources = Vec::new();
-    for (name, src) in &recipe.sources {
-        let at = ["sources", name.as_str(), "path"];
-        let resolved = normalize(&recipe_dir.join(&src.path));
-        let meta = fs_err::metadata(&resolved).map_err(|e| {
-            err(&at, format!("cannot read source `{}`: {}", resolved.display(), io_reason(&e)))
-                .with_hint("paths are relative to the recipe's directory")
-        })?;
-        let content = if meta.is_dir() {
-            let tree = tree_record(&resolved, &mut |p| Ok(hash_file(p)?)).map_err(|e| err(&at, e.to_string()))?;
-            let (_, digest) = tree_digest(&tree);
-            Content::Tree {
-                digest,
-                files: tree.entries.len() as u64,
-                size: tree.entries.iter().map(|e| e.size).sum(),
-            }
-        } else {
-            let (digest, size) = hash_file(&resolved).map_err(|e| err(&at, e.to_string()))?;
-            Content::File { digest, size }
-        };
-        if let Some(expected) = &src.blake3 {
-            if *expected != content.digest() {
-                return Err(err(
-                    &["sources", name.as_str(), "blake3"],
-                    format!("source `{}` has BLAKE3 `{}`, but the recipe expects `{expected}`", src.path, content.digest()),
-                )
-                .with_hint("if the new bytes are intended, update `blake3` in the recipe"));
-            }
-        }
-        sources.push(LockedSource {
-            name: name.clone(),
-            path: relative_to(&resolved, &root),
-            content,
-            license: src.license.clone(),
-            retrieved: src.retrieved.clone(),
-        });
-    }
-
-    // Stages: configs, seeds, inputs.
+    // Every output of every source and stage, so that inputs can be checked in any order.
     let source_stage = registry.get("source").expect("the source stage kind is always registered");
-    let mut outputs_of: BTreeMap<Name, Vec<(String, OutputType)>> = BTreeMap::new();
-    for s in &sources {
-        outputs_of.insert(s.name.clone(), source_stage.outputs(&Value::Null));
-    }
-    let mut resolved_configs = BTreeMap::new();
+    let mut outputs_of: BTreeMap<Name, Vec<(String, OutputType)>> =
+        sources.iter().map(|s| (s.name.clone(), source_stage.outputs(&Value::Null))).collect();
+    let mut configs = BTreeMap::new();
     for (name, stage) in &recipe.stages {
-        let n = name.as_str();
-        let Some(kind) = registry.get(&stage.kind) else {
-            let names = registry.names();
-            let mut e = err(&["stages", n, "kind"], format!("unknown stage kind `{}`", stage.kind));
-            e = match closest(&stage.kind, &names) {
-                Some(s) => e.with_hint(format!("did you mean `{s}`?")),
-                None => e.with_hint(format!("known kinds: {}", names.join(", "))),
-            };
-            return Err(e);
-        };
-        if kind.kind() == "source" {
-            return Err(err(&["stages", n, "kind"], "sources are declared under `sources`, not as stages".into()));
-        }
-        if kind.runs_commands() && !recipe.allow_commands {
-            return Err(err(&["stages", n, "kind"], format!("stage kind `{}` runs commands", stage.kind))
-                .with_hint("set `allow_commands: true` at the top of the recipe to allow it"));
-        }
-        let params = match &stage.params {
-            None => Value::Object(serde_json::Map::new()),
-            Some(y) => {
-                let mut path = Vec::new();
-                yaml_to_json(y, &mut path).map_err(|(p, msg)| {
-                    let mut full = vec!["stages", n, "params"];
-                    full.extend(p.iter().map(String::as_str));
-                    err(&full, msg)
-                })?
-            }
-        };
-        let config = kind.resolve_config(&params).map_err(|e| {
-            let mut full = vec!["stages", n, "params"];
-            full.extend(e.path.iter().map(String::as_str));
-            let mut re = err(&full, e.message);
-            re.hint = e.hint;
-            re
-        })?;
+        let (kind, config) = resolve_stage(&loc, registry, recipe.allow_commands, name, stage)?;
         outputs_of.insert(name.clone(), kind.outputs(&config));
-        resolved_configs.insert(name.clone(), config);
+        configs.insert(name.clone(), (kind, config));
     }
 
     let mut stages = BTreeMap::new();
     for (name, stage) in &recipe.stages {
-        let n = name.as_str();
-        let kind = registry.get(&stage.kind).expect("checked above");
-        let config = resolved_configs.remove(name).expect("resolved above");
-        let mut inputs = BTreeMap::new();
-        let spec = kind.inputs();
-        if let InputSpec::Named(expected) = &spec {
-            for (want, _) in expected {
-                if !stage.inputs.contains_key(*want) {
-                    return Err(err(&["stages", n], format!("stage kind `{}` needs input `{want}`", stage.kind))
-                        .with_hint(format!("add `inputs: {{{want}: <source or stage>}}`")));
-                }
-            }
-        }
-        for (input_name, reference) in &stage.inputs {
-            let at = ["stages", n, "inputs", input_name.as_str()];
-            // Input names become paths (`inputs/<name>` of external commands): names only.
-            input_name.parse::<Name>().map_err(|e| err(&at, format!("input {e}")))?;
-            let accepted = match &spec {
-                InputSpec::Any => None,
-                InputSpec::Named(expected) => match expected.iter().find(|(w, _)| w == input_name) {
-                    Some((_, types)) => Some(types.clone()),
-                    None => {
-                        let names: Vec<&str> = expected.iter().map(|(w, _)| *w).collect();
-                        let mut e = err(&at, format!("stage kind `{}` has no input `{input_name}`", stage.kind));
-                        if let Some(s) = closest(input_name, &names) {
-                            e = e.with_hint(format!("did you mean `{s}`?"));
-                        }
-                        return Err(e);
-                    }
-                },
-            };
-            let (target, output) = match reference.split_once('.') {
-                Some((t, o)) => (t, Some(o)),
-                None => (reference.as_str(), None),
-            };
-            let Some(declared) = target.parse::<Name>().ok().and_then(|t| outputs_of.get(&t)) else {
-                let known: Vec<&str> = outputs_of.keys().map(Name::as_str).collect();
-                let mut e = err(&at, format!("`{target}` is neither a source nor a stage of this recipe"));
-                if let Some(s) = closest(target, &known) {
-                    e = e.with_hint(format!("did you mean `{s}`?"));
-                }
-                return Err(e);
-            };
-            let (output_name, output_type) = match output {
-                Some(o) => match declared.iter().find(|(d, _)| d == o) {
-                    Some(found) => found.clone(),
-                    None => {
-                        let names: Vec<&str> = declared.iter().map(|(d, _)| d.as_str()).collect();
-                        return Err(err(&at, format!("`{target}` has no output `{o}`"))
-                            .with_hint(format!("its outputs: {}", names.join(", "))));
-                    }
-                },
-                None if declared.len() == 1 => declared[0].clone(),
-                None => {
-                    let names: Vec<&str> = declared.iter().map(|(d, _)| d.as_str()).collect();
-                    return Err(err(&at, format!("`{target}` has several outputs; name one as `{target}.<output>`"))
-                        .with_hint(format!("its outputs: {}", names.join(", "))));
-                }
-            };
-            if let Some(types) = accepted {
-                if !types.contains(&output_type) {
-                    return Err(err(
-                        &at,
-                        format!(
-                            "`{reference}` is a {}, but input `{input_name}` of `{}` takes {}",
-                            type_name(output_type),
-                            stage.kind,
-                            types.iter().map(|t| type_name(*t)).collect::<Vec<_>>().join(" or ")
-                        ),
-                    ));
-                }
-            }
-            let stage_name: Name = target.parse().expect("checked above");
-            let output: Name = output_name.parse().map_err(|e: prov_manifest::NameError| err(&at, e.to_string()))?;
-            inputs.insert(input_name.clone(), InputRef { stage: stage_name, output });
-        }
-        let mut seeds = BTreeMap::new();
-        for (seed_name, value) in &stage.seeds {
-            if !kind.seed_names().contains(&seed_name.as_str()) {
-                let mut e = err(
-                    &["stages", n, "seeds", seed_name.as_str()],
-                    format!("stage kind `{}` has no seed `{seed_name}`", stage.kind),
-                );
-                e = match closest(seed_name, kind.seed_names()) {
-                    Some(s) => e.with_hint(format!("did you mean `{s}`?")),
-                    None if kind.seed_names().is_empty() => e.with_hint("this kind uses no seeds"),
-                    None => e.with_hint(format!("its seeds: {}", kind.seed_names().join(", "))),
-                };
-                return Err(e);
-            }
-            seeds.insert(seed_name.clone(), *value);
-        }
-        for seed_name in kind.seed_names() {
-            seeds.entry((*seed_name).to_owned()).or_insert_with(|| derive_seed(recipe.seed, n, seed_name));
-        }
+        let (kind, config) = configs.remove(name).expect("resolved above");
+        let inputs = lock_inputs(&loc, kind.as_ref(), name, stage, &outputs_of)?;
+        let seeds = lock_seeds(&loc, kind.as_ref(), recipe.seed, name, stage)?;
         stages.insert(
             name.clone(),
             LockedStage {
@@ -248,13 +101,10 @@ pub fn lock_text(
 
     let order = plan_order(&stages).map_err(|cycle| {
         let names: Vec<&str> = cycle.iter().map(Name::as_str).collect();
-        err(&["stages", names[0], "inputs"], format!("stages form a cycle: {}", names.join(" -> ")))
+        loc.err(&["stages", names[0], "inputs"], format!("stages form a cycle: {}", names.join(" -> ")))
             .with_hint("a stage cannot depend, directly or not, on its own outputs")
     })?;
-    let mut ordered = Vec::with_capacity(order.len());
-    for name in order {
-        ordered.push(stages.remove(&name).expect("every planned stage exists"));
-    }
+    let ordered = order.into_iter().map(|n| stages.remove(&n).expect("every planned stage exists")).collect();
 
     let lockfile = Lockfile {
         schema: SCHEMA_VERSION,
@@ -266,8 +116,201 @@ pub fn lock_text(
     };
     let bytes = prov_manifest::Record::Lockfile(lockfile.clone())
         .to_bytes()
-        .map_err(|e| err(&[], format!("cannot encode the lockfile: {e}")))?;
+        .map_err(|e| loc.err(&[], format!("cannot encode the lockfile: {e}")))?;
     Ok(Locked { lockfile, bytes })
+}
+
+/// Hashes every source (files, and directories as tree records) and checks expected hashes.
+fn lock_sources(
+    loc: &Locator<'_>,
+    recipe: &Recipe,
+    recipe_dir: &Path,
+    root: &Path,
+) -> Result<Vec<LockedSource>, RecipeError> {
+    let mut sources = Vec::new();
+    for (name, src) in &recipe.sources {
+        let at = ["sources", name.as_str(), "path"];
+        let resolved = normalize(&recipe_dir.join(&src.path));
+        let meta = fs_err::metadata(&resolved).map_err(|e| {
+            loc.err(&at, format!("cannot read source `{}`: {}", resolved.display(), io_reason(&e)))
+                .with_hint("paths are relative to the recipe's directory")
+        })?;
+        let content = if meta.is_dir() {
+            let tree = tree_record(&resolved, &mut |p| Ok(hash_file(p)?)).map_err(|e| loc.err(&at, e.to_string()))?;
+            let (_, digest) = tree_digest(&tree);
+            Content::Tree { digest, files: tree.entries.len() as u64, size: tree.entries.iter().map(|e| e.size).sum() }
+        } else {
+            let (digest, size) = hash_file(&resolved).map_err(|e| loc.err(&at, e.to_string()))?;
+            Content::File { digest, size }
+        };
+        if let Some(expected) = &src.blake3
+            && *expected != content.digest()
+        {
+            return Err(loc
+                .err(
+                    &["sources", name.as_str(), "blake3"],
+                    format!(
+                        "source `{}` has BLAKE3 `{}`, but the recipe expects `{expected}`",
+                        src.path,
+                        content.digest()
+                    ),
+                )
+                .with_hint("if the new bytes are intended, update `blake3` in the recipe"));
+        }
+        sources.push(LockedSource {
+            name: name.clone(),
+            path: relative_to(&resolved, root),
+            content,
+            license: src.license.clone(),
+            retrieved: src.retrieved.clone(),
+        });
+    }
+    Ok(sources)
+}
+
+/// Finds a stage's kind and resolves its parameters into a config with every default explicit.
+fn resolve_stage<'r>(
+    loc: &Locator<'_>,
+    registry: &'r Registry,
+    allow_commands: bool,
+    name: &Name,
+    stage: &RecipeStage,
+) -> Result<(&'r std::sync::Arc<dyn crate::Stage>, Value), RecipeError> {
+    let n = name.as_str();
+    let Some(kind) = registry.get(&stage.kind) else {
+        let names = registry.names();
+        let e = loc.err(&["stages", n, "kind"], format!("unknown stage kind `{}`", stage.kind));
+        return Err(match closest(&stage.kind, &names) {
+            Some(s) => e.with_hint(format!("did you mean `{s}`?")),
+            None => e.with_hint(format!("known kinds: {}", names.join(", "))),
+        });
+    };
+    if kind.kind() == "source" {
+        return Err(loc.err(&["stages", n, "kind"], "sources are declared under `sources`, not as stages".into()));
+    }
+    if kind.runs_commands() && !allow_commands {
+        return Err(loc
+            .err(&["stages", n, "kind"], format!("stage kind `{}` runs commands", stage.kind))
+            .with_hint("set `allow_commands: true` at the top of the recipe to allow it"));
+    }
+    let params = match &stage.params {
+        None => Value::Object(serde_json::Map::new()),
+        Some(y) => yaml_to_json(y, &mut Vec::new()).map_err(|(p, msg)| {
+            let mut full = vec!["stages", n, "params"];
+            full.extend(p.iter().map(String::as_str));
+            loc.err(&full, msg)
+        })?,
+    };
+    let config = kind.resolve_config(&params).map_err(|e| {
+        let mut full = vec!["stages", n, "params"];
+        full.extend(e.path.iter().map(String::as_str));
+        let mut re = loc.err(&full, e.message);
+        re.hint = e.hint;
+        re
+    })?;
+    Ok((kind, config))
+}
+
+/// Resolves a stage's input references (`name` or `name.output`) and checks their types.
+fn lock_inputs(
+    loc: &Locator<'_>,
+    kind: &dyn crate::Stage,
+    name: &Name,
+    stage: &RecipeStage,
+    outputs_of: &BTreeMap<Name, Vec<(String, OutputType)>>,
+) -> Result<BTreeMap<String, InputRef>, RecipeError> {
+    let n = name.as_str();
+    let spec = kind.inputs();
+    if let InputSpec::Named(expected) = &spec
+        && let Some((want, _)) = expected.iter().find(|(want, _)| !stage.inputs.contains_key(*want))
+    {
+        return Err(loc
+            .err(&["stages", n], format!("stage kind `{}` needs input `{want}`", stage.kind))
+            .with_hint(format!("add `inputs: {{{want}: <source or stage>}}`")));
+    }
+    let mut inputs = BTreeMap::new();
+    for (input_name, reference) in &stage.inputs {
+        let at = ["stages", n, "inputs", input_name.as_str()];
+        // Input names become paths (`inputs/<name>` of external commands): names only.
+        input_name.parse::<Name>().map_err(|e| loc.err(&at, format!("input {e}")))?;
+        let mut accepted = None;
+        if let InputSpec::Named(expected) = &spec {
+            let Some((_, types)) = expected.iter().find(|(w, _)| w == input_name) else {
+                let names: Vec<&str> = expected.iter().map(|(w, _)| *w).collect();
+                let e = loc.err(&at, format!("stage kind `{}` has no input `{input_name}`", stage.kind));
+                return Err(with_closest(e, input_name, &names));
+            };
+            accepted = Some(types.clone());
+        }
+        let (target, output) = match reference.split_once('.') {
+            Some((t, o)) => (t, Some(o)),
+            None => (reference.as_str(), None),
+        };
+        let Some((target_name, declared)) =
+            target.parse::<Name>().ok().and_then(|t| outputs_of.get(&t).map(|d| (t, d)))
+        else {
+            let known: Vec<&str> = outputs_of.keys().map(Name::as_str).collect();
+            let e = loc.err(&at, format!("`{target}` is neither a source nor a stage of this recipe"));
+            return Err(with_closest(e, target, &known));
+        };
+        let names = || declared.iter().map(|(d, _)| d.as_str()).collect::<Vec<_>>().join(", ");
+        let (output_name, output_type) = match output {
+            Some(o) => declared.iter().find(|(d, _)| d == o).cloned().ok_or_else(|| {
+                loc.err(&at, format!("`{target}` has no output `{o}`")).with_hint(format!("its outputs: {}", names()))
+            })?,
+            None if declared.len() == 1 => declared[0].clone(),
+            None => {
+                return Err(loc
+                    .err(&at, format!("`{target}` has several outputs; name one as `{target}.<output>`"))
+                    .with_hint(format!("its outputs: {}", names())));
+            }
+        };
+        if let Some(types) = accepted.filter(|t| !t.contains(&output_type)) {
+            let takes: Vec<&str> = types.iter().map(|t| type_name(*t)).collect();
+            return Err(loc.err(
+                &at,
+                format!(
+                    "`{reference}` is a {}, but input `{input_name}` of `{}` takes {}",
+                    type_name(output_type),
+                    stage.kind,
+                    takes.join(" or ")
+                ),
+            ));
+        }
+        let output: Name = output_name.parse().map_err(|e: prov_manifest::NameError| loc.err(&at, e.to_string()))?;
+        inputs.insert(input_name.clone(), InputRef { stage: target_name, output });
+    }
+    Ok(inputs)
+}
+
+/// Takes the recipe's explicit seeds (checking their names) and derives the others.
+fn lock_seeds(
+    loc: &Locator<'_>,
+    kind: &dyn crate::Stage,
+    master: u64,
+    name: &Name,
+    stage: &RecipeStage,
+) -> Result<BTreeMap<String, u64>, RecipeError> {
+    let n = name.as_str();
+    let mut seeds = BTreeMap::new();
+    for (seed_name, value) in &stage.seeds {
+        if !kind.seed_names().contains(&seed_name.as_str()) {
+            let e = loc.err(
+                &["stages", n, "seeds", seed_name.as_str()],
+                format!("stage kind `{}` has no seed `{seed_name}`", stage.kind),
+            );
+            return Err(match closest(seed_name, kind.seed_names()) {
+                Some(s) => e.with_hint(format!("did you mean `{s}`?")),
+                None if kind.seed_names().is_empty() => e.with_hint("this kind uses no seeds"),
+                None => e.with_hint(format!("its seeds: {}", kind.seed_names().join(", "))),
+            });
+        }
+        seeds.insert(seed_name.clone(), *value);
+    }
+    for seed_name in kind.seed_names() {
+        seeds.entry((*seed_name).to_owned()).or_insert_with(|| derive_seed(master, n, seed_name));
+    }
+    Ok(seeds)
 }
 
 fn type_name(t: OutputType) -> &'static str {
@@ -403,7 +446,8 @@ mod tests {
 
     #[test]
     fn cycles_are_reported_in_order() {
-        let stages: BTreeMap<_, _> = [stage("a", &["c"]), stage("b", &["a"]), stage("c", &["b"]), stage("x", &[])].into();
+        let stages: BTreeMap<_, _> =
+            [stage("a", &["c"]), stage("b", &["a"]), stage("c", &["b"]), stage("x", &[])].into();
         let cycle: Vec<String> = plan_order(&stages).unwrap_err().iter().map(ToString::to_string).collect();
         assert_eq!(cycle.first(), cycle.last());
         assert_eq!(cycle.len(), 4, "{cycle:?}");

@@ -110,8 +110,7 @@ pub fn check_store(store: &Store, threads: usize) -> Result<StoreCheck, StoreErr
             parents.entry(*c).or_default().insert(*p);
         }
     }
-    let missing: BTreeSet<Digest> =
-        parents.keys().filter(|c| !on_disk.contains(c)).copied().collect();
+    let missing: BTreeSet<Digest> = parents.keys().filter(|c| !on_disk.contains(c)).copied().collect();
 
     // Runs: every logged execution's lockfile and run manifest.
     let mut runs_by_root: BTreeMap<Digest, BTreeSet<AffectedRun>> = BTreeMap::new();
@@ -144,9 +143,14 @@ pub fn check_store(store: &Store, threads: usize) -> Result<StoreCheck, StoreErr
                 by_id.insert(r.run_id, r);
             }
         }
-        damage.push(Damage { digest, problem, referrers: ancestors.into_iter().collect(), runs: by_id.into_values().collect() });
+        damage.push(Damage {
+            digest,
+            problem,
+            referrers: ancestors.into_iter().collect(),
+            runs: by_id.into_values().collect(),
+        });
     }
-    damage.sort_by(|a, b| a.digest.cmp(&b.digest));
+    damage.sort_by_key(|a| a.digest);
     Ok(StoreCheck { objects: report.objects, bytes: report.bytes, manifests, damage, stray: report.stray })
 }
 
@@ -166,13 +170,12 @@ fn ancestors(parents: &BTreeMap<Digest, BTreeSet<Digest>>, start: &Digest) -> BT
 /// Decides from the index, or from the bytes when the object was never indexed (a process
 /// killed between writing it and recording it).
 fn is_manifest(store: &Store, kind: Option<&String>, d: &Digest) -> bool {
-    match kind {
-        Some(kind) => kind == "manifest",
-        None => {
-            let path = store.object_path(d);
-            let small = fs_err::metadata(&path).map(|m| m.len() < 64 << 20).unwrap_or(false);
-            small && fs_err::read(&path).map(|b| looks_like_record(&b)).unwrap_or(false)
-        }
+    if let Some(kind) = kind {
+        kind == "manifest"
+    } else {
+        let path = store.object_path(d);
+        let small = fs_err::metadata(&path).is_ok_and(|m| m.len() < 64 << 20);
+        small && fs_err::read(&path).is_ok_and(|b| looks_like_record(&b))
     }
 }
 
@@ -224,13 +227,10 @@ pub fn gc(store: &Store, dry_run: bool) -> Result<GcReport, GcError> {
     }
     let all = store.list_objects()?;
     let dead: Vec<Digest> = all.iter().filter(|d| !live.contains(d)).copied().collect();
-    let mut report = GcReport { kept: (all.len() - dead.len()) as u64, removed: dead.len() as u64, ..GcReport::default() };
+    let mut report =
+        GcReport { kept: (all.len() - dead.len()) as u64, removed: dead.len() as u64, ..GcReport::default() };
     if dry_run {
-        report.freed = dead
-            .iter()
-            .filter_map(|d| fs_err::metadata(store.object_path(d)).ok())
-            .map(|m| m.len())
-            .sum();
+        report.freed = dead.iter().filter_map(|d| fs_err::metadata(store.object_path(d)).ok()).map(|m| m.len()).sum();
     } else {
         report.freed = store.remove_objects(&dead)?;
         report.tmp_cleaned = store.clean_tmp()?;

@@ -282,7 +282,10 @@ impl Executor<'_> {
                 let out = self.outputs.get(&r.stage).and_then(|o| o.get(r.output.as_str())).ok_or_else(|| {
                     ExecError::Incompatible {
                         stage: stage.name.clone(),
-                        message: format!("input `{name}` refers to `{}.{}`, which produced no such output", r.stage, r.output),
+                        message: format!(
+                            "input `{name}` refers to `{}.{}`, which produced no such output",
+                            r.stage, r.output
+                        ),
                     }
                 })?;
                 Ok((name.clone(), StageInput { output_type: out.output_type, digest: out.digest }))
@@ -351,7 +354,9 @@ impl Executor<'_> {
 
     /// Returns the cached stage record for `key` if it and everything it reaches verify.
     fn cached(&self, key: &Digest) -> Result<Option<(Digest, StageRecord)>, ExecError> {
-        let Some(manifest) = self.store.index().cache_get(key)? else { return Ok(None) };
+        let Some(manifest) = self.store.index().cache_get(key)? else {
+            return Ok(None);
+        };
         let record = match get_record(self.store, &manifest) {
             Ok(Record::Stage(r)) if r.key == *key => r,
             _ => {
@@ -412,18 +417,30 @@ pub fn run(store: &Store, lockfile: &Lockfile, bytes: &[u8], opts: &ExecOptions<
             let start = Instant::now();
             let inputs = ex.inputs_of(stage)?;
             let key = ex.key_of(stage, &inputs);
-            let (status, (manifest, record)) = match ex.cached(&key)? {
-                Some(hit) => (StageStatus::Cached, ex.relabel(stage, hit)?),
-                None => {
-                    let done = ex.execute(stage, &inputs, key)?;
-                    store.index().cache_put(&key, &done.0)?;
-                    (StageStatus::Executed, done)
-                }
+            let (status, (manifest, record)) = if let Some(hit) = ex.cached(&key)? {
+                (StageStatus::Cached, ex.relabel(stage, hit)?)
+            } else {
+                let done = ex.execute(stage, &inputs, key)?;
+                store.index().cache_put(&key, &done.0)?;
+                (StageStatus::Executed, done)
             };
             let millis = millis_since(start);
-            store.index().record_stage_event(execution, stage.name.as_str(), status.as_str(), millis as i64, Some(&manifest))?;
+            store.index().record_stage_event(
+                execution,
+                stage.name.as_str(),
+                status.as_str(),
+                i64::try_from(millis).unwrap_or(i64::MAX),
+                Some(&manifest),
+            )?;
             ex.outputs.insert(stage.name.clone(), record.outputs.clone());
-            let sr = StageReport { name: stage.name.clone(), stage_kind: stage.stage_kind.clone(), status, millis, manifest, record };
+            let sr = StageReport {
+                name: stage.name.clone(),
+                stage_kind: stage.stage_kind.clone(),
+                status,
+                millis,
+                manifest,
+                record,
+            };
             opts.observer.stage_finished(&sr);
             report.stages.push(sr);
         }
@@ -447,13 +464,15 @@ pub fn run(store: &Store, lockfile: &Lockfile, bytes: &[u8], opts: &ExecOptions<
 /// Returns the run manifest of the latest completed `run` of a run id.
 pub fn recorded_run(store: &Store, run_id: &Digest) -> Result<Option<(Digest, RunRecord)>, ExecError> {
     for e in store.index().executions()? {
-        if e.run_id == *run_id && e.mode == "run" && e.status == "ok" {
-            if let Some(m) = e.run_manifest {
-                return match get_record(store, &m)? {
-                    Record::Run(r) => Ok(Some((m, r))),
-                    _ => Err(ExecError::WrongRecord { digest: m, expected: "run" }),
-                };
-            }
+        if e.run_id == *run_id
+            && e.mode == "run"
+            && e.status == "ok"
+            && let Some(m) = e.run_manifest
+        {
+            return match get_record(store, &m)? {
+                Record::Run(r) => Ok(Some((m, r))),
+                _ => Err(ExecError::WrongRecord { digest: m, expected: "run" }),
+            };
         }
     }
     Ok(None)
@@ -466,6 +485,28 @@ pub struct ReplayRange {
     pub from: Option<String>,
     /// Last stage to re-execute (later ones are not looked at).
     pub until: Option<String>,
+}
+
+/// Reads the stage records of a recorded run, by stage name.
+fn stage_records(store: &Store, run: &RunRecord) -> Result<BTreeMap<Name, (Digest, StageRecord)>, ExecError> {
+    let mut out = BTreeMap::new();
+    for s in &run.stages {
+        let Record::Stage(r) = get_record(store, &s.manifest)? else {
+            return Err(ExecError::WrongRecord { digest: s.manifest, expected: "stage" });
+        };
+        out.insert(s.name.clone(), (s.manifest, r));
+    }
+    Ok(out)
+}
+
+/// A stage that is not `portable` cannot claim equality in another envelope.
+fn envelope_divergence(stage: &LockedStage, expected: &StageRecord, envelope: &Envelope) -> Option<Divergence> {
+    if stage.determinism == Determinism::Portable {
+        return None;
+    }
+    let differences: Vec<(String, String, String)> =
+        expected.envelope.differences(envelope).into_iter().map(|(f, a, b)| (f.to_owned(), a, b)).collect();
+    (!differences.is_empty()).then(|| Divergence::Envelope { stage: stage.name.clone(), differences })
 }
 
 /// Re-executes a recorded run ignoring the cache and compares every stage with the recording.
@@ -483,21 +524,16 @@ pub fn replay(
     };
     let from = range.from.as_ref().map(position).transpose()?;
     let until = range.until.as_ref().map(position).transpose()?;
-    if let (Some(f), Some(u)) = (from, until) {
-        if u < f {
-            return Err(ExecError::EmptyRange { from: nodes[f].stage.name.to_string(), until: nodes[u].stage.name.to_string() });
-        }
+    if let (Some(f), Some(u)) = (from, until)
+        && u < f
+    {
+        return Err(ExecError::EmptyRange {
+            from: nodes[f].stage.name.to_string(),
+            until: nodes[u].stage.name.to_string(),
+        });
     }
     let (recorded_manifest, recorded) = recorded_run(store, &run_id)?.ok_or(ExecError::NotRecorded(run_id))?;
-    let mut recorded_stages = BTreeMap::new();
-    for s in &recorded.stages {
-        match get_record(store, &s.manifest)? {
-            Record::Stage(r) => {
-                recorded_stages.insert(s.name.clone(), (s.manifest, r));
-            }
-            _ => return Err(ExecError::WrongRecord { digest: s.manifest, expected: "stage" }),
-        }
-    }
+    let recorded_stages = stage_records(store, &recorded)?;
     let recipe = lockfile.recipe.name.to_string();
     let execution = store.index().begin_execution(&run_id, "replay", &recipe, opts.lockfile_display, (opts.clock)())?;
     let mut ex = Executor { store, opts, lockfile, pool: new_pool(opts.threads)?, outputs: BTreeMap::new() };
@@ -524,17 +560,9 @@ pub fn replay(
             let (status, manifest, record) = if active {
                 let inputs = ex.inputs_of(stage)?;
                 let key = ex.key_of(stage, &inputs);
-                if stage.determinism != Determinism::Portable {
-                    let differences: Vec<(String, String, String)> = expected
-                        .envelope
-                        .differences(&opts.envelope)
-                        .into_iter()
-                        .map(|(f, a, b)| (f.to_owned(), a, b))
-                        .collect();
-                    if !differences.is_empty() {
-                        report.divergence = Some(Divergence::Envelope { stage: stage.name.clone(), differences });
-                        return Ok(());
-                    }
+                if let Some(d) = envelope_divergence(stage, &expected, &opts.envelope) {
+                    report.divergence = Some(d);
+                    return Ok(());
                 }
                 let (manifest, record) = ex.execute(stage, &inputs, key)?;
                 if let Some(d) = compare(store, &stage.name, &expected, &record)? {
@@ -548,9 +576,22 @@ pub fn replay(
                 (StageStatus::Reused, expected_manifest, expected)
             };
             let millis = millis_since(start);
-            store.index().record_stage_event(execution, stage.name.as_str(), status.as_str(), millis as i64, Some(&manifest))?;
+            store.index().record_stage_event(
+                execution,
+                stage.name.as_str(),
+                status.as_str(),
+                i64::try_from(millis).unwrap_or(i64::MAX),
+                Some(&manifest),
+            )?;
             ex.outputs.insert(stage.name.clone(), record.outputs.clone());
-            let sr = StageReport { name: stage.name.clone(), stage_kind: stage.stage_kind.clone(), status, millis, manifest, record };
+            let sr = StageReport {
+                name: stage.name.clone(),
+                stage_kind: stage.stage_kind.clone(),
+                status,
+                millis,
+                manifest,
+                record,
+            };
             opts.observer.stage_finished(&sr);
             report.stages.push(sr);
             if range.until.as_deref() == Some(stage.name.as_str()) {
@@ -591,18 +632,25 @@ fn compare(
         let dataset = match (e, a) {
             (Some(e), Some(a)) if e.output_type == OutputType::Dataset && a.output_type == OutputType::Dataset => {
                 match (get_record(store, &e.digest)?, get_record(store, &a.digest)?) {
-                    (Record::Dataset(de), Record::Dataset(da)) => first_difference(store, &de, &da)
-                        .map_err(|err| ExecError::Stage {
+                    (Record::Dataset(de), Record::Dataset(da)) => {
+                        first_difference(store, &de, &da).map_err(|err| ExecError::Stage {
                             stage: stage.clone(),
                             kind: expected.stage_kind.clone(),
                             source: StageError::Dataset(err),
-                        })?,
+                        })?
+                    }
                     _ => None,
                 }
             }
             _ => None,
         };
-        return Ok(Some(Divergence::Output { stage: stage.clone(), output: name.clone(), expected: e, actual: a, dataset }));
+        return Ok(Some(Divergence::Output {
+            stage: stage.clone(),
+            output: name.clone(),
+            expected: e,
+            actual: a,
+            dataset,
+        }));
     }
     let fields: std::collections::BTreeSet<&String> = expected.stats.keys().chain(actual.stats.keys()).collect();
     for field in fields {

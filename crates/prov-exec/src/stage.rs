@@ -49,10 +49,10 @@ pub fn parse_params<T: serde::de::DeserializeOwned>(params: &Value) -> Result<T,
                 _ => None,
             })
             .collect();
-        if let Some(field) = message.strip_prefix("unknown field `").and_then(|r| r.split('`').next()) {
-            if path.last().map(String::as_str) != Some(field) {
-                path.push(field.to_owned());
-            }
+        if let Some(field) = message.strip_prefix("unknown field `").and_then(|r| r.split('`').next())
+            && path.last().map(String::as_str) != Some(field)
+        {
+            path.push(field.to_owned());
         }
         ConfigError { path, message, hint }
     })
@@ -152,10 +152,10 @@ pub struct StageContext<'a> {
 impl StageContext<'_> {
     /// Returns the input with this name.
     pub fn input(&self, name: &str) -> Result<StageInput, StageError> {
-        self.inputs.get(name).copied().ok_or_else(|| StageError::Input {
-            input: name.to_owned(),
-            message: "missing".into(),
-        })
+        self.inputs
+            .get(name)
+            .copied()
+            .ok_or_else(|| StageError::Input { input: name.to_owned(), message: "missing".into() })
     }
 
     /// Returns the seed with this name.

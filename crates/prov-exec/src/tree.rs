@@ -34,23 +34,18 @@ pub fn hash_file(path: &Path) -> io::Result<(Digest, u64)> {
     Ok((h.finalize(), size))
 }
 
+/// Hashes (and may store) one file, returning its digest and size.
+pub type FileVisitor<'a> = dyn FnMut(&Path) -> Result<(Digest, u64), TreeError> + 'a;
+
 /// Builds the tree record of `dir`; `file` hashes (and may store) each file.
-pub fn tree_record(
-    dir: &Path,
-    file: &mut dyn FnMut(&Path) -> Result<(Digest, u64), TreeError>,
-) -> Result<TreeRecord, TreeError> {
+pub fn tree_record(dir: &Path, file: &mut FileVisitor<'_>) -> Result<TreeRecord, TreeError> {
     let mut entries = Vec::new();
     walk(dir, "", file, &mut entries)?;
     entries.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(TreeRecord { schema: SCHEMA_VERSION, entries })
 }
 
-fn walk(
-    dir: &Path,
-    prefix: &str,
-    file: &mut dyn FnMut(&Path) -> Result<(Digest, u64), TreeError>,
-    out: &mut Vec<TreeEntry>,
-) -> Result<(), TreeError> {
+fn walk(dir: &Path, prefix: &str, file: &mut FileVisitor<'_>, out: &mut Vec<TreeEntry>) -> Result<(), TreeError> {
     let mut children: Vec<_> = fs_err::read_dir(dir)?.collect::<Result<_, _>>()?;
     children.sort_by_key(fs_err::DirEntry::file_name);
     for child in children {
@@ -76,7 +71,10 @@ fn walk(
                 .map_err(|_| TreeError::Unsupported { path: rel.clone(), reason: "not a valid relative path" })?;
             out.push(TreeEntry { path, digest, size, executable: meta.permissions().mode() & 0o111 != 0 });
         } else {
-            return Err(TreeError::Unsupported { path: rel, reason: "only regular files and directories are supported" });
+            return Err(TreeError::Unsupported {
+                path: rel,
+                reason: "only regular files and directories are supported",
+            });
         }
     }
     Ok(())

@@ -215,12 +215,12 @@ mod tests {
 
     #[test]
     fn non_finite_floats_are_refused() {
-        assert!(Finite::new(f64::NAN).is_none());
-        assert!(Finite::new(f64::INFINITY).is_none());
         #[derive(Serialize)]
         struct S {
             x: Finite,
         }
+        assert!(Finite::new(f64::NAN).is_none());
+        assert!(Finite::new(f64::INFINITY).is_none());
         let bad = S { x: Finite(f64::NAN) };
         assert!(to_canonical_bytes(&bad).is_err());
         assert_eq!(to_canonical_bytes(&S { x: Finite(0.5) }).unwrap(), b"{\"x\":0.5}");

@@ -103,7 +103,10 @@ impl Lockfile {
     pub fn validate(&self) -> Result<(), String> {
         for pair in self.sources.windows(2) {
             if pair[0].name >= pair[1].name {
-                return Err(format!("sources must be sorted by name without duplicates: `{}` then `{}`", pair[0].name, pair[1].name));
+                return Err(format!(
+                    "sources must be sorted by name without duplicates: `{}` then `{}`",
+                    pair[0].name, pair[1].name
+                ));
             }
         }
         let mut seen: std::collections::BTreeSet<&Name> = self.sources.iter().map(|s| &s.name).collect();

@@ -135,7 +135,10 @@ impl Recipe {
                 file,
                 text,
                 &["schema"],
-                format!("unsupported recipe schema version (v{}, but only v{RECIPE_SCHEMA} is supported)", recipe.schema),
+                format!(
+                    "unsupported recipe schema version (v{}, but only v{RECIPE_SCHEMA} is supported)",
+                    recipe.schema
+                ),
             ));
         }
         for name in recipe.sources.keys() {
@@ -219,11 +222,11 @@ pub fn locate(text: &str, path: &[&str]) -> Option<(usize, usize)> {
     // The line and indentation of the parent key; `None` at the document's top level.
     let mut parent: Option<(usize, usize)> = None;
     for key in path {
-        if let Some((line, _)) = parent {
-            if let Some(col) = find_flow_key(lines[line], key) {
-                parent = Some((line, col));
-                continue;
-            }
+        if let Some((line, _)) = parent
+            && let Some(col) = find_flow_key(lines[line], key)
+        {
+            parent = Some((line, col));
+            continue;
         }
         let first = parent.map_or(0, |(line, _)| line + 1);
         let mut child_indent = None;

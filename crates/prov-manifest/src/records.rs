@@ -18,6 +18,8 @@ use crate::name::{Name, RelPath};
 pub const SCHEMA_VERSION: u32 = 1;
 
 /// Any record, tagged by its `kind`.
+// Records are decoded one at a time; boxing the larger kinds would only add indirection.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Record {
@@ -76,7 +78,9 @@ impl Record {
                     "unsupported {kind} schema version (v{v}, but only v{SCHEMA_VERSION} is supported)"
                 )));
             }
-            None => return Err(DecodeError::Shape(format!("{kind} record has no integer field `schema`"))),
+            None => {
+                return Err(DecodeError::Shape(format!("{kind} record has no integer field `schema`")));
+            }
         }
         let record: Self =
             serde_json::from_value(value).map_err(|e| DecodeError::Shape(format!("{kind} record: {e}")))?;
@@ -100,7 +104,11 @@ impl Record {
             Self::Run(r) => {
                 let digests: Vec<Digest> = r.stages.iter().map(|s| s.manifest).collect();
                 let root = merkle_root(&digests);
-                if root == r.root { Ok(()) } else { Err(format!("`root` is `{}` but the stages give `{root}`", r.root)) }
+                if root == r.root {
+                    Ok(())
+                } else {
+                    Err(format!("`root` is `{}` but the stages give `{root}`", r.root))
+                }
             }
             Self::Lockfile(l) => l.validate(),
             _ => Ok(()),
@@ -593,7 +601,10 @@ mod tests {
                 inputs: BTreeMap::from([("docs".into(), d)]),
                 seeds: BTreeMap::from([("sample".into(), u64::MAX)]),
                 envelope: envelope(),
-                outputs: BTreeMap::from([("dataset".into(), OutputRef { output_type: OutputType::Dataset, digest: d })]),
+                outputs: BTreeMap::from([(
+                    "dataset".into(),
+                    OutputRef { output_type: OutputType::Dataset, digest: d },
+                )]),
                 stats: BTreeMap::from([("rows".into(), serde_json::json!(3))]),
             }),
             Record::Checkpoint(CheckpointRecord {
@@ -607,7 +618,11 @@ mod tests {
                 data_position: 40,
                 loss: Finite::new(2.5),
             }),
-            Record::Run(RunRecord::new("quickstart", d, vec![RunStage { name: "shard".parse().unwrap(), manifest: d }])),
+            Record::Run(RunRecord::new(
+                "quickstart",
+                d,
+                vec![RunStage { name: "shard".parse().unwrap(), manifest: d }],
+            )),
         ]
     }
 

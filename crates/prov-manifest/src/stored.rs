@@ -67,13 +67,14 @@ pub fn closure(store: &Store, roots: &[Digest]) -> (BTreeSet<Digest>, Vec<(Diges
         let is_manifest = match store.index().object_kind(&d) {
             Ok(Some(kind)) => kind == "manifest",
             // Not indexed: decide from the bytes.
-            _ => match fs_err::read(store.object_path(&d)) {
-                Ok(bytes) => looks_like_record(&bytes),
-                Err(_) => {
+            _ => {
+                if let Ok(bytes) = fs_err::read(store.object_path(&d)) {
+                    looks_like_record(&bytes)
+                } else {
                     problems.push((d, StoredError::Store(StoreError::NotFound(d))));
                     continue;
                 }
-            },
+            }
         };
         if !is_manifest {
             continue;

@@ -11,7 +11,7 @@
 //! Output shard `i` holds the kept documents of input shard `i`, in input order.
 
 use prov_dataset::{ShardWriter, read_shard, write_dataset};
-use prov_exec::{ConfigError, parse_params, InputSpec, Stage, StageContext, StageError, StageOutput};
+use prov_exec::{ConfigError, InputSpec, Stage, StageContext, StageError, StageOutput, parse_params};
 use prov_manifest::{Determinism, Finite, OutputRef, OutputType, Record, ShardRef, get_record};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -88,8 +88,7 @@ impl Stage for SampleStage {
         &["sample"]
     }
     fn run(&self, cx: &StageContext<'_>) -> Result<StageOutput, StageError> {
-        let config: SampleConfig =
-            parse_params(cx.config).map_err(StageError::Config)?;
+        let config: SampleConfig = parse_params(cx.config).map_err(StageError::Config)?;
         let seed = cx.seed("sample")?;
         let input = cx.input("docs")?;
         let Record::Dataset(ds) = get_record(cx.store, &input.digest)? else {
@@ -104,8 +103,10 @@ impl Stage for SampleStage {
                     ds.shards
                         .par_iter()
                         .map(|s| {
-                            let mut keys: Vec<(u64, String)> =
-                                read_shard(cx.store, &s.digest)?.into_iter().map(|d| (sample_key(seed, &d.id), d.id)).collect();
+                            let mut keys: Vec<(u64, String)> = read_shard(cx.store, &s.digest)?
+                                .into_iter()
+                                .map(|d| (sample_key(seed, &d.id), d.id))
+                                .collect();
                             keys.sort();
                             keys.truncate(k);
                             Ok::<_, StageError>(keys)

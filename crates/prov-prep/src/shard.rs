@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 
 use prov_dataset::{Document, InputFormat, ShardWriter, read_documents_as, read_shard, write_dataset};
-use prov_exec::{ConfigError, parse_params, InputSpec, Stage, StageContext, StageError, StageOutput};
+use prov_exec::{ConfigError, InputSpec, Stage, StageContext, StageError, StageOutput, parse_params};
 use prov_manifest::{Content, Determinism, OutputRef, OutputType, Record, get_record};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -104,7 +104,10 @@ impl Stage for ShardStage {
     fn resolve_config(&self, params: &Value) -> Result<Value, ConfigError> {
         let config: ShardConfig = parse_params(params)?;
         if config.shards == 0 || config.shards > 1_000_000 {
-            return Err(ConfigError::at(&["shards"], format!("`shards` must be between 1 and 1000000, got {}", config.shards)));
+            return Err(ConfigError::at(
+                &["shards"],
+                format!("`shards` must be between 1 and 1000000, got {}", config.shards),
+            ));
         }
         Ok(serde_json::to_value(config).expect("integers encode"))
     }
@@ -118,8 +121,7 @@ impl Stage for ShardStage {
         vec![("dataset".into(), OutputType::Dataset)]
     }
     fn run(&self, cx: &StageContext<'_>) -> Result<StageOutput, StageError> {
-        let config: ShardConfig =
-            parse_params(cx.config).map_err(StageError::Config)?;
+        let config: ShardConfig = parse_params(cx.config).map_err(StageError::Config)?;
         let origin = origin(cx)?;
         // First pass: count, so that shard boundaries are known before writing.
         let mut n: u64 = 0;

@@ -98,9 +98,7 @@ impl fmt::Debug for Digest {
 impl FromStr for Digest {
     type Err = DigestParseError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let hex_digits = s
-            .strip_prefix(DIGEST_PREFIX)
-            .ok_or_else(|| DigestParseError::MissingPrefix(s.to_owned()))?;
+        let hex_digits = s.strip_prefix(DIGEST_PREFIX).ok_or_else(|| DigestParseError::MissingPrefix(s.to_owned()))?;
         Self::from_hex(hex_digits).map_err(|_| DigestParseError::BadHex(s.to_owned()))
     }
 }
@@ -156,10 +154,7 @@ mod tests {
     fn empty_input_matches_b3sum_vector() {
         // b3sum of the empty file, from the BLAKE3 test vectors.
         let d = Digest::of(b"");
-        assert_eq!(
-            d.to_string(),
-            "blake3:af1349b9f5f9a1a6a0404dea36dcc9499bcb25c9adc112b7cc9a93cae41f3262"
-        );
+        assert_eq!(d.to_string(), "blake3:af1349b9f5f9a1a6a0404dea36dcc9499bcb25c9adc112b7cc9a93cae41f3262");
     }
 
     #[test]

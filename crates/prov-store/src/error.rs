@@ -20,12 +20,12 @@ pub enum StoreError {
     /// A filesystem operation failed (the message names the path).
     #[error(transparent)]
     Io(#[from] std::io::Error),
-    /// The SQLite index failed.
+    /// The `SQLite` index failed.
     #[error("store index `{path}`: {source}")]
     Index {
         /// Path of `index.sqlite`.
         path: PathBuf,
-        /// What SQLite said.
+        /// What `SQLite` said.
         source: rusqlite::Error,
     },
     /// No store exists at the path.

@@ -1,4 +1,4 @@
-//! The SQLite index beside the objects: what each object is, which manifests reference it,
+//! The `SQLite` index beside the objects: what each object is, which manifests reference it,
 //! the stage cache and the log of executions.
 //!
 //! The index speeds things up and remembers history; it is never the only copy of a fact that
@@ -93,14 +93,15 @@ pub struct StageEventRow {
     pub manifest: Option<Digest>,
 }
 
-/// The SQLite index of a store.
+/// The `SQLite` index of a store.
 pub struct Index {
     path: PathBuf,
     conn: Mutex<Connection>,
 }
 
 fn parse_digest(s: &str) -> rusqlite::Result<Digest> {
-    Digest::from_str(s).map_err(|e| rusqlite::Error::FromSqlConversionFailure(0, rusqlite::types::Type::Text, Box::new(e)))
+    Digest::from_str(s)
+        .map_err(|e| rusqlite::Error::FromSqlConversionFailure(0, rusqlite::types::Type::Text, Box::new(e)))
 }
 
 impl Index {
@@ -109,7 +110,7 @@ impl Index {
         let conn = Connection::open(path).map_err(err)?;
         // Two prov processes may share a store: wait for each other's short write
         // transactions rather than failing.
-        conn.busy_timeout(std::time::Duration::from_secs(60)).map_err(err)?;
+        conn.busy_timeout(std::time::Duration::from_mins(1)).map_err(err)?;
         conn.pragma_update(None, "journal_mode", "WAL").map_err(err)?;
         // In WAL mode NORMAL survives a killed process; only power loss may drop the last
         // transactions, which only ever refer to objects already durable on disk.
@@ -132,7 +133,7 @@ impl Index {
             .execute(
                 "INSERT INTO objects(digest, size, kind) VALUES (?1, ?2, ?3)
                  ON CONFLICT(digest) DO UPDATE SET kind = excluded.kind WHERE objects.kind = 'blob'",
-                params![digest.to_string(), size as i64, kind],
+                params![digest.to_string(), i64::try_from(size).unwrap_or(i64::MAX), kind],
             )
             .map_err(|e| self.err(e))?;
         Ok(())
@@ -171,12 +172,9 @@ impl Index {
     /// Returns every recorded object of a kind, sorted.
     pub fn objects_of_kind(&self, kind: &str) -> Result<Vec<Digest>, StoreError> {
         let conn = self.conn();
-        let mut stmt = conn
-            .prepare("SELECT digest FROM objects WHERE kind = ?1 ORDER BY digest")
-            .map_err(|e| self.err(e))?;
-        let rows = stmt
-            .query_map([kind], |r| parse_digest(&r.get::<_, String>(0)?))
-            .map_err(|e| self.err(e))?;
+        let mut stmt =
+            conn.prepare("SELECT digest FROM objects WHERE kind = ?1 ORDER BY digest").map_err(|e| self.err(e))?;
+        let rows = stmt.query_map([kind], |r| parse_digest(&r.get::<_, String>(0)?)).map_err(|e| self.err(e))?;
         rows.collect::<Result<_, _>>().map_err(|e| self.err(e))
     }
 
@@ -199,12 +197,10 @@ impl Index {
     /// Returns the manifests recorded as referencing `child`, sorted.
     pub fn referrers(&self, child: &Digest) -> Result<Vec<Digest>, StoreError> {
         let conn = self.conn();
-        let mut stmt = conn
-            .prepare("SELECT parent FROM refs WHERE child = ?1 ORDER BY parent")
-            .map_err(|e| self.err(e))?;
-        let rows = stmt
-            .query_map([child.to_string()], |r| parse_digest(&r.get::<_, String>(0)?))
-            .map_err(|e| self.err(e))?;
+        let mut stmt =
+            conn.prepare("SELECT parent FROM refs WHERE child = ?1 ORDER BY parent").map_err(|e| self.err(e))?;
+        let rows =
+            stmt.query_map([child.to_string()], |r| parse_digest(&r.get::<_, String>(0)?)).map_err(|e| self.err(e))?;
         rows.collect::<Result<_, _>>().map_err(|e| self.err(e))
     }
 
@@ -212,12 +208,10 @@ impl Index {
     /// For a manifest whose bytes are damaged this is the remaining evidence of its edges.
     pub fn recorded_references(&self, parent: &Digest) -> Result<Vec<Digest>, StoreError> {
         let conn = self.conn();
-        let mut stmt = conn
-            .prepare("SELECT child FROM refs WHERE parent = ?1 ORDER BY child")
-            .map_err(|e| self.err(e))?;
-        let rows = stmt
-            .query_map([parent.to_string()], |r| parse_digest(&r.get::<_, String>(0)?))
-            .map_err(|e| self.err(e))?;
+        let mut stmt =
+            conn.prepare("SELECT child FROM refs WHERE parent = ?1 ORDER BY child").map_err(|e| self.err(e))?;
+        let rows =
+            stmt.query_map([parent.to_string()], |r| parse_digest(&r.get::<_, String>(0)?)).map_err(|e| self.err(e))?;
         rows.collect::<Result<_, _>>().map_err(|e| self.err(e))
     }
 
@@ -246,9 +240,7 @@ impl Index {
 
     /// Forgets a cache entry (its objects failed verification).
     pub fn cache_remove(&self, key: &Digest) -> Result<(), StoreError> {
-        self.conn()
-            .execute("DELETE FROM stage_cache WHERE key = ?1", [key.to_string()])
-            .map_err(|e| self.err(e))?;
+        self.conn().execute("DELETE FROM stage_cache WHERE key = ?1", [key.to_string()]).map_err(|e| self.err(e))?;
         Ok(())
     }
 

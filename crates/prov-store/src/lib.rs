@@ -2,7 +2,7 @@
 //!
 //! `prov-store` owns the bytes: every object is stored under the BLAKE3 of exactly its
 //! bytes, written atomically (temp file, fsync, rename, fsync of the directory) and verified
-//! on read. Beside the objects, a SQLite index (WAL) records each object's kind and size,
+//! on read. Beside the objects, a `SQLite` index (WAL) records each object's kind and size,
 //! which manifests reference it, the stage cache and the log of executions. A lock file keeps
 //! `gc` from deleting what a running process is writing.
 //!
@@ -15,7 +15,7 @@
 //! - [`Store`]: open or create a store, [`Store::writer`] / [`ObjectWriter::finish`] to add
 //!   bytes (the store computes the name), [`Store::read`] and [`Store::open_verified`] to read
 //!   them back verified, [`Store::verify_all`] to re-hash everything in parallel.
-//! - [`Index`]: the SQLite index.
+//! - [`Index`]: the `SQLite` index.
 //! - [`merkle_root`]: RFC 6962-shaped Merkle roots over ordered digests.
 //!
 //! # Example

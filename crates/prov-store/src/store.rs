@@ -80,6 +80,9 @@ pub struct VerifyReport {
 
 static TMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 
+/// An object found on disk and where.
+type Located = (Digest, PathBuf);
+
 impl Store {
     /// Creates a store in `dir` (the `.prov` directory itself), or opens the one already there.
     pub fn init(dir: &Path) -> Result<Self, StoreError> {
@@ -149,9 +152,8 @@ impl Store {
         let tmp_dir = self.root.join("tmp");
         loop {
             let n = TMP_COUNTER.fetch_add(1, Ordering::Relaxed);
-            let nanos = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.subsec_nanos());
+            let nanos =
+                std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
             let path = tmp_dir.join(format!("{}-{nanos:08x}-{n}.tmp", std::process::id()));
             match fs_err::OpenOptions::new().write(true).create_new(true).open(&path) {
                 Ok(file) => {
@@ -231,7 +233,8 @@ impl Store {
         Ok(found.into_iter().map(|(d, _)| d).collect())
     }
 
-    fn scan(&self) -> Result<(Vec<(Digest, PathBuf)>, Vec<PathBuf>), StoreError> {
+    /// Returns the objects found (digest and path) and the stray files.
+    fn scan(&self) -> Result<(Vec<Located>, Vec<PathBuf>), StoreError> {
         let mut found = Vec::new();
         let mut stray = Vec::new();
         let objects = self.root.join("objects");
@@ -261,10 +264,8 @@ impl Store {
     pub fn verify_all(&self, threads: usize) -> Result<VerifyReport, StoreError> {
         let (found, stray) = self.scan()?;
         // Largest first, so the big files start early and the small ones fill the gaps.
-        let sizes: Vec<u64> = found
-            .iter()
-            .map(|(_, p)| fs_err::metadata(p).map(|m| m.len()))
-            .collect::<Result<_, _>>()?;
+        let sizes: Vec<u64> =
+            found.iter().map(|(_, p)| fs_err::metadata(p).map(|m| m.len())).collect::<Result<_, _>>()?;
         let mut order: Vec<usize> = (0..found.len()).collect();
         order.sort_by_key(|&i| std::cmp::Reverse(sizes[i]));
         let pool = rayon::ThreadPoolBuilder::new()
@@ -272,12 +273,8 @@ impl Store {
             .build()
             .map_err(|e| io::Error::other(e.to_string()))?;
         let multi = threads > 1;
-        let results: Vec<Result<(usize, Digest, u64), io::Error>> = pool.install(|| {
-            order
-                .par_iter()
-                .map(|&i| hash_file(&found[i].1, multi).map(|(d, n)| (i, d, n)))
-                .collect()
-        });
+        let results: Vec<io::Result<(usize, Digest, u64)>> =
+            pool.install(|| order.par_iter().map(|&i| hash_file(&found[i].1, multi).map(|(d, n)| (i, d, n))).collect());
         let mut report = VerifyReport { stray, ..VerifyReport::default() };
         for r in results {
             let (i, actual, size) = r?;
@@ -287,7 +284,7 @@ impl Store {
                 report.corrupt.push(Mismatch { expected: found[i].0, actual });
             }
         }
-        report.corrupt.sort_by(|a, b| a.expected.cmp(&b.expected));
+        report.corrupt.sort_by_key(|a| a.expected);
         report.found = found.into_iter().map(|(d, _)| d).collect();
         report.found.sort();
         Ok(report)

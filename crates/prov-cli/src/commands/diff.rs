@@ -89,32 +89,12 @@ impl LockfileDiff {
     pub fn summary(&self) -> String {
         let mut parts: Vec<String> = Vec::new();
         if !self.recipe.is_empty() {
-            parts.push(
-                self.recipe
-                    .iter()
-                    .map(|c| c.path.clone())
-                    .collect::<Vec<_>>()
-                    .join(", "),
-            );
+            parts.push(self.recipe.iter().map(|c| c.path.clone()).collect::<Vec<_>>().join(", "));
         }
         for (what, names) in [
-            (
-                "source",
-                self.sources_added
-                    .iter()
-                    .chain(&self.sources_removed)
-                    .cloned()
-                    .collect::<Vec<_>>(),
-            ),
+            ("source", self.sources_added.iter().chain(&self.sources_removed).cloned().collect::<Vec<_>>()),
             ("source", self.sources_changed.iter().map(|n| n.name.clone()).collect()),
-            (
-                "stage",
-                self.stages_added
-                    .iter()
-                    .chain(&self.stages_removed)
-                    .map(|(n, _)| n.clone())
-                    .collect(),
-            ),
+            ("stage", self.stages_added.iter().chain(&self.stages_removed).map(|(n, _)| n.clone()).collect()),
             ("stage", self.stages_changed.iter().map(|n| n.name.clone()).collect()),
         ] {
             parts.extend(names.into_iter().map(|n| format!("{what} `{n}`")));
@@ -130,11 +110,8 @@ impl LockfileDiff {
                 )
                 .collect::<Vec<_>>()
         };
-        let stages = |v: &[(String, String)]| {
-            v.iter()
-                .map(|(n, k)| json!({ "name": n, "kind": k }))
-                .collect::<Vec<_>>()
-        };
+        let stages =
+            |v: &[(String, String)]| v.iter().map(|(n, k)| json!({ "name": n, "kind": k })).collect::<Vec<_>>();
         json!({
             "recipe": self.recipe.iter().map(Change::to_json).collect::<Vec<_>>(),
             "sources": {
@@ -164,10 +141,7 @@ pub(crate) fn diff_lockfiles(a: &Lockfile, b: &Lockfile) -> LockfileDiff {
     diff_values("", Some(&top(a)), Some(&top(b)), &mut d.recipe);
 
     let sources = |l: &Lockfile| -> BTreeMap<String, Value> {
-        l.sources
-            .iter()
-            .map(|s| (s.name.to_string(), without_name(serde_json::to_value(s))))
-            .collect()
+        l.sources.iter().map(|s| (s.name.to_string(), without_name(serde_json::to_value(s)))).collect()
     };
     let (sa, sb) = (sources(a), sources(b));
     d.sources_removed = sa.keys().filter(|k| !sb.contains_key(*k)).cloned().collect();
@@ -175,29 +149,14 @@ pub(crate) fn diff_lockfiles(a: &Lockfile, b: &Lockfile) -> LockfileDiff {
     d.sources_changed = changed_entries(&sa, &sb);
 
     let stages = |l: &Lockfile| -> BTreeMap<String, Value> {
-        l.stages
-            .iter()
-            .map(|s| (s.name.to_string(), without_name(serde_json::to_value(s))))
-            .collect()
+        l.stages.iter().map(|s| (s.name.to_string(), without_name(serde_json::to_value(s)))).collect()
     };
     let kind_of = |l: &Lockfile, name: &str| {
-        l.stages
-            .iter()
-            .find(|s| s.name.as_str() == name)
-            .map(|s| s.stage_kind.clone())
-            .unwrap_or_default()
+        l.stages.iter().find(|s| s.name.as_str() == name).map(|s| s.stage_kind.clone()).unwrap_or_default()
     };
     let (ta, tb) = (stages(a), stages(b));
-    d.stages_removed = ta
-        .keys()
-        .filter(|k| !tb.contains_key(*k))
-        .map(|k| (k.clone(), kind_of(a, k)))
-        .collect();
-    d.stages_added = tb
-        .keys()
-        .filter(|k| !ta.contains_key(*k))
-        .map(|k| (k.clone(), kind_of(b, k)))
-        .collect();
+    d.stages_removed = ta.keys().filter(|k| !tb.contains_key(*k)).map(|k| (k.clone(), kind_of(a, k))).collect();
+    d.stages_added = tb.keys().filter(|k| !ta.contains_key(*k)).map(|k| (k.clone(), kind_of(b, k))).collect();
     d.stages_changed = changed_entries(&ta, &tb);
     d
 }
@@ -216,10 +175,7 @@ fn changed_entries(a: &BTreeMap<String, Value>, b: &BTreeMap<String, Value>) -> 
             let vb = b.get(name)?;
             let mut changes = Vec::new();
             diff_values("", Some(va), Some(vb), &mut changes);
-            (!changes.is_empty()).then(|| NamedChanges {
-                name: name.clone(),
-                changes,
-            })
+            (!changes.is_empty()).then(|| NamedChanges { name: name.clone(), changes })
         })
         .collect()
 }
@@ -241,11 +197,7 @@ pub(crate) fn diff_values(path: &str, a: Option<&Value>, b: Option<&Value>, out:
             }
         }
         _ if a == b => {}
-        _ => out.push(Change {
-            path: path.to_owned(),
-            old: a.cloned(),
-            new: b.cloned(),
-        }),
+        _ => out.push(Change { path: path.to_owned(), old: a.cloned(), new: b.cloned() }),
     }
 }
 
@@ -267,15 +219,8 @@ struct StageOutputs {
 
 /// The comparison of two recorded runs, or why there is none.
 enum OutputComparison {
-    Compared {
-        a: Digest,
-        b: Digest,
-        stages: Vec<StageOutputs>,
-        equal: usize,
-    },
-    NotRecorded {
-        which: Vec<&'static str>,
-    },
+    Compared { a: Digest, b: Digest, stages: Vec<StageOutputs>, equal: usize },
+    NotRecorded { which: Vec<&'static str> },
 }
 
 impl OutputComparison {
@@ -349,10 +294,7 @@ fn compare_outputs(store: &Store, a: &LoadedLockfile, b: &LoadedLockfile) -> Res
         let mut stats = Vec::new();
         if da != db {
             let outs = |r: &StageRecord| -> Value {
-                r.outputs
-                    .iter()
-                    .map(|(k, o)| (k.clone(), json!(o.digest.to_string())))
-                    .collect()
+                r.outputs.iter().map(|(k, o)| (k.clone(), json!(o.digest.to_string()))).collect()
             };
             diff_values("outputs", Some(&outs(a)), Some(&outs(b)), &mut outputs);
             let st = |r: &StageRecord| -> Value { r.stats.iter().map(|(k, v)| (k.clone(), v.clone())).collect() };
@@ -364,12 +306,7 @@ fn compare_outputs(store: &Store, a: &LoadedLockfile, b: &LoadedLockfile) -> Res
             stages.push(StageOutputs { name, outputs, stats });
         }
     }
-    Ok(OutputComparison::Compared {
-        a: ma,
-        b: mb,
-        stages,
-        equal,
-    })
+    Ok(OutputComparison::Compared { a: ma, b: mb, stages, equal })
 }
 
 pub(crate) fn cmd_diff(ui: &mut Ui, cx: &CommandContext, args: &DiffArgs) -> Result<(), CommandError> {
@@ -389,18 +326,8 @@ pub(crate) fn cmd_diff(ui: &mut Ui, cx: &CommandContext, args: &DiffArgs) -> Res
     data["outputs"] = outputs.to_json();
     ui.json("diff", data)?;
 
-    ui.line(format!(
-        "a: {} (run {}, recipe {})",
-        a.display,
-        id_a.short(),
-        a.lockfile.recipe.name
-    ))?;
-    ui.line(format!(
-        "b: {} (run {}, recipe {})",
-        b.display,
-        id_b.short(),
-        b.lockfile.recipe.name
-    ))?;
+    ui.line(format!("a: {} (run {}, recipe {})", a.display, id_a.short(), a.lockfile.recipe.name))?;
+    ui.line(format!("b: {} (run {}, recipe {})", b.display, id_b.short(), b.lockfile.recipe.name))?;
     if id_a == id_b {
         ui.line("same lockfile: no differences")?;
     } else if lock_diff.is_empty() {
@@ -466,12 +393,7 @@ fn render_outputs(
     b: &LoadedLockfile,
 ) -> Result<(), CommandError> {
     match outputs {
-        OutputComparison::Compared {
-            a: ma,
-            b: mb,
-            stages,
-            equal,
-        } => {
+        OutputComparison::Compared { a: ma, b: mb, stages, equal } => {
             ui.line(format!("outputs (run manifests {} and {})", ma.short(), mb.short()))?;
             for s in stages {
                 ui.line(format!("  ~ {}", s.name))?;
@@ -480,21 +402,11 @@ fn render_outputs(
                 }
             }
             let differing = stages.len();
-            ui.line(format!(
-                "  {equal} stages in both runs with equal outputs, {differing} with different ones"
-            ))?;
+            ui.line(format!("  {equal} stages in both runs with equal outputs, {differing} with different ones"))?;
         }
         OutputComparison::NotRecorded { which } => {
-            let names: Vec<&str> = which
-                .iter()
-                .map(|w| {
-                    if *w == "a" {
-                        a.display.as_str()
-                    } else {
-                        b.display.as_str()
-                    }
-                })
-                .collect();
+            let names: Vec<&str> =
+                which.iter().map(|w| if *w == "a" { a.display.as_str() } else { b.display.as_str() }).collect();
             ui.line(format!(
                 "outputs not compared: no completed run of {} in this store (run it with `prov run`)",
                 names.join(" and ")

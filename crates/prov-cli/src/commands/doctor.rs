@@ -44,23 +44,14 @@ fn find_torch(dir: &Path) -> Option<Torch> {
         let version = parse_version(&text)?;
         let lib_dir = torch.join("lib");
         let has_libtorch = lib_dir.join("libtorch.so").is_file();
-        Some(Torch {
-            version,
-            lib_dir,
-            has_libtorch,
-        })
+        Some(Torch { version, lib_dir, has_libtorch })
     })
 }
 
 /// Reads `__version__ = '2.13.0+cu130'` (either quote) from torch's `version.py`.
 fn parse_version(text: &str) -> Option<String> {
     text.lines().find_map(|l| {
-        let rest = l
-            .trim()
-            .strip_prefix("__version__")?
-            .trim_start()
-            .strip_prefix('=')?
-            .trim();
+        let rest = l.trim().strip_prefix("__version__")?.trim_start().strip_prefix('=')?.trim();
         let quote = rest.chars().next().filter(|c| *c == '\'' || *c == '"')?;
         let inner = &rest[1..];
         inner.find(quote).map(|end| inner[..end].to_owned())
@@ -95,10 +86,8 @@ fn gather(cx: &CommandContext) -> Report {
         Ok(t) => (t, None),
         Err(e) => {
             let fallback = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
-            problems.push((
-                e.message.clone(),
-                format!("set {} to a positive integer or unset it", env_vars::PROV_THREADS),
-            ));
+            problems
+                .push((e.message.clone(), format!("set {} to a positive integer or unset it", env_vars::PROV_THREADS)));
             (fallback, Some(e.message))
         }
     };
@@ -110,10 +99,7 @@ fn gather(cx: &CommandContext) -> Report {
     let store_dir = cx.store_dir().ok();
     let store_found = store_dir.as_ref().is_some_and(|d| d.join("VERSION").is_file());
     if !store_found {
-        problems.push((
-            "no store found".to_owned(),
-            "run `prov init` in the project root".to_owned(),
-        ));
+        problems.push(("no store found".to_owned(), "run `prov init` in the project root".to_owned()));
     }
     let root = match (&store_dir, store_found) {
         (Some(d), true) => d.parent().map_or_else(|| cx.cwd.clone(), Path::to_path_buf),
@@ -123,10 +109,7 @@ fn gather(cx: &CommandContext) -> Report {
     // libtorch and the settings that govern it.
     let torch = find_torch(&root).or_else(|| if root == cx.cwd { None } else { find_torch(&cx.cwd) });
     match &torch {
-        None => problems.push((
-            "libtorch not found in `.venv`".to_owned(),
-            "run `scripts/setup`".to_owned(),
-        )),
+        None => problems.push(("libtorch not found in `.venv`".to_owned(), "run `scripts/setup`".to_owned())),
         Some(t) if !t.has_libtorch => problems.push((
             format!("torch {} has no `libtorch.so` in {}", t.version, t.lib_dir.display()),
             "run `scripts/setup` again".to_owned(),
@@ -137,20 +120,11 @@ fn gather(cx: &CommandContext) -> Report {
     // Tools.
     let b3sum = env_vars::find_program("b3sum");
     if b3sum.is_none() {
-        problems.push((
-            "b3sum not on PATH".to_owned(),
-            "run `scripts/setup` (or `apt-get install b3sum`)".to_owned(),
-        ));
+        problems.push(("b3sum not on PATH".to_owned(), "run `scripts/setup` (or `apt-get install b3sum`)".to_owned()));
     }
-    let mdbook = [&root, &cx.cwd]
-        .into_iter()
-        .map(|d| d.join(".venv/bin/mdbook"))
-        .find(|p| p.is_file());
+    let mdbook = [&root, &cx.cwd].into_iter().map(|d| d.join(".venv/bin/mdbook")).find(|p| p.is_file());
     if mdbook.is_none() {
-        problems.push((
-            "mdbook not found in `.venv/bin`".to_owned(),
-            "run `scripts/setup`".to_owned(),
-        ));
+        problems.push(("mdbook not found in `.venv/bin`".to_owned(), "run `scripts/setup`".to_owned()));
     }
 
     Report {
@@ -166,14 +140,8 @@ fn gather(cx: &CommandContext) -> Report {
         mkl: env_vars::get(env_vars::MKL_CBWR),
         b3sum,
         mdbook,
-        kinds: registry()
-            .kinds()
-            .map(|k| (k.kind(), k.version(), k.summary()))
-            .collect(),
-        vars: env_vars::ALL
-            .iter()
-            .map(|(name, what)| (*name, *what, env_vars::get(name)))
-            .collect(),
+        kinds: registry().kinds().map(|k| (k.kind(), k.version(), k.summary())).collect(),
+        vars: env_vars::ALL.iter().map(|(name, what)| (*name, *what, env_vars::get(name))).collect(),
         problems,
     }
 }
@@ -234,10 +202,7 @@ fn render_machine(ui: &mut Ui, r: &Report) -> Result<(), CommandError> {
         yes_no(r.avx2),
         yes_no(r.avx512f)
     ))?;
-    let threads_note = r
-        .threads_error
-        .as_ref()
-        .map_or_else(String::new, |err| format!(" ({err}; using all cores)"));
+    let threads_note = r.threads_error.as_ref().map_or_else(String::new, |err| format!(" ({err}; using all cores)"));
     ui.line(format!("  threads   {}{threads_note}", e.threads))?;
     ui.line(format!("  device    {}", e.device))?;
 
@@ -249,11 +214,7 @@ fn render_machine(ui: &mut Ui, r: &Report) -> Result<(), CommandError> {
 
     match &r.torch {
         Some(t) => {
-            let so = if t.has_libtorch {
-                ""
-            } else {
-                " (no libtorch.so there; run `scripts/setup`)"
-            };
+            let so = if t.has_libtorch { "" } else { " (no libtorch.so there; run `scripts/setup`)" };
             ui.line(format!("libtorch    {} in {}{so}", t.version, t.lib_dir.display()))?;
         }
         None => ui.line("libtorch    not found in .venv; run `scripts/setup`")?,
@@ -264,16 +225,10 @@ fn render_machine(ui: &mut Ui, r: &Report) -> Result<(), CommandError> {
             &r.aten,
             "training stages pin it before libtorch starts; avx2 is the portable default on x86-64",
         ),
-        (
-            env_vars::MKL_CBWR,
-            &r.mkl,
-            "training stages pin it before libtorch starts",
-        ),
+        (env_vars::MKL_CBWR, &r.mkl, "training stages pin it before libtorch starts"),
     ];
-    let rows: Vec<Vec<String>> = pins
-        .iter()
-        .map(|(n, v, note)| vec![(*n).to_owned(), show(v.as_ref()), (*note).to_owned()])
-        .collect();
+    let rows: Vec<Vec<String>> =
+        pins.iter().map(|(n, v, note)| vec![(*n).to_owned(), show(v.as_ref()), (*note).to_owned()]).collect();
     for l in table(&["setting", "now", "note"], &rows).lines().skip(1) {
         ui.line(format!("  {l}"))?;
     }
@@ -282,36 +237,22 @@ fn render_machine(ui: &mut Ui, r: &Report) -> Result<(), CommandError> {
 
 /// Helper programs, stage kinds and environment variables.
 fn render_tools(ui: &mut Ui, r: &Report) -> Result<(), CommandError> {
-    let found = |p: &Option<PathBuf>, missing: &str| {
-        p.as_ref()
-            .map_or_else(|| missing.to_owned(), |p| p.display().to_string())
-    };
+    let found =
+        |p: &Option<PathBuf>, missing: &str| p.as_ref().map_or_else(|| missing.to_owned(), |p| p.display().to_string());
     ui.line("tools")?;
-    ui.line(format!(
-        "  b3sum     {}",
-        found(&r.b3sum, "not found; run `scripts/setup` (or `apt-get install b3sum`)")
-    ))?;
-    ui.line(format!(
-        "  mdbook    {}",
-        found(&r.mdbook, "not found in .venv/bin; run `scripts/setup`")
-    ))?;
+    ui.line(format!("  b3sum     {}", found(&r.b3sum, "not found; run `scripts/setup` (or `apt-get install b3sum`)")))?;
+    ui.line(format!("  mdbook    {}", found(&r.mdbook, "not found in .venv/bin; run `scripts/setup`")))?;
 
     ui.line("stage kinds")?;
-    let rows: Vec<Vec<String>> = r
-        .kinds
-        .iter()
-        .map(|(k, v, s)| vec![(*k).to_owned(), format!("v{v}"), (*s).to_owned()])
-        .collect();
+    let rows: Vec<Vec<String>> =
+        r.kinds.iter().map(|(k, v, s)| vec![(*k).to_owned(), format!("v{v}"), (*s).to_owned()]).collect();
     for l in table(&["kind", "version", "summary"], &rows).lines() {
         ui.line(format!("  {l}"))?;
     }
 
     ui.line("environment")?;
-    let rows: Vec<Vec<String>> = r
-        .vars
-        .iter()
-        .map(|(n, w, v)| vec![(*n).to_owned(), show(v.as_ref()), (*w).to_owned()])
-        .collect();
+    let rows: Vec<Vec<String>> =
+        r.vars.iter().map(|(n, w, v)| vec![(*n).to_owned(), show(v.as_ref()), (*w).to_owned()]).collect();
     for l in table(&["variable", "value", "meaning"], &rows).lines() {
         ui.line(format!("  {l}"))?;
     }

@@ -34,11 +34,6 @@ pub(crate) fn cmd_gc(ui: &mut Ui, cx: &CommandContext, args: &GcArgs) -> Result<
         }),
     )?;
     let verb = if args.dry_run { "would remove" } else { "removed" };
-    ui.line(format!(
-        "{verb} {} objects ({}), kept {}",
-        report.removed,
-        format_bytes(report.freed),
-        report.kept
-    ))?;
+    ui.line(format!("{verb} {} objects ({}), kept {}", report.removed, format_bytes(report.freed), report.kept))?;
     Ok(())
 }

@@ -110,12 +110,7 @@ impl Graph {
     }
 
     fn edge(&mut self, from: Digest, to: Digest, label: &str, containment: bool) {
-        self.edges.insert(Edge {
-            from,
-            to,
-            label: label.to_owned(),
-            containment,
-        });
+        self.edges.insert(Edge { from, to, label: label.to_owned(), containment });
     }
 
     fn build(store: &Store) -> Result<Self, CommandError> {
@@ -156,12 +151,9 @@ impl Graph {
                 }
                 Record::Checkpoint(c) => {
                     g.name(d, 0, format!("step {}", c.step));
-                    for (part, digest) in [
-                        ("weights", c.weights),
-                        ("optimizer", c.optimizer),
-                        ("rng", c.rng),
-                        ("config", c.config),
-                    ] {
+                    for (part, digest) in
+                        [("weights", c.weights), ("optimizer", c.optimizer), ("rng", c.rng), ("config", c.config)]
+                    {
                         g.edge(d, digest, "", true);
                         g.name(digest, 2, part.to_owned());
                     }
@@ -214,9 +206,7 @@ pub(crate) fn cmd_lineage(ui: &mut Ui, cx: &CommandContext, args: &LineageArgs) 
         return Err(CommandError::input(format!("no object `{target}` in this store")));
     }
     if !in_graph {
-        ui.warn(format!(
-            "no stage, dataset, source or tree record in this store refers to `{target}`"
-        ));
+        ui.warn(format!("no stage, dataset, source or tree record in this store refers to `{target}`"));
     }
     let up = graph.reach(target, false, args.depth);
     let down = graph.reach(target, true, args.depth);
@@ -232,20 +222,12 @@ pub(crate) fn cmd_lineage(ui: &mut Ui, cx: &CommandContext, args: &LineageArgs) 
         };
         let kind = match graph.record_kind.get(d) {
             Some(k) => (*k).to_owned(),
-            None => store.index().object_kind(d)?.unwrap_or_else(|| {
-                if store.contains(d) {
-                    "object".to_owned()
-                } else {
-                    "missing".to_owned()
-                }
-            }),
+            None => store
+                .index()
+                .object_kind(d)?
+                .unwrap_or_else(|| if store.contains(d) { "object".to_owned() } else { "missing".to_owned() }),
         };
-        nodes.push(Node {
-            digest: *d,
-            kind,
-            name: graph.names.get(d).map(|(_, n)| n.clone()),
-            role,
-        });
+        nodes.push(Node { digest: *d, kind, name: graph.names.get(d).map(|(_, n)| n.clone()), role });
     }
     let edges: Vec<&Edge> = graph
         .edges
@@ -305,17 +287,8 @@ fn to_dot(nodes: &[Node], edges: &[&Edge]) -> String {
             style.extend(["filled", "bold"]);
             extra.push_str(", penwidth=3, fillcolor=\"#ffe08a\"");
         }
-        let style = if style.is_empty() {
-            String::new()
-        } else {
-            format!(", style=\"{}\"", style.join(","))
-        };
-        let _ = writeln!(
-            out,
-            "  \"{}\" [label=\"{}\", shape={shape}{style}{extra}];",
-            n.digest,
-            label.join("\\n")
-        );
+        let style = if style.is_empty() { String::new() } else { format!(", style=\"{}\"", style.join(",")) };
+        let _ = writeln!(out, "  \"{}\" [label=\"{}\", shape={shape}{style}{extra}];", n.digest, label.join("\\n"));
     }
     for e in edges {
         let mut attrs = Vec::new();
@@ -325,11 +298,7 @@ fn to_dot(nodes: &[Node], edges: &[&Edge]) -> String {
         if e.containment {
             attrs.push("style=dashed".to_owned());
         }
-        let attrs = if attrs.is_empty() {
-            String::new()
-        } else {
-            format!(" [{}]", attrs.join(", "))
-        };
+        let attrs = if attrs.is_empty() { String::new() } else { format!(" [{}]", attrs.join(", ")) };
         let _ = writeln!(out, "  \"{}\" -> \"{}\"{attrs};", e.from, e.to);
     }
     out.push_str("}\n");
@@ -337,27 +306,14 @@ fn to_dot(nodes: &[Node], edges: &[&Edge]) -> String {
 }
 
 fn mermaid_escape(s: &str) -> String {
-    s.replace('#', "#35;")
-        .replace('&', "#amp;")
-        .replace('"', "#quot;")
-        .replace('<', "#lt;")
-        .replace('>', "#gt;")
+    s.replace('#', "#35;").replace('&', "#amp;").replace('"', "#quot;").replace('<', "#lt;").replace('>', "#gt;")
 }
 
 fn to_mermaid(nodes: &[Node], edges: &[&Edge]) -> String {
-    let ids: BTreeMap<Digest, String> = nodes
-        .iter()
-        .enumerate()
-        .map(|(i, n)| (n.digest, format!("n{i}")))
-        .collect();
+    let ids: BTreeMap<Digest, String> = nodes.iter().enumerate().map(|(i, n)| (n.digest, format!("n{i}"))).collect();
     let mut out = String::from("flowchart LR\n");
     for n in nodes {
-        let label = n
-            .label_lines()
-            .iter()
-            .map(|l| mermaid_escape(l))
-            .collect::<Vec<_>>()
-            .join("<br/>");
+        let label = n.label_lines().iter().map(|l| mermaid_escape(l)).collect::<Vec<_>>().join("<br/>");
         let id = &ids[&n.digest];
         let _ = match n.kind.as_str() {
             "stage" => writeln!(out, "  {id}[\"{label}\"]"),
@@ -367,17 +323,8 @@ fn to_mermaid(nodes: &[Node], edges: &[&Edge]) -> String {
     }
     for e in edges {
         let (from, to) = (&ids[&e.from], &ids[&e.to]);
-        let label: String = e
-            .label
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || "_-.".contains(c) {
-                    c
-                } else {
-                    '_'
-                }
-            })
-            .collect();
+        let label: String =
+            e.label.chars().map(|c| if c.is_ascii_alphanumeric() || "_-.".contains(c) { c } else { '_' }).collect();
         let _ = match (e.containment, label.is_empty()) {
             (true, _) => writeln!(out, "  {from} -.-> {to}"),
             (false, true) => writeln!(out, "  {from} --> {to}"),

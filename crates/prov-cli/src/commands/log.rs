@@ -40,11 +40,7 @@ pub(crate) fn cmd_log(ui: &mut Ui, cx: &CommandContext, args: &LogArgs) -> Resul
     let entries = rows
         .into_iter()
         .map(|row| {
-            let stages = if args.stages {
-                Some(store.index().stage_events(row.id)?)
-            } else {
-                None
-            };
+            let stages = if args.stages { Some(store.index().stage_events(row.id)?) } else { None };
             Ok(Entry { row, stages })
         })
         .collect::<Result<Vec<_>, prov_store::StoreError>>()?;
@@ -102,15 +98,11 @@ fn render_human(ui: &mut Ui, entries: &[Entry]) -> Result<(), CommandError> {
                 r.run_id.short(),
                 r.recipe.clone(),
                 r.lockfile_path.clone(),
-                r.finished_ms
-                    .map_or_else(|| "-".to_owned(), |f| format_duration(f - r.started_ms)),
+                r.finished_ms.map_or_else(|| "-".to_owned(), |f| format_duration(f - r.started_ms)),
             ]
         })
         .collect();
-    let rendered = table(
-        &["started", "mode", "status", "run", "recipe", "lockfile", "time"],
-        &rows,
-    );
+    let rendered = table(&["started", "mode", "status", "run", "recipe", "lockfile", "time"], &rows);
     let mut lines = rendered.lines();
     if let Some(header) = lines.next() {
         ui.line(header)?;

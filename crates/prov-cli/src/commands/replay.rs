@@ -1,5 +1,7 @@
 //! `prov replay`.
 
+use std::fmt::Write as _;
+
 use prov_exec::{Divergence, ExecOptions, ReplayRange};
 use prov_store::Access;
 use serde_json::json;
@@ -33,7 +35,7 @@ pub(crate) fn cmd_replay(ui: &mut Ui, cx: &CommandContext, args: &ReplayArgs) ->
     let loaded = load_lockfile(&store, &args.run)?;
     let threads = cx.threads()?;
     let registry = registry();
-    let clock = cx.clock();
+    let clock = CommandContext::clock();
     let progress = StageProgress::new(ui);
     let opts = ExecOptions {
         registry: &registry,
@@ -50,7 +52,10 @@ pub(crate) fn cmd_replay(ui: &mut Ui, cx: &CommandContext, args: &ReplayArgs) ->
     let report = result?;
     render_report(ui, &report, "replay")?;
     let Some(d) = &report.divergence else {
-        ui.line(format!("replay identical: {} stages re-executed, every output equal to the recording", report.stages.len()))?;
+        ui.line(format!(
+            "replay identical: {} stages re-executed, every output equal to the recording",
+            report.stages.len()
+        ))?;
         return Ok(());
     };
     let (summary, detail, data) = describe(d);
@@ -62,17 +67,18 @@ pub(crate) fn cmd_replay(ui: &mut Ui, cx: &CommandContext, args: &ReplayArgs) ->
 fn describe(d: &Divergence) -> (String, String, serde_json::Value) {
     match d {
         Divergence::Output { stage, output, expected, actual, dataset } => {
-            let show = |o: &Option<prov_manifest::OutputRef>| o.map_or_else(|| "(none)".to_owned(), |o| o.digest.to_string());
+            let show =
+                |o: &Option<prov_manifest::OutputRef>| o.map_or_else(|| "(none)".to_owned(), |o| o.digest.to_string());
             let mut detail = format!("  recorded: {}\n  replayed: {}", show(expected), show(actual));
             if let Some(dd) = dataset {
-                detail.push_str(&format!("\n  first difference: shard {}", dd.shard));
+                let _ = write!(detail, "\n  first difference: shard {}", dd.shard);
                 if let Some(r) = dd.row {
-                    detail.push_str(&format!(", row {r} (row {} of the dataset)", dd.global_row.unwrap_or(r)));
+                    let _ = write!(detail, ", row {r} (row {} of the dataset)", dd.global_row.unwrap_or(r));
                 }
                 if let Some(c) = &dd.column {
-                    detail.push_str(&format!(", column `{c}`"));
+                    let _ = write!(detail, ", column `{c}`");
                 }
-                detail.push_str(&format!("\n    recorded: {}\n    replayed: {}", dd.expected, dd.actual));
+                let _ = write!(detail, "\n    recorded: {}\n    replayed: {}", dd.expected, dd.actual);
             }
             let data = json!({
                 "kind": "output",
@@ -88,7 +94,8 @@ fn describe(d: &Divergence) -> (String, String, serde_json::Value) {
             (format!("replay diverged at stage `{stage}`, output `{output}`"), detail, data)
         }
         Divergence::Stats { stage, field, expected, actual } => {
-            let show = |v: &Option<serde_json::Value>| v.as_ref().map_or_else(|| "(none)".to_owned(), ToString::to_string);
+            let show =
+                |v: &Option<serde_json::Value>| v.as_ref().map_or_else(|| "(none)".to_owned(), ToString::to_string);
             (
                 format!("replay diverged at stage `{stage}`: statistic `{field}` differs"),
                 format!("  recorded: {}\n  replayed: {}", show(expected), show(actual)),

@@ -31,7 +31,9 @@ pub(crate) struct RunArgs {
 
 pub(crate) fn cmd_run(ui: &mut Ui, cx: &CommandContext, args: &RunArgs) -> Result<(), CommandError> {
     let (store, root) = cx.open_store(Access::Shared, true)?;
-    let is_recipe = args.target.ends_with(".yaml") || args.target.ends_with(".yml");
+    let is_recipe = std::path::Path::new(&args.target)
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("yaml") || e.eq_ignore_ascii_case("yml"));
     let loaded = if is_recipe {
         let (outcome, _) = lock_to_file(&PathBuf::from(&args.target), None, &root, &store.root().join("tmp"))?;
         let shown = display_path(&outcome.path, &cx.cwd);
@@ -44,7 +46,7 @@ pub(crate) fn cmd_run(ui: &mut Ui, cx: &CommandContext, args: &RunArgs) -> Resul
     };
     let threads = cx.threads()?;
     let registry = registry();
-    let clock = cx.clock();
+    let clock = CommandContext::clock();
     let progress = StageProgress::new(ui);
     let opts = ExecOptions {
         registry: &registry,

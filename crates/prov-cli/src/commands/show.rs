@@ -81,13 +81,7 @@ pub(crate) fn cmd_show(ui: &mut Ui, cx: &CommandContext, args: &ShowArgs) -> Res
 }
 
 fn decode(digest: &Digest, bytes: &[u8]) -> Result<Record, CommandError> {
-    Record::from_bytes(bytes).map_err(|source| {
-        StoredError::Decode {
-            digest: *digest,
-            source,
-        }
-        .into()
-    })
+    Record::from_bytes(bytes).map_err(|source| StoredError::Decode { digest: *digest, source }.into())
 }
 
 fn record_json(digest: &Digest, record: &Record, referrers: &[Digest]) -> Value {
@@ -102,11 +96,7 @@ fn record_json(digest: &Digest, record: &Record, referrers: &[Digest]) -> Value 
 fn show_record(ui: &mut Ui, store: &Store, digest: &Digest, bytes: &[u8]) -> Result<(), CommandError> {
     let record = decode(digest, bytes)?;
     if let Record::Lockfile(lockfile) = record {
-        let loaded = LoadedLockfile {
-            lockfile,
-            bytes: bytes.to_vec(),
-            display: digest.to_string(),
-        };
+        let loaded = LoadedLockfile { lockfile, bytes: bytes.to_vec(), display: digest.to_string() };
         return show_run(ui, store, &loaded);
     }
     let referrers = store.index().referrers(digest)?;
@@ -118,13 +108,7 @@ fn show_record(ui: &mut Ui, store: &Store, digest: &Digest, bytes: &[u8]) -> Res
             ui.line(format!("  recipe    {}", r.recipe))?;
             ui.line(format!("  run id    {}", r.lockfile))?;
             ui.line(format!("  root      {}", r.root))?;
-            ui.line(
-                stages_table(store, r)?
-                    .lines()
-                    .map(|l| format!("  {l}"))
-                    .collect::<Vec<_>>()
-                    .join("\n"),
-            )?;
+            ui.line(stages_table(store, r)?.lines().map(|l| format!("  {l}")).collect::<Vec<_>>().join("\n"))?;
         }
         Record::Dataset(d) => {
             ui.line(format!(
@@ -135,28 +119,17 @@ fn show_record(ui: &mut Ui, store: &Store, digest: &Digest, bytes: &[u8]) -> Res
                 format_bytes(d.shards.iter().map(|s| s.bytes).sum()),
                 d.merkle_root.short()
             ))?;
-            let cols: Vec<String> = d
-                .columns
-                .iter()
-                .map(|c| format!("{}: {}", c.name, c.data_type))
-                .collect();
+            let cols: Vec<String> = d.columns.iter().map(|c| format!("{}: {}", c.name, c.data_type)).collect();
             ui.line(format!("  columns   {}", cols.join(", ")))?;
         }
         Record::Source(s) => {
-            ui.line(format!(
-                "  {} from {}: {}",
-                s.name,
-                s.origin,
-                content_summary(&s.content)
-            ))?;
+            ui.line(format!("  {} from {}: {}", s.name, s.origin, content_summary(&s.content)))?;
         }
         _ => {}
     }
     referrers_line(ui, &referrers)?;
     ui.line("")?;
-    ui.line(pretty_json(
-        &serde_json::to_value(&record).expect("records are plain JSON"),
-    ))?;
+    ui.line(pretty_json(&serde_json::to_value(&record).expect("records are plain JSON")))?;
     Ok(())
 }
 
@@ -179,12 +152,7 @@ fn content_summary(c: &Content) -> String {
 
 fn stage_summary(ui: &mut Ui, store: &Store, s: &StageRecord) -> Result<(), CommandError> {
     ui.line(format!("  name      {}", s.name))?;
-    ui.line(format!(
-        "  kind      {} v{} ({})",
-        s.stage_kind,
-        s.version,
-        s.determinism.as_str()
-    ))?;
+    ui.line(format!("  kind      {} v{} ({})", s.stage_kind, s.version, s.determinism.as_str()))?;
     ui.line(format!("  key       {}", s.key))?;
     for (name, d) in &s.inputs {
         let kind = store.index().object_kind(d)?.unwrap_or_else(|| "object".to_owned());
@@ -195,11 +163,7 @@ fn stage_summary(ui: &mut Ui, store: &Store, s: &StageRecord) -> Result<(), Comm
     }
     for (name, o) in &s.outputs {
         let t = serde_json::to_value(o.output_type).expect("output types are strings");
-        ui.line(format!(
-            "  output    {name} = {} ({})",
-            o.digest,
-            t.as_str().unwrap_or("?")
-        ))?;
+        ui.line(format!("  output    {name} = {} ({})", o.digest, t.as_str().unwrap_or("?")))?;
     }
     if !s.stats.is_empty() {
         ui.line(format!("  stats     {}", compact_stats(&s.stats)))?;
@@ -212,9 +176,7 @@ fn stage_summary(ui: &mut Ui, store: &Store, s: &StageRecord) -> Result<(), Comm
         e.arch,
         e.threads,
         e.device,
-        e.libtorch
-            .as_ref()
-            .map_or_else(String::new, |t| format!(", libtorch {t}"))
+        e.libtorch.as_ref().map_or_else(String::new, |t| format!(", libtorch {t}"))
     ))?;
     Ok(())
 }
@@ -263,10 +225,7 @@ fn stages_table(store: &Store, run: &RunRecord) -> Result<String, CommandError> 
             compact_stats(&s.stats),
         ]);
     }
-    Ok(table(
-        &["stage", "kind", "determinism", "key", "outputs", "stats"],
-        &rows,
-    ))
+    Ok(table(&["stage", "kind", "determinism", "key", "outputs", "stats"], &rows))
 }
 
 fn show_run(ui: &mut Ui, store: &Store, loaded: &LoadedLockfile) -> Result<(), CommandError> {
@@ -286,10 +245,7 @@ fn show_run(ui: &mut Ui, store: &Store, loaded: &LoadedLockfile) -> Result<(), C
     ui.line(format!("run {run_id} ({})", l.recipe.name))?;
     ui.line(format!("  lockfile  {}", loaded.display))?;
     let commands = if l.allow_commands { ", commands allowed" } else { "" };
-    ui.line(format!(
-        "  recipe    {} ({}), seed {}{commands}",
-        l.recipe.name, l.recipe.path, l.seed
-    ))?;
+    ui.line(format!("  recipe    {} ({}), seed {}{commands}", l.recipe.name, l.recipe.path, l.seed))?;
     source_lines(ui, l)?;
     if let Some((m, r)) = &recorded {
         ui.line(format!("recorded run {m} (root {})", r.root.short()))?;
@@ -301,11 +257,7 @@ fn show_run(ui: &mut Ui, store: &Store, loaded: &LoadedLockfile) -> Result<(), C
         .stages
         .iter()
         .map(|s| {
-            let inputs: Vec<String> = s
-                .inputs
-                .iter()
-                .map(|(k, i)| format!("{k}={}.{}", i.stage, i.output))
-                .collect();
+            let inputs: Vec<String> = s.inputs.iter().map(|(k, i)| format!("{k}={}.{}", i.stage, i.output)).collect();
             vec![
                 s.name.to_string(),
                 s.stage_kind.clone(),
@@ -328,12 +280,7 @@ fn source_lines(ui: &mut Ui, l: &Lockfile) -> Result<(), CommandError> {
         if let Some(r) = &s.retrieved {
             let _ = write!(extra, ", retrieved {r}");
         }
-        ui.line(format!(
-            "  source    {} = {}: {}{extra}",
-            s.name,
-            s.path,
-            content_summary(&s.content)
-        ))?;
+        ui.line(format!("  source    {} = {}: {}{extra}", s.name, s.path, content_summary(&s.content)))?;
     }
     Ok(())
 }
@@ -379,9 +326,7 @@ fn text_preview(store: &Store, digest: &Digest) -> Result<Option<String>, Comman
     const HEAD: u64 = 4096;
     const LINES: usize = 10;
     let mut head = Vec::new();
-    fs_err::File::open(store.object_path(digest))?
-        .take(HEAD)
-        .read_to_end(&mut head)?;
+    fs_err::File::open(store.object_path(digest))?.take(HEAD).read_to_end(&mut head)?;
     if head.contains(&0) {
         return Ok(None);
     }
@@ -396,7 +341,5 @@ fn text_preview(store: &Store, digest: &Digest) -> Result<Option<String>, Comman
     if !complete {
         lines.push("…");
     }
-    Ok(Some(
-        lines.iter().map(|l| format!("  | {l}")).collect::<Vec<_>>().join("\n"),
-    ))
+    Ok(Some(lines.iter().map(|l| format!("  | {l}")).collect::<Vec<_>>().join("\n")))
 }

@@ -110,11 +110,8 @@ fn store_summary(ui: &mut Ui, store: &Store, executions: &[ExecutionRow]) -> Res
     }
     let indexed: usize = kinds.iter().map(|(_, n)| n).sum();
     let runs: BTreeSet<Digest> = executions.iter().map(|e| e.run_id).collect();
-    let completed: BTreeSet<Digest> = executions
-        .iter()
-        .filter(|e| e.mode == "run" && e.status == "ok")
-        .map(|e| e.run_id)
-        .collect();
+    let completed: BTreeSet<Digest> =
+        executions.iter().filter(|e| e.mode == "run" && e.status == "ok").map(|e| e.run_id).collect();
     ui.json(
         "status",
         json!({
@@ -133,12 +130,7 @@ fn store_summary(ui: &mut Ui, store: &Store, executions: &[ExecutionRow]) -> Res
     if objects.len() > indexed {
         by_kind.push(format!("{} not indexed", objects.len() - indexed));
     }
-    ui.line(format!(
-        "  objects  {} ({}): {}",
-        objects.len(),
-        format_bytes(bytes),
-        by_kind.join(", ")
-    ))?;
+    ui.line(format!("  objects  {} ({}): {}", objects.len(), format_bytes(bytes), by_kind.join(", ")))?;
     ui.line(format!(
         "  runs     {}, {} with a completed run, {} logged",
         count(runs.len(), "run id"),
@@ -197,15 +189,7 @@ fn lockfile_status(
     } else {
         LockState::RecipeMissing
     };
-    Ok(LockfileStatus {
-        path: shown,
-        run_id,
-        lockfile: Some(lockfile),
-        recipe_exists,
-        state,
-        recorded,
-        last,
-    })
+    Ok(LockfileStatus { path: shown, run_id, lockfile: Some(lockfile), recipe_exists, state, recorded, last })
 }
 
 fn render(ui: &mut Ui, st: &LockfileStatus) -> Result<(), CommandError> {
@@ -255,25 +239,13 @@ fn render(ui: &mut Ui, st: &LockfileStatus) -> Result<(), CommandError> {
     };
     ui.line(format!("  recorded  {recorded}"))?;
     if let Some(e) = &st.last {
-        ui.line(format!(
-            "  last      {} {} ({})",
-            e.mode,
-            e.status,
-            format_time(e.started_ms)
-        ))?;
+        ui.line(format!("  last      {} {} ({})", e.mode, e.status, format_time(e.started_ms)))?;
     }
     let hint = match (&st.state, &st.recorded, &st.lockfile) {
         (LockState::Stale(_), _, Some(l)) => {
             let default = format!("lockfiles/{}.lock", l.recipe.name);
-            let out = if st.path == default {
-                String::new()
-            } else {
-                format!(" --out {}", st.path)
-            };
-            Some(format!(
-                "run `prov lock {}{out}` in the project root to update it",
-                l.recipe.path
-            ))
+            let out = if st.path == default { String::new() } else { format!(" --out {}", st.path) };
+            Some(format!("run `prov lock {}{out}` in the project root to update it", l.recipe.path))
         }
         (LockState::UpToDate, None, _) => Some(format!("run `prov run {}` in the project root to record it", st.path)),
         _ => None,

@@ -1,5 +1,7 @@
 //! `prov verify`.
 
+use std::fmt::Write as _;
+
 use prov_exec::{Problem, check_store};
 use prov_store::Access;
 use serde_json::json;
@@ -70,14 +72,14 @@ pub(crate) fn cmd_verify(ui: &mut Ui, cx: &CommandContext, _args: &VerifyArgs) -
             Problem::Missing => "missing".to_owned(),
             Problem::Invalid(e) => format!("not a valid record: {e}"),
         };
-        detail.push_str(&format!("  object {}: {what}\n", d.digest));
+        let _ = writeln!(detail, "  object {}: {what}", d.digest);
         for r in &d.referrers {
-            detail.push_str(&format!("    referenced by manifest {r}\n"));
+            let _ = writeln!(detail, "    referenced by manifest {r}");
         }
         let mut seen = std::collections::BTreeSet::new();
         for r in &d.runs {
             if seen.insert(r.run_id) {
-                detail.push_str(&format!("    run {} ({}) depends on it\n", r.run_id, r.recipe));
+                let _ = writeln!(detail, "    run {} ({}) depends on it", r.run_id, r.recipe);
             }
         }
     }

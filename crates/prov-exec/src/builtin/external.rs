@@ -16,7 +16,7 @@ use prov_store::{Digest, ObjectKind, Store};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::stage::{ConfigError, parse_params, InputSpec, Stage, StageContext, StageError, StageInput, StageOutput};
+use crate::stage::{ConfigError, InputSpec, Stage, StageContext, StageError, StageInput, StageOutput, parse_params};
 use crate::tree::{TreeError, tree_record};
 
 /// `PATH` given to commands unless the recipe sets one.
@@ -48,8 +48,7 @@ impl ExternalConfig {
         self.outputs
             .iter()
             .map(|(name, path)| {
-                name.parse::<prov_manifest::Name>()
-                    .map_err(|e| ConfigError::at(&["outputs", name], e.to_string()))?;
+                name.parse::<prov_manifest::Name>().map_err(|e| ConfigError::at(&["outputs", name], e.to_string()))?;
                 let is_dir = path.ends_with('/');
                 let rel: RelPath = path
                     .trim_end_matches('/')
@@ -87,16 +86,15 @@ impl Stage for ExternalStage {
         Ok(serde_json::to_value(&config).expect("the config holds only strings"))
     }
     fn determinism(&self, config: &Value) -> Determinism {
-        config
-            .get("determinism")
-            .and_then(|v| serde_json::from_value(v.clone()).ok())
-            .unwrap_or(Determinism::Portable)
+        config.get("determinism").and_then(|v| serde_json::from_value(v.clone()).ok()).unwrap_or(Determinism::Portable)
     }
     fn inputs(&self) -> InputSpec {
         InputSpec::Any
     }
     fn outputs(&self, config: &Value) -> Vec<(String, OutputType)> {
-        let Ok(config) = serde_json::from_value::<ExternalConfig>(config.clone()) else { return vec![] };
+        let Ok(config) = serde_json::from_value::<ExternalConfig>(config.clone()) else {
+            return vec![];
+        };
         config
             .outputs
             .iter()
@@ -114,17 +112,14 @@ impl Stage for ExternalStage {
         if !cx.allow_commands {
             return Err(StageError::Config(ConfigError::at(&[], "this lockfile does not allow commands")));
         }
-        let config: ExternalConfig =
-            parse_params(cx.config).map_err(StageError::Config)?;
+        let config: ExternalConfig = parse_params(cx.config).map_err(StageError::Config)?;
         let outputs = config.output_paths()?;
         let scratch = cx.scratch_dir()?;
         let work = scratch.join("work");
         fs_err::create_dir_all(work.join("inputs"))?;
         for (name, input) in cx.inputs {
-            materialize(cx.store, input, &work.join("inputs").join(name)).map_err(|e| StageError::Input {
-                input: name.clone(),
-                message: e.to_string(),
-            })?;
+            materialize(cx.store, input, &work.join("inputs").join(name))
+                .map_err(|e| StageError::Input { input: name.clone(), message: e.to_string() })?;
         }
         let mut env: BTreeMap<String, String> = BTreeMap::from([
             ("PATH".into(), DEFAULT_PATH.into()),
@@ -206,10 +201,7 @@ fn resolve_program(program: &str, path: &str) -> std::path::PathBuf {
     if program.contains('/') {
         return program.into();
     }
-    path.split(':')
-        .map(|dir| Path::new(dir).join(program))
-        .find(|p| p.is_file())
-        .unwrap_or_else(|| program.into())
+    path.split(':').map(|dir| Path::new(dir).join(program)).find(|p| p.is_file()).unwrap_or_else(|| program.into())
 }
 
 /// Copies an input out of the store to `dest` (a file or a directory).

@@ -6,7 +6,7 @@ use prov_manifest::{
 use prov_store::ObjectKind;
 use serde_json::Value;
 
-use crate::stage::{ConfigError, parse_params, InputSpec, Stage, StageContext, StageError, StageOutput};
+use crate::stage::{ConfigError, InputSpec, Stage, StageContext, StageError, StageOutput, parse_params};
 use crate::tree::{TreeError, tree_record};
 
 /// Imports a pinned source, checking its bytes against the pin.
@@ -37,8 +37,7 @@ impl Stage for SourceStage {
         vec![("source".into(), OutputType::Source)]
     }
     fn run(&self, cx: &StageContext<'_>) -> Result<StageOutput, StageError> {
-        let locked: LockedSource =
-            parse_params(cx.config).map_err(StageError::Config)?;
+        let locked: LockedSource = parse_params(cx.config).map_err(StageError::Config)?;
         let path = cx.project_root.join(&locked.path);
         let (actual, files) = match &locked.content {
             Content::File { .. } => {
@@ -47,14 +46,14 @@ impl Stage for SourceStage {
             }
             Content::Tree { .. } => {
                 let store = cx.store;
-                let tree = tree_record(&path, &mut |p| Ok(store.put_file(ObjectKind::Blob, p)?)).map_err(|e| match e {
-                    TreeError::Io(e) => StageError::Io(e),
-                    TreeError::Store(e) => StageError::Store(e),
-                    other @ TreeError::Unsupported { .. } => StageError::Input {
-                        input: locked.name.to_string(),
-                        message: other.to_string(),
-                    },
-                })?;
+                let tree =
+                    tree_record(&path, &mut |p| Ok(store.put_file(ObjectKind::Blob, p)?)).map_err(|e| match e {
+                        TreeError::Io(e) => StageError::Io(e),
+                        TreeError::Store(e) => StageError::Store(e),
+                        other @ TreeError::Unsupported { .. } => {
+                            StageError::Input { input: locked.name.to_string(), message: other.to_string() }
+                        }
+                    })?;
                 let files = tree.entries.len() as u64;
                 (put_record(cx.store, &Record::Tree(tree))?, files)
             }
