@@ -144,8 +144,13 @@ fn commit_writes_lockfile_and_manifests_into_git() {
     git(&["init", "-q"]);
     git(&["config", "user.name", "Test Reviewer"]);
     git(&["config", "user.email", "reviewer@example.org"]);
+    // Something the user staged is not swept into prov's commit.
+    p.write("notes.txt", "work in progress");
+    git(&["add", "notes.txt"]);
     let r = p.prov(&["run", "recipes/quickstart.yaml", "--commit"]);
     r.success();
+    assert!(!git(&["show", "--name-only", "--format=", "HEAD"]).contains("notes.txt"));
+    assert!(git(&["diff", "--cached", "--name-only"]).contains("notes.txt"), "notes.txt stays staged");
     let log = git(&["log", "--format=%s%n%b"]);
     assert!(log.starts_with("prov run quickstart: run "), "{log}");
     let files = git(&["ls-files"]);

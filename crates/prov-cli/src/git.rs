@@ -62,14 +62,41 @@ pub(crate) fn commit_run(
     prov_store::write_atomically(&tmp, &workdir.join(&run_rel), format!("{run_manifest}\n").as_bytes())?;
     paths.push(run_rel);
 
+    // The commit holds HEAD's tree plus exactly these paths, whatever else the user staged.
+    let head_tree = repo.head().ok().and_then(|h| h.peel_to_tree().ok());
+    let mut staging = git2::Index::new().map_err(git_err)?;
+    if let Some(t) = &head_tree {
+        staging.read_tree(t).map_err(git_err)?;
+    }
+    // Stale manifests of an earlier run of this recipe leave the tree.
+    staging.remove_dir(Path::new(&manifest_dir_rel), 0).map_err(git_err)?;
+    for p in &paths {
+        let bytes = fs_err::read(workdir.join(p))?;
+        let blob = repo.blob(&bytes).map_err(git_err)?;
+        let entry = git2::IndexEntry {
+            ctime: git2::IndexTime::new(0, 0),
+            mtime: git2::IndexTime::new(0, 0),
+            dev: 0,
+            ino: 0,
+            mode: 0o100_644,
+            uid: 0,
+            gid: 0,
+            file_size: u32::try_from(bytes.len()).unwrap_or(u32::MAX),
+            id: blob,
+            flags: 0,
+            flags_extended: 0,
+            path: p.as_bytes().to_vec(),
+        };
+        staging.add(&entry).map_err(git_err)?;
+    }
+    let tree_id = staging.write_tree_to(&repo).map_err(git_err)?;
+    // Keep the work tree's index in step for these paths; other staged changes stay staged.
     let mut index = repo.index().map_err(git_err)?;
-    // Stale manifests of an earlier run of this recipe leave the index too.
     index.remove_dir(Path::new(&manifest_dir_rel), 0).map_err(git_err)?;
     for p in &paths {
         index.add_path(Path::new(p)).map_err(git_err)?;
     }
     index.write().map_err(git_err)?;
-    let tree_id = index.write_tree().map_err(git_err)?;
     let tree = repo.find_tree(tree_id).map_err(git_err)?;
     let sig = repo.signature().map_err(|e| {
         CommandError::input(format!("git has no identity to commit with: {}", e.message()))

@@ -5,7 +5,7 @@
 //!
 //! One JSON object per line: `{"type": "<message type>", "data": {…}}`. Message types used
 //! today: `run` (an execution's summary), `stage` (one stage boundary), `divergence`,
-//! `verify`, `damage`, `gc`, `lock`, `init`, `doctor`, `log`, `status`, `lockfile`, `record`,
+//! `verify`, `damage`, `gc`, `lock`, `init`, `commit`, `doctor`, `log`, `status`, `lockfile`, `record`,
 //! `object`, `diff`, `lineage`. Types and fields may expand over time; consumers must ignore what they
 //! do not know.
 

@@ -509,16 +509,8 @@ fn envelope_divergence(stage: &LockedStage, expected: &StageRecord, envelope: &E
     (!differences.is_empty()).then(|| Divergence::Envelope { stage: stage.name.clone(), differences })
 }
 
-/// Re-executes a recorded run ignoring the cache and compares every stage with the recording.
-pub fn replay(
-    store: &Store,
-    lockfile: &Lockfile,
-    bytes: &[u8],
-    range: &ReplayRange,
-    opts: &ExecOptions<'_>,
-) -> Result<RunReport, ExecError> {
-    let run_id = store_lockfile(store, lockfile, bytes)?;
-    let nodes = plan(lockfile, opts.registry)?;
+/// Checks that `--from` and `--until` name planned stages, in that order.
+fn check_range(nodes: &[Node], range: &ReplayRange) -> Result<(), ExecError> {
     let position = |name: &String| {
         nodes.iter().position(|n| n.stage.name.as_str() == name).ok_or_else(|| ExecError::UnknownStage(name.clone()))
     };
@@ -532,7 +524,24 @@ pub fn replay(
             until: nodes[u].stage.name.to_string(),
         });
     }
+    Ok(())
+}
+
+/// Re-executes a recorded run ignoring the cache and compares every stage with the recording.
+pub fn replay(
+    store: &Store,
+    lockfile: &Lockfile,
+    bytes: &[u8],
+    range: &ReplayRange,
+    opts: &ExecOptions<'_>,
+) -> Result<RunReport, ExecError> {
+    let run_id = store_lockfile(store, lockfile, bytes)?;
+    let nodes = plan(lockfile, opts.registry)?;
+    check_range(&nodes, range)?;
     let (recorded_manifest, recorded) = recorded_run(store, &run_id)?.ok_or(ExecError::NotRecorded(run_id))?;
+    if recorded.lockfile != run_id {
+        return Err(ExecError::WrongRecord { digest: recorded_manifest, expected: "run of this lockfile" });
+    }
     let recorded_stages = stage_records(store, &recorded)?;
     let recipe = lockfile.recipe.name.to_string();
     let execution = store.index().begin_execution(&run_id, "replay", &recipe, opts.lockfile_display, (opts.clock)())?;

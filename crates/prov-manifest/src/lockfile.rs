@@ -112,6 +112,10 @@ impl Lockfile {
         let mut seen: std::collections::BTreeSet<&Name> = self.sources.iter().map(|s| &s.name).collect();
         for stage in &self.stages {
             for (input, r) in &stage.inputs {
+                // Input names become paths of external commands' inputs: names only.
+                if let Err(e) = input.parse::<Name>() {
+                    return Err(format!("stage `{}` input {e}", stage.name));
+                }
                 if !seen.contains(&r.stage) {
                     return Err(format!(
                         "stage `{}` input `{input}` refers to `{}`, which is not a source or an earlier stage",

@@ -29,7 +29,8 @@ pub enum StoredError {
 impl StoredError {
     /// Returns true when stored bytes do not match their digest.
     pub fn is_integrity_failure(&self) -> bool {
-        matches!(self, Self::Store(e) if e.is_integrity_failure())
+        // A stored manifest that does not decode is damaged store content too.
+        matches!(self, Self::Decode { .. }) || matches!(self, Self::Store(e) if e.is_integrity_failure())
     }
 }
 

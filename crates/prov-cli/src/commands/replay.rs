@@ -52,9 +52,12 @@ pub(crate) fn cmd_replay(ui: &mut Ui, cx: &CommandContext, args: &ReplayArgs) ->
     let report = result?;
     render_report(ui, &report, "replay")?;
     let Some(d) = &report.divergence else {
+        let replayed = report.stages.iter().filter(|s| s.status == prov_exec::StageStatus::Replayed).count();
+        let reused = report.stages.len() - replayed;
+        let reused =
+            if reused > 0 { format!(" ({reused} earlier stages reused from the recording)") } else { String::new() };
         ui.line(format!(
-            "replay identical: {} stages re-executed, every output equal to the recording",
-            report.stages.len()
+            "replay identical: {replayed} stages re-executed, every output equal to the recording{reused}"
         ))?;
         return Ok(());
     };
