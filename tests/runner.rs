@@ -5,6 +5,7 @@
 mod common;
 
 mod test_concurrency;
+mod test_explain;
 mod test_kill;
 mod test_quickstart;
 mod test_real_data;

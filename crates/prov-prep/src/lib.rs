@@ -3,7 +3,8 @@
 //! `prov-prep` owns the stages that transform documents: for now [`ShardStage`] (JSON Lines or
 //! Parquet in, N deterministic Parquet shards out) and [`SampleStage`] (seeded sampling,
 //! shard-parallel). The compliance filters (robots.txt, PII, toxicity, licenses, dedup,
-//! decontamination) will join them here, each writing a per-document ledger.
+//! decontamination) will join them here, each writing a per-document ledger; [`robots`] is
+//! the RFC 9309 robots.txt parser and matcher the robots filter will use.
 //!
 //! Stages read documents through `prov-dataset` and never touch anything but their
 //! [`prov_exec::StageContext`].
@@ -16,6 +17,7 @@
 //! assert!(registry.get("shard").is_some() && registry.get("sample").is_some());
 //! ```
 
+pub mod robots;
 mod sample;
 mod shard;
 

@@ -2,6 +2,7 @@
 
 mod diff;
 mod doctor;
+mod explain;
 mod gc;
 mod init;
 mod lineage;
@@ -30,6 +31,7 @@ pub(crate) enum Command {
     Show(show::ShowArgs),
     Diff(diff::DiffArgs),
     Lineage(lineage::LineageArgs),
+    Explain(explain::ExplainArgs),
     Gc(gc::GcArgs),
 }
 
@@ -46,6 +48,7 @@ pub(crate) fn dispatch(ui: &mut Ui, cx: &CommandContext, command: &Command) -> R
         Command::Show(a) => show::cmd_show(ui, cx, a),
         Command::Diff(a) => diff::cmd_diff(ui, cx, a),
         Command::Lineage(a) => lineage::cmd_lineage(ui, cx, a),
+        Command::Explain(a) => explain::cmd_explain(ui, cx, a),
         Command::Gc(a) => gc::cmd_gc(ui, cx, a),
     }
 }

@@ -1,0 +1,203 @@
+//! `prov explain`: answers "why" for one input. Each kind of question is a subcommand of
+//! [`ExplainCommand`]: `robots` now; PII matches, license strings, Goldfish masks and batches
+//! at a step will join it.
+
+use std::collections::BTreeMap;
+use std::io::BufRead as _;
+use std::path::{Path, PathBuf};
+
+use prov_prep::robots::{Basis, BodyKind, Decision, RobotsTxt, product_token};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::context::CommandContext;
+use crate::error::CommandError;
+use crate::ui::Ui;
+
+/// Explain one decision: why a URL is allowed, a string redacted, a license accepted
+///
+/// Each subcommand answers for one kind of input and names the rule that decided, with its
+/// line, so that a removal in a ledger can be traced to its cause.
+#[derive(Debug, clap::Args)]
+pub(crate) struct ExplainArgs {
+    #[command(subcommand)]
+    command: ExplainCommand,
+}
+
+/// The kinds of question `prov explain` answers.
+#[derive(Debug, clap::Subcommand)]
+enum ExplainCommand {
+    Robots(RobotsArgs),
+}
+
+/// Say which robots.txt rule allows or disallows a URL for a crawler
+///
+/// Parses the robots.txt as RFC 9309 says (groups, longest match, `Allow` wins ties, `*` and
+/// `$`, percent-encoding) and prints the decision, the deciding rule with its line number and
+/// the user-agent of its group, or "no matching rule: allowed". The crawler's product token is
+/// its user-agent up to the first `/` (`CCBot/2.0` is `CCBot`). `/robots.txt` itself is always
+/// allowed.
+///
+/// With `--batch`, reads JSON lines `{"robots": PATH, "agent": UA, "url": URL}` from stdin and
+/// writes one JSON line per input, in input order: `{"line", "robots", "agent", "url",
+/// "allowed", "rule": {"line", "directive", "pattern"} | null, "agent_group", "basis",
+/// "path"}` (with `--json`, each wrapped as a `robots` message). A malformed input line is an
+/// error naming its line number.
+#[derive(Debug, clap::Args)]
+struct RobotsArgs {
+    /// The robots.txt file
+    #[arg(long, value_name = "FILE", required_unless_present = "batch")]
+    robots: Option<PathBuf>,
+    /// The crawler's user-agent or product token (`GPTBot`, `CCBot/2.0`, `*`)
+    #[arg(long, value_name = "UA", required_unless_present = "batch")]
+    agent: Option<String>,
+    /// The URL, or its path and query (`https://example.com/a?b`, `/a?b`)
+    #[arg(long, value_name = "URL", required_unless_present = "batch")]
+    url: Option<String>,
+    /// Read JSON lines `{"robots": PATH, "agent": UA, "url": URL}` from stdin instead
+    #[arg(long, conflicts_with_all = ["robots", "agent", "url"])]
+    batch: bool,
+}
+
+pub(crate) fn cmd_explain(ui: &mut Ui, cx: &CommandContext, args: &ExplainArgs) -> Result<(), CommandError> {
+    match &args.command {
+        ExplainCommand::Robots(a) => cmd_explain_robots(ui, cx, a),
+    }
+}
+
+fn cmd_explain_robots(ui: &mut Ui, cx: &CommandContext, args: &RobotsArgs) -> Result<(), CommandError> {
+    if args.batch {
+        return explain_robots_batch(ui, cx);
+    }
+    let (Some(file), Some(agent), Some(url)) = (&args.robots, &args.agent, &args.url) else {
+        return Err(CommandError::input("give `--robots`, `--agent` and `--url`, or `--batch`"));
+    };
+    let robots = load_robots(&cx.cwd.join(file))?;
+    let decision = robots.check(agent, url);
+    let stats = robots.stats();
+    if robots.looks_unparseable() {
+        let body = match stats.body {
+            BodyKind::Html => "an HTML body",
+            BodyKind::Binary => "a binary body",
+            BodyKind::Text => "no group",
+        };
+        ui.warn(format!(
+            "`{}` does not look like a robots.txt ({body}, {} of {} lines ignored): everything is allowed",
+            file.display(),
+            stats.ignored_lines(),
+            stats.lines
+        ));
+    } else if stats.ignored_lines() > 0 {
+        ui.warn(format!(
+            "{} lines of `{}` were ignored (no `:`, or a rule before any user-agent)",
+            stats.ignored_lines(),
+            file.display()
+        ));
+    }
+    let mut data = decision_json(&decision);
+    if let Value::Object(m) = &mut data {
+        m.insert("unparseable".into(), Value::Bool(robots.looks_unparseable()));
+        m.insert("ignored_lines".into(), Value::from(stats.ignored_lines()));
+    }
+    ui.json("robots", data)?;
+    for line in human(&decision, agent) {
+        ui.line(line)?;
+    }
+    Ok(())
+}
+
+/// One line of `--batch` input.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BatchInput {
+    robots: PathBuf,
+    agent: String,
+    url: String,
+}
+
+fn explain_robots_batch(ui: &mut Ui, cx: &CommandContext) -> Result<(), CommandError> {
+    let mut cache: BTreeMap<PathBuf, RobotsTxt> = BTreeMap::new();
+    let mut stdin = std::io::stdin().lock();
+    let mut buf = Vec::new();
+    let mut number = 0usize;
+    loop {
+        buf.clear();
+        if stdin.read_until(b'\n', &mut buf).map_err(|e| CommandError::input(format!("reading stdin: {e}")))? == 0 {
+            return Ok(());
+        }
+        number += 1;
+        let Ok(line) = std::str::from_utf8(&buf) else {
+            return Err(CommandError::input(format!("stdin line {number}: not valid UTF-8")));
+        };
+        let line = line.trim();
+        if line.is_empty() {
+            continue;
+        }
+        let input: BatchInput = serde_json::from_str(line).map_err(|e| {
+            let text = e.to_string();
+            let reason = text.rsplit_once(" at line ").map_or(text.as_str(), |(reason, _)| reason);
+            CommandError::input(format!("stdin line {number}: {reason}"))
+                .with_hint(r#"each line is a JSON object {"robots": PATH, "agent": UA, "url": URL}"#)
+        })?;
+        let path = cx.cwd.join(&input.robots);
+        if !cache.contains_key(&path) {
+            let robots =
+                load_robots(&path).map_err(|e| CommandError::input(format!("stdin line {number}: {}", e.message)))?;
+            cache.insert(path.clone(), robots);
+        }
+        let robots = cache.get(&path).expect("inserted above");
+        let decision = robots.check(&input.agent, &input.url);
+        let mut data = json!({
+            "line": number,
+            "robots": input.robots.to_string_lossy(),
+            "agent": input.agent,
+            "url": input.url,
+        });
+        if let (Value::Object(m), Value::Object(d)) = (&mut data, decision_json(&decision)) {
+            m.extend(d);
+        }
+        if ui.is_json() {
+            ui.json("robots", data)?;
+        } else {
+            ui.line(data.to_string())?;
+        }
+    }
+}
+
+/// Reads and parses a robots.txt file (parsing never fails; reading may).
+fn load_robots(path: &Path) -> Result<RobotsTxt, CommandError> {
+    let bytes = fs_err::read(path).map_err(|e| CommandError::input(format!("reading robots.txt: {e}")))?;
+    Ok(RobotsTxt::parse(&bytes))
+}
+
+/// Returns the JSON form of a decision, shared by single and batch output.
+fn decision_json(d: &Decision) -> Value {
+    json!({
+        "allowed": d.allowed,
+        "rule": d.rule.as_ref().map(|r| json!({"line": r.line, "directive": r.directive, "pattern": r.pattern})),
+        "agent_group": d.group_agent,
+        "basis": d.basis,
+        "path": d.path,
+    })
+}
+
+/// Returns the human-readable lines of a decision.
+fn human(d: &Decision, agent: &str) -> Vec<String> {
+    let verdict = if d.allowed { "allowed" } else { "disallowed" };
+    let mut lines = match (&d.basis, &d.rule) {
+        (Basis::Rule, Some(r)) => {
+            vec![format!("{verdict} by line {}: {}: {}", r.line, r.directive, r.pattern)]
+        }
+        (Basis::RobotsTxt, _) => vec!["allowed: /robots.txt is always allowed (RFC 9309 section 2.2.2)".to_owned()],
+        _ => vec![format!("no matching rule: {verdict}")],
+    };
+    match (&d.group_agent, d.basis) {
+        (Some(g), _) => lines.push(format!("group: user-agent {g}")),
+        (None, Basis::NoGroup) => {
+            lines.push(format!("group: none (no group names `{}` and there is no `*` group)", product_token(agent)));
+        }
+        (None, _) => {}
+    }
+    lines.push(format!("path: {}", d.path));
+    lines
+}

@@ -1,0 +1,432 @@
+//! robots.txt: an RFC 9309 parser and matcher that says which rule decided.
+//!
+//! [`RobotsTxt::parse`] reads a body as bytes and never fails; what it could not use is
+//! counted in [`ParseStats`], and [`RobotsTxt::looks_unparseable`] tells a stage when to give
+//! the `unparseable` reason code. [`RobotsTxt::check`] answers whether a crawler may fetch a
+//! URL and returns a [`Decision`] naming the deciding rule, its line and its group.
+//!
+//! # Rules implemented (RFC 9309)
+//!
+//! - Lines end with CR, LF or CRLF; a UTF-8 byte order mark (or a prefix of one) at the start
+//!   is skipped; `#` starts a comment; directive names are case-insensitive; a line without
+//!   `:` is ignored; the body is read as bytes, so invalid UTF-8 is no obstacle.
+//! - A run of `user-agent` lines starts a group and the `allow`/`disallow` lines after it
+//!   belong to every agent in the run; the next `user-agent` line after a rule starts a new
+//!   group. Other records (`sitemap`, `crawl-delay`) and blank lines do not end a group, and
+//!   rules before the first `user-agent` line belong to none (§2.1).
+//! - The crawler's product token is its user-agent up to the first `/` (`CCBot/2.0` is
+//!   `CCBot`); a group line names the leading product token of its value (letters, `-`, `_`:
+//!   `FooBot/1.0` and `FooBot crawler` both name `FooBot`, and `AB42bot` names `AB`). Tokens
+//!   compare case-insensitively; every group naming the crawler applies, merged; if none
+//!   does, the `*` groups apply, merged; if there are none either, everything is allowed
+//!   (§2.2.1).
+//! - A rule matches the path and query of the URL (§2.2.2); `*` matches any sequence and a
+//!   final `$` anchors the end (§2.2.3). The longest matching pattern wins, counted in octets
+//!   of its canonical form including `*` and `$`; between an `allow` and a `disallow` of the
+//!   same length, `allow` wins. An empty `disallow` matches nothing.
+//! - Canonical form: rule paths have their non-ASCII octets percent-encoded and the hex
+//!   digits of escapes upper-cased; request paths have their escapes upper-cased. Escapes of
+//!   unreserved characters are compared as written, not decoded: the conformance suite
+//!   (google/robotstxt-spec-test) expects `Allow: /%62%61%7A` not to match `/baz`.
+//! - `/robots.txt` is implicitly allowed (§2.2.2), unless [`CheckOptions`] says otherwise:
+//!   the conformance suite has three cases that expect the file itself to be disallowed.
+//!
+//! # Example
+//!
+//! ```
+//! use prov_prep::robots::{Directive, RobotsTxt};
+//!
+//! let robots = RobotsTxt::parse(b"User-agent: GPTBot\nDisallow: /\nAllow: /public/\n");
+//! let d = robots.check("GPTBot/1.1", "https://example.com/private/page");
+//! assert!(!d.allowed);
+//! let rule = d.rule.unwrap();
+//! assert_eq!((rule.line, rule.directive, rule.pattern.as_str()), (2, Directive::Disallow, "/"));
+//! assert_eq!(d.group_agent.as_deref(), Some("GPTBot"));
+//! assert!(robots.check("GPTBot", "/public/index.html").allowed);
+//! assert!(robots.check("CCBot", "/private/page").allowed);
+//! ```
+
+mod matcher;
+mod parse;
+
+use std::fmt;
+
+use serde::Serialize;
+
+pub use parse::{BodyKind, ParseStats};
+
+use parse::{Agent, Group};
+
+/// A parsed robots.txt body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RobotsTxt {
+    groups: Vec<Group>,
+    stats: ParseStats,
+}
+
+/// Whether a rule allows or disallows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Directive {
+    /// `allow:`
+    Allow,
+    /// `disallow:`
+    Disallow,
+}
+
+impl Directive {
+    /// Returns the directive name as written in a robots.txt (`Allow`, `Disallow`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Allow => "Allow",
+            Self::Disallow => "Disallow",
+        }
+    }
+}
+
+impl fmt::Display for Directive {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The rule that decided a [`Decision`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct MatchedRule {
+    /// 1-based line number of the rule in the robots.txt body.
+    pub line: usize,
+    /// `Allow` or `Disallow`.
+    pub directive: Directive,
+    /// The path pattern in canonical form (non-ASCII octets percent-encoded, escapes in
+    /// upper case), which is what was compared.
+    pub pattern: String,
+}
+
+/// Why a [`Decision`] came out as it did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Basis {
+    /// A rule matched: [`Decision::rule`] is that rule.
+    Rule,
+    /// A group applied, but none of its rules matched: allowed.
+    NoMatchingRule,
+    /// No group names the crawler and there is no `*` group: allowed.
+    NoGroup,
+    /// The path is `/robots.txt`, which is implicitly allowed (RFC 9309 §2.2.2).
+    RobotsTxt,
+}
+
+/// The answer to "may this crawler fetch this URL?", with the reason.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Decision {
+    /// True when the crawler may fetch the URL.
+    pub allowed: bool,
+    /// The deciding rule, if a rule matched.
+    pub rule: Option<MatchedRule>,
+    /// The product token (as written in the file, or `*`) of the group that applied, if one
+    /// did; with merged groups, the one that holds the deciding rule.
+    pub group_agent: Option<String>,
+    /// Why the decision came out as it did.
+    pub basis: Basis,
+    /// The path and query that were matched, in canonical form.
+    pub path: String,
+}
+
+/// Options of [`RobotsTxt::check_with`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CheckOptions {
+    /// Allow `/robots.txt` whatever the rules say (RFC 9309 §2.2.2). On by default; the
+    /// google/robotstxt-spec-test suite expects it off.
+    pub robots_txt_implicitly_allowed: bool,
+}
+
+impl Default for CheckOptions {
+    fn default() -> Self {
+        Self { robots_txt_implicitly_allowed: true }
+    }
+}
+
+impl RobotsTxt {
+    /// Parses a robots.txt body. Never fails: lines that cannot be used are counted in
+    /// [`RobotsTxt::stats`] and ignored.
+    pub fn parse(bytes: &[u8]) -> RobotsTxt {
+        let (groups, stats) = parse::parse(bytes);
+        RobotsTxt { groups, stats }
+    }
+
+    /// Returns what the parser saw, including what it ignored.
+    pub fn stats(&self) -> &ParseStats {
+        &self.stats
+    }
+
+    /// True when the body does not look like a robots.txt at all: it is HTML or binary, or
+    /// it has lines that could not be used and not a single group. A stage records such a
+    /// body with the `unparseable` reason code (the decision is still "allowed").
+    pub fn looks_unparseable(&self) -> bool {
+        self.stats.body != BodyKind::Text || (self.stats.groups == 0 && self.stats.ignored_lines() > 0)
+    }
+
+    /// Returns whether `user_agent` may fetch `url_or_path`, with the deciding rule.
+    ///
+    /// `user_agent` is a product token or a user-agent string whose product token comes
+    /// before the first `/` (`CCBot/2.0`); `*` asks about the `*` group alone.
+    /// `url_or_path` is an absolute URL or a path; the path and query are matched.
+    pub fn check(&self, user_agent: &str, url_or_path: &str) -> Decision {
+        self.check_with(user_agent, url_or_path, CheckOptions::default())
+    }
+
+    /// Like [`RobotsTxt::check`], with options.
+    pub fn check_with(&self, user_agent: &str, url_or_path: &str, options: CheckOptions) -> Decision {
+        let path = matcher::request_path(url_or_path);
+        if options.robots_txt_implicitly_allowed && path == "/robots.txt" {
+            return Decision {
+                allowed: true,
+                rule: None,
+                group_agent: None,
+                basis: Basis::RobotsTxt,
+                path: path.into_owned(),
+            };
+        }
+        let token = product_token(user_agent);
+        let named = |a: &Agent| matches!(a, Agent::Token(t) if !t.is_empty() && t.eq_ignore_ascii_case(token));
+        let groups: Vec<(&Group, &Agent)> = {
+            let specific: Vec<_> = self.applicable(named);
+            if specific.is_empty() { self.applicable(|a| matches!(a, Agent::Any)) } else { specific }
+        };
+        let Some(&(_, first_agent)) = groups.first() else {
+            return Decision {
+                allowed: true,
+                rule: None,
+                group_agent: None,
+                basis: Basis::NoGroup,
+                path: path.into_owned(),
+            };
+        };
+        // The longest pattern wins; `allow` wins a tie; among equals, the earliest line.
+        let mut best: Option<(&parse::Rule, &Agent)> = None;
+        for &(group, agent) in &groups {
+            for rule in &group.rules {
+                let better = best.is_none_or(|(b, _)| {
+                    (rule.pattern.len(), rule.directive == Directive::Allow)
+                        > (b.pattern.len(), b.directive == Directive::Allow)
+                });
+                if better && matcher::matches(rule.pattern.as_bytes(), path.as_bytes()) {
+                    best = Some((rule, agent));
+                }
+            }
+        }
+        match best {
+            Some((rule, agent)) => Decision {
+                allowed: rule.directive == Directive::Allow,
+                rule: Some(MatchedRule { line: rule.line, directive: rule.directive, pattern: rule.pattern.clone() }),
+                group_agent: Some(agent.as_str().to_owned()),
+                basis: Basis::Rule,
+                path: path.into_owned(),
+            },
+            None => Decision {
+                allowed: true,
+                rule: None,
+                group_agent: Some(first_agent.as_str().to_owned()),
+                basis: Basis::NoMatchingRule,
+                path: path.into_owned(),
+            },
+        }
+    }
+
+    /// Returns the groups with an agent for which `applies` holds, each with that agent.
+    fn applicable(&self, applies: impl Fn(&Agent) -> bool) -> Vec<(&Group, &Agent)> {
+        self.groups.iter().filter_map(|g| g.agents.iter().find(|a| applies(a)).map(|a| (g, a))).collect()
+    }
+}
+
+/// Returns the product token of a crawler's user-agent: the text before the first `/`,
+/// without surrounding white space (`CCBot/2.0` → `CCBot`).
+pub fn product_token(user_agent: &str) -> &str {
+    user_agent.split('/').next().unwrap_or_default().trim()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn allowed(body: &str, agent: &str, url: &str) -> bool {
+        RobotsTxt::parse(body.as_bytes()).check(agent, url).allowed
+    }
+
+    #[test]
+    fn no_groups_allow_everything() {
+        let d = RobotsTxt::parse(b"").check("FooBot", "/x");
+        assert!(d.allowed);
+        assert_eq!(d.basis, Basis::NoGroup);
+        assert_eq!(d.group_agent, None);
+        assert!(allowed("user-agent: BarBot\ndisallow: /\n", "FooBot", "/x"));
+    }
+
+    #[test]
+    fn the_star_group_applies_only_when_no_group_names_the_crawler() {
+        let body = "user-agent: *\ndisallow: /x\nuser-agent: FooBot\nallow: /x/y\n";
+        assert!(allowed(body, "FooBot", "http://foo.bar/x/y"));
+        assert!(allowed(body, "FooBot", "http://foo.bar/x/z"));
+        assert!(!allowed(body, "BarBot", "http://foo.bar/x/y"));
+        let d = RobotsTxt::parse(body.as_bytes()).check("BarBot", "/x/y");
+        assert_eq!(d.group_agent.as_deref(), Some("*"));
+    }
+
+    #[test]
+    fn agent_matching_is_case_insensitive_on_the_product_token() {
+        let body = "User-agent: FooBot\nDisallow: /\n";
+        assert!(!allowed(body, "foobot", "/"));
+        assert!(!allowed(body, "FOOBOT/2.1", "/"));
+        assert!(!allowed(body, " FooBot ", "/"));
+        assert!(allowed(body, "FooBotX", "/"));
+        assert!(allowed(body, "Foo", "/"));
+        // A group line names its leading token; a crawler token with a space names nothing.
+        let body = "User-agent: *\nDisallow: /\nUser-agent: Foo Bar\nAllow: /x/\nDisallow: /\n";
+        assert!(allowed(body, "foo", "/x/y"));
+        assert!(!allowed(body, "Foo Bar", "/x/y"));
+    }
+
+    #[test]
+    fn groups_for_the_same_agent_are_merged() {
+        let body = "user-agent: FooBot\ndisallow: /\nallow: /x/\nuser-agent: BarBot\ndisallow: /\n\
+                    user-agent: FooBot\nallow: /z/\n";
+        assert!(allowed(body, "FooBot", "/x/b"));
+        assert!(allowed(body, "FooBot", "/z/d"));
+        assert!(!allowed(body, "FooBot", "/y/c"));
+        let d = RobotsTxt::parse(body.as_bytes()).check("foobot", "/z/d");
+        assert_eq!(d.rule.map(|r| r.line), Some(7));
+        assert_eq!(d.group_agent.as_deref(), Some("FooBot"));
+    }
+
+    #[test]
+    fn the_longest_match_wins_whatever_the_order() {
+        assert!(!allowed("user-agent: a\ndisallow: /x/page.html\nallow: /x/\n", "a", "/x/page.html"));
+        assert!(allowed("user-agent: a\nallow: /x/page.html\ndisallow: /x/\n", "a", "/x/page.html"));
+        assert!(!allowed("user-agent: a\nallow: /page\ndisallow: /*.html\n", "a", "/page.html"));
+        // `$` counts towards the length.
+        assert!(allowed("user-agent: a\nallow: /$\ndisallow: /\n", "a", "/"));
+        assert!(!allowed("user-agent: a\nallow: /$\ndisallow: /\n", "a", "/page"));
+    }
+
+    #[test]
+    fn allow_wins_a_tie() {
+        let d = RobotsTxt::parse(b"user-agent: a\ndisallow: /folder\nallow: /folder\n").check("a", "/folder/page");
+        assert!(d.allowed);
+        assert_eq!(d.rule.map(|r| (r.line, r.directive)), Some((3, Directive::Allow)));
+        assert!(allowed("user-agent: a\ndisallow: /\nallow: /\n", "a", "/x"));
+    }
+
+    #[test]
+    fn an_empty_disallow_allows() {
+        let d = RobotsTxt::parse(b"user-agent: a\ndisallow:\n").check("a", "/x");
+        assert!(d.allowed);
+        assert_eq!(d.basis, Basis::NoMatchingRule);
+        assert_eq!(d.group_agent.as_deref(), Some("a"));
+    }
+
+    #[test]
+    fn rules_match_the_path_and_query_case_sensitively() {
+        let body = "user-agent: a\ndisallow: /\nallow: /fish\n";
+        assert!(allowed(body, "a", "http://foo.bar/fish.html?id=anything"));
+        assert!(!allowed(body, "a", "http://foo.bar/?id=fish"));
+        assert!(!allowed(body, "a", "http://foo.bar/Fish.asp"));
+        assert!(!allowed("user-agent: a\ndisallow: /*?\n", "a", "/page?x=1#frag"));
+        assert!(allowed("user-agent: a\ndisallow: /*?\n", "a", "/page#frag?"));
+    }
+
+    #[test]
+    fn percent_encoding_is_compared_in_canonical_form() {
+        let body = "user-agent: a\ndisallow: /\nallow: /foo/bar/ツ\n";
+        assert!(allowed(body, "a", "/foo/bar/%E3%83%84"));
+        assert!(allowed(body, "a", "/foo/bar/%e3%83%84"));
+        assert!(!allowed(body, "a", "/foo/bar/ツ"));
+        let body = "user-agent: a\ndisallow: /\nallow: /foo/bar/%62%61%7a\n";
+        assert!(allowed(body, "a", "/foo/bar/%62%61%7A"));
+        assert!(!allowed(body, "a", "/foo/bar/baz"));
+    }
+
+    #[test]
+    fn robots_txt_is_implicitly_allowed_unless_told_otherwise() {
+        let robots = RobotsTxt::parse(b"user-agent: *\ndisallow: /\n");
+        let d = robots.check("a", "http://example.com/robots.txt");
+        assert!(d.allowed);
+        assert_eq!(d.basis, Basis::RobotsTxt);
+        let strict = CheckOptions { robots_txt_implicitly_allowed: false };
+        assert!(!robots.check_with("a", "http://example.com/robots.txt", strict).allowed);
+        assert!(!robots.check("a", "/robots.txt.bak").allowed);
+    }
+
+    #[test]
+    fn a_bom_and_any_line_ending_are_accepted() {
+        for body in [
+            &b"\xEF\xBB\xBFUser-Agent: foo\nDisallow: /x\n"[..],
+            b"User-Agent: foo\r\nDisallow: /x\r\n",
+            b"User-Agent: foo\rDisallow: /x\r",
+            b"User-Agent: foo\nDisallow: /x",
+        ] {
+            assert!(!RobotsTxt::parse(body).check("foo", "/x").allowed, "{body:?}");
+        }
+        // A BOM in the middle is just bytes of a key that is not recognised.
+        assert!(RobotsTxt::parse(b"User-Agent: foo\n\xEF\xBB\xBFDisallow: /x\n").check("foo", "/x").allowed);
+    }
+
+    #[test]
+    fn unparseable_bodies_are_flagged() {
+        assert!(RobotsTxt::parse(b"<html><body>404</body></html>").looks_unparseable());
+        assert!(RobotsTxt::parse(b"this is not\na robots file\n").looks_unparseable());
+        assert!(RobotsTxt::parse(b"\x1F\x8B\x08\x00\x00").looks_unparseable());
+        assert!(!RobotsTxt::parse(b"").looks_unparseable());
+        assert!(!RobotsTxt::parse(b"# only a comment\n").looks_unparseable());
+        assert!(!RobotsTxt::parse(b"User-agent: *\n<br />\nDisallow: /\n").looks_unparseable());
+    }
+
+    #[test]
+    fn product_tokens_stop_at_the_slash() {
+        assert_eq!(product_token("CCBot/2.0"), "CCBot");
+        assert_eq!(product_token(" GPTBot "), "GPTBot");
+        assert_eq!(product_token("*"), "*");
+        assert_eq!(product_token(""), "");
+    }
+
+    mod properties {
+        use proptest::prelude::*;
+
+        use super::super::*;
+
+        fn robots_line() -> impl Strategy<Value = String> {
+            let key = prop::sample::select(vec!["user-agent", "User-Agent", "allow", "disallow", "sitemap", "x"]);
+            let value = "[ */$%a-fA-F0-9?ツ#:_-]{0,12}";
+            (key, value).prop_map(|(k, v)| format!("{k}: {v}"))
+        }
+
+        proptest! {
+            #[test]
+            fn random_bytes_never_panic(body in prop::collection::vec(any::<u8>(), 0..512),
+                                        agent in ".{0,12}", url in ".{0,40}") {
+                let robots = RobotsTxt::parse(&body);
+                let _ = robots.looks_unparseable();
+                let d = robots.check(&agent, &url);
+                prop_assert_eq!(d.allowed, d.rule.as_ref().is_none_or(|r| r.directive == Directive::Allow));
+            }
+
+            #[test]
+            fn random_urls_never_panic(url in "(https?://[a-z.:@]{0,10})?[/?#%a-fA-F0-9*$ツ.:]{0,40}",
+                                       agent in "[*a-zA-Z/ 0-9.-]{0,10}") {
+                let robots = RobotsTxt::parse(b"user-agent: *\ndisallow: /*a$\nallow: /%E3*\ndisallow: /\n");
+                let d = robots.check(&agent, &url);
+                prop_assert!(d.path.starts_with('/'));
+            }
+
+            // Line endings do not change any decision.
+            #[test]
+            fn line_endings_do_not_matter(lines in prop::collection::vec(robots_line(), 0..12),
+                                          agent in "[a-zA-Z*]{1,4}", path in "/[a-f/%0-9.*$]{0,10}") {
+                let lf = RobotsTxt::parse(lines.join("\n").as_bytes()).check(&agent, &path);
+                let crlf = RobotsTxt::parse(lines.join("\r\n").as_bytes()).check(&agent, &path);
+                let cr = RobotsTxt::parse(lines.join("\r").as_bytes()).check(&agent, &path);
+                prop_assert_eq!(&lf, &crlf);
+                prop_assert_eq!(&lf, &cr);
+            }
+        }
+    }
+}

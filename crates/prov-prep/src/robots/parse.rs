@@ -1,0 +1,387 @@
+//! Parsing robots.txt bytes into groups of rules (RFC 9309 §2.1, §2.2).
+//!
+//! The parser works on bytes and never fails: a line it cannot use is counted in
+//! [`ParseStats`] and otherwise ignored, as §2.2 asks ("Crawlers MUST ignore … lines that are
+//! not valid").
+
+use serde::Serialize;
+
+use super::Directive;
+
+/// One group: the user-agent lines that start it and the rules that follow them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Group {
+    pub agents: Vec<Agent>,
+    pub rules: Vec<Rule>,
+}
+
+/// The product token of one `user-agent` line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Agent {
+    /// `user-agent: *`, the group for crawlers that no other group names.
+    Any,
+    /// A product token as written (ASCII letters, `-` and `_`; RFC 9309 §2.2.1). It may be
+    /// empty when the line held no token, and then it matches no crawler.
+    Token(String),
+}
+
+impl Agent {
+    /// Returns the token as written, or `*`.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::Any => "*",
+            Self::Token(t) => t,
+        }
+    }
+}
+
+/// One `allow` or `disallow` line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Rule {
+    /// 1-based line number in the body.
+    pub line: usize,
+    pub directive: Directive,
+    /// The path pattern in canonical form (see [`normalise_pattern`]); always ASCII.
+    pub pattern: String,
+}
+
+/// What the parser saw, including what it could not use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub struct ParseStats {
+    /// Number of lines in the body (CR, LF and CRLF each end one).
+    pub lines: usize,
+    /// Number of groups (a run of `user-agent` lines and the rules that follow).
+    pub groups: usize,
+    /// Number of `allow` and `disallow` rules kept (empty ones are not kept).
+    pub rules: usize,
+    /// Lines with content but no `:`, ignored.
+    pub missing_colon: usize,
+    /// `allow` and `disallow` lines before the first `user-agent` line, ignored.
+    pub outside_group: usize,
+    /// `allow` and `disallow` lines with an empty path: they match nothing.
+    pub empty_rules: usize,
+    /// Records with another key (`sitemap`, `crawl-delay`, misspellings, …): they neither
+    /// decide access nor end a group (§2.2.4).
+    pub other_records: usize,
+    /// True when the body started with a UTF-8 byte order mark (or a prefix of one).
+    pub bom: bool,
+    /// True when the whole body is valid UTF-8.
+    pub valid_utf8: bool,
+    /// What the body looks like.
+    pub body: BodyKind,
+}
+
+impl ParseStats {
+    /// Returns the number of lines that looked like records but could not be used.
+    pub fn ignored_lines(&self) -> usize {
+        self.missing_colon + self.outside_group
+    }
+}
+
+/// What a robots.txt body looks like, judged from its first 8 KiB.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BodyKind {
+    /// Plain text, as a robots.txt should be.
+    #[default]
+    Text,
+    /// An HTML or XML document (an error page served in place of the file).
+    Html,
+    /// Binary data: a NUL byte, a gzip header, or more than 10% control characters and
+    /// invalid UTF-8 sequences.
+    Binary,
+}
+
+/// How many leading bytes [`sniff`] looks at.
+const SNIFF_BYTES: usize = 8192;
+
+/// Returns the groups of `bytes` and the statistics of the parse.
+pub(crate) fn parse(bytes: &[u8]) -> (Vec<Group>, ParseStats) {
+    let (body, bom) = strip_bom(bytes);
+    let mut stats =
+        ParseStats { bom, valid_utf8: std::str::from_utf8(bytes).is_ok(), body: sniff(body), ..ParseStats::default() };
+    let mut groups: Vec<Group> = Vec::new();
+    // True while the lines since the last rule are user-agent lines, i.e. a further
+    // user-agent line joins the current group instead of starting a new one.
+    let mut collecting_agents = false;
+    for (index, line) in Lines::new(body).enumerate() {
+        let number = index + 1;
+        stats.lines = number;
+        let content = match line.iter().position(|&b| b == b'#') {
+            Some(hash) => &line[..hash],
+            None => line,
+        };
+        let content = content.trim_ascii();
+        if content.is_empty() {
+            continue;
+        }
+        let Some(colon) = content.iter().position(|&b| b == b':') else {
+            stats.missing_colon += 1;
+            continue;
+        };
+        let key = content[..colon].trim_ascii();
+        let value = content[colon + 1..].trim_ascii();
+        if key.eq_ignore_ascii_case(b"user-agent") {
+            if !collecting_agents {
+                groups.push(Group { agents: Vec::new(), rules: Vec::new() });
+                collecting_agents = true;
+            }
+            if let Some(group) = groups.last_mut() {
+                group.agents.push(agent(value));
+            }
+            continue;
+        }
+        let directive = if key.eq_ignore_ascii_case(b"allow") {
+            Directive::Allow
+        } else if key.eq_ignore_ascii_case(b"disallow") {
+            Directive::Disallow
+        } else {
+            stats.other_records += 1;
+            continue;
+        };
+        let Some(group) = groups.last_mut() else {
+            stats.outside_group += 1;
+            continue;
+        };
+        // A rule, even an empty one, ends the run of user-agent lines (§2.1).
+        collecting_agents = false;
+        if value.is_empty() {
+            stats.empty_rules += 1;
+            continue;
+        }
+        group.rules.push(Rule { line: number, directive, pattern: normalise_pattern(value) });
+        stats.rules += 1;
+    }
+    stats.groups = groups.len();
+    (groups, stats)
+}
+
+/// Strips a UTF-8 byte order mark, or a leading prefix of one (`EF`, `EF BB`), as the
+/// conformance suite expects; returns the rest and whether anything was stripped.
+fn strip_bom(bytes: &[u8]) -> (&[u8], bool) {
+    const BOM: [u8; 3] = [0xEF, 0xBB, 0xBF];
+    let n = bytes.iter().zip(BOM).take_while(|(a, b)| *a == b).count();
+    (&bytes[n..], n > 0)
+}
+
+/// Returns the agent of a `user-agent` value: `*`, or the leading product token (RFC 9309
+/// §2.2.1: letters, `-` and `_`), so that `FooBot/1.2` and `Foo Bar` name `FooBot` and `Foo`.
+fn agent(value: &[u8]) -> Agent {
+    if value.first() == Some(&b'*') {
+        return Agent::Any;
+    }
+    let n = value.iter().take_while(|&&b| is_token_byte(b)).count();
+    // Token bytes are ASCII, so this is one byte per char.
+    Agent::Token(value[..n].iter().map(|&b| char::from(b)).collect())
+}
+
+/// True for the bytes of a product token (RFC 9309 §2.2.1: `a-zA-Z`, `-`, `_`).
+pub(crate) fn is_token_byte(b: u8) -> bool {
+    b.is_ascii_alphabetic() || b == b'-' || b == b'_'
+}
+
+/// Returns a rule path in canonical form: octets outside ASCII are percent-encoded and the
+/// hex digits of existing escapes are upper-cased (`%e3` → `%E3`), so that a rule written
+/// with raw UTF-8 matches a request for its encoded form (RFC 9309 §2.2.2).
+///
+/// Escapes of unreserved characters are *not* decoded: the conformance suite expects
+/// `/foo/bar/%62%61%7A` to match only that literal path, not `/foo/bar/baz`.
+pub(crate) fn normalise_pattern(value: &[u8]) -> String {
+    let mut out = String::with_capacity(value.len());
+    let mut i = 0;
+    while let Some(&b) = value.get(i) {
+        if b == b'%'
+            && let (Some(&h), Some(&l)) = (value.get(i + 1), value.get(i + 2))
+            && h.is_ascii_hexdigit()
+            && l.is_ascii_hexdigit()
+        {
+            out.push('%');
+            out.push(char::from(h.to_ascii_uppercase()));
+            out.push(char::from(l.to_ascii_uppercase()));
+            i += 3;
+            continue;
+        }
+        if b.is_ascii() {
+            out.push(char::from(b));
+        } else {
+            push_escape(&mut out, b);
+        }
+        i += 1;
+    }
+    out
+}
+
+/// Appends `%XX` (upper-case hex) for one octet.
+fn push_escape(out: &mut String, b: u8) {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    out.push('%');
+    out.push(char::from(HEX[usize::from(b >> 4)]));
+    out.push(char::from(HEX[usize::from(b & 0x0F)]));
+}
+
+/// Judges what a body looks like from its first [`SNIFF_BYTES`].
+fn sniff(body: &[u8]) -> BodyKind {
+    let head = &body[..body.len().min(SNIFF_BYTES)];
+    if head.contains(&0) || head.starts_with(&[0x1F, 0x8B]) {
+        return BodyKind::Binary;
+    }
+    let controls =
+        head.iter().filter(|&&b| (b < 0x20 && !matches!(b, b'\t' | b'\n' | b'\r' | 0x0C)) || b == 0x7F).count();
+    let invalid: usize = head.utf8_chunks().map(|c| c.invalid().len()).sum();
+    if (controls + invalid) * 10 > head.len() {
+        return BodyKind::Binary;
+    }
+    let text = head.trim_ascii_start();
+    if text.first() == Some(&b'<') {
+        let start = text[..text.len().min(1024)].to_ascii_lowercase();
+        let markers: [&[u8]; 5] = [b"<html", b"<!doctype", b"<head", b"<body", b"<?xml"];
+        if markers.iter().any(|m| start.windows(m.len()).any(|w| w == *m)) {
+            return BodyKind::Html;
+        }
+    }
+    BodyKind::Text
+}
+
+/// Iterates over the lines of a body; CR, LF and CRLF each end a line, and the terminator is
+/// not part of the line. A body that does not end with a terminator still has a last line.
+struct Lines<'a> {
+    rest: Option<&'a [u8]>,
+}
+
+impl<'a> Lines<'a> {
+    fn new(body: &'a [u8]) -> Self {
+        Self { rest: (!body.is_empty()).then_some(body) }
+    }
+}
+
+impl<'a> Iterator for Lines<'a> {
+    type Item = &'a [u8];
+
+    fn next(&mut self) -> Option<&'a [u8]> {
+        let rest = self.rest?;
+        let Some(end) = rest.iter().position(|&b| b == b'\n' || b == b'\r') else {
+            self.rest = None;
+            return Some(rest);
+        };
+        let skip = if rest[end] == b'\r' && rest.get(end + 1) == Some(&b'\n') { 2 } else { 1 };
+        let after = &rest[end + skip..];
+        self.rest = (!after.is_empty()).then_some(after);
+        Some(&rest[..end])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lines(body: &[u8]) -> Vec<&[u8]> {
+        Lines::new(body).collect()
+    }
+
+    #[test]
+    fn cr_lf_and_crlf_each_end_a_line() {
+        assert_eq!(lines(b"a\nb\r\nc\rd"), [&b"a"[..], b"b", b"c", b"d"]);
+        assert_eq!(lines(b"a\n\r\n\nb"), [&b"a"[..], b"", b"", b"b"]);
+        // LF then CR is two terminators, an empty line between them.
+        assert_eq!(lines(b"a\n\rb"), [&b"a"[..], b"", b"b"]);
+        assert_eq!(lines(b"a\n"), [&b"a"[..]]);
+        assert!(lines(b"").is_empty());
+    }
+
+    #[test]
+    fn a_bom_or_a_prefix_of_one_is_stripped() {
+        assert_eq!(strip_bom(b"\xEF\xBB\xBFx"), (&b"x"[..], true));
+        assert_eq!(strip_bom(b"\xEF\xBBx"), (&b"x"[..], true));
+        assert_eq!(strip_bom(b"\xEFx"), (&b"x"[..], true));
+        assert_eq!(strip_bom(b"\xEF\x11\xBFx"), (&b"\x11\xBFx"[..], true));
+        assert_eq!(strip_bom(b"x\xEF\xBB\xBF"), (&b"x\xEF\xBB\xBF"[..], false));
+    }
+
+    #[test]
+    fn directive_names_are_case_insensitive_and_values_trimmed() {
+        let (groups, stats) = parse(b"uSeR-aGeNt :  FooBot \nDiSaLlOw\t:\t/x \n");
+        assert_eq!(groups.len(), 1);
+        assert_eq!(groups[0].agents, [Agent::Token("FooBot".into())]);
+        assert_eq!(groups[0].rules, [Rule { line: 2, directive: Directive::Disallow, pattern: "/x".into() }]);
+        assert_eq!(stats.rules, 1);
+    }
+
+    #[test]
+    fn comments_run_to_the_end_of_the_line() {
+        let (groups, _) = parse(b"user-agent: a # the a bot\n# disallow: /\ndisallow: /q#r\n");
+        assert_eq!(groups[0].agents, [Agent::Token("a".into())]);
+        assert_eq!(groups[0].rules.len(), 1);
+        assert_eq!(groups[0].rules[0].pattern, "/q");
+        assert_eq!(groups[0].rules[0].line, 3);
+    }
+
+    #[test]
+    fn lines_without_a_colon_and_rules_before_any_agent_are_counted_and_ignored() {
+        let (groups, stats) = parse(b"allow: /a\nuser-agent foo\n<br />\nuser-agent: b\ndisallow: /\n");
+        assert_eq!(groups.len(), 1);
+        assert_eq!(stats.missing_colon, 2);
+        assert_eq!(stats.outside_group, 1);
+        assert_eq!(stats.ignored_lines(), 3);
+        assert_eq!(stats.lines, 5);
+    }
+
+    #[test]
+    fn consecutive_agents_share_a_group_until_a_rule() {
+        let body = b"user-agent: a\n\nuser-agent: b\nsitemap: /s.xml\nuser-agent: c\ndisallow: /\n\
+                     user-agent: d\nallow: /x\n\nallow: /y\n";
+        let (groups, stats) = parse(body);
+        assert_eq!(groups.len(), 2);
+        let names: Vec<&str> = groups[0].agents.iter().map(Agent::as_str).collect();
+        assert_eq!(names, ["a", "b", "c"]);
+        // Blank lines and other records do not end a group.
+        assert_eq!(groups[1].rules.len(), 2);
+        assert_eq!(stats.other_records, 1);
+    }
+
+    #[test]
+    fn an_empty_rule_matches_nothing_but_ends_the_agent_lines() {
+        let (groups, stats) = parse(b"user-agent: a\ndisallow:\nuser-agent: b\ndisallow: /\n");
+        assert_eq!(groups.len(), 2);
+        assert!(groups[0].rules.is_empty());
+        assert_eq!(stats.empty_rules, 1);
+    }
+
+    #[test]
+    fn product_tokens_are_the_leading_letters_dashes_and_underscores() {
+        assert_eq!(agent(b"FooBot/1.2"), Agent::Token("FooBot".into()));
+        assert_eq!(agent(b"Foo Bar"), Agent::Token("Foo".into()));
+        assert_eq!(agent(b"AB42bot"), Agent::Token("AB".into()));
+        assert_eq!(agent(b"foo_bar-baz"), Agent::Token("foo_bar-baz".into()));
+        assert_eq!(agent(b"*"), Agent::Any);
+        assert_eq!(agent(b"/x"), Agent::Token(String::new()));
+    }
+
+    #[test]
+    fn patterns_encode_non_ascii_and_uppercase_escapes() {
+        assert_eq!(normalise_pattern("/foo/bar/ツ".as_bytes()), "/foo/bar/%E3%83%84");
+        assert_eq!(normalise_pattern(b"/a%e3%83%84"), "/a%E3%83%84");
+        assert_eq!(normalise_pattern(b"/%62%61%7a"), "/%62%61%7A");
+        assert_eq!(normalise_pattern(b"/%zz%4"), "/%zz%4");
+        assert_eq!(normalise_pattern(b"/\xFF"), "/%FF");
+        assert_eq!(normalise_pattern(b"/*.php$"), "/*.php$");
+    }
+
+    #[test]
+    fn invalid_utf8_is_parsed_as_bytes() {
+        let (groups, stats) = parse(b"user-agent: a\ndisallow: /\xC3(\n");
+        assert!(!stats.valid_utf8);
+        assert_eq!(groups[0].rules[0].pattern, "/%C3(");
+        assert_eq!(stats.body, BodyKind::Text);
+    }
+
+    #[test]
+    fn html_and_binary_bodies_are_recognised() {
+        assert_eq!(sniff(b"  <!DOCTYPE html><html><body>Not found</body></html>"), BodyKind::Html);
+        assert_eq!(sniff(b"<HTML>\n<p>user-agent: *</p>"), BodyKind::Html);
+        assert_eq!(sniff(b"user-agent: *\n<br />\ndisallow: /\n"), BodyKind::Text);
+        assert_eq!(sniff(b"\x1F\x8B\x08\x00rest"), BodyKind::Binary);
+        assert_eq!(sniff(b"user-agent: *\0"), BodyKind::Binary);
+        assert_eq!(sniff(b"\xFF\xFE\xFD\x01\x02ab"), BodyKind::Binary);
+        assert_eq!(sniff(b""), BodyKind::Text);
+    }
+}
