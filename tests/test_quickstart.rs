@@ -169,3 +169,43 @@ fn commit_writes_lockfile_and_manifests_into_git() {
         assert_eq!(prov_store::Digest::of(&bytes).to_hex(), name);
     }
 }
+
+#[test]
+fn the_committed_reference_run_is_reproduced() {
+    // manifests/quickstart/ holds the reference run committed with `prov run --commit`. Stage
+    // records carry the envelope of the machine that ran them, so they are compared by their
+    // outputs; the lockfile and every output must come out byte for byte the same here.
+    let repo = crate::common::repo_root();
+    let p = Project::with_recipes();
+    let lines = p.json(&["run", "recipes/quickstart.yaml"]);
+    let committed_lock = fs_err::read(repo.join("lockfiles/quickstart.lock")).unwrap();
+    assert_eq!(fs_err::read(p.path("lockfiles/quickstart.lock")).unwrap(), committed_lock);
+    let mut committed = std::collections::BTreeMap::new();
+    for entry in fs_err::read_dir(repo.join("manifests/quickstart")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "json") {
+            let record: serde_json::Value = serde_json::from_slice(&fs_err::read(&path).unwrap()).unwrap();
+            if record["kind"] == "stage" {
+                committed.insert(record["name"].as_str().unwrap().to_owned(), record["outputs"].clone());
+            }
+        }
+    }
+    let stages: Vec<&serde_json::Value> = lines.iter().filter(|l| l["type"] == "stage").collect();
+    assert_eq!(committed.len(), stages.len());
+    for s in stages {
+        let name = s["data"]["name"].as_str().unwrap();
+        let committed_outputs: std::collections::BTreeMap<String, String> = committed[name]
+            .as_object()
+            .unwrap()
+            .iter()
+            .map(|(k, v)| (k.clone(), v["digest"].as_str().unwrap().to_owned()))
+            .collect();
+        let fresh: std::collections::BTreeMap<String, String> = s["data"]["outputs"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .map(|(k, v)| (k.clone(), v.as_str().unwrap().to_owned()))
+            .collect();
+        assert_eq!(fresh, committed_outputs, "stage `{name}`: bump its version if its bytes changed on purpose");
+    }
+}
