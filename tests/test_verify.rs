@@ -91,3 +91,20 @@ fn gc_removes_only_what_no_run_references() {
     let again = p.json(&["run", "lockfiles/quickstart.lock"]);
     assert!(again.iter().filter(|l| l["type"] == "stage").all(|l| l["data"]["status"] == "cached"), "{again:?}");
 }
+
+#[test]
+fn a_lost_index_loses_no_run() {
+    // The index is never the only copy of a fact: with index.sqlite deleted, gc keeps every
+    // run (found from the run records themselves) and replay still finds its recording.
+    let p = Project::with_recipes();
+    p.prov(&["run", "recipes/quickstart.yaml"]).success();
+    let before = p.object_files().len();
+    for f in ["index.sqlite", "index.sqlite-wal", "index.sqlite-shm"] {
+        let _ = fs_err::remove_file(p.path(&format!(".prov/{f}")));
+    }
+    let r = p.json(&["gc"]);
+    assert_eq!(r[0]["data"]["removed"], 0, "{r:?}");
+    assert_eq!(p.object_files().len(), before);
+    p.prov(&["verify"]).success();
+    p.prov(&["replay", "lockfiles/quickstart.lock"]).success();
+}

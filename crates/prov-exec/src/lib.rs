@@ -45,7 +45,7 @@ pub use builtin::{ExternalStage, SourceStage};
 pub use envelope::{TorchFacts, WORKBENCH_VERSION, capture as capture_envelope, key_envelope};
 pub use key::stage_key;
 pub use lock::{Locked, absolute, lock_recipe, lock_text, lockfile_bytes, plan_order, relative_to};
-pub use maintenance::{AffectedRun, Damage, GcError, GcReport, Problem, StoreCheck, check_store, gc};
+pub use maintenance::{AffectedRun, Damage, GcError, GcReport, Problem, StoreCheck, check_store, gc, run_records};
 pub use run::{
     Divergence, ExecError, ExecOptions, Observer, ReplayRange, RunReport, Silent, StageReport, StageStatus,
     recorded_run, replay, run, verify_closure,

@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::PathBuf;
 
-use prov_manifest::{Record, closure, looks_like_record};
+use prov_manifest::{Record, RunRecord, closure, looks_like_record};
 use prov_store::{Digest, Mismatch, Store, StoreError};
 
 /// A run touched by a damaged object.
@@ -179,6 +179,23 @@ fn is_manifest(store: &Store, kind: Option<&String>, d: &Digest) -> bool {
     }
 }
 
+/// Returns every run record in the store, found from the objects themselves (the index is
+/// consulted for kinds, and objects it does not know are sniffed), sorted by digest.
+pub fn run_records(store: &Store) -> Result<Vec<(Digest, RunRecord)>, StoreError> {
+    let kinds = store.index().all_kinds()?;
+    let mut out = Vec::new();
+    for d in store.list_objects()? {
+        if !is_manifest(store, kinds.get(&d), &d) {
+            continue;
+        }
+        // Damaged manifests are `prov verify`'s to report; here they are simply not runs.
+        if let Ok(Record::Run(r)) = prov_manifest::get_record(store, &d) {
+            out.push((d, r));
+        }
+    }
+    Ok(out)
+}
+
 /// Why `gc` refused or failed.
 #[derive(Debug, thiserror::Error)]
 pub enum GcError {
@@ -218,6 +235,12 @@ pub fn gc(store: &Store, dry_run: bool) -> Result<GcReport, GcError> {
         if let Some(m) = e.run_manifest {
             roots.insert(m);
         }
+    }
+    // Every run record in the store is a root too, so that a lost or replaced index (whose
+    // execution log is empty) cannot make gc delete the runs themselves.
+    for (digest, run) in run_records(store)? {
+        roots.insert(digest);
+        roots.insert(run.lockfile);
     }
     let roots: Vec<Digest> = roots.into_iter().filter(|d| store.contains(d)).collect();
     let (live, problems) = closure(store, &roots);

@@ -461,7 +461,8 @@ pub fn run(store: &Store, lockfile: &Lockfile, bytes: &[u8], opts: &ExecOptions<
     }
 }
 
-/// Returns the run manifest of the latest completed `run` of a run id.
+/// Returns the run manifest of the latest completed `run` of a run id: from the execution
+/// log, or, when the log does not know it (a lost index), from the run records in the store.
 pub fn recorded_run(store: &Store, run_id: &Digest) -> Result<Option<(Digest, RunRecord)>, ExecError> {
     for e in store.index().executions()? {
         if e.run_id == *run_id
@@ -475,7 +476,8 @@ pub fn recorded_run(store: &Store, run_id: &Digest) -> Result<Option<(Digest, Ru
             };
         }
     }
-    Ok(None)
+    // The execution log is an index; the run records themselves are the evidence.
+    Ok(crate::maintenance::run_records(store)?.into_iter().find(|(_, r)| r.lockfile == *run_id))
 }
 
 /// Which stages a replay re-executes.
