@@ -352,6 +352,39 @@ impl Executor<'_> {
         Ok((put_record(self.store, &Record::Stage(record.clone()))?, record))
     }
 
+    /// Records a stage boundary in the execution log, makes its outputs available downstream
+    /// and tells the observer.
+    fn finish_stage(
+        &mut self,
+        execution: i64,
+        stage: &LockedStage,
+        status: StageStatus,
+        start: Instant,
+        manifest: Digest,
+        record: StageRecord,
+    ) -> Result<StageReport, ExecError> {
+        let millis = millis_since(start);
+        let logged = i64::try_from(millis).unwrap_or(i64::MAX);
+        self.store.index().record_stage_event(
+            execution,
+            stage.name.as_str(),
+            status.as_str(),
+            logged,
+            Some(&manifest),
+        )?;
+        self.outputs.insert(stage.name.clone(), record.outputs.clone());
+        let report = StageReport {
+            name: stage.name.clone(),
+            stage_kind: stage.stage_kind.clone(),
+            status,
+            millis,
+            manifest,
+            record,
+        };
+        self.opts.observer.stage_finished(&report);
+        Ok(report)
+    }
+
     /// Returns the cached stage record for `key` if it and everything it reaches verify.
     fn cached(&self, key: &Digest) -> Result<Option<(Digest, StageRecord)>, ExecError> {
         let Some(manifest) = self.store.index().cache_get(key)? else {
@@ -424,25 +457,7 @@ pub fn run(store: &Store, lockfile: &Lockfile, bytes: &[u8], opts: &ExecOptions<
                 store.index().cache_put(&key, &done.0)?;
                 (StageStatus::Executed, done)
             };
-            let millis = millis_since(start);
-            store.index().record_stage_event(
-                execution,
-                stage.name.as_str(),
-                status.as_str(),
-                i64::try_from(millis).unwrap_or(i64::MAX),
-                Some(&manifest),
-            )?;
-            ex.outputs.insert(stage.name.clone(), record.outputs.clone());
-            let sr = StageReport {
-                name: stage.name.clone(),
-                stage_kind: stage.stage_kind.clone(),
-                status,
-                millis,
-                manifest,
-                record,
-            };
-            opts.observer.stage_finished(&sr);
-            report.stages.push(sr);
+            report.stages.push(ex.finish_stage(execution, stage, status, start, manifest, record)?);
         }
         let stages = report.stages.iter().map(|s| RunStage { name: s.name.clone(), manifest: s.manifest }).collect();
         let run_record = RunRecord::new(&report.recipe, run_id, stages);
@@ -586,25 +601,7 @@ pub fn replay(
                 verify_closure(store, &ex.pool, &roots)?;
                 (StageStatus::Reused, expected_manifest, expected)
             };
-            let millis = millis_since(start);
-            store.index().record_stage_event(
-                execution,
-                stage.name.as_str(),
-                status.as_str(),
-                i64::try_from(millis).unwrap_or(i64::MAX),
-                Some(&manifest),
-            )?;
-            ex.outputs.insert(stage.name.clone(), record.outputs.clone());
-            let sr = StageReport {
-                name: stage.name.clone(),
-                stage_kind: stage.stage_kind.clone(),
-                status,
-                millis,
-                manifest,
-                record,
-            };
-            opts.observer.stage_finished(&sr);
-            report.stages.push(sr);
+            report.stages.push(ex.finish_stage(execution, stage, status, start, manifest, record)?);
             if range.until.as_deref() == Some(stage.name.as_str()) {
                 break;
             }

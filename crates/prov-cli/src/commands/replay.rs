@@ -2,15 +2,15 @@
 
 use std::fmt::Write as _;
 
-use prov_exec::{Divergence, ExecOptions, ReplayRange};
+use prov_exec::{Divergence, ReplayRange};
 use prov_store::Access;
 use serde_json::json;
 
-use crate::commands::run::render_report;
-use crate::context::{CommandContext, registry};
+use crate::commands::run::{render_report, with_exec_options};
+use crate::context::CommandContext;
 use crate::error::CommandError;
 use crate::resolve::load_lockfile;
-use crate::ui::{StageProgress, Ui};
+use crate::ui::Ui;
 
 /// Re-execute a recorded run, ignoring the cache, and compare every output with the recording
 ///
@@ -33,22 +33,10 @@ pub(crate) struct ReplayArgs {
 pub(crate) fn cmd_replay(ui: &mut Ui, cx: &CommandContext, args: &ReplayArgs) -> Result<(), CommandError> {
     let (store, root) = cx.open_store(Access::Shared, true)?;
     let loaded = load_lockfile(&store, &args.run)?;
-    let threads = cx.threads()?;
-    let registry = registry();
-    let clock = CommandContext::clock();
-    let progress = StageProgress::new(ui);
-    let opts = ExecOptions {
-        registry: &registry,
-        threads,
-        envelope: CommandContext::envelope(threads),
-        project_root: &root,
-        lockfile_display: &loaded.display,
-        clock: &*clock,
-        observer: &progress,
-    };
     let range = ReplayRange { from: args.from.clone(), until: args.until.clone() };
-    let result = prov_exec::replay(&store, &loaded.lockfile, &loaded.bytes, &range, &opts);
-    progress.finish();
+    let result = with_exec_options(ui, cx, &root, &loaded.display, |opts| {
+        prov_exec::replay(&store, &loaded.lockfile, &loaded.bytes, &range, opts)
+    });
     let report = result?;
     render_report(ui, &report, "replay")?;
     let Some(d) = &report.divergence else {

@@ -44,21 +44,9 @@ pub(crate) fn cmd_run(ui: &mut Ui, cx: &CommandContext, args: &RunArgs) -> Resul
     } else {
         load_lockfile(&store, &args.target)?
     };
-    let threads = cx.threads()?;
-    let registry = registry();
-    let clock = CommandContext::clock();
-    let progress = StageProgress::new(ui);
-    let opts = ExecOptions {
-        registry: &registry,
-        threads,
-        envelope: CommandContext::envelope(threads),
-        project_root: &root,
-        lockfile_display: &loaded.display,
-        clock: &*clock,
-        observer: &progress,
-    };
-    let result = prov_exec::run(&store, &loaded.lockfile, &loaded.bytes, &opts);
-    progress.finish();
+    let result = with_exec_options(ui, cx, &root, &loaded.display, |opts| {
+        prov_exec::run(&store, &loaded.lockfile, &loaded.bytes, opts)
+    });
     let report = result?;
     render_report(ui, &report, "run")?;
     if args.commit {
@@ -68,6 +56,33 @@ pub(crate) fn cmd_run(ui: &mut Ui, cx: &CommandContext, args: &RunArgs) -> Resul
         ui.line(format!("committed {} files in {}", outcome.files, outcome.commit))?;
     }
     Ok(())
+}
+
+/// Builds the options of an execution (threads, envelope, clock, progress bar) and runs `f`
+/// with them; shared by `run` and `replay`.
+pub(crate) fn with_exec_options<T>(
+    ui: &Ui,
+    cx: &CommandContext,
+    root: &std::path::Path,
+    lockfile_display: &str,
+    f: impl FnOnce(&ExecOptions<'_>) -> Result<T, prov_exec::ExecError>,
+) -> Result<T, CommandError> {
+    let threads = cx.threads()?;
+    let registry = registry();
+    let clock = CommandContext::clock();
+    let progress = StageProgress::new(ui);
+    let opts = ExecOptions {
+        registry: &registry,
+        threads,
+        envelope: CommandContext::envelope(threads),
+        project_root: root,
+        lockfile_display,
+        clock: &*clock,
+        observer: &progress,
+    };
+    let result = f(&opts);
+    progress.finish();
+    Ok(result?)
 }
 
 /// Renders an execution's stages and summary, for `run` and `replay`.
