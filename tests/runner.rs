@@ -11,6 +11,7 @@ mod test_quickstart;
 mod test_real_data;
 mod test_recipe_errors;
 mod test_replay;
+mod test_robots;
 mod test_verify;
 
 /// Fails when a `test_*.rs` file exists in tests/ without being listed above.

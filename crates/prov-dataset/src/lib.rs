@@ -22,6 +22,7 @@
 //! - [`ShardWriter`]: documents in, a [`ShardRef`] (digest, rows, bytes) out.
 //! - [`read_shard`]: documents back out of a stored shard, verified.
 //! - [`first_difference`]: where two datasets first disagree.
+//! - [`LedgerRow`], [`write_ledger_shard`], [`write_ledger`]: per-document decisions of filters.
 //!
 //! # Example
 //!
@@ -39,11 +40,16 @@
 
 mod diff;
 mod document;
+mod ledger;
 mod read;
 mod shard;
 
 pub use diff::{DatasetDifference, first_difference};
 pub use document::{Document, document_columns, document_schema};
+pub use ledger::{
+    LedgerDecision, LedgerRow, LedgerShard, ledger_schema, read_ledger_shard, word_count, write_ledger,
+    write_ledger_shard,
+};
 pub use read::{DocumentReader, InputFormat, read_documents, read_documents_as};
 pub use shard::{CREATED_BY, ROW_GROUP_ROWS, ShardWriter, read_shard, read_shard_batches, write_dataset};
 
@@ -79,6 +85,9 @@ pub enum DatasetError {
     /// Parquet or Arrow failed.
     #[error("parquet: {0}")]
     Parquet(String),
+    /// A document id occurs twice where ids must be unique (a ledger shard).
+    #[error("document id `{0}` appears twice in one shard; ledgers need unique document ids")]
+    DuplicateId(String),
     /// A stored shard does not have the document schema.
     #[error("shard `{digest}` does not have the document schema: {message}")]
     Schema {

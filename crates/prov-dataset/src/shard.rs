@@ -22,7 +22,7 @@ pub const ROW_GROUP_ROWS: usize = 16_384;
 /// Documents buffered before they are handed to the Parquet writer.
 const BATCH_ROWS: usize = 4_096;
 
-fn writer_properties() -> WriterProperties {
+pub(crate) fn writer_properties() -> WriterProperties {
     WriterProperties::builder()
         .set_writer_version(WriterVersion::PARQUET_2_0)
         .set_compression(Compression::ZSTD(ZstdLevel::try_new(3).expect("3 is a valid zstd level")))

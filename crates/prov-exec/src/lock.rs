@@ -320,6 +320,7 @@ fn type_name(t: OutputType) -> &'static str {
         OutputType::Tree => "tree",
         OutputType::File => "file",
         OutputType::Checkpoint => "checkpoint",
+        OutputType::Ledger => "ledger",
     }
 }
 

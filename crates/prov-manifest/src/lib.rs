@@ -44,7 +44,8 @@ pub use recipe::{
     RECIPE_SCHEMA, Recipe, RecipeError, RecipeSource, RecipeStage, closest, did_you_mean, locate, yaml_to_json,
 };
 pub use records::{
-    CheckpointRecord, Column, Content, DatasetRecord, Decision, Determinism, Envelope, OutputRef, OutputType, Record,
-    RunRecord, RunStage, SCHEMA_VERSION, ShardRef, SourceRecord, StageRecord, TreeEntry, TreeRecord, VerdictRecord,
+    CheckpointRecord, Column, Content, DatasetRecord, Decision, Determinism, Envelope, LedgerRecord, OutputRef,
+    OutputType, Record, RunRecord, RunStage, SCHEMA_VERSION, ShardRef, SourceRecord, StageRecord, TreeEntry,
+    TreeRecord, VerdictRecord,
 };
 pub use stored::{StoredError, closure, get_record, looks_like_record, put_record};

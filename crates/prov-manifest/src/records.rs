@@ -39,6 +39,8 @@ pub enum Record {
     Run(RunRecord),
     /// A lockfile.
     Lockfile(crate::Lockfile),
+    /// Per-document decisions of a filter stage.
+    Ledger(LedgerRecord),
 }
 
 impl Record {
@@ -53,6 +55,7 @@ impl Record {
             Self::Checkpoint(_) => "checkpoint",
             Self::Run(_) => "run",
             Self::Lockfile(_) => "lockfile",
+            Self::Ledger(_) => "ledger",
         }
     }
 
@@ -111,6 +114,7 @@ impl Record {
                 }
             }
             Self::Lockfile(l) => l.validate(),
+            Self::Ledger(l) => l.validate(),
             _ => Ok(()),
         }
     }
@@ -135,6 +139,7 @@ impl Record {
             // are not in it, so the pins are not store references (the run record reaches the
             // imported copies through the source stages).
             Self::Lockfile(_) => Vec::new(),
+            Self::Ledger(l) => l.shards.iter().map(|s| s.digest).collect(),
         };
         out.sort();
         out.dedup();
@@ -434,6 +439,8 @@ pub enum OutputType {
     File,
     /// A [`CheckpointRecord`].
     Checkpoint,
+    /// A [`LedgerRecord`].
+    Ledger,
 }
 
 /// One named output of a stage.
@@ -504,6 +511,49 @@ pub struct CheckpointRecord {
     /// Training loss at this step, when recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub loss: Option<Finite>,
+}
+
+/// The per-document decisions of a filter stage: one row per input document (id, decision,
+/// rule, evidence, language, words), in Parquet shards parallel to the input's shards, each
+/// sorted by document id. Each row's leaf is the BLAKE3 of its canonical JSON; each shard has
+/// a Merkle root over its leaves in id order, and the ledger's root is the Merkle root over
+/// the shard roots in shard order, so one document's fate can be proven with two paths.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LedgerRecord {
+    /// Always [`SCHEMA_VERSION`].
+    pub schema: u32,
+    /// Ledger shards (Parquet), parallel to the input dataset's shards.
+    pub shards: Vec<ShardRef>,
+    /// Merkle root of each shard's leaves, in shard order.
+    pub shard_roots: Vec<Digest>,
+    /// [`merkle_root`] over `shard_roots`.
+    pub merkle_root: Digest,
+    /// Rows in all shards.
+    pub rows: u64,
+    /// Rows per rule (reason code).
+    pub rules: BTreeMap<String, u64>,
+}
+
+impl LedgerRecord {
+    fn validate(&self) -> Result<(), String> {
+        if self.shards.len() != self.shard_roots.len() {
+            return Err(format!("{} shards but {} shard roots", self.shards.len(), self.shard_roots.len()));
+        }
+        let rows: u64 = self.shards.iter().map(|s| s.rows).sum();
+        if rows != self.rows || self.rules.values().sum::<u64>() != rows {
+            return Err(format!(
+                "`rows` is {} but the shards hold {rows} and the rules count {}",
+                self.rows,
+                self.rules.values().sum::<u64>()
+            ));
+        }
+        let root = merkle_root(&self.shard_roots);
+        if root != self.merkle_root {
+            return Err(format!("`merkle_root` is `{}` but the shard roots give `{root}`", self.merkle_root));
+        }
+        Ok(())
+    }
 }
 
 /// A stage of a run, in plan order.

@@ -3,8 +3,9 @@
 //! `prov-prep` owns the stages that transform documents: for now [`ShardStage`] (JSON Lines or
 //! Parquet in, N deterministic Parquet shards out) and [`SampleStage`] (seeded sampling,
 //! shard-parallel). The compliance filters (robots.txt, PII, toxicity, licenses, dedup,
-//! decontamination) will join them here, each writing a per-document ledger; [`robots`] is
-//! the RFC 9309 robots.txt parser and matcher the robots filter will use.
+//! decontamination) join them here, each writing a per-document ledger: [`RobotsStage`]
+//! applies a pinned robots.txt snapshot with hindsight, using [`robots`], the RFC 9309
+//! robots.txt parser and matcher.
 //!
 //! Stages read documents through `prov-dataset` and never touch anything but their
 //! [`prov_exec::StageContext`].
@@ -18,9 +19,11 @@
 //! ```
 
 pub mod robots;
+mod robots_filter;
 mod sample;
 mod shard;
 
+pub use robots_filter::{APERTUS_AGENTS, RobotsConfig, RobotsMode, RobotsStage, url_host};
 pub use sample::{SampleConfig, SampleStage, sample_key};
 pub use shard::{ShardConfig, ShardStage};
 
@@ -30,4 +33,5 @@ use std::sync::Arc;
 pub fn register(registry: &mut prov_exec::Registry) {
     registry.register(Arc::new(ShardStage));
     registry.register(Arc::new(SampleStage));
+    registry.register(Arc::new(RobotsStage));
 }

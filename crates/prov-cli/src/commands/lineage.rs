@@ -130,8 +130,9 @@ impl Graph {
                         g.name(o.digest, 1, format!("{}.{output}", s.name));
                     }
                 }
-                Record::Dataset(ds) => {
-                    for (i, s) in ds.shards.iter().enumerate() {
+                Record::Dataset(prov_manifest::DatasetRecord { shards: parts, .. })
+                | Record::Ledger(prov_manifest::LedgerRecord { shards: parts, .. }) => {
+                    for (i, s) in parts.iter().enumerate() {
                         g.edge(d, s.digest, "", true);
                         shards.push((s.digest, d, i));
                     }

@@ -120,9 +120,30 @@ pub(crate) fn render_report(ui: &mut Ui, report: &RunReport, mode: &str) -> Resu
         })
         .collect();
     ui.line(table(&["stage", "kind", "status", "time", "outputs"], &rows))?;
+    for s in &report.stages {
+        render_filter_stats(ui, s)?;
+    }
     if let Some(m) = report.run_manifest {
         ui.line(format!("run manifest {m}"))?;
     }
+    Ok(())
+}
+
+/// Prints what a filter stage decided, per rule and per language, from its `by_rule` and
+/// `removed_by_language` statistics (documents and words).
+fn render_filter_stats(ui: &mut Ui, s: &StageReport) -> Result<(), CommandError> {
+    let Some(serde_json::Value::Object(by_rule)) = s.record.stats.get("by_rule") else { return Ok(()) };
+    let count = |v: &serde_json::Value, k: &str| v[k].as_u64().unwrap_or(0).to_string();
+    let mut rows: Vec<Vec<String>> =
+        by_rule.iter().map(|(rule, v)| vec![rule.clone(), count(v, "documents"), count(v, "words")]).collect();
+    if let Some(serde_json::Value::Object(langs)) = s.record.stats.get("removed_by_language") {
+        rows.extend(
+            langs.iter().map(|(l, v)| vec![format!("removed, language {l}"), count(v, "documents"), count(v, "words")]),
+        );
+    }
+    ui.line(format!("\n{} ({}):", s.name, s.stage_kind))?;
+    ui.line(table(&["rule", "documents", "words"], &rows))?;
+    ui.line("")?;
     Ok(())
 }
 

@@ -10,7 +10,8 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 
 use prov_manifest::{
-    Content, DatasetRecord, Determinism, OutputRef, OutputType, Record, RelPath, TreeRecord, get_record, put_record,
+    Content, DatasetRecord, Determinism, LedgerRecord, OutputRef, OutputType, Record, RelPath, TreeRecord, get_record,
+    put_record,
 };
 use prov_store::{Digest, ObjectKind, Store};
 use serde::{Deserialize, Serialize};
@@ -216,16 +217,18 @@ fn materialize(store: &Store, input: &StageInput, dest: &Path) -> Result<(), Sta
             },
             other => Err(not_a(other.kind_name(), "source")),
         },
-        OutputType::Dataset => match get_record(store, &input.digest)? {
-            Record::Dataset(DatasetRecord { shards, .. }) => {
-                fs_err::create_dir_all(dest)?;
-                for (i, shard) in shards.iter().enumerate() {
-                    copy_object(store, &shard.digest, &dest.join(format!("shard-{i:05}.parquet")))?;
-                }
-                Ok(())
+        // Datasets and ledgers arrive as a directory of their Parquet shards.
+        OutputType::Dataset | OutputType::Ledger => {
+            let shards = match get_record(store, &input.digest)? {
+                Record::Dataset(DatasetRecord { shards, .. }) | Record::Ledger(LedgerRecord { shards, .. }) => shards,
+                other => return Err(not_a(other.kind_name(), "dataset or ledger")),
+            };
+            fs_err::create_dir_all(dest)?;
+            for (i, shard) in shards.iter().enumerate() {
+                copy_object(store, &shard.digest, &dest.join(format!("shard-{i:05}.parquet")))?;
             }
-            other => Err(not_a(other.kind_name(), "dataset")),
-        },
+            Ok(())
+        }
         OutputType::Checkpoint => Err(StageError::Input {
             input: dest.display().to_string(),
             message: "checkpoints cannot be handed to external commands yet".into(),

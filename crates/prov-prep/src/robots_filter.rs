@@ -1,0 +1,327 @@
+//! `robots`: removes documents whose site opts out of AI crawlers in a pinned robots.txt
+//! snapshot, applied with hindsight to documents crawled earlier (Apertus report, section 2.1).
+//!
+//! Inputs: `docs`, a dataset with URLs, and `snapshot`, a source directory holding one
+//! robots.txt body per host, named `<host>` or `<host>/robots.txt`. Every document gets one
+//! ledger row; nothing is dropped silently:
+//!
+//! | rule | decision | when |
+//! | --- | --- | --- |
+//! | `robots:allowed` | kept | the host's robots.txt allows every listed agent |
+//! | `robots:disallowed` | removed | mode `url`: some listed agent is disallowed for the URL |
+//! | `robots:site-disallowed` | removed | mode `site`: some listed agent is disallowed at `/` |
+//! | `robots:no-robots` | kept | the snapshot has no robots.txt for the host (the opt-out policy allows) |
+//! | `robots:unparseable` | kept | the host's body is HTML or binary, not robots.txt |
+//! | `robots:no-url` | kept | the document has no URL with a host |
+
+use std::collections::BTreeMap;
+
+use prov_dataset::{
+    Document, LedgerDecision, LedgerRow, ShardWriter, read_shard, word_count, write_dataset, write_ledger,
+    write_ledger_shard,
+};
+use prov_exec::{ConfigError, InputSpec, Stage, StageContext, StageError, StageOutput, parse_params};
+use prov_manifest::{Content, Determinism, OutputRef, OutputType, Record, ShardRef, get_record};
+use prov_store::{Digest, Store};
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::robots::RobotsTxt;
+
+/// The 14 user-agent strings of the released Apertus robots filter.
+pub const APERTUS_AGENTS: [&str; 14] = [
+    "AI2Bot",
+    "Applebot-Extended",
+    "Bytespider",
+    "CCBot",
+    "CCBot/2.0",
+    "CCBot/1.0",
+    "ClaudeBot",
+    "cohere-training-data-crawler",
+    "Diffbot",
+    "Meta-ExternalAgent",
+    "Google-Extended",
+    "GPTBot",
+    "PanguBot",
+    "*",
+];
+
+/// How opt-outs apply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RobotsMode {
+    /// Remove a document when a listed agent is disallowed for its URL (the released code).
+    Url,
+    /// Remove all of a site's documents when a listed agent is disallowed at `/`.
+    Site,
+}
+
+/// The resolved configuration of a `robots` stage.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RobotsConfig {
+    /// `url` or `site`.
+    #[serde(default = "default_mode")]
+    pub mode: RobotsMode,
+    /// User agents whose opt-out is honoured.
+    #[serde(default = "default_agents")]
+    pub agents: Vec<String>,
+}
+
+fn default_mode() -> RobotsMode {
+    RobotsMode::Url
+}
+
+fn default_agents() -> Vec<String> {
+    APERTUS_AGENTS.iter().map(|s| (*s).to_owned()).collect()
+}
+
+/// Returns the lowercased host of a URL (`scheme://[userinfo@]host[:port]/…`), if it has one.
+pub fn url_host(url: &str) -> Option<String> {
+    let rest = url.split_once("://")?.1;
+    let authority = rest.split(['/', '?', '#']).next()?;
+    let host_port = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let host =
+        if let Some(v6) = host_port.strip_prefix('[') { v6.split(']').next()? } else { host_port.split(':').next()? };
+    let host = host.trim_end_matches('.').to_ascii_lowercase();
+    (!host.is_empty()).then_some(host)
+}
+
+/// The snapshot: host -> robots.txt object, read and parsed on first use.
+struct Snapshot<'s> {
+    store: &'s Store,
+    files: BTreeMap<String, Digest>,
+}
+
+impl Snapshot<'_> {
+    fn load<'s>(store: &'s Store, source: &Digest) -> Result<Snapshot<'s>, StageError> {
+        let bad = |message: String| StageError::Input { input: "snapshot".into(), message };
+        let Record::Source(src) = get_record(store, source)? else {
+            return Err(bad("expected a source record".into()));
+        };
+        let Content::Tree { digest, .. } = src.content else {
+            return Err(bad("the robots snapshot is a directory of robots.txt files, one per host".into()));
+        };
+        let Record::Tree(tree) = get_record(store, &digest)? else {
+            return Err(bad(format!("`{digest}` is not a tree record")));
+        };
+        let mut files = BTreeMap::new();
+        for e in tree.entries {
+            let path = e.path.as_str();
+            let host = path.strip_suffix("/robots.txt").unwrap_or(path);
+            if host.contains('/') {
+                return Err(bad(format!("`{path}`: snapshot files are named `<host>` or `<host>/robots.txt`")));
+            }
+            files.insert(host.to_ascii_lowercase(), e.digest);
+        }
+        Ok(Snapshot { store, files })
+    }
+
+    fn parse_all(&self) -> Result<BTreeMap<String, RobotsTxt>, StageError> {
+        let mut out = BTreeMap::new();
+        for (host, digest) in &self.files {
+            out.insert(host.clone(), RobotsTxt::parse(&self.store.read(digest)?));
+        }
+        Ok(out)
+    }
+}
+
+/// Decides one document.
+fn decide(doc: &Document, config: &RobotsConfig, robots: &BTreeMap<String, RobotsTxt>) -> LedgerRow {
+    let row = |decision: LedgerDecision, rule: &str, evidence: Option<Value>| LedgerRow {
+        id: doc.id.clone(),
+        decision,
+        rule: rule.to_owned(),
+        evidence: evidence.and_then(|v| if let Value::Object(m) = v { Some(m) } else { None }),
+        language: doc.language.clone(),
+        words: word_count(&doc.text),
+    };
+    let Some(host) = doc.url.as_deref().and_then(url_host) else {
+        return row(LedgerDecision::Kept, "robots:no-url", None);
+    };
+    let Some(txt) = robots.get(&host) else {
+        return row(LedgerDecision::Kept, "robots:no-robots", Some(json!({ "host": host })));
+    };
+    if txt.looks_unparseable() {
+        return row(LedgerDecision::Kept, "robots:unparseable", Some(json!({ "host": host })));
+    }
+    let target = match config.mode {
+        RobotsMode::Url => doc.url.as_deref().unwrap_or("/"),
+        RobotsMode::Site => "/",
+    };
+    let mut agents = Vec::new();
+    let mut first_rule = None;
+    for agent in &config.agents {
+        let d = txt.check(agent, target);
+        if !d.allowed {
+            agents.push(agent.clone());
+            if first_rule.is_none() {
+                first_rule =
+                    d.rule.map(|r| json!({ "line": r.line, "directive": r.directive.as_str(), "pattern": r.pattern }));
+            }
+        }
+    }
+    if agents.is_empty() {
+        return row(LedgerDecision::Kept, "robots:allowed", Some(json!({ "host": host })));
+    }
+    let rule = match config.mode {
+        RobotsMode::Url => "robots:disallowed",
+        RobotsMode::Site => "robots:site-disallowed",
+    };
+    row(LedgerDecision::Removed, rule, Some(json!({ "host": host, "agents": agents, "rule": first_rule })))
+}
+
+/// Filters documents by a pinned robots.txt snapshot.
+pub struct RobotsStage;
+
+impl Stage for RobotsStage {
+    fn kind(&self) -> &'static str {
+        "robots"
+    }
+    fn version(&self) -> u32 {
+        1
+    }
+    fn summary(&self) -> &'static str {
+        "remove documents whose site opts out of the listed AI agents in a pinned robots.txt snapshot, with a ledger"
+    }
+    fn resolve_config(&self, params: &Value) -> Result<Value, ConfigError> {
+        let config: RobotsConfig = parse_params(params)?;
+        if config.agents.is_empty() || config.agents.iter().any(String::is_empty) {
+            return Err(ConfigError::at(&["agents"], "list at least one user agent, none empty"));
+        }
+        Ok(serde_json::to_value(config).expect("strings encode"))
+    }
+    fn determinism(&self, _config: &Value) -> Determinism {
+        Determinism::Portable
+    }
+    fn inputs(&self) -> InputSpec {
+        InputSpec::Named(vec![("docs", vec![OutputType::Dataset]), ("snapshot", vec![OutputType::Source])])
+    }
+    fn outputs(&self, _config: &Value) -> Vec<(String, OutputType)> {
+        vec![("dataset".into(), OutputType::Dataset), ("ledger".into(), OutputType::Ledger)]
+    }
+    fn run(&self, cx: &StageContext<'_>) -> Result<StageOutput, StageError> {
+        let config: RobotsConfig = parse_params(cx.config).map_err(StageError::Config)?;
+        let Record::Dataset(ds) = get_record(cx.store, &cx.input("docs")?.digest)? else {
+            return Err(StageError::Input { input: "docs".into(), message: "expected a dataset record".into() });
+        };
+        let snapshot = Snapshot::load(cx.store, &cx.input("snapshot")?.digest)?;
+        let robots = snapshot.parse_all()?;
+        // Shards in parallel; results collected in shard order, so bytes do not depend on threads.
+        let results: Vec<(ShardRef, prov_dataset::LedgerShard, Vec<LedgerRow>)> = cx.pool.install(|| {
+            ds.shards
+                .par_iter()
+                .map(|s| {
+                    let mut kept = ShardWriter::new(cx.store)?;
+                    let mut rows = Vec::new();
+                    for doc in read_shard(cx.store, &s.digest)? {
+                        let row = decide(&doc, &config, &robots);
+                        if row.decision == LedgerDecision::Kept {
+                            kept.push(doc)?;
+                        }
+                        rows.push(row);
+                    }
+                    let ledger = write_ledger_shard(cx.store, rows.clone())?;
+                    Ok::<_, StageError>((kept.finish()?, ledger, rows))
+                })
+                .collect::<Result<_, _>>()
+        })?;
+        let mut stats = Stats::default();
+        let mut kept_shards = Vec::with_capacity(results.len());
+        let mut ledger_shards = Vec::with_capacity(results.len());
+        for (kept, ledger, rows) in results {
+            for r in &rows {
+                stats.add(r);
+            }
+            kept_shards.push(kept);
+            ledger_shards.push(ledger);
+        }
+        let (dataset, _) = write_dataset(cx.store, kept_shards)?;
+        let (ledger, _) = write_ledger(cx.store, ledger_shards)?;
+        let mut out = StageOutput::default();
+        out.outputs.insert("dataset".into(), OutputRef { output_type: OutputType::Dataset, digest: dataset });
+        out.outputs.insert("ledger".into(), OutputRef { output_type: OutputType::Ledger, digest: ledger });
+        out.stats = stats.into_map(snapshot.files.len());
+        Ok(out)
+    }
+}
+
+/// Documents and words per rule, and removed per language.
+#[derive(Default)]
+struct Stats {
+    by_rule: BTreeMap<String, (u64, u64)>,
+    removed_by_language: BTreeMap<String, (u64, u64)>,
+    total: (u64, u64),
+}
+
+impl Stats {
+    fn add(&mut self, r: &LedgerRow) {
+        let bump = |e: &mut (u64, u64)| {
+            e.0 += 1;
+            e.1 += r.words;
+        };
+        bump(self.by_rule.entry(r.rule.clone()).or_default());
+        bump(&mut self.total);
+        if r.decision == LedgerDecision::Removed {
+            bump(self.removed_by_language.entry(r.language.clone().unwrap_or_else(|| "und".into())).or_default());
+        }
+    }
+
+    fn into_map(self, hosts: usize) -> BTreeMap<String, Value> {
+        let counts = |m: BTreeMap<String, (u64, u64)>| -> Value {
+            m.into_iter().map(|(k, (d, w))| (k, json!({ "documents": d, "words": w }))).collect()
+        };
+        BTreeMap::from([
+            ("by_rule".into(), counts(self.by_rule)),
+            ("removed_by_language".into(), counts(self.removed_by_language)),
+            ("total".into(), json!({ "documents": self.total.0, "words": self.total.1 })),
+            ("snapshot_hosts".into(), Value::from(hosts)),
+        ])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hosts_come_from_the_authority() {
+        assert_eq!(url_host("https://User@Example.ORG:8443/a?b#c").as_deref(), Some("example.org"));
+        assert_eq!(url_host("http://[::1]:80/").as_deref(), Some("::1"));
+        assert_eq!(url_host("http://example.org./x").as_deref(), Some("example.org"));
+        assert_eq!(url_host("example.org/x"), None);
+        assert_eq!(url_host("https:///x"), None);
+    }
+
+    fn doc(id: &str, url: Option<&str>) -> Document {
+        Document { url: url.map(str::to_owned), language: Some("en".into()), ..Document::new(id, "three words here") }
+    }
+
+    #[test]
+    fn every_document_gets_a_reason() {
+        let robots = BTreeMap::from([
+            ("blocks.org".to_owned(), RobotsTxt::parse(b"User-agent: GPTBot\nDisallow: /private\n")),
+            ("html.org".to_owned(), RobotsTxt::parse(b"<!DOCTYPE html><html><body>404</body></html>")),
+            ("open.org".to_owned(), RobotsTxt::parse(b"User-agent: *\nAllow: /\n")),
+            ("all.org".to_owned(), RobotsTxt::parse(b"User-agent: CCBot\nDisallow: /\n")),
+        ]);
+        let url = RobotsConfig { mode: RobotsMode::Url, agents: default_agents() };
+        let site = RobotsConfig { mode: RobotsMode::Site, ..url.clone() };
+        let rule = |d: &Document, c: &RobotsConfig| decide(d, c, &robots).rule;
+        assert_eq!(rule(&doc("1", None), &url), "robots:no-url");
+        assert_eq!(rule(&doc("2", Some("https://unknown.org/")), &url), "robots:no-robots");
+        assert_eq!(rule(&doc("3", Some("https://html.org/")), &url), "robots:unparseable");
+        assert_eq!(rule(&doc("4", Some("https://open.org/x")), &url), "robots:allowed");
+        assert_eq!(rule(&doc("5", Some("https://blocks.org/private/a")), &url), "robots:disallowed");
+        assert_eq!(rule(&doc("6", Some("https://blocks.org/public")), &url), "robots:allowed");
+        // Site mode looks at `/` only: a partial opt-out keeps the site.
+        assert_eq!(rule(&doc("7", Some("https://blocks.org/private/a")), &site), "robots:allowed");
+        assert_eq!(rule(&doc("8", Some("https://all.org/page")), &site), "robots:site-disallowed");
+        let removed = decide(&doc("5", Some("https://blocks.org/private/a")), &url, &robots);
+        let evidence = Value::Object(removed.evidence.unwrap());
+        assert_eq!(evidence["agents"], json!(["GPTBot"]));
+        assert_eq!(evidence["rule"]["line"], 2);
+        assert_eq!(removed.words, 3);
+    }
+}
