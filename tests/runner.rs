@@ -7,6 +7,7 @@ mod common;
 mod test_concurrency;
 mod test_explain;
 mod test_kill;
+mod test_main_job;
 mod test_quickstart;
 mod test_real_data;
 mod test_recipe_errors;

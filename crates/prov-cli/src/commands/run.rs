@@ -129,6 +129,9 @@ pub(crate) fn render_report(ui: &mut Ui, report: &RunReport, mode: &str) -> Resu
     Ok(())
 }
 
+/// Languages listed after a filter stage's rules, most words removed first.
+const MAX_LANGUAGES_SHOWN: usize = 8;
+
 /// Prints what a filter stage decided, per rule and per language, from its `by_rule` and
 /// `removed_by_language` statistics (documents and words).
 fn render_filter_stats(ui: &mut Ui, s: &StageReport) -> Result<(), CommandError> {
@@ -136,13 +139,24 @@ fn render_filter_stats(ui: &mut Ui, s: &StageReport) -> Result<(), CommandError>
     let count = |v: &serde_json::Value, k: &str| v[k].as_u64().unwrap_or(0).to_string();
     let mut rows: Vec<Vec<String>> =
         by_rule.iter().map(|(rule, v)| vec![rule.clone(), count(v, "documents"), count(v, "words")]).collect();
+    let mut more = 0;
     if let Some(serde_json::Value::Object(langs)) = s.record.stats.get("removed_by_language") {
+        // The languages that lost the most words; the rest are in the stage manifest.
+        let mut langs: Vec<(&String, &serde_json::Value)> = langs.iter().collect();
+        langs.sort_by_key(|(l, v)| (std::cmp::Reverse(v["words"].as_u64().unwrap_or(0)), l.as_str()));
+        more = langs.len().saturating_sub(MAX_LANGUAGES_SHOWN);
         rows.extend(
-            langs.iter().map(|(l, v)| vec![format!("removed, language {l}"), count(v, "documents"), count(v, "words")]),
+            langs
+                .into_iter()
+                .take(MAX_LANGUAGES_SHOWN)
+                .map(|(l, v)| vec![format!("removed, language {l}"), count(v, "documents"), count(v, "words")]),
         );
     }
     ui.line(format!("\n{} ({}):", s.name, s.stage_kind))?;
     ui.line(table(&["rule", "documents", "words"], &rows))?;
+    if more > 0 {
+        ui.line(format!("… and {more} more languages: `prov show {}` lists them all", s.manifest))?;
+    }
     ui.line("")?;
     Ok(())
 }
