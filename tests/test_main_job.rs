@@ -1,5 +1,5 @@
 //! The main job, recipes/mini-apertus.yaml, on its real data (fetched by scripts/setup from
-//! npm and PyPI, pinned by version and hash): it runs, every document gets a ledger row, and
+//! npm and `PyPI`, pinned by version and hash): it runs, every document gets a ledger row, and
 //! it replays bit for bit.
 
 use crate::common::{Project, copy_dir, repo_root};
