@@ -6,6 +6,7 @@ mod common;
 
 mod test_concurrency;
 mod test_explain;
+mod test_explain_pii;
 mod test_kill;
 mod test_main_job;
 mod test_quickstart;

@@ -2,6 +2,8 @@
 //! [`ExplainCommand`]: `robots` now; PII matches, license strings, Goldfish masks and batches
 //! at a step will join it.
 
+mod pii;
+
 use std::collections::BTreeMap;
 use std::io::BufRead as _;
 use std::path::{Path, PathBuf};
@@ -28,6 +30,7 @@ pub(crate) struct ExplainArgs {
 #[derive(Debug, clap::Subcommand)]
 enum ExplainCommand {
     Robots(RobotsArgs),
+    Pii(pii::PiiArgs),
 }
 
 /// Say which robots.txt rule allows or disallows a URL for a crawler
@@ -62,6 +65,7 @@ struct RobotsArgs {
 pub(crate) fn cmd_explain(ui: &mut Ui, cx: &CommandContext, args: &ExplainArgs) -> Result<(), CommandError> {
     match &args.command {
         ExplainCommand::Robots(a) => cmd_explain_robots(ui, cx, a),
+        ExplainCommand::Pii(a) => pii::cmd_explain_pii(ui, a),
     }
 }
 
@@ -82,7 +86,8 @@ fn cmd_explain_robots(ui: &mut Ui, cx: &CommandContext, args: &RobotsArgs) -> Re
             BodyKind::Text => "no group",
         };
         ui.warn(format!(
-            "`{}` does not look like a robots.txt ({body}, {} of {} lines ignored): everything is allowed",
+            "`{}` does not look like a robots.txt ({body}, {} of {} lines ignored): the robots stage keeps every \
+             document of such a host (reason `robots:unparseable`); below is what a plain RFC 9309 reading finds",
             file.display(),
             stats.ignored_lines(),
             stats.lines
