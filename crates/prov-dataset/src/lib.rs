@@ -51,7 +51,7 @@ pub use ledger::{
     write_ledger_shard,
 };
 pub use read::{DocumentReader, InputFormat, read_documents, read_documents_as};
-pub use shard::{CREATED_BY, ROW_GROUP_ROWS, ShardWriter, read_shard, read_shard_batches, write_dataset};
+pub use shard::{CREATED_BY, ROW_GROUP_ROWS, ShardWriter, read_shard, read_shard_batches, shard_rows, write_dataset};
 
 use std::path::PathBuf;
 

@@ -116,6 +116,15 @@ pub fn read_shard_batches(store: &Store, digest: &Digest) -> Result<Vec<RecordBa
     Ok(out)
 }
 
+/// Returns the number of rows of any stored Parquet shard (documents or ledger) from its
+/// footer, after verifying the shard's bytes.
+pub fn shard_rows(store: &Store, digest: &Digest) -> Result<u64, DatasetError> {
+    store.verify(digest)?;
+    let file = fs_err::File::open(store.object_path(digest))?;
+    let builder = ParquetRecordBatchReaderBuilder::try_new(file.into_parts().0)?;
+    Ok(u64::try_from(builder.metadata().file_metadata().num_rows()).unwrap_or(0))
+}
+
 /// Reads a stored shard's documents, after verifying the shard's bytes.
 pub fn read_shard(store: &Store, digest: &Digest) -> Result<Vec<Document>, DatasetError> {
     let mut docs = Vec::new();

@@ -18,6 +18,7 @@
 //! assert!(registry.get("shard").is_some() && registry.get("sample").is_some());
 //! ```
 
+pub mod pii;
 pub mod robots;
 mod robots_filter;
 mod sample;

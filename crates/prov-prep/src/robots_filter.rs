@@ -27,7 +27,7 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::robots::RobotsTxt;
+use crate::robots::{CheckOptions, RobotsTxt, request_path};
 
 /// The 14 user-agent strings of the released Apertus robots filter.
 pub const APERTUS_AGENTS: [&str; 14] = [
@@ -113,7 +113,11 @@ impl Snapshot<'_> {
             if host.contains('/') {
                 return Err(bad(format!("`{path}`: snapshot files are named `<host>` or `<host>/robots.txt`")));
             }
-            files.insert(host.to_ascii_lowercase(), e.digest);
+            if files.insert(host.to_ascii_lowercase(), e.digest).is_some() {
+                return Err(bad(format!(
+                    "`{path}`: a second robots.txt for host `{host}` (hosts are case-insensitive)"
+                )));
+            }
         }
         Ok(Snapshot { store, files })
     }
@@ -124,6 +128,22 @@ impl Snapshot<'_> {
             out.insert(host.clone(), RobotsTxt::parse(&self.store.read(digest)?));
         }
         Ok(out)
+    }
+}
+
+/// The names an agent's opt-out is looked up under. RFC 9309 product tokens hold only
+/// letters, `-` and `_`, so a file's `User-agent: AI2Bot` names the group `AI` (the
+/// conformance suite requires this reading, and that the crawler `AI2Bot` is not named by
+/// it). An opt-out aimed at such an agent must still count, so an agent whose name has other
+/// bytes is also looked up by the token its file lines are read as; either disallowing
+/// removes the document. This errs towards honouring opt-outs.
+fn agent_names(agent: &str) -> Vec<&str> {
+    let name = crate::robots::product_token(agent);
+    let n = name.bytes().take_while(|&b| b.is_ascii_alphabetic() || b == b'-' || b == b'_').count();
+    if n > 0 && n < name.len() && !name.bytes().any(|b| b.is_ascii_whitespace()) {
+        vec![agent, &name[..n]]
+    } else {
+        vec![agent]
     }
 }
 
@@ -150,18 +170,23 @@ fn decide(doc: &Document, config: &RobotsConfig, robots: &BTreeMap<String, Robot
         RobotsMode::Url => doc.url.as_deref().unwrap_or("/"),
         RobotsMode::Site => "/",
     };
-    let mut agents = Vec::new();
-    let mut first_rule = None;
-    for agent in &config.agents {
-        let d = txt.check(agent, target);
-        if !d.allowed {
-            agents.push(agent.clone());
-            if first_rule.is_none() {
-                first_rule =
-                    d.rule.map(|r| json!({ "line": r.line, "directive": r.directive.as_str(), "pattern": r.pattern }));
-            }
-        }
-    }
+    // The request path once per document, then the allocation-free check per agent; only
+    // the first disallowing agent's rule is looked up in full, for the evidence.
+    let path = request_path(target);
+    let agents: Vec<String> = config
+        .agents
+        .iter()
+        .filter(|a| agent_names(a).iter().any(|n| !txt.is_allowed(n, &path, CheckOptions::default())))
+        .cloned()
+        .collect();
+    let first_rule = agents
+        .first()
+        .and_then(|a| {
+            agent_names(a)
+                .into_iter()
+                .find_map(|n| txt.check(n, target).rule.filter(|r| r.directive == crate::robots::Directive::Disallow))
+        })
+        .map(|r| json!({ "line": r.line, "directive": r.directive, "pattern": r.pattern }));
     if agents.is_empty() {
         return row(LedgerDecision::Kept, "robots:allowed", Some(json!({ "host": host })));
     }
@@ -318,6 +343,11 @@ mod tests {
         // Site mode looks at `/` only: a partial opt-out keeps the site.
         assert_eq!(rule(&doc("7", Some("https://blocks.org/private/a")), &site), "robots:allowed");
         assert_eq!(rule(&doc("8", Some("https://all.org/page")), &site), "robots:site-disallowed");
+        // `User-agent: AI2Bot` is read as the group `AI`; the opt-out still counts for AI2Bot.
+        let ai2 = BTreeMap::from([("ai2.org".to_owned(), RobotsTxt::parse(b"User-agent: AI2Bot\nDisallow: /\n"))]);
+        let d = decide(&doc("9", Some("https://ai2.org/x")), &url, &ai2);
+        assert_eq!(d.rule, "robots:disallowed");
+        assert_eq!(Value::Object(d.evidence.unwrap())["agents"], json!(["AI2Bot"]));
         let removed = decide(&doc("5", Some("https://blocks.org/private/a")), &url, &robots);
         let evidence = Value::Object(removed.evidence.unwrap());
         assert_eq!(evidence["agents"], json!(["GPTBot"]));

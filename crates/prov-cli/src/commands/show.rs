@@ -54,18 +54,15 @@ pub(crate) fn cmd_show(ui: &mut Ui, cx: &CommandContext, args: &ShowArgs) -> Res
         }
         Some("shard") => {
             let size = store.verify(&digest)?;
-            let batches = prov_dataset::read_shard_batches(&store, &digest).map_err(|e| {
+            // Document shards and ledger shards alike: the row count is in the footer.
+            let rows = prov_dataset::shard_rows(&store, &digest).map_err(|e| {
                 if e.is_integrity_failure() {
                     CommandError::integrity(e.to_string())
                 } else {
                     CommandError::input(e.to_string())
                 }
             })?;
-            let mut rows = 0;
-            for b in &batches {
-                rows += b.num_rows();
-            }
-            show_object(ui, &store, &digest, "shard", size, Some(rows as u64))
+            show_object(ui, &store, &digest, "shard", size, Some(rows))
         }
         known => {
             let size = store.verify(&digest)?;

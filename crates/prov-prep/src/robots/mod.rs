@@ -178,33 +178,49 @@ impl RobotsTxt {
     /// Like [`RobotsTxt::check`], with options.
     pub fn check_with(&self, user_agent: &str, url_or_path: &str, options: CheckOptions) -> Decision {
         let path = matcher::request_path(url_or_path);
+        let (basis, best, first_agent) = self.decide(user_agent, &path, options);
+        Decision {
+            allowed: best.is_none_or(|(rule, _)| rule.directive == Directive::Allow),
+            rule: best.map(|(rule, _)| MatchedRule {
+                line: rule.line,
+                directive: rule.directive,
+                pattern: rule.pattern.clone(),
+            }),
+            group_agent: best.map(|(_, a)| a).or(first_agent).map(|a| a.as_str().to_owned()),
+            basis,
+            path: path.into_owned(),
+        }
+    }
+
+    /// Returns whether `user_agent` may fetch `path`, a request path as [`request_path`]
+    /// gives it: the same decision as [`RobotsTxt::check_with`] without building a
+    /// [`Decision`] (no allocation), for filtering many documents.
+    pub fn is_allowed(&self, user_agent: &str, path: &str, options: CheckOptions) -> bool {
+        self.decide(user_agent, path, options).1.is_none_or(|(rule, _)| rule.directive == Directive::Allow)
+    }
+
+    /// The decision itself: the basis, the winning rule with its group's agent, and the first
+    /// applicable group's agent.
+    fn decide(
+        &self,
+        user_agent: &str,
+        path: &str,
+        options: CheckOptions,
+    ) -> (Basis, Option<(&parse::Rule, &Agent)>, Option<&Agent>) {
         if options.robots_txt_implicitly_allowed && path == "/robots.txt" {
-            return Decision {
-                allowed: true,
-                rule: None,
-                group_agent: None,
-                basis: Basis::RobotsTxt,
-                path: path.into_owned(),
-            };
+            return (Basis::RobotsTxt, None, None);
         }
         let token = product_token(user_agent);
         let named = |a: &Agent| matches!(a, Agent::Token(t) if !t.is_empty() && t.eq_ignore_ascii_case(token));
-        let groups: Vec<(&Group, &Agent)> = {
-            let specific: Vec<_> = self.applicable(named);
-            if specific.is_empty() { self.applicable(|a| matches!(a, Agent::Any)) } else { specific }
-        };
-        let Some(&(_, first_agent)) = groups.first() else {
-            return Decision {
-                allowed: true,
-                rule: None,
-                group_agent: None,
-                basis: Basis::NoGroup,
-                path: path.into_owned(),
-            };
-        };
+        // The groups naming the crawler's product token, or else the `*` groups (merged).
+        let specific = self.groups.iter().any(|g| g.agents.iter().any(named));
+        let applies = |a: &Agent| if specific { named(a) } else { matches!(a, Agent::Any) };
+        let groups = self.groups.iter().filter_map(|g| g.agents.iter().find(|a| applies(a)).map(|a| (g, a)));
+        let mut first_agent = None;
         // The longest pattern wins; `allow` wins a tie; among equals, the earliest line.
         let mut best: Option<(&parse::Rule, &Agent)> = None;
-        for &(group, agent) in &groups {
+        for (group, agent) in groups {
+            first_agent.get_or_insert(agent);
             for rule in &group.rules {
                 let better = best.is_none_or(|(b, _)| {
                     (rule.pattern.len(), rule.directive == Directive::Allow)
@@ -215,28 +231,20 @@ impl RobotsTxt {
                 }
             }
         }
-        match best {
-            Some((rule, agent)) => Decision {
-                allowed: rule.directive == Directive::Allow,
-                rule: Some(MatchedRule { line: rule.line, directive: rule.directive, pattern: rule.pattern.clone() }),
-                group_agent: Some(agent.as_str().to_owned()),
-                basis: Basis::Rule,
-                path: path.into_owned(),
-            },
-            None => Decision {
-                allowed: true,
-                rule: None,
-                group_agent: Some(first_agent.as_str().to_owned()),
-                basis: Basis::NoMatchingRule,
-                path: path.into_owned(),
-            },
-        }
+        let basis = match (first_agent, best) {
+            (None, _) => Basis::NoGroup,
+            (Some(_), Some(_)) => Basis::Rule,
+            (Some(_), None) => Basis::NoMatchingRule,
+        };
+        (basis, best, first_agent)
     }
+}
 
-    /// Returns the groups with an agent for which `applies` holds, each with that agent.
-    fn applicable(&self, applies: impl Fn(&Agent) -> bool) -> Vec<(&Group, &Agent)> {
-        self.groups.iter().filter_map(|g| g.agents.iter().find(|a| applies(a)).map(|a| (g, a))).collect()
-    }
+/// Returns the request path of a URL (path and query, without the fragment, percent escapes
+/// normalised as rules are) or of a bare path: compute it once per URL for
+/// [`RobotsTxt::is_allowed`].
+pub fn request_path(url_or_path: &str) -> std::borrow::Cow<'_, str> {
+    matcher::request_path(url_or_path)
 }
 
 /// Returns the product token of a crawler's user-agent: the text before the first `/`,
@@ -427,6 +435,24 @@ mod tests {
                 prop_assert_eq!(&lf, &crlf);
                 prop_assert_eq!(&lf, &cr);
             }
+        }
+    }
+
+    proptest::proptest! {
+        /// The allocation-free path and the explaining path always agree.
+        #[test]
+        fn is_allowed_agrees_with_check(
+            body in proptest::collection::vec(proptest::sample::select(vec![
+                "User-agent: *\n", "User-agent: GPTBot\n", "user-agent: ccbot\n", "Disallow: /\n", "Allow: /a\n",
+                "Disallow: /a*b$\n", "Allow: /*.html$\n", "Disallow: /%7E\n", "Disallow:\n", "\n", "# c\n",
+            ]), 0..12),
+            agent in proptest::sample::select(vec!["GPTBot", "CCBot/2.0", "*", "Other"]),
+            path in "/[a-z~%7Eb.html]{0,8}",
+        ) {
+            let txt = RobotsTxt::parse(body.concat().as_bytes());
+            let slow = txt.check(agent, &path).allowed;
+            let fast = txt.is_allowed(agent, &request_path(&path), CheckOptions::default());
+            proptest::prop_assert_eq!(slow, fast);
         }
     }
 }

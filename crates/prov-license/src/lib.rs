@@ -1,0 +1,101 @@
+//! Licenses for Provenant: declared license strings to SPDX expressions, caller-chosen
+//! policies, license classes and compound-data-set consistency.
+//!
+//! `prov-license` owns what a license string means: it normalises the strings that data sets
+//! and packages declare ("Apache License 2.0", `GPL-2+`, `MIT/Apache-2.0`, `CC BY-NC-SA 4.0`)
+//! to canonical SPDX expressions with the [`spdx`] crate, says why when a string does not
+//! denote one license, evaluates expressions against a [`Policy`] the caller passes in,
+//! classifies licenses by what they allow (commercial use, attribution, share-alike,
+//! derivatives), and checks that a mixture's declared license does not re-license its
+//! constituents invalidly.
+//!
+//! It deliberately does not:
+//!
+//! - decide which licenses are acceptable: that is a [`Policy`] value chosen, versioned and
+//!   recorded by the caller (`prov-prep`'s license filter, `prov-audit`);
+//!   [`Policy::permissive`] is a preset, not a default;
+//! - detect licenses from text (no license-text scanning), fetch anything, or read files and
+//!   environment variables;
+//! - write verdicts or ledgers: a [`PolicyDecision`] carries the decision, rule and reason that
+//!   the caller puts into a `prov_manifest::VerdictRecord`, whose [`Decision`] it shares;
+//! - give legal advice: the tables say which reading was chosen and why, so that a reviewer can
+//!   disagree with a specific line.
+//!
+//! # Brief overview
+//!
+//! - [`normalize()`] → [`Normalized`]: an SPDX [`LicenseExpression`] and the [`Rule`] that
+//!   recognised it, or [`UnknownReason`] (empty, not a license, ambiguous with candidates,
+//!   unrecognised with the input underlined).
+//! - [`Policy`], [`PolicyBuilder`], [`evaluate`] → [`PolicyDecision`]: allow or deny, the
+//!   [`PolicyRule`] that fired, the reason, and a decision per requirement.
+//! - [`classify()`] → [`Class`]: commercial, attribution, [`ShareAlike`], no-derivatives.
+//! - [`check_compound`] → [`Conflict`]s: where a mixture is more permissive than a constituent.
+//! - [`dpi`]: the Data Provenance Initiative's license strings and their readings.
+//!
+//! # Files
+//!
+//! | module | holds |
+//! | --- | --- |
+//! | `expression.rs` | [`LicenseExpression`]: case-insensitive SPDX parsing, deprecated ids rewritten, canonical text |
+//! | `normalize.rs` | the normalisation rules and their tables (not-a-license words, prose aliases, Debian names) |
+//! | `dpi.rs` | the DPI table (generated left column, reviewed right column) |
+//! | `classify.rs` | license terms and [`classify()`] |
+//! | `policy.rs` | [`Policy`], the permissive preset, [`evaluate`] |
+//! | `compound.rs` | [`check_compound`] |
+//! | `version.rs` | license families and later versions |
+//!
+//! # Example
+//!
+//! ```
+//! use prov_license::{Normalized, Policy, PolicyRule, Rule, check_compound, classify, evaluate, normalize};
+//! use prov_manifest::Decision;
+//!
+//! let declared = normalize("MIT/Apache-2.0");
+//! let Normalized::Spdx { expression, via } = &declared else { panic!("normalises") };
+//! assert_eq!((expression.as_str(), *via), ("MIT OR Apache-2.0", Rule::CargoSlash));
+//!
+//! let policy = Policy::permissive();
+//! let decision = evaluate(&policy, &declared);
+//! assert_eq!((decision.decision, decision.rule), (Decision::Allow, PolicyRule::AllowList));
+//!
+//! let nc = normalize("CC BY-NC 4.0");
+//! assert!(!classify(&nc)?.commercial);
+//! assert_eq!(evaluate(&policy, &nc).decision, Decision::Deny);
+//!
+//! // A CC BY mixture may not contain non-commercial data.
+//! let conflicts = check_compound(&normalize("CC-BY-4.0"), &[declared, nc]);
+//! assert_eq!(conflicts[0].to_string(),
+//!     "constituent 1 (`CC-BY-NC-4.0`) forbids commercial use, which the mixture's `CC-BY-4.0` allows");
+//!
+//! // Strings that name no single license say why.
+//! let Normalized::Unknown { reason } = normalize("BSD") else { panic!("ambiguous") };
+//! assert_eq!(reason.code(), "ambiguous");
+//! # Ok::<(), prov_license::Unclassified>(())
+//! ```
+
+#![deny(missing_docs)]
+
+pub mod classify;
+pub mod compound;
+pub mod dpi;
+pub mod expression;
+pub mod normalize;
+pub mod policy;
+mod version;
+
+pub use classify::{Class, ShareAlike, Unclassified, classify, classify_expression};
+pub use compound::{Conflict, ConflictKind, check_compound};
+pub use expression::{ExpressionError, LicenseExpression};
+pub use normalize::{Ambiguity, Normalized, NotALicense, Rule, UnknownReason, normalize};
+pub use policy::{
+    AmbiguousRule, Policy, PolicyBuilder, PolicyDecision, PolicyError, PolicyRule, RequirementDecision, evaluate,
+    evaluate_expression,
+};
+pub use prov_manifest::Decision;
+pub use spdx;
+
+/// Returns the version of the SPDX license list the ids come from (e.g. `3.29.0`); record it
+/// beside verdicts, since a later list may add ids that change a normalisation.
+pub fn spdx_list_version() -> &'static str {
+    spdx::license_version()
+}

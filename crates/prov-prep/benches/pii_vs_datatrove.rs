@@ -1,0 +1,74 @@
+//! Benchmark: PII redaction against datatrove 0.10.1's `PIIFormatter`, side by side.
+//!
+//! The corpus is the shared PII bench corpus (9,099 real Debian documents, 53 MB; found via
+//! `PROV_SHARED_DATA`). Both sides run on one core, best of 3: the `apertus` and `strict`
+//! modes here, `PIIFormatter()` with its defaults (e-mails and public IPs) in datatrove. The
+//! issue's target is at least 10x per core.
+//!
+//! Run with `cargo bench -p prov-prep --bench pii_vs_datatrove` after `scripts/setup`.
+
+#![allow(clippy::print_stdout, clippy::unwrap_used, missing_docs)]
+
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use prov_prep::pii::{Redactor, StrictOptions};
+
+const RUNS: usize = 3;
+
+fn main() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let shared = std::env::var_os("PROV_SHARED_DATA").map_or_else(|| root.join("../shared/data"), PathBuf::from);
+    let corpus = shared.join("pii/bench-corpus.jsonl.gz");
+    let python = root.join(".venv/bin/python");
+    if !corpus.is_file() || !python.is_file() {
+        println!("skipping: {} or {} missing (PROV_SHARED_DATA, scripts/setup)", corpus.display(), python.display());
+        return;
+    }
+    let reader = std::io::BufReader::new(flate2::read::GzDecoder::new(fs_err::File::open(&corpus).unwrap()));
+    let texts: Vec<String> = reader
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(&l.unwrap()).unwrap()["text"].as_str().unwrap().to_owned())
+        .collect();
+    let bytes: usize = texts.iter().map(String::len).sum();
+
+    let time = |redactor: &Redactor| {
+        let mut best = f64::INFINITY;
+        let mut matches = 0;
+        for _ in 0..RUNS {
+            let t = Instant::now();
+            matches = texts.iter().map(|text| redactor.redact(text).counts().total()).sum::<u64>();
+            best = best.min(t.elapsed().as_secs_f64());
+        }
+        (best, matches)
+    };
+    let (apertus, apertus_matches) = time(&Redactor::apertus());
+    let (strict, strict_matches) = time(&Redactor::strict(StrictOptions::default()));
+
+    let out = std::process::Command::new(&python)
+        .arg(root.join("scripts/bench_pii_datatrove.py"))
+        .arg(&corpus)
+        .arg(RUNS.to_string())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "datatrove side failed: {}", String::from_utf8_lossy(&out.stderr));
+    let peer: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let datatrove = peer["seconds"].as_f64().unwrap();
+
+    let mbs = |s: f64| bytes as f64 / s / 1e6;
+    println!("PII: {} documents, {:.1} MB, one core, best of {RUNS}", texts.len(), bytes as f64 / 1e6);
+    println!(
+        "{:<28} {:>9.3} s {:>8.1} MB/s  ({} matches)",
+        "prov-prep apertus",
+        apertus,
+        mbs(apertus),
+        apertus_matches
+    );
+    println!("{:<28} {:>9.3} s {:>8.1} MB/s  ({} matches)", "prov-prep strict", strict, mbs(strict), strict_matches);
+    println!("{:<28} {:>9.3} s {:>8.1} MB/s", "datatrove 0.10.1 PIIFormatter", datatrove, mbs(datatrove));
+    for (name, s) in [("apertus", apertus), ("strict", strict)] {
+        let r = datatrove / s;
+        println!("speed-up {name}: {r:.1}x (target >= 10x per core: {})", if r >= 10.0 { "met" } else { "NOT met" });
+    }
+}
