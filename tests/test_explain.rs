@@ -187,3 +187,27 @@ fn usage_errors_exit_1() {
     r.exit(1);
     assert!(r.stderr().contains("absent.txt"), "{}", r.describe());
 }
+
+#[test]
+fn explain_license_normalises_and_decides() {
+    let p = Project::new();
+    let cases = [
+        ("MIT/Apache-2.0", Some("MIT OR Apache-2.0"), "allow"),
+        ("GPL-2+", Some("GPL-2.0-or-later"), "deny"),
+        ("CC BY-NC 4.0", Some("CC-BY-NC-4.0"), "deny"),
+        ("Expat", Some("MIT"), "allow"),
+        ("Unspecified", None, "deny"),
+        ("", None, "deny"),
+    ];
+    for (input, spdx, decision) in cases {
+        let out = p.json(&["explain", "license", input]);
+        assert_eq!(out.len(), 1, "{input}: {out:?}");
+        let data = &out[0]["data"];
+        assert_eq!(out[0]["type"], "license");
+        assert_eq!(data["spdx"].as_str(), spdx, "{input}: {data}");
+        assert_eq!(data["decision"], decision, "{input}: {data}");
+        if spdx.is_none() {
+            assert!(data["unknown"].as_str().is_some_and(|r| !r.is_empty()), "an unknown says why: {data}");
+        }
+    }
+}

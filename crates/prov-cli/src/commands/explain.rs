@@ -2,6 +2,7 @@
 //! [`ExplainCommand`]: `robots` now; PII matches, license strings, Goldfish masks and batches
 //! at a step will join it.
 
+mod license;
 mod pii;
 
 use std::collections::BTreeMap;
@@ -31,6 +32,7 @@ pub(crate) struct ExplainArgs {
 enum ExplainCommand {
     Robots(RobotsArgs),
     Pii(pii::PiiArgs),
+    License(license::LicenseArgs),
 }
 
 /// Say which robots.txt rule allows or disallows a URL for a crawler
@@ -66,6 +68,7 @@ pub(crate) fn cmd_explain(ui: &mut Ui, cx: &CommandContext, args: &ExplainArgs) 
     match &args.command {
         ExplainCommand::Robots(a) => cmd_explain_robots(ui, cx, a),
         ExplainCommand::Pii(a) => pii::cmd_explain_pii(ui, a),
+        ExplainCommand::License(a) => license::cmd_explain_license(ui, a),
     }
 }
 
