@@ -9,6 +9,7 @@ mod test_explain;
 mod test_explain_pii;
 mod test_kill;
 mod test_main_job;
+mod test_pii;
 mod test_quickstart;
 mod test_real_data;
 mod test_recipe_errors;

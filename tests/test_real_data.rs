@@ -14,7 +14,8 @@ fn the_pii_bench_corpus_shards_and_replays_bit_for_bit() {
     p.write(
         "recipes/debian.yaml",
         "schema: 1\nname: debian\nseed: 11\nsources:\n  corpus:\n    path: data/bench-corpus.jsonl.gz\n    license: GPL-2.0-or-later\n\
-         stages:\n  shards:\n    kind: shard\n    inputs: {docs: corpus}\n    params: {shards: 6}\n  sample:\n    kind: sample\n    inputs: {docs: shards}\n    params: {rows: 1000}\n",
+         stages:\n  shards:\n    kind: shard\n    inputs: {docs: corpus}\n    params: {shards: 6}\n  sample:\n    kind: sample\n    inputs: {docs: shards}\n    params: {rows: 1000}\n\
+         \x20 pii:\n    kind: pii\n    inputs: {docs: shards}\n    params: {mode: apertus}\n",
     );
     let lines = p.json(&["run", "recipes/debian.yaml"]);
     let stage = |name: &str| lines.iter().find(|l| l["type"] == "stage" && l["data"]["name"] == name).unwrap().clone();
@@ -25,6 +26,16 @@ fn the_pii_bench_corpus_shards_and_replays_bit_for_bit() {
     assert_eq!(record["stats"]["shards"], 6);
     let sample = p.json(&["show", stage("sample")["data"]["manifest"].as_str().unwrap()]);
     assert_eq!(sample[0]["data"]["record"]["stats"]["documents_out"], 1000);
+    // The PII stage on the whole corpus: the span count the Python side-by-side test agrees on.
+    let pii = p.json(&["show", stage("pii")["data"]["manifest"].as_str().unwrap()]);
+    let pii_stats = &pii[0]["data"]["record"]["stats"];
+    let replaced = &pii_stats["replaced"];
+    let total =
+        replaced["email"].as_u64().unwrap() + replaced["ip"].as_u64().unwrap() + replaced["iban"].as_u64().unwrap();
+    assert_eq!(total, 50_381, "{pii_stats}");
+    let modified = pii_stats["by_rule"]["pii:redacted"]["documents"].as_u64().unwrap();
+    let untouched = pii_stats["by_rule"]["pii:none"]["documents"].as_u64().unwrap();
+    assert_eq!(modified + untouched, 9099, "{pii_stats}");
     p.prov(&["replay", "lockfiles/debian.lock"]).success();
     p.prov(&["--threads", "1", "replay", "lockfiles/debian.lock"]).success();
 }

@@ -19,11 +19,13 @@
 //! ```
 
 pub mod pii;
+mod pii_filter;
 pub mod robots;
 mod robots_filter;
 mod sample;
 mod shard;
 
+pub use pii_filter::{PiiConfig, PiiStage};
 pub use robots_filter::{APERTUS_AGENTS, RobotsConfig, RobotsMode, RobotsStage, url_host};
 pub use sample::{SampleConfig, SampleStage, sample_key};
 pub use shard::{ShardConfig, ShardStage};
@@ -35,4 +37,5 @@ pub fn register(registry: &mut prov_exec::Registry) {
     registry.register(Arc::new(ShardStage));
     registry.register(Arc::new(SampleStage));
     registry.register(Arc::new(RobotsStage));
+    registry.register(Arc::new(PiiStage));
 }

@@ -204,8 +204,10 @@ impl Stage for RobotsStage {
     fn kind(&self) -> &'static str {
         "robots"
     }
+    // 2: agents with digits also looked up under their RFC token reading; evidence spells the
+    // directive in lower case.
     fn version(&self) -> u32 {
-        1
+        2
     }
     fn summary(&self) -> &'static str {
         "remove documents whose site opts out of the listed AI agents in a pinned robots.txt snapshot, with a ledger"

@@ -1,0 +1,159 @@
+//! `pii`: replaces e-mail addresses, IP addresses and IBANs with markers in every document,
+//! shard-parallel, and writes a ledger that counts what was replaced per document, never the
+//! PII itself.
+//!
+//! | rule | decision | when |
+//! | --- | --- | --- |
+//! | `pii:redacted` | modified | at least one span was replaced (evidence: counts per type) |
+//! | `pii:none` | kept | nothing matched |
+//! | `pii:exempt` | kept | the document's `tag` metadata field is in `exempt_tags` (the report does not anonymise code and math) |
+
+use std::collections::BTreeMap;
+
+use prov_dataset::{
+    Document, LedgerDecision, LedgerRow, LedgerShard, ShardWriter, read_shard, word_count, write_dataset, write_ledger,
+    write_ledger_shard,
+};
+use prov_exec::{ConfigError, InputSpec, Stage, StageContext, StageError, StageOutput, parse_params};
+use prov_manifest::{Determinism, OutputRef, OutputType, Record, ShardRef, get_record};
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::pii::{Mode, PiiCounts, Redactor, StrictOptions};
+
+/// The resolved configuration of a `pii` stage.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PiiConfig {
+    /// `apertus` (the released step, in a fixed order) or `strict`.
+    #[serde(default = "default_mode")]
+    pub mode: Mode,
+    /// `strict` only: keep private, loopback and other non-public IP addresses.
+    #[serde(default)]
+    pub keep_private_ips: bool,
+    /// Values of the documents' `tag` metadata field whose documents are left untouched.
+    #[serde(default)]
+    pub exempt_tags: Vec<String>,
+}
+
+fn default_mode() -> Mode {
+    Mode::Apertus
+}
+
+/// Returns the document's `tag` metadata field, if it has one.
+fn tag(doc: &Document) -> Option<String> {
+    let meta: Value = serde_json::from_str(doc.metadata.as_deref()?).ok()?;
+    meta.get("tag")?.as_str().map(str::to_owned)
+}
+
+/// Redacts PII in documents, with a ledger.
+pub struct PiiStage;
+
+impl Stage for PiiStage {
+    fn kind(&self) -> &'static str {
+        "pii"
+    }
+    fn version(&self) -> u32 {
+        1
+    }
+    fn summary(&self) -> &'static str {
+        "replace e-mail addresses, IP addresses and IBANs by markers (apertus or strict mode), with a ledger of counts"
+    }
+    fn resolve_config(&self, params: &Value) -> Result<Value, ConfigError> {
+        let mut config: PiiConfig = parse_params(params)?;
+        if config.keep_private_ips && config.mode == Mode::Apertus {
+            return Err(ConfigError::at(&["keep_private_ips"], "`keep_private_ips` applies to mode `strict` only")
+                .with_hint("the apertus mode reproduces the released step, which redacts every IPv4 match"));
+        }
+        // A set: sorted and unique, so that equal configurations have one encoding.
+        config.exempt_tags.sort();
+        config.exempt_tags.dedup();
+        Ok(serde_json::to_value(config).expect("strings and booleans encode"))
+    }
+    fn determinism(&self, _config: &Value) -> Determinism {
+        Determinism::Portable
+    }
+    fn inputs(&self) -> InputSpec {
+        InputSpec::Named(vec![("docs", vec![OutputType::Dataset])])
+    }
+    fn outputs(&self, _config: &Value) -> Vec<(String, OutputType)> {
+        vec![("dataset".into(), OutputType::Dataset), ("ledger".into(), OutputType::Ledger)]
+    }
+    fn run(&self, cx: &StageContext<'_>) -> Result<StageOutput, StageError> {
+        let config: PiiConfig = parse_params(cx.config).map_err(StageError::Config)?;
+        let redactor = Redactor::new(config.mode, StrictOptions { keep_private_ips: config.keep_private_ips });
+        let Record::Dataset(ds) = get_record(cx.store, &cx.input("docs")?.digest)? else {
+            return Err(StageError::Input { input: "docs".into(), message: "expected a dataset record".into() });
+        };
+        // Shards in parallel, collected in shard order: bytes do not depend on the threads.
+        let results: Vec<(ShardRef, LedgerShard, Vec<LedgerRow>, PiiCounts)> = cx.pool.install(|| {
+            ds.shards
+                .par_iter()
+                .map(|s| {
+                    let mut out = ShardWriter::new(cx.store)?;
+                    let mut rows = Vec::new();
+                    let mut counts = PiiCounts::default();
+                    for mut doc in read_shard(cx.store, &s.digest)? {
+                        let words = word_count(&doc.text);
+                        let (decision, rule, evidence) = match tag(&doc) {
+                            Some(t) if config.exempt_tags.contains(&t) => {
+                                (LedgerDecision::Kept, "pii:exempt", Some(json!({ "tag": t })))
+                            }
+                            _ => {
+                                let r = redactor.redact(&doc.text);
+                                let c = r.counts();
+                                if c.total() == 0 {
+                                    (LedgerDecision::Kept, "pii:none", None)
+                                } else {
+                                    counts.email += c.email;
+                                    counts.ip += c.ip;
+                                    counts.iban += c.iban;
+                                    doc.text = r.text.into_owned();
+                                    (LedgerDecision::Modified, "pii:redacted", Some(json!(c)))
+                                }
+                            }
+                        };
+                        rows.push(LedgerRow {
+                            id: doc.id.clone(),
+                            decision,
+                            rule: rule.to_owned(),
+                            evidence: evidence.and_then(|v| if let Value::Object(m) = v { Some(m) } else { None }),
+                            language: doc.language.clone(),
+                            words,
+                        });
+                        out.push(doc)?;
+                    }
+                    let ledger = write_ledger_shard(cx.store, rows.clone())?;
+                    Ok::<_, StageError>((out.finish()?, ledger, rows, counts))
+                })
+                .collect::<Result<_, _>>()
+        })?;
+        let mut by_rule: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+        let mut total = PiiCounts::default();
+        let (mut shards, mut ledgers) = (Vec::new(), Vec::new());
+        for (shard, ledger, rows, counts) in results {
+            for r in &rows {
+                let e = by_rule.entry(r.rule.clone()).or_default();
+                e.0 += 1;
+                e.1 += r.words;
+            }
+            total.email += counts.email;
+            total.ip += counts.ip;
+            total.iban += counts.iban;
+            shards.push(shard);
+            ledgers.push(ledger);
+        }
+        let (dataset, _) = write_dataset(cx.store, shards)?;
+        let (ledger, _) = write_ledger(cx.store, ledgers)?;
+        let mut out = StageOutput::default();
+        out.outputs.insert("dataset".into(), OutputRef { output_type: OutputType::Dataset, digest: dataset });
+        out.outputs.insert("ledger".into(), OutputRef { output_type: OutputType::Ledger, digest: ledger });
+        out.stats.insert(
+            "by_rule".into(),
+            by_rule.into_iter().map(|(k, (d, w))| (k, json!({ "documents": d, "words": w }))).collect(),
+        );
+        out.stats.insert("replaced".into(), json!(total));
+        Ok(out)
+    }
+}
