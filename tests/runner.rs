@@ -8,6 +8,7 @@ mod test_concurrency;
 mod test_explain;
 mod test_explain_pii;
 mod test_kill;
+mod test_license;
 mod test_main_job;
 mod test_pii;
 mod test_quickstart;

@@ -18,6 +18,7 @@
 //! assert!(registry.get("shard").is_some() && registry.get("sample").is_some());
 //! ```
 
+mod license_filter;
 pub mod pii;
 mod pii_filter;
 pub mod robots;
@@ -25,6 +26,7 @@ mod robots_filter;
 mod sample;
 mod shard;
 
+pub use license_filter::{LicenseConfig, LicenseStage, MissingLicense};
 pub use pii_filter::{PiiConfig, PiiStage};
 pub use robots_filter::{APERTUS_AGENTS, RobotsConfig, RobotsMode, RobotsStage, url_host};
 pub use sample::{SampleConfig, SampleStage, sample_key};
@@ -38,4 +40,5 @@ pub fn register(registry: &mut prov_exec::Registry) {
     registry.register(Arc::new(SampleStage));
     registry.register(Arc::new(RobotsStage));
     registry.register(Arc::new(PiiStage));
+    registry.register(Arc::new(LicenseStage));
 }
