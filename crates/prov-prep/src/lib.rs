@@ -5,7 +5,8 @@
 //! shard-parallel). The compliance filters (robots.txt, PII, toxicity, licenses, dedup,
 //! decontamination) join them here, each writing a per-document ledger: [`RobotsStage`]
 //! applies a pinned robots.txt snapshot with hindsight, using [`robots`], the RFC 9309
-//! robots.txt parser and matcher.
+//! robots.txt parser and matcher; [`DedupStage`] removes exact and near (`MinHash` LSH)
+//! duplicates, keep-first.
 //!
 //! Stages read documents through `prov-dataset` and never touch anything but their
 //! [`prov_exec::StageContext`].
@@ -18,6 +19,7 @@
 //! assert!(registry.get("shard").is_some() && registry.get("sample").is_some());
 //! ```
 
+mod dedup;
 mod license_filter;
 pub mod pii;
 mod pii_filter;
@@ -26,6 +28,7 @@ mod robots_filter;
 mod sample;
 mod shard;
 
+pub use dedup::{DedupConfig, DedupStage, MinHasher, band_hashes, estimated_jaccard, normalise};
 pub use license_filter::{LicenseConfig, LicenseStage, MissingLicense};
 pub use pii_filter::{PiiConfig, PiiStage};
 pub use robots_filter::{APERTUS_AGENTS, RobotsConfig, RobotsMode, RobotsStage, url_host};
@@ -40,5 +43,6 @@ pub fn register(registry: &mut prov_exec::Registry) {
     registry.register(Arc::new(SampleStage));
     registry.register(Arc::new(RobotsStage));
     registry.register(Arc::new(PiiStage));
+    registry.register(Arc::new(DedupStage));
     registry.register(Arc::new(LicenseStage));
 }
