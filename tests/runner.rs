@@ -5,6 +5,7 @@
 mod common;
 
 mod test_concurrency;
+mod test_decontaminate;
 mod test_dedup;
 mod test_explain;
 mod test_explain_pii;

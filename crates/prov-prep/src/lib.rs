@@ -19,6 +19,7 @@
 //! assert!(registry.get("shard").is_some() && registry.get("sample").is_some());
 //! ```
 
+mod decontaminate;
 mod dedup;
 mod license_filter;
 pub mod pii;
@@ -28,6 +29,7 @@ mod robots_filter;
 mod sample;
 mod shard;
 
+pub use decontaminate::{BenchmarkIndex, Contamination, DecontaminateConfig, DecontaminateStage, ngram_tokens};
 pub use dedup::{DedupConfig, DedupStage, MinHasher, band_hashes, estimated_jaccard, normalise};
 pub use license_filter::{LicenseConfig, LicenseStage, MissingLicense};
 pub use pii_filter::{PiiConfig, PiiStage};
@@ -44,5 +46,6 @@ pub fn register(registry: &mut prov_exec::Registry) {
     registry.register(Arc::new(RobotsStage));
     registry.register(Arc::new(PiiStage));
     registry.register(Arc::new(DedupStage));
+    registry.register(Arc::new(DecontaminateStage));
     registry.register(Arc::new(LicenseStage));
 }
