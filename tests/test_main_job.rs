@@ -23,5 +23,10 @@ fn mini_apertus_runs_and_replays_bit_for_bit() {
     assert_eq!(stats["snapshot_hosts"], 4_231, "{stats}");
     let removed = stats["by_rule"]["robots:disallowed"]["documents"].as_u64().unwrap();
     assert!(removed > 0 && removed < 16_308, "{stats}");
+    // The ten held-out evaluation articles are found in the training data and removed.
+    let decon = lines.iter().find(|l| l["type"] == "stage" && l["data"]["name"] == "decontaminate").unwrap();
+    let shown = p.json(&["show", decon["data"]["manifest"].as_str().unwrap()]);
+    let by_rule = &shown[0]["data"]["record"]["stats"]["by_rule"];
+    assert!(by_rule["decontaminate:contaminated"]["documents"].as_u64().unwrap() >= 10, "{by_rule}");
     p.prov(&["replay", "lockfiles/mini-apertus.lock"]).success();
 }
