@@ -3,10 +3,16 @@
 //! `prov-prep` owns the stages that transform documents: for now [`ShardStage`] (JSON Lines or
 //! Parquet in, N deterministic Parquet shards out) and [`SampleStage`] (seeded sampling,
 //! shard-parallel). The compliance filters (robots.txt, PII, toxicity, licenses, dedup,
-//! decontamination) join them here, each writing a per-document ledger: [`RobotsStage`]
-//! applies a pinned robots.txt snapshot with hindsight, using [`robots`], the RFC 9309
-//! robots.txt parser and matcher; [`DedupStage`] removes exact and near (`MinHash` LSH)
-//! duplicates, keep-first.
+//! decontamination) join them here, each writing a per-document ledger:
+//!
+//! - [`RobotsStage`] applies a pinned robots.txt snapshot with hindsight, using [`robots`], the
+//!   RFC 9309 robots.txt parser and matcher;
+//! - [`PiiStage`] replaces e-mail, IP and IBAN spans by markers, using [`pii`];
+//! - [`LicenseStage`] keeps documents whose declared license the policy allows (`prov-license`);
+//! - [`DedupStage`] removes exact and near (`MinHash` LSH) duplicates, keep-first;
+//! - [`DecontaminateStage`] removes documents that contain a pinned benchmark's prompts.
+//!
+//! Toxicity filtering comes with the training crate (its classifier is trained with tch).
 //!
 //! Stages read documents through `prov-dataset` and never touch anything but their
 //! [`prov_exec::StageContext`].

@@ -1,6 +1,6 @@
 //! `prov explain`: answers "why" for one input. Each kind of question is a subcommand of
-//! [`ExplainCommand`]: `robots` now; PII matches, license strings, Goldfish masks and batches
-//! at a step will join it.
+//! [`ExplainCommand`]: a robots.txt decision, PII matches and a license string now; Goldfish
+//! masks and the batch at a training step will join them.
 
 mod license;
 mod pii;

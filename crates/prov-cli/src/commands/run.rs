@@ -157,7 +157,6 @@ fn render_filter_stats(ui: &mut Ui, s: &StageReport) -> Result<(), CommandError>
     if more > 0 {
         ui.line(format!("… and {more} more languages: `prov show {}` lists them all", s.manifest))?;
     }
-    ui.line("")?;
     Ok(())
 }
 

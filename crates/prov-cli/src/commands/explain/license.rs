@@ -10,8 +10,8 @@ use crate::ui::Ui;
 ///
 /// Prints the SPDX expression the string denotes and the normalisation rule that recognised it
 /// (or why it is unknown: not a license, ambiguous with its candidate readings, unrecognised),
-/// then the decision of the default policy (the Apertus report's "permissive: redistribution
-/// and commercial use allowed") with the policy rule that fired and the reason.
+/// then the decision of the `permissive` policy preset (the Apertus report's "redistribution and
+/// commercial use allowed") with the policy rule that fired and the reason.
 #[derive(Debug, clap::Args)]
 pub(crate) struct LicenseArgs {
     /// The license string as found (`MIT/Apache-2.0`, `GPL-2+`, `CC BY-NC 4.0`, …)
