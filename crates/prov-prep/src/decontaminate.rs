@@ -64,15 +64,15 @@ use std::sync::LazyLock;
 
 use prov_dataset::{
     InputFormat, LedgerDecision, LedgerRow, LedgerShard, ShardWriter, read_documents_as, read_shard, word_count,
-    write_dataset, write_ledger, write_ledger_shard,
+    write_ledger_shard,
 };
 use prov_exec::{ConfigError, InputSpec, Stage, StageContext, StageError, StageOutput, parse_params};
-use prov_manifest::{Content, Determinism, OutputRef, OutputType, Record, ShardRef, get_record};
+use prov_manifest::{Content, Determinism, OutputType, Record, ShardRef, get_record};
 use prov_store::{Digest, Hasher, Store};
 use rayon::prelude::*;
 use regex::Regex;
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 /// The resolved configuration of a `decontaminate` stage.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -398,70 +398,30 @@ impl Stage for DecontaminateStage {
                 })
                 .collect::<Result<_, _>>()
         })?;
-        let mut stats = Stats::default();
-        let (mut shards, mut ledgers) = (Vec::with_capacity(results.len()), Vec::with_capacity(results.len()));
-        for (shard, ledger, rows) in results {
-            for r in &rows {
-                stats.add(r);
+        let mut removed_by_benchmark: BTreeMap<String, u64> = BTreeMap::new();
+        for (_, _, rows) in &results {
+            for r in rows.iter().filter(|r| r.decision == LedgerDecision::Removed) {
+                if let Some(Value::String(b)) = r.evidence.as_ref().and_then(|e| e.get("benchmark")) {
+                    *removed_by_benchmark.entry(b.clone()).or_default() += 1;
+                }
             }
-            shards.push(shard);
-            ledgers.push(ledger);
         }
-        let (dataset, _) = write_dataset(cx.store, shards)?;
-        let (ledger, _) = write_ledger(cx.store, ledgers)?;
-        let mut out = StageOutput::default();
-        out.outputs.insert("dataset".into(), OutputRef { output_type: OutputType::Dataset, digest: dataset });
-        out.outputs.insert("ledger".into(), OutputRef { output_type: OutputType::Ledger, digest: ledger });
-        out.stats = stats.into_map(&index);
+        let mut out = crate::filter::finish(cx, results)?;
+        out.stats.extend([
+            ("benchmark_examples".to_owned(), Value::from(index.examples())),
+            ("benchmark_too_short".to_owned(), Value::from(index.too_short())),
+            ("benchmark_ngrams".to_owned(), Value::from(index.windows)),
+            ("contaminating_examples".to_owned(), Value::from(removed_by_benchmark.len())),
+            ("removed_by_benchmark".to_owned(), serde_json::to_value(removed_by_benchmark).expect("counts encode")),
+        ]);
         Ok(out)
-    }
-}
-
-/// Documents and words per rule, removed per language, and per contaminating example.
-#[derive(Default)]
-struct Stats {
-    by_rule: BTreeMap<String, (u64, u64)>,
-    removed_by_language: BTreeMap<String, (u64, u64)>,
-    removed_by_benchmark: BTreeMap<String, u64>,
-    total: (u64, u64),
-}
-
-impl Stats {
-    fn add(&mut self, r: &LedgerRow) {
-        let bump = |e: &mut (u64, u64)| {
-            e.0 += 1;
-            e.1 += r.words;
-        };
-        bump(self.by_rule.entry(r.rule.clone()).or_default());
-        bump(&mut self.total);
-        if r.decision == LedgerDecision::Removed {
-            bump(self.removed_by_language.entry(r.language.clone().unwrap_or_else(|| "und".into())).or_default());
-            if let Some(Value::String(b)) = r.evidence.as_ref().and_then(|e| e.get("benchmark")) {
-                *self.removed_by_benchmark.entry(b.clone()).or_default() += 1;
-            }
-        }
-    }
-
-    fn into_map(self, index: &BenchmarkIndex) -> BTreeMap<String, Value> {
-        let counts = |m: BTreeMap<String, (u64, u64)>| -> Value {
-            m.into_iter().map(|(k, (d, w))| (k, json!({ "documents": d, "words": w }))).collect()
-        };
-        BTreeMap::from([
-            ("by_rule".into(), counts(self.by_rule)),
-            ("removed_by_language".into(), counts(self.removed_by_language)),
-            ("total".into(), json!({ "documents": self.total.0, "words": self.total.1 })),
-            ("benchmark_examples".into(), Value::from(index.examples())),
-            ("benchmark_too_short".into(), Value::from(index.too_short())),
-            ("benchmark_ngrams".into(), Value::from(index.windows)),
-            ("contaminating_examples".into(), Value::from(self.removed_by_benchmark.len())),
-            ("removed_by_benchmark".into(), serde_json::to_value(self.removed_by_benchmark).expect("counts encode")),
-        ])
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn config() -> DecontaminateConfig {
         serde_json::from_value(DecontaminateStage.resolve_config(&json!({})).unwrap()).unwrap()

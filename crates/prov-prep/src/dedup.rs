@@ -66,14 +66,11 @@
 //! one by one; the maps are `HashMap`s used for look-ups only, never iterated, so their
 //! random state cannot reach the output.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
-use prov_dataset::{
-    LedgerDecision, LedgerRow, LedgerShard, ShardWriter, read_shard, word_count, write_dataset, write_ledger,
-    write_ledger_shard,
-};
+use prov_dataset::{LedgerDecision, LedgerRow, LedgerShard, ShardWriter, read_shard, word_count, write_ledger_shard};
 use prov_exec::{ConfigError, InputSpec, Stage, StageContext, StageError, StageOutput, parse_params};
-use prov_manifest::{Determinism, OutputRef, OutputType, Record, ShardRef, get_record};
+use prov_manifest::{Determinism, OutputType, Record, ShardRef, get_record};
 use prov_store::{Digest, Hasher};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -442,56 +439,9 @@ impl Stage for DedupStage {
                 })
                 .collect::<Result<_, _>>()
         })?;
-        let mut stats = Stats::default();
-        let (mut shards, mut ledgers) = (Vec::with_capacity(results.len()), Vec::with_capacity(results.len()));
-        for (shard, ledger, rows) in results {
-            for r in &rows {
-                stats.add(r);
-            }
-            shards.push(shard);
-            ledgers.push(ledger);
-        }
-        let (dataset, _) = write_dataset(cx.store, shards)?;
-        let (ledger, _) = write_ledger(cx.store, ledgers)?;
-        let mut out = StageOutput::default();
-        out.outputs.insert("dataset".into(), OutputRef { output_type: OutputType::Dataset, digest: dataset });
-        out.outputs.insert("ledger".into(), OutputRef { output_type: OutputType::Ledger, digest: ledger });
-        out.stats = stats.into_map(unverified);
+        let mut out = crate::filter::finish(cx, results)?;
+        out.stats.insert("unverified_candidates".into(), Value::from(unverified));
         Ok(out)
-    }
-}
-
-/// Documents and words per rule, and removed per language.
-#[derive(Default)]
-struct Stats {
-    by_rule: BTreeMap<String, (u64, u64)>,
-    removed_by_language: BTreeMap<String, (u64, u64)>,
-    total: (u64, u64),
-}
-
-impl Stats {
-    fn add(&mut self, r: &LedgerRow) {
-        let bump = |e: &mut (u64, u64)| {
-            e.0 += 1;
-            e.1 += r.words;
-        };
-        bump(self.by_rule.entry(r.rule.clone()).or_default());
-        bump(&mut self.total);
-        if r.decision == LedgerDecision::Removed {
-            bump(self.removed_by_language.entry(r.language.clone().unwrap_or_else(|| "und".into())).or_default());
-        }
-    }
-
-    fn into_map(self, unverified: u64) -> BTreeMap<String, Value> {
-        let counts = |m: BTreeMap<String, (u64, u64)>| -> Value {
-            m.into_iter().map(|(k, (d, w))| (k, json!({ "documents": d, "words": w }))).collect()
-        };
-        BTreeMap::from([
-            ("by_rule".into(), counts(self.by_rule)),
-            ("removed_by_language".into(), counts(self.removed_by_language)),
-            ("total".into(), json!({ "documents": self.total.0, "words": self.total.1 })),
-            ("unverified_candidates".into(), Value::from(unverified)),
-        ])
     }
 }
 

@@ -27,6 +27,7 @@
 
 mod decontaminate;
 mod dedup;
+mod filter;
 mod license_filter;
 pub mod pii;
 mod pii_filter;

@@ -15,13 +15,10 @@
 
 use std::collections::BTreeMap;
 
-use prov_dataset::{
-    Document, LedgerDecision, LedgerRow, LedgerShard, ShardWriter, read_shard, word_count, write_dataset, write_ledger,
-    write_ledger_shard,
-};
+use prov_dataset::{Document, LedgerDecision, LedgerRow, ShardWriter, read_shard, word_count, write_ledger_shard};
 use prov_exec::{ConfigError, InputSpec, Stage, StageContext, StageError, StageOutput, parse_params};
 use prov_license::{Decision, Normalized, Policy, evaluate, normalize};
-use prov_manifest::{Determinism, OutputRef, OutputType, Record, ShardRef, get_record};
+use prov_manifest::{Determinism, OutputType};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
@@ -68,9 +65,6 @@ fn policy_of(name: &str) -> Result<Policy, ConfigError> {
     }
 }
 
-/// One shard's output: kept documents, ledger shard, its rows, and license strings counted.
-type ShardResult = (ShardRef, LedgerShard, Vec<LedgerRow>, BTreeMap<String, u64>);
-
 /// What became of one distinct license string: decision, rule and evidence.
 type Verdict = (LedgerDecision, &'static str, Map<String, Value>);
 
@@ -107,8 +101,9 @@ impl Stage for LicenseStage {
     fn kind(&self) -> &'static str {
         "license"
     }
+    // 2: the statistics of every filter (by rule, removed per language, total) besides the verdicts.
     fn version(&self) -> u32 {
-        1
+        2
     }
     fn summary(&self) -> &'static str {
         "keep documents whose declared license (normalised to SPDX) the policy allows, with a ledger"
@@ -133,10 +128,8 @@ impl Stage for LicenseStage {
     fn run(&self, cx: &StageContext<'_>) -> Result<StageOutput, StageError> {
         let config: LicenseConfig = parse_params(cx.config).map_err(StageError::Config)?;
         let policy = policy_of(&config.policy)?;
-        let Record::Dataset(ds) = get_record(cx.store, &cx.input("docs")?.digest)? else {
-            return Err(StageError::Input { input: "docs".into(), message: "expected a dataset record".into() });
-        };
-        let results: Vec<ShardResult> = cx.pool.install(|| {
+        let ds = crate::filter::input_dataset(cx, "docs")?;
+        let results: Vec<(crate::filter::ShardResult, BTreeMap<String, u64>)> = cx.pool.install(|| {
             ds.shards
                 .par_iter()
                 .map(|s| {
@@ -173,24 +166,17 @@ impl Stage for LicenseStage {
                         }
                     }
                     let ledger = write_ledger_shard(cx.store, rows.clone())?;
-                    Ok::<_, StageError>((kept.finish()?, ledger, rows, strings))
+                    Ok::<_, StageError>(((kept.finish()?, ledger, rows), strings))
                 })
                 .collect::<Result<_, _>>()
         })?;
-        let mut by_rule: BTreeMap<String, (u64, u64)> = BTreeMap::new();
         let mut strings: BTreeMap<String, u64> = BTreeMap::new();
-        let (mut shards, mut ledgers) = (Vec::new(), Vec::new());
-        for (shard, ledger, rows, counts) in results {
-            for r in &rows {
-                let e = by_rule.entry(r.rule.clone()).or_default();
-                e.0 += 1;
-                e.1 += r.words;
-            }
+        let mut shards = Vec::with_capacity(results.len());
+        for (shard, counts) in results {
             for (k, n) in counts {
                 *strings.entry(k).or_default() += n;
             }
             shards.push(shard);
-            ledgers.push(ledger);
         }
         let verdicts: Map<String, Value> = strings
             .into_iter()
@@ -202,15 +188,7 @@ impl Stage for LicenseStage {
                 (raw, Value::Object(e))
             })
             .collect();
-        let (dataset, _) = write_dataset(cx.store, shards)?;
-        let (ledger, _) = write_ledger(cx.store, ledgers)?;
-        let mut out = StageOutput::default();
-        out.outputs.insert("dataset".into(), OutputRef { output_type: OutputType::Dataset, digest: dataset });
-        out.outputs.insert("ledger".into(), OutputRef { output_type: OutputType::Ledger, digest: ledger });
-        out.stats.insert(
-            "by_rule".into(),
-            by_rule.into_iter().map(|(k, (d, w))| (k, json!({ "documents": d, "words": w }))).collect(),
-        );
+        let mut out = crate::filter::finish(cx, shards)?;
         out.stats.insert("licenses".into(), Value::Object(verdicts));
         out.stats.insert("policy".into(), json!({ "name": policy.name(), "version": policy.version() }));
         Ok(out)

@@ -8,14 +8,9 @@
 //! | `pii:none` | kept | nothing matched |
 //! | `pii:exempt` | kept | the document's `tag` metadata field is in `exempt_tags` (the report does not anonymise code and math) |
 
-use std::collections::BTreeMap;
-
-use prov_dataset::{
-    Document, LedgerDecision, LedgerRow, LedgerShard, ShardWriter, read_shard, word_count, write_dataset, write_ledger,
-    write_ledger_shard,
-};
+use prov_dataset::{Document, LedgerDecision, LedgerRow, ShardWriter, read_shard, word_count, write_ledger_shard};
 use prov_exec::{ConfigError, InputSpec, Stage, StageContext, StageError, StageOutput, parse_params};
-use prov_manifest::{Determinism, OutputRef, OutputType, Record, ShardRef, get_record};
+use prov_manifest::{Determinism, OutputType};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -54,8 +49,9 @@ impl Stage for PiiStage {
     fn kind(&self) -> &'static str {
         "pii"
     }
+    // 2: the statistics of every filter (by rule, removed per language, total) besides `replaced`.
     fn version(&self) -> u32 {
-        1
+        2
     }
     fn summary(&self) -> &'static str {
         "replace e-mail addresses, IP addresses and IBANs by markers (apertus or strict mode), with a ledger of counts"
@@ -83,11 +79,9 @@ impl Stage for PiiStage {
     fn run(&self, cx: &StageContext<'_>) -> Result<StageOutput, StageError> {
         let config: PiiConfig = parse_params(cx.config).map_err(StageError::Config)?;
         let redactor = Redactor::new(config.mode, StrictOptions { keep_private_ips: config.keep_private_ips });
-        let Record::Dataset(ds) = get_record(cx.store, &cx.input("docs")?.digest)? else {
-            return Err(StageError::Input { input: "docs".into(), message: "expected a dataset record".into() });
-        };
+        let ds = crate::filter::input_dataset(cx, "docs")?;
         // Shards in parallel, collected in shard order: bytes do not depend on the threads.
-        let results: Vec<(ShardRef, LedgerShard, Vec<LedgerRow>, PiiCounts)> = cx.pool.install(|| {
+        let results: Vec<(crate::filter::ShardResult, PiiCounts)> = cx.pool.install(|| {
             ds.shards
                 .par_iter()
                 .map(|s| {
@@ -125,34 +119,19 @@ impl Stage for PiiStage {
                         out.push(doc)?;
                     }
                     let ledger = write_ledger_shard(cx.store, rows.clone())?;
-                    Ok::<_, StageError>((out.finish()?, ledger, rows, counts))
+                    Ok::<_, StageError>(((out.finish()?, ledger, rows), counts))
                 })
                 .collect::<Result<_, _>>()
         })?;
-        let mut by_rule: BTreeMap<String, (u64, u64)> = BTreeMap::new();
         let mut total = PiiCounts::default();
-        let (mut shards, mut ledgers) = (Vec::new(), Vec::new());
-        for (shard, ledger, rows, counts) in results {
-            for r in &rows {
-                let e = by_rule.entry(r.rule.clone()).or_default();
-                e.0 += 1;
-                e.1 += r.words;
-            }
+        let mut shards = Vec::with_capacity(results.len());
+        for (shard, counts) in results {
             total.email += counts.email;
             total.ip += counts.ip;
             total.iban += counts.iban;
             shards.push(shard);
-            ledgers.push(ledger);
         }
-        let (dataset, _) = write_dataset(cx.store, shards)?;
-        let (ledger, _) = write_ledger(cx.store, ledgers)?;
-        let mut out = StageOutput::default();
-        out.outputs.insert("dataset".into(), OutputRef { output_type: OutputType::Dataset, digest: dataset });
-        out.outputs.insert("ledger".into(), OutputRef { output_type: OutputType::Ledger, digest: ledger });
-        out.stats.insert(
-            "by_rule".into(),
-            by_rule.into_iter().map(|(k, (d, w))| (k, json!({ "documents": d, "words": w }))).collect(),
-        );
+        let mut out = crate::filter::finish(cx, shards)?;
         out.stats.insert("replaced".into(), json!(total));
         Ok(out)
     }

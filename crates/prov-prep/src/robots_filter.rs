@@ -16,12 +16,9 @@
 
 use std::collections::BTreeMap;
 
-use prov_dataset::{
-    Document, LedgerDecision, LedgerRow, ShardWriter, read_shard, word_count, write_dataset, write_ledger,
-    write_ledger_shard,
-};
+use prov_dataset::{Document, LedgerDecision, LedgerRow, ShardWriter, read_shard, word_count, write_ledger_shard};
 use prov_exec::{ConfigError, InputSpec, Stage, StageContext, StageError, StageOutput, parse_params};
-use prov_manifest::{Content, Determinism, OutputRef, OutputType, Record, ShardRef, get_record};
+use prov_manifest::{Content, Determinism, OutputType, Record, get_record};
 use prov_store::{Digest, Store};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -230,13 +227,11 @@ impl Stage for RobotsStage {
     }
     fn run(&self, cx: &StageContext<'_>) -> Result<StageOutput, StageError> {
         let config: RobotsConfig = parse_params(cx.config).map_err(StageError::Config)?;
-        let Record::Dataset(ds) = get_record(cx.store, &cx.input("docs")?.digest)? else {
-            return Err(StageError::Input { input: "docs".into(), message: "expected a dataset record".into() });
-        };
+        let ds = crate::filter::input_dataset(cx, "docs")?;
         let snapshot = Snapshot::load(cx.store, &cx.input("snapshot")?.digest)?;
         let robots = snapshot.parse_all()?;
         // Shards in parallel; results collected in shard order, so bytes do not depend on threads.
-        let results: Vec<(ShardRef, prov_dataset::LedgerShard, Vec<LedgerRow>)> = cx.pool.install(|| {
+        let results: Vec<crate::filter::ShardResult> = cx.pool.install(|| {
             ds.shards
                 .par_iter()
                 .map(|s| {
@@ -254,57 +249,9 @@ impl Stage for RobotsStage {
                 })
                 .collect::<Result<_, _>>()
         })?;
-        let mut stats = Stats::default();
-        let mut kept_shards = Vec::with_capacity(results.len());
-        let mut ledger_shards = Vec::with_capacity(results.len());
-        for (kept, ledger, rows) in results {
-            for r in &rows {
-                stats.add(r);
-            }
-            kept_shards.push(kept);
-            ledger_shards.push(ledger);
-        }
-        let (dataset, _) = write_dataset(cx.store, kept_shards)?;
-        let (ledger, _) = write_ledger(cx.store, ledger_shards)?;
-        let mut out = StageOutput::default();
-        out.outputs.insert("dataset".into(), OutputRef { output_type: OutputType::Dataset, digest: dataset });
-        out.outputs.insert("ledger".into(), OutputRef { output_type: OutputType::Ledger, digest: ledger });
-        out.stats = stats.into_map(snapshot.files.len());
+        let mut out = crate::filter::finish(cx, results)?;
+        out.stats.insert("snapshot_hosts".into(), Value::from(snapshot.files.len()));
         Ok(out)
-    }
-}
-
-/// Documents and words per rule, and removed per language.
-#[derive(Default)]
-struct Stats {
-    by_rule: BTreeMap<String, (u64, u64)>,
-    removed_by_language: BTreeMap<String, (u64, u64)>,
-    total: (u64, u64),
-}
-
-impl Stats {
-    fn add(&mut self, r: &LedgerRow) {
-        let bump = |e: &mut (u64, u64)| {
-            e.0 += 1;
-            e.1 += r.words;
-        };
-        bump(self.by_rule.entry(r.rule.clone()).or_default());
-        bump(&mut self.total);
-        if r.decision == LedgerDecision::Removed {
-            bump(self.removed_by_language.entry(r.language.clone().unwrap_or_else(|| "und".into())).or_default());
-        }
-    }
-
-    fn into_map(self, hosts: usize) -> BTreeMap<String, Value> {
-        let counts = |m: BTreeMap<String, (u64, u64)>| -> Value {
-            m.into_iter().map(|(k, (d, w))| (k, json!({ "documents": d, "words": w }))).collect()
-        };
-        BTreeMap::from([
-            ("by_rule".into(), counts(self.by_rule)),
-            ("removed_by_language".into(), counts(self.removed_by_language)),
-            ("total".into(), json!({ "documents": self.total.0, "words": self.total.1 })),
-            ("snapshot_hosts".into(), Value::from(hosts)),
-        ])
     }
 }
 

@@ -1,0 +1,81 @@
+//! What the filter stages share: their per-shard results, the statistics every filter
+//! reports (documents and words per rule, removed per language, totals: what `prov run`
+//! prints after a filter), and writing the kept documents and the ledger as the stage's two
+//! outputs, `dataset` and `ledger`.
+
+use std::collections::BTreeMap;
+
+use prov_dataset::{LedgerDecision, LedgerRow, LedgerShard, write_dataset, write_ledger};
+use prov_exec::{StageContext, StageError, StageOutput};
+use prov_manifest::{DatasetRecord, OutputRef, OutputType, Record, ShardRef, get_record};
+use serde_json::{Value, json};
+
+/// One shard's result: the kept (or rewritten) documents, its ledger shard and the rows.
+pub(crate) type ShardResult = (ShardRef, LedgerShard, Vec<LedgerRow>);
+
+/// Reads the dataset record of an input.
+pub(crate) fn input_dataset(cx: &StageContext<'_>, input: &str) -> Result<DatasetRecord, StageError> {
+    match get_record(cx.store, &cx.input(input)?.digest)? {
+        Record::Dataset(ds) => Ok(ds),
+        other => Err(StageError::Input {
+            input: input.into(),
+            message: format!("expected a dataset record, found a {} record", other.kind_name()),
+        }),
+    }
+}
+
+/// Documents and words per rule, removed per language, and in all.
+#[derive(Default)]
+pub(crate) struct FilterStats {
+    by_rule: BTreeMap<String, (u64, u64)>,
+    removed_by_language: BTreeMap<String, (u64, u64)>,
+    total: (u64, u64),
+}
+
+impl FilterStats {
+    /// Counts one ledger row.
+    pub(crate) fn add(&mut self, r: &LedgerRow) {
+        let bump = |e: &mut (u64, u64)| {
+            e.0 += 1;
+            e.1 += r.words;
+        };
+        bump(self.by_rule.entry(r.rule.clone()).or_default());
+        bump(&mut self.total);
+        if r.decision == LedgerDecision::Removed {
+            bump(self.removed_by_language.entry(r.language.clone().unwrap_or_else(|| "und".into())).or_default());
+        }
+    }
+
+    /// Returns `by_rule`, `removed_by_language` and `total`, each as documents and words.
+    pub(crate) fn into_map(self) -> BTreeMap<String, Value> {
+        let counts = |m: BTreeMap<String, (u64, u64)>| -> Value {
+            m.into_iter().map(|(k, (d, w))| (k, json!({ "documents": d, "words": w }))).collect()
+        };
+        BTreeMap::from([
+            ("by_rule".into(), counts(self.by_rule)),
+            ("removed_by_language".into(), counts(self.removed_by_language)),
+            ("total".into(), json!({ "documents": self.total.0, "words": self.total.1 })),
+        ])
+    }
+}
+
+/// Sums the statistics of the shards' rows, writes the dataset and the ledger from the
+/// results (in shard order) and returns the stage output with both and the statistics.
+pub(crate) fn finish(cx: &StageContext<'_>, results: Vec<ShardResult>) -> Result<StageOutput, StageError> {
+    let mut stats = FilterStats::default();
+    let (mut shards, mut ledgers) = (Vec::with_capacity(results.len()), Vec::with_capacity(results.len()));
+    for (shard, ledger, rows) in results {
+        for r in &rows {
+            stats.add(r);
+        }
+        shards.push(shard);
+        ledgers.push(ledger);
+    }
+    let (dataset, _) = write_dataset(cx.store, shards)?;
+    let (ledger, _) = write_ledger(cx.store, ledgers)?;
+    let mut out = StageOutput::default();
+    out.outputs.insert("dataset".into(), OutputRef { output_type: OutputType::Dataset, digest: dataset });
+    out.outputs.insert("ledger".into(), OutputRef { output_type: OutputType::Ledger, digest: ledger });
+    out.stats = stats.into_map();
+    Ok(out)
+}
