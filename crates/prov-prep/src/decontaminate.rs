@@ -355,7 +355,7 @@ impl Stage for DecontaminateStage {
         InputSpec::Named(vec![("docs", vec![OutputType::Dataset]), ("benchmark", vec![OutputType::Source])])
     }
     fn outputs(&self, _config: &Value) -> Vec<(String, OutputType)> {
-        vec![("dataset".into(), OutputType::Dataset), ("ledger".into(), OutputType::Ledger)]
+        crate::filter::outputs()
     }
     fn run(&self, cx: &StageContext<'_>) -> Result<StageOutput, StageError> {
         let config: DecontaminateConfig = parse_params(cx.config).map_err(StageError::Config)?;

@@ -378,7 +378,7 @@ impl Stage for DedupStage {
         InputSpec::Named(vec![("docs", vec![OutputType::Dataset])])
     }
     fn outputs(&self, _config: &Value) -> Vec<(String, OutputType)> {
-        vec![("dataset".into(), OutputType::Dataset), ("ledger".into(), OutputType::Ledger)]
+        crate::filter::outputs()
     }
     fn seed_names(&self) -> &'static [&'static str] {
         &["minhash"]

@@ -13,6 +13,11 @@ use serde_json::{Value, json};
 /// One shard's result: the kept (or rewritten) documents, its ledger shard and the rows.
 pub(crate) type ShardResult = (ShardRef, LedgerShard, Vec<LedgerRow>);
 
+/// The outputs every filter declares; [`finish`] writes exactly these.
+pub(crate) fn outputs() -> Vec<(String, OutputType)> {
+    vec![("dataset".into(), OutputType::Dataset), ("ledger".into(), OutputType::Ledger)]
+}
+
 /// Reads the dataset record of an input.
 pub(crate) fn input_dataset(cx: &StageContext<'_>, input: &str) -> Result<DatasetRecord, StageError> {
     match get_record(cx.store, &cx.input(input)?.digest)? {

@@ -74,7 +74,7 @@ impl Stage for PiiStage {
         InputSpec::Named(vec![("docs", vec![OutputType::Dataset])])
     }
     fn outputs(&self, _config: &Value) -> Vec<(String, OutputType)> {
-        vec![("dataset".into(), OutputType::Dataset), ("ledger".into(), OutputType::Ledger)]
+        crate::filter::outputs()
     }
     fn run(&self, cx: &StageContext<'_>) -> Result<StageOutput, StageError> {
         let config: PiiConfig = parse_params(cx.config).map_err(StageError::Config)?;

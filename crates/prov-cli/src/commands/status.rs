@@ -153,20 +153,12 @@ fn lockfile_status(
     let recorded = prov_exec::recorded_run(store, &run_id)?.map(|(m, _)| m);
     let lockfile = match Record::from_bytes(&bytes) {
         Ok(Record::Lockfile(l)) => l,
-        Ok(other) => {
-            let state = LockState::Invalid(format!("a {} record, not a lockfile", other.kind_name()));
-            return Ok(LockfileStatus {
-                path: shown,
-                run_id,
-                lockfile: None,
-                recipe_exists: false,
-                state,
-                recorded,
-                last,
-            });
-        }
-        Err(e) => {
-            let state = LockState::Invalid(e.to_string());
+        invalid => {
+            let why = match invalid {
+                Ok(other) => format!("a {} record, not a lockfile", other.kind_name()),
+                Err(e) => e.to_string(),
+            };
+            let state = LockState::Invalid(why);
             return Ok(LockfileStatus {
                 path: shown,
                 run_id,
