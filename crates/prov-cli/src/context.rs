@@ -81,15 +81,41 @@ impl CommandContext {
     }
 }
 
-/// libtorch facts: none of this build's stages link libtorch yet, so only the settings that
-/// would govern it are reported.
+/// libtorch facts: the linked version, the `ATen` CPU capability that `main` pinned before
+/// libtorch started, and the MKL reproducibility mode, if set.
 pub(crate) fn torch_facts() -> TorchFacts {
-    TorchFacts { libtorch: None, aten_cpu_capability: None, mkl_cbwr: None }
+    TorchFacts {
+        libtorch: Some(prov_torch::LIBTORCH_VERSION.to_owned()),
+        aten_cpu_capability: env_vars::get(env_vars::ATEN_CPU_CAPABILITY),
+        mkl_cbwr: env_vars::get(env_vars::MKL_CBWR),
+    }
+}
+
+/// Decides the `ATen` CPU capability for this process and pins it, before any libtorch
+/// kernel runs: the user's `ATEN_CPU_CAPABILITY` if this CPU can run it, else the best it can.
+/// Pinning it explicitly makes the envelope record what libtorch really uses.
+pub(crate) fn pin_aten_capability() -> Result<(), CommandError> {
+    let flags = prov_exec::capture_envelope(1, &TorchFacts::default()).cpu_flags;
+    let requested = env_vars::get(env_vars::ATEN_CPU_CAPABILITY);
+    let capability = prov_torch::resolve_capability(requested.as_deref(), &flags).map_err(|e| {
+        CommandError::input(e.to_string()).with_hint(format!(
+            "unset {} to use the best this CPU runs, or set one of {}",
+            env_vars::ATEN_CPU_CAPABILITY,
+            prov_torch::CAPABILITIES.join(", ")
+        ))
+    })?;
+    // SAFETY: called first thing in `main`, before any thread is spawned.
+    #[allow(unsafe_code)]
+    unsafe {
+        prov_torch::pin_capability(capability);
+    }
+    Ok(())
 }
 
 /// Returns every stage kind this build knows.
 pub(crate) fn registry() -> Registry {
     let mut r = Registry::with_builtins();
     prov_prep::register(&mut r);
+    r.register(std::sync::Arc::new(prov_toxicity::ToxicityTrainStage));
     r
 }

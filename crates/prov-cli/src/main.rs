@@ -50,7 +50,8 @@ fn main() -> std::process::ExitCode {
     let mut ui = ui::Ui::new(cli.json);
     let cwd = std::env::current_dir().unwrap_or_else(|_| std::path::PathBuf::from("."));
     let cx = context::CommandContext { store_flag: cli.store, threads_flag: cli.threads, cwd };
-    match commands::dispatch(&mut ui, &cx, &cli.command) {
+    // Before any command, so before libtorch computes anything.
+    match context::pin_aten_capability().and_then(|()| commands::dispatch(&mut ui, &cx, &cli.command)) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             if e.message.contains("Broken pipe") {

@@ -10,9 +10,10 @@
 //! - [`PiiStage`] replaces e-mail, IP and IBAN spans by markers, using [`pii`];
 //! - [`LicenseStage`] keeps documents whose declared license the policy allows (`prov-license`);
 //! - [`DedupStage`] removes exact and near (`MinHash` LSH) duplicates, keep-first;
-//! - [`DecontaminateStage`] removes documents that contain a pinned benchmark's prompts.
-//!
-//! Toxicity filtering comes with the training crate (its classifier is trained with tch).
+//! - [`DecontaminateStage`] removes documents that contain a pinned benchmark's prompts;
+//! - [`ToxicityStage`] removes each language's most toxic documents, scored by a classifier
+//!   that `prov-toxicity` trains with libtorch; the embedding and the scoring live here, in
+//!   plain Rust, so that the filter itself is portable.
 //!
 //! Stages read documents through `prov-dataset` and never touch anything but their
 //! [`prov_exec::StageContext`].
@@ -35,6 +36,7 @@ pub mod robots;
 mod robots_filter;
 mod sample;
 mod shard;
+pub mod toxicity;
 
 pub use decontaminate::{BenchmarkIndex, Contamination, DecontaminateConfig, DecontaminateStage, ngram_tokens};
 pub use dedup::{DedupConfig, DedupStage, MinHasher, band_hashes, estimated_jaccard, normalise};
@@ -43,6 +45,7 @@ pub use pii_filter::{PiiConfig, PiiStage};
 pub use robots_filter::{APERTUS_AGENTS, RobotsConfig, RobotsMode, RobotsStage, url_host};
 pub use sample::{SampleConfig, SampleStage, sample_key};
 pub use shard::{ShardConfig, ShardStage};
+pub use toxicity::{ToxicityConfig, ToxicityStage};
 
 use std::sync::Arc;
 
@@ -55,4 +58,5 @@ pub fn register(registry: &mut prov_exec::Registry) {
     registry.register(Arc::new(DedupStage));
     registry.register(Arc::new(DecontaminateStage));
     registry.register(Arc::new(LicenseStage));
+    registry.register(Arc::new(ToxicityStage));
 }

@@ -1,0 +1,207 @@
+//! The libtorch envelope, owned in one place: which libtorch this build links, pinning the
+//! `ATen` CPU capability before libtorch starts and the intra-op thread count before a stage
+//! computes, and turning named tensors into bytes in name order (tch's `VarStore` keeps its
+//! variables in a `HashMap`, whose order must never reach hashed bytes).
+//!
+//! The same program gives different weights for 1 and 2 threads, and for each `ATen` CPU
+//! capability (`default`, `avx2`, `avx512`): both are part of the determinism envelope of every
+//! stage that runs libtorch, recorded by the executor and enforced on replay.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use tch::{Kind, Tensor};
+
+/// The libtorch version this binary is linked against (the torch wheel's `version.py`).
+pub const LIBTORCH_VERSION: &str = env!("PROV_LIBTORCH_VERSION");
+
+/// The environment variable `ATen` reads, once, to choose its CPU kernels.
+pub const ATEN_CPU_CAPABILITY: &str = "ATEN_CPU_CAPABILITY";
+
+/// The capabilities `ATen` accepts on x86-64, from least to most capable.
+pub const CAPABILITIES: [&str; 3] = ["default", "avx2", "avx512"];
+
+/// An `ATen` CPU capability that this machine cannot run or `ATen` does not know.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{ATEN_CPU_CAPABILITY}={requested}: {reason}")]
+pub struct CapabilityError {
+    /// The value asked for.
+    pub requested: String,
+    /// Why it cannot be used.
+    pub reason: String,
+}
+
+/// Returns the most capable kernels this CPU runs, by the rule `ATen` applies to its flags:
+/// `avx512` needs AVX-512 F, BW, VL and DQ (and FMA), `avx2` needs AVX2 and FMA.
+pub fn best_capability(cpu_flags: &[String]) -> &'static str {
+    let has = |f: &str| cpu_flags.iter().any(|x| x == f);
+    if ["avx512f", "avx512bw", "avx512vl", "avx512dq", "fma"].iter().all(|f| has(f)) {
+        "avx512"
+    } else if has("avx2") && has("fma") {
+        "avx2"
+    } else {
+        "default"
+    }
+}
+
+/// Decides the capability libtorch will use: `requested` (the user's `ATEN_CPU_CAPABILITY`)
+/// when this CPU can run it, else the best it can run. Refuses a capability the CPU lacks,
+/// since `ATen` would silently fall back and the recorded envelope would lie.
+pub fn resolve_capability(requested: Option<&str>, cpu_flags: &[String]) -> Result<&'static str, CapabilityError> {
+    let best = best_capability(cpu_flags);
+    let Some(requested) = requested else { return Ok(best) };
+    let wanted = requested.trim().to_ascii_lowercase();
+    let Some(pos) = CAPABILITIES.iter().position(|c| *c == wanted) else {
+        return Err(CapabilityError {
+            requested: requested.to_owned(),
+            reason: format!("unknown; expected one of {}", CAPABILITIES.join(", ")),
+        });
+    };
+    let best_pos = CAPABILITIES.iter().position(|c| *c == best).unwrap_or(0);
+    if pos > best_pos {
+        return Err(CapabilityError {
+            requested: requested.to_owned(),
+            reason: format!("this CPU runs at most `{best}`"),
+        });
+    }
+    Ok(CAPABILITIES[pos])
+}
+
+/// Pins the capability for this process by setting `ATEN_CPU_CAPABILITY`.
+///
+/// # Safety
+/// Call it at the start of `main`, before any thread exists and before libtorch computes
+/// anything: `ATen` reads the variable once, at its first kernel dispatch, and changing the
+/// environment while other threads run is undefined behaviour.
+#[allow(unsafe_code)] // The one place the workbench writes its own environment.
+pub unsafe fn pin_capability(capability: &str) {
+    // SAFETY: the caller guarantees no other thread exists yet.
+    unsafe { std::env::set_var(ATEN_CPU_CAPABILITY, capability) };
+}
+
+/// Sets libtorch's intra-op threads to `threads` and inter-op threads to 1, for a stage about
+/// to compute: the thread count changes reductions' order, so it is part of the envelope.
+pub fn pin_threads(threads: usize) {
+    tch::set_num_threads(i32::try_from(threads.max(1)).unwrap_or(i32::MAX));
+    tch::set_num_interop_threads(1);
+}
+
+/// A float32 tensor's values in row-major order.
+pub fn f32_values(t: &Tensor) -> Vec<f32> {
+    let flat = t.detach().to_kind(Kind::Float).contiguous().view(-1);
+    Vec::<f32>::try_from(&flat).expect("a contiguous float tensor converts to Vec<f32>")
+}
+
+/// A tensor's shape as unsigned sizes.
+pub fn shape(t: &Tensor) -> Vec<usize> {
+    t.size().iter().map(|&d| usize::try_from(d).expect("tensor sizes are non-negative")).collect()
+}
+
+/// Named float32 tensors copied out of libtorch, ordered by name.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NamedTensors(pub BTreeMap<String, (Vec<usize>, Vec<f32>)>);
+
+impl NamedTensors {
+    /// Copies tensors out, ordering them by name whatever order they come in.
+    pub fn from_tensors<'a>(tensors: impl IntoIterator<Item = (String, &'a Tensor)>) -> Self {
+        Self(tensors.into_iter().map(|(name, t)| (name, (shape(t), f32_values(t)))).collect())
+    }
+
+    /// The little-endian bytes of one tensor, as safetensors stores them.
+    pub fn le_bytes(values: &[f32]) -> Vec<u8> {
+        values.iter().flat_map(|v| v.to_le_bytes()).collect()
+    }
+
+    /// Encodes the tensors as a safetensors file with one metadata entry, `config`.
+    ///
+    /// The header is written by hand so that its bytes are fixed by the tensors alone:
+    /// tensors in name order, offsets packed in that order, keys in a fixed order, and the
+    /// header padded with spaces to a multiple of 8 bytes (as the format allows).
+    pub fn to_safetensors(&self, config: &str) -> Vec<u8> {
+        let mut header = String::from("{\"__metadata__\":{\"config\":");
+        header.push_str(&serde_json::to_string(config).expect("a string serialises"));
+        header.push('}');
+        let mut offset = 0usize;
+        for (name, (shape, values)) in &self.0 {
+            let len = values.len() * 4;
+            let dims: Vec<String> = shape.iter().map(ToString::to_string).collect();
+            let _ = write!(
+                header,
+                ",{}:{{\"dtype\":\"F32\",\"shape\":[{}],\"data_offsets\":[{},{}]}}",
+                serde_json::to_string(name).expect("a string serialises"),
+                dims.join(","),
+                offset,
+                offset + len
+            );
+            offset += len;
+        }
+        header.push('}');
+        while header.len() % 8 != 0 {
+            header.push(' ');
+        }
+        let mut out = Vec::with_capacity(8 + header.len() + offset);
+        out.extend_from_slice(&(header.len() as u64).to_le_bytes());
+        out.extend_from_slice(header.as_bytes());
+        for (_, values) in self.0.values() {
+            out.extend(Self::le_bytes(values));
+        }
+        out
+    }
+
+    /// BLAKE3 of each tensor's little-endian bytes, by name (what checkpoint records list).
+    pub fn digests(&self) -> BTreeMap<String, blake3::Hash> {
+        self.0.iter().map(|(name, (_, values))| (name.clone(), blake3::hash(&Self::le_bytes(values)))).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn flags(s: &str) -> Vec<String> {
+        s.split_whitespace().map(str::to_owned).collect()
+    }
+
+    #[test]
+    fn capability_follows_the_cpu_flags() {
+        assert_eq!(best_capability(&flags("sse2 avx")), "default");
+        assert_eq!(best_capability(&flags("avx2 fma")), "avx2");
+        assert_eq!(best_capability(&flags("avx2 fma avx512f avx512bw avx512vl avx512dq")), "avx512");
+        assert_eq!(best_capability(&flags("avx2 fma avx512f")), "avx2");
+    }
+
+    #[test]
+    fn a_capability_the_cpu_lacks_is_refused() {
+        let cpu = flags("avx2 fma");
+        assert_eq!(resolve_capability(None, &cpu).unwrap(), "avx2");
+        assert_eq!(resolve_capability(Some("DEFAULT"), &cpu).unwrap(), "default");
+        let e = resolve_capability(Some("avx512"), &cpu).unwrap_err();
+        assert!(e.to_string().contains("at most `avx2`"), "{e}");
+        let e = resolve_capability(Some("sse9"), &cpu).unwrap_err();
+        assert!(e.to_string().contains("expected one of default, avx2, avx512"), "{e}");
+    }
+
+    #[test]
+    fn safetensors_bytes_do_not_depend_on_insertion_order() {
+        let a = Tensor::from_slice(&[1.0f32, 2.0, 3.0, 4.0]).view([2, 2]);
+        let b = Tensor::from_slice(&[5.0f32]);
+        let one = NamedTensors::from_tensors([("b".to_owned(), &b), ("a".to_owned(), &a)]).to_safetensors("{}");
+        let two = NamedTensors::from_tensors([("a".to_owned(), &a), ("b".to_owned(), &b)]).to_safetensors("{}");
+        assert_eq!(one, two);
+        let header_len = u64::from_le_bytes(one[..8].try_into().unwrap()) as usize;
+        assert_eq!(header_len % 8, 0);
+        let header: serde_json::Value = serde_json::from_slice(&one[8..8 + header_len]).unwrap();
+        assert_eq!(header["a"]["data_offsets"], serde_json::json!([0, 16]));
+        assert_eq!(header["b"]["shape"], serde_json::json!([1]));
+        assert_eq!(&one[8 + header_len..8 + header_len + 4], &1.0f32.to_le_bytes());
+        assert_eq!(one.len(), 8 + header_len + 20);
+    }
+
+    #[test]
+    fn the_linked_libtorch_is_the_pinned_one() {
+        assert!(LIBTORCH_VERSION.starts_with("2.13.0"), "{LIBTORCH_VERSION}");
+        // libtorch loads and computes through the rpath the build script set.
+        let t = Tensor::from_slice(&[1.0f32, 2.0]).sum(Kind::Float);
+        assert!((t.double_value(&[]) - 3.0).abs() < 1e-9);
+    }
+}
