@@ -176,6 +176,7 @@ fn to_json(r: &Report) -> serde_json::Value {
             "libtorch_so": t.has_libtorch,
         })),
         "aten_cpu_capability": r.aten,
+        "libtorch_linked": prov_torch::LIBTORCH_VERSION,
         "mkl_cbwr": r.mkl,
         "tools": { "b3sum": path(&r.b3sum), "mdbook": path(&r.mdbook) },
         "stage_kinds": r.kinds.iter().map(|(k, v, s)| json!({"kind": k, "version": v, "summary": s})).collect::<Vec<_>>(),
@@ -223,9 +224,9 @@ fn render_machine(ui: &mut Ui, r: &Report) -> Result<(), CommandError> {
         (
             env_vars::ATEN_CPU_CAPABILITY,
             &r.aten,
-            "training stages pin it before libtorch starts; avx2 is the portable default on x86-64",
+            "pinned before libtorch starts: as set if this CPU runs it, else the best it runs",
         ),
-        (env_vars::MKL_CBWR, &r.mkl, "training stages pin it before libtorch starts"),
+        (env_vars::MKL_CBWR, &r.mkl, "recorded in every envelope; set it to pin MKL's code path"),
     ];
     let rows: Vec<Vec<String>> =
         pins.iter().map(|(n, v, note)| vec![(*n).to_owned(), show(v.as_ref()), (*note).to_owned()]).collect();

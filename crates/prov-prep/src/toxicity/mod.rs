@@ -74,7 +74,9 @@ pub fn quantile(sorted: &[f64], q: f64) -> Option<f64> {
     let h = last as f64 * q;
     let lo = (h.floor() as usize).min(last);
     let hi = (lo + 1).min(last);
-    Some(sorted[lo] + (h - lo as f64) * (sorted[hi] - sorted[lo]))
+    let (a, b, t) = (sorted[lo], sorted[hi], h - lo as f64);
+    // NumPy's `_lerp`, operation for operation, so that thresholds agree to the bit.
+    Some(if t >= 0.5 { b - (b - a) * (1.0 - t) } else { a + (b - a) * t })
 }
 
 /// What the scoring pass found for one document.
