@@ -463,9 +463,10 @@ mod tests {
     /// plain-Rust scorer, gives libtorch's logits.
     #[test]
     fn the_filter_scores_stored_weights_as_libtorch_does() {
-        let config: TrainConfig =
-            parse_params(&json!({ "embedding": { "dim": 256, "ngram_min": 1, "ngram_max": 3 }, "hidden": 8, "epochs": 3 }))
-                .unwrap();
+        let config: TrainConfig = parse_params(
+            &json!({ "embedding": { "dim": 256, "ngram_min": 1, "ngram_max": 3 }, "hidden": 8, "epochs": 3 }),
+        )
+        .unwrap();
         let texts = ["I hate you all", "you are vermin", "what a lovely day", "thank you, friend"];
         let examples: Vec<Example> = (0..40)
             .map(|i| {
@@ -476,8 +477,15 @@ mod tests {
         let (train, val) = split(examples.clone(), &config, 1);
         let trained = train_language("en", &train, &val, &config, 1).unwrap();
         let w = |n: &str| trained.weights.0[&format!("en.{n}")].1.clone();
-        let mlp = prov_prep::toxicity::model::Mlp::new(256, 8, &w("fc1.weight"), &w("fc1.bias"), &w("fc2.weight"), w("fc2.bias")[0])
-            .unwrap();
+        let mlp = prov_prep::toxicity::model::Mlp::new(
+            256,
+            8,
+            &w("fc1.weight"),
+            &w("fc1.bias"),
+            &w("fc2.weight"),
+            w("fc2.bias")[0],
+        )
+        .unwrap();
         let t = |n: &str| {
             let (shape, values) = &trained.weights.0[&format!("en.{n}")];
             let dims: Vec<i64> = shape.iter().map(|&d| d as i64).collect();
@@ -485,7 +493,12 @@ mod tests {
         };
         for e in &examples {
             let (x, _) = batch(&[e], 256);
-            let torch = x.matmul(&t("fc1.weight").tr()).g_add(&t("fc1.bias")).relu().matmul(&t("fc2.weight").tr()).g_add(&t("fc2.bias"));
+            let torch = x
+                .matmul(&t("fc1.weight").tr())
+                .g_add(&t("fc1.bias"))
+                .relu()
+                .matmul(&t("fc2.weight").tr())
+                .g_add(&t("fc2.bias"));
             let (a, b) = (torch.double_value(&[0, 0]), f64::from(mlp.logit(&e.features)));
             assert!((a - b).abs() < 1e-5, "{}: libtorch {a}, plain Rust {b}", e.id);
         }
