@@ -1,7 +1,7 @@
 //! The toxicity stages end to end: `toxicity-train` trains per-language classifiers with
-//! libtorch on real labelled data (HateCheck, committed under recipes/data/toxicity), the
+//! libtorch on real labelled data (`HateCheck`, committed under recipes/data/toxicity), the
 //! `toxicity` filter removes each language's documents at or above the 95th percentile, the
-//! thresholds equal NumPy's on the scores in the ledger, and the run replays bit for bit.
+//! thresholds equal `NumPy`'s on the scores in the ledger, and the run replays bit for bit.
 //! The `ATen` CPU capability is pinned, recorded in the training stage's envelope and
 //! enforced on replay.
 
@@ -10,7 +10,7 @@ use std::io::{BufRead, BufReader};
 
 use crate::common::{Project, repo_root, venv_python};
 
-/// Every `step`-th labelled example of these languages, from the committed HateCheck file.
+/// Every `step`-th labelled example of these languages, from the committed `HateCheck` file.
 fn hatecheck_subset(languages: &[&str], step: usize) -> String {
     let gz = fs_err::File::open(repo_root().join("recipes/data/toxicity/hatecheck.jsonl.gz")).unwrap();
     let mut seen: BTreeMap<String, usize> = BTreeMap::new();
@@ -21,7 +21,7 @@ fn hatecheck_subset(languages: &[&str], step: usize) -> String {
         let lang = v["language"].as_str().unwrap().to_owned();
         if languages.contains(&lang.as_str()) {
             let n = seen.entry(lang).or_default();
-            if *n % step == 0 {
+            if n.is_multiple_of(step) {
                 out.push_str(&line);
                 out.push('\n');
             }

@@ -172,8 +172,9 @@ fn batch(examples: &[&Example], dim: usize) -> (Tensor, Tensor) {
         }
     }
     let y: Vec<f32> = examples.iter().map(|e| if e.toxic { 1.0 } else { 0.0 }).collect();
-    let rows = examples.len() as i64;
-    (Tensor::from_slice(&x).view([rows, dim as i64]), Tensor::from_slice(&y).view([rows, 1]))
+    let rows = i64::try_from(examples.len()).expect("a batch fits in i64");
+    let cols = i64::try_from(dim).expect("dim is at most 2^24");
+    (Tensor::from_slice(&x).view([rows, cols]), Tensor::from_slice(&y).view([rows, 1]))
 }
 
 /// Adam's state for one parameter.
@@ -201,10 +202,11 @@ fn train_language(
 ) -> Result<Trained, String> {
     let dim = config.embedding.dim as usize;
     let hidden = i64::from(config.hidden);
-    tch::manual_seed(derive_seed(seed, "init", "") as i64);
+    // libtorch takes an i64 seed: the derived seed's bits, reinterpreted.
+    tch::manual_seed(i64::from_le_bytes(derive_seed(seed, "init", "").to_le_bytes()));
     let vs = nn::VarStore::new(Device::Cpu);
     let model = nn::seq()
-        .add(nn::linear(vs.root() / "fc1", dim as i64, hidden, nn::LinearConfig::default()))
+        .add(nn::linear(vs.root() / "fc1", i64::from(config.embedding.dim), hidden, nn::LinearConfig::default()))
         .add_fn(Tensor::relu)
         .add(nn::linear(vs.root() / "fc2", hidden, 1, nn::LinearConfig::default()));
     // tch keeps variables in a HashMap: fix their order by name once.
@@ -219,7 +221,7 @@ fn train_language(
     let mut step: i32 = 0;
     let mut best: Option<(f64, usize, NamedTensors, NamedTensors, u64, u64)> = None;
     let mut epochs = Vec::new();
-    let mut seen: u64 = 0;
+    let mut examples_seen: u64 = 0;
     for epoch in 0..config.epochs as usize {
         let mut order: Vec<Example> = train.to_vec();
         keyed_order(&mut order, derive_seed(seed, "epoch", &epoch.to_string()));
@@ -250,7 +252,7 @@ fn train_language(
             });
             loss_sum += loss.double_value(&[]);
             batches += 1;
-            seen += chunk.len() as u64;
+            examples_seen += chunk.len() as u64;
         }
         let (val_loss, val_accuracy) = tch::no_grad(|| {
             let logits = model.forward(&val_x);
@@ -272,7 +274,7 @@ fn train_language(
             let optimizer = NamedTensors::from_tensors(params.iter().zip(&moments).flat_map(|((n, _), m)| {
                 [(format!("{lang}.{n}.exp_avg"), &m.exp_avg), (format!("{lang}.{n}.exp_avg_sq"), &m.exp_avg_sq)]
             }));
-            best = Some((val_loss, epoch + 1, weights, optimizer, u64::try_from(step).unwrap_or(0), seen));
+            best = Some((val_loss, epoch + 1, weights, optimizer, u64::try_from(step).unwrap_or(0), examples_seen));
         }
     }
     let (val_loss, best_epoch, weights, optimizer, steps, examples_seen) =
@@ -364,7 +366,7 @@ impl Stage for ToxicityTrainStage {
         let mut optimizer = NamedTensors::default();
         let mut languages = BTreeMap::new();
         let mut skipped = BTreeMap::new();
-        let (mut steps, mut seen) = (0u64, 0u64);
+        let (mut steps, mut total_seen) = (0u64, 0u64);
         for (lang, examples) in by_language {
             let toxic = examples.iter().filter(|e| e.toxic).count();
             let clean = examples.len() - toxic;
@@ -378,7 +380,7 @@ impl Stage for ToxicityTrainStage {
             weights.0.extend(trained.weights.0);
             optimizer.0.extend(trained.optimizer.0);
             steps += trained.steps;
-            seen += trained.examples_seen;
+            total_seen += trained.examples_seen;
             let mut report = trained.report;
             report["examples"] = json!({ "toxic": toxic, "not_toxic": clean });
             languages.insert(lang, report);
@@ -422,7 +424,7 @@ impl Stage for ToxicityTrainStage {
             tensors,
             optimizer: optimizer_digest,
             rng: rng_digest,
-            data_position: seen,
+            data_position: total_seen,
             loss: None,
         });
         let digest = put_record(cx.store, &record)?;
@@ -476,31 +478,31 @@ mod tests {
             .collect();
         let (train, val) = split(examples.clone(), &config, 1);
         let trained = train_language("en", &train, &val, &config, 1).unwrap();
-        let w = |n: &str| trained.weights.0[&format!("en.{n}")].1.clone();
+        let values = |n: &str| trained.weights.0[&format!("en.{n}")].1.clone();
         let mlp = prov_prep::toxicity::model::Mlp::new(
             256,
             8,
-            &w("fc1.weight"),
-            &w("fc1.bias"),
-            &w("fc2.weight"),
-            w("fc2.bias")[0],
+            &values("fc1.weight"),
+            &values("fc1.bias"),
+            &values("fc2.weight"),
+            values("fc2.bias")[0],
         )
         .unwrap();
-        let t = |n: &str| {
+        let tensor = |n: &str| {
             let (shape, values) = &trained.weights.0[&format!("en.{n}")];
-            let dims: Vec<i64> = shape.iter().map(|&d| d as i64).collect();
+            let dims: Vec<i64> = shape.iter().map(|&d| i64::try_from(d).unwrap()).collect();
             Tensor::from_slice(values).view(dims.as_slice())
         };
-        for e in &examples {
-            let (x, _) = batch(&[e], 256);
+        for example in &examples {
+            let (x, _) = batch(&[example], 256);
             let torch = x
-                .matmul(&t("fc1.weight").tr())
-                .g_add(&t("fc1.bias"))
+                .matmul(&tensor("fc1.weight").tr())
+                .g_add(&tensor("fc1.bias"))
                 .relu()
-                .matmul(&t("fc2.weight").tr())
-                .g_add(&t("fc2.bias"));
-            let (a, b) = (torch.double_value(&[0, 0]), f64::from(mlp.logit(&e.features)));
-            assert!((a - b).abs() < 1e-5, "{}: libtorch {a}, plain Rust {b}", e.id);
+                .matmul(&tensor("fc2.weight").tr())
+                .g_add(&tensor("fc2.bias"));
+            let (libtorch, plain) = (torch.double_value(&[0, 0]), f64::from(mlp.logit(&example.features)));
+            assert!((libtorch - plain).abs() < 1e-5, "{}: libtorch {libtorch}, plain Rust {plain}", example.id);
         }
         let report = &trained.report;
         assert!(report["best_epoch"].as_u64().unwrap() >= 1, "{report}");

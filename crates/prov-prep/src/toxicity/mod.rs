@@ -33,7 +33,7 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
-use self::model::{Classifier, classifier_language};
+use self::model::{Classifier, Mlp, classifier_language};
 
 /// The resolved configuration of a `toxicity` stage.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -71,13 +71,16 @@ fn default_min_documents() -> u32 {
 /// (Hyndman and Fan's type 7, `numpy.quantile`'s default). `None` for no values.
 pub fn quantile(sorted: &[f64], q: f64) -> Option<f64> {
     let last = sorted.len().checked_sub(1)?;
-    let h = last as f64 * q;
-    let lo = (h.floor() as usize).min(last);
-    let hi = (lo + 1).min(last);
-    let (a, b, t) = (sorted[lo], sorted[hi], h - lo as f64);
+    let virtual_index = last as f64 * q;
+    let below = (virtual_index.floor() as usize).min(last);
+    let above = (below + 1).min(last);
+    let (lo, hi, frac) = (sorted[below], sorted[above], virtual_index - below as f64);
     // NumPy's `_lerp`, operation for operation, so that thresholds agree to the bit.
-    Some(if t >= 0.5 { b - (b - a) * (1.0 - t) } else { a + (b - a) * t })
+    Some(if frac >= 0.5 { hi - (hi - lo) * (1.0 - frac) } else { lo + (hi - lo) * frac })
 }
+
+/// Per shard: each document's score (if scored), and the scores by language.
+type ShardScores = (Vec<Option<f32>>, BTreeMap<String, Vec<f64>>);
 
 /// What the scoring pass found for one document.
 #[derive(Debug, Clone, PartialEq)]
@@ -115,13 +118,19 @@ impl ToxicityStage {
         Classifier::from_parts(&config, &weights).map_err(|e| bad(e.to_string()))
     }
 
-    fn assess(classifier: &Classifier, config: &ToxicityConfig, doc: &Document) -> Assessment {
+    /// Assesses a document; `score` is asked only when it needs one, with its language's model.
+    fn assess(
+        classifier: &Classifier,
+        config: &ToxicityConfig,
+        doc: &Document,
+        score: impl FnOnce(&Mlp) -> Option<f32>,
+    ) -> Assessment {
         if let Some(t) = tag(doc).filter(|t| config.exempt_tags.contains(t)) {
             return Assessment::Exempt(t);
         }
         let language = classifier_language(doc.language.as_deref().unwrap_or("und"));
         let Some(model) = classifier.model(&language) else { return Assessment::NoClassifier(language) };
-        match classifier.score(model, &doc.text, config.chunk_chars as usize) {
+        match score(model) {
             Some(score) => Assessment::Scored(language, score),
             None => Assessment::Empty,
         }
@@ -165,53 +174,63 @@ impl Stage for ToxicityStage {
         let classifier = Self::load(cx)?;
         let ds = crate::filter::input_dataset(cx, "docs")?;
 
-        // Pass 1: score every document, shard-parallel, kept in shard order. Only the
-        // assessments stay in memory; the documents are read again in pass 2.
-        let assessed: Vec<Vec<Assessment>> = cx.pool.install(|| {
+        // Pass 1: score every document, shard-parallel, in shard order. Only the scores stay
+        // in memory (16 bytes a document); pass 2 reads the documents again.
+        let chunk_chars = config.chunk_chars as usize;
+        let scored: Vec<ShardScores> = cx.pool.install(|| {
             ds.shards
                 .par_iter()
                 .map(|s| {
-                    Ok::<_, StageError>(
-                        read_shard(cx.store, &s.digest)?
-                            .iter()
-                            .map(|d| Self::assess(&classifier, &config, d))
-                            .collect(),
-                    )
+                    let mut per_doc = Vec::new();
+                    let mut by_language: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+                    for doc in read_shard(cx.store, &s.digest)? {
+                        let a =
+                            Self::assess(&classifier, &config, &doc, |m| classifier.score(m, &doc.text, chunk_chars));
+                        if let Assessment::Scored(lang, score) = a {
+                            by_language.entry(lang).or_default().push(f64::from(score));
+                            per_doc.push(Some(score));
+                        } else {
+                            per_doc.push(None);
+                        }
+                    }
+                    Ok::<_, StageError>((per_doc, by_language))
                 })
                 .collect::<Result<_, _>>()
         })?;
-
-        let mut scores: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
-        for a in assessed.iter().flatten() {
-            if let Assessment::Scored(lang, s) = a {
-                scores.entry(lang.as_str()).or_default().push(f64::from(*s));
+        let mut scores_by_language: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+        let mut shard_scores = Vec::with_capacity(scored.len());
+        for (per_doc, by_language) in scored {
+            for (lang, v) in by_language {
+                scores_by_language.entry(lang).or_default().extend(v);
             }
+            shard_scores.push(per_doc);
         }
         let mut thresholds: BTreeMap<String, Threshold> = BTreeMap::new();
         let mut quantiles = Map::new();
-        for (lang, v) in &mut scores {
+        for (lang, v) in &mut scores_by_language {
             v.sort_by(f64::total_cmp);
             let t = if v.len() < config.min_documents as usize {
                 Threshold::TooFew
             } else {
                 Threshold::At(quantile(v, config.quantile).expect("a language with scores has a quantile"))
             };
-            thresholds.insert((*lang).to_owned(), t);
+            thresholds.insert(lang.clone(), t);
             let qs: Vec<f64> = (0..=20).map(|i| quantile(v, f64::from(i) / 20.0).expect("non-empty")).collect();
-            quantiles.insert((*lang).to_owned(), json!(qs));
+            quantiles.insert(lang.clone(), json!(qs));
         }
 
         // Pass 2: decide and write, shard-parallel, collected in shard order.
         let results: Vec<crate::filter::ShardResult> = cx.pool.install(|| {
             ds.shards
                 .par_iter()
-                .zip(assessed.par_iter())
-                .map(|(s, assessments)| {
+                .zip(shard_scores.par_iter())
+                .map(|(s, doc_scores)| {
                     let mut out = ShardWriter::new(cx.store)?;
-                    let mut rows = Vec::with_capacity(assessments.len());
+                    let mut rows = Vec::with_capacity(doc_scores.len());
                     let docs = read_shard(cx.store, &s.digest)?;
-                    for (doc, a) in docs.into_iter().zip(assessments) {
-                        let (decision, rule, evidence) = decide(a, &thresholds);
+                    for (doc, score) in docs.into_iter().zip(doc_scores) {
+                        let a = Self::assess(&classifier, &config, &doc, |_| *score);
+                        let (decision, rule, evidence) = decide(&a, &thresholds);
                         rows.push(LedgerRow {
                             id: doc.id.clone(),
                             decision,
@@ -239,7 +258,7 @@ impl Stage for ToxicityStage {
         let by_language: Map<String, Value> = thresholds
             .iter()
             .map(|(lang, t)| {
-                let scored_count = scores.get(lang.as_str()).map_or(0, Vec::len);
+                let scored_count = scores_by_language.get(lang).map_or(0, Vec::len);
                 let entry = match t {
                     Threshold::At(t) => json!({
                         "threshold": t,
