@@ -345,8 +345,11 @@ pub struct VerdictRecord {
     pub reviewer: String,
     /// Why.
     pub rationale: String,
-    /// When, RFC 3339 in UTC: a fact about the decision, recorded as data.
-    pub decided_at: String,
+    /// When, RFC 3339 in UTC: a fact about the decision, recorded as data. Absent for a
+    /// policy's verdict decided inside a run (a stage's output): its time is the run's, in
+    /// the execution log, and a clock in the record would break bit-for-bit replay.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decided_at: Option<String>,
 }
 
 /// How far a stage's outputs are reproducible.
@@ -638,7 +641,7 @@ mod tests {
                 rule: "permissive".into(),
                 reviewer: "policy".into(),
                 rationale: "listed as permissive".into(),
-                decided_at: "2026-11-22T00:00:00Z".into(),
+                decided_at: Some("2026-11-22T00:00:00Z".into()),
             }),
             Record::Stage(StageRecord {
                 schema: 1,
@@ -737,5 +740,17 @@ mod tests {
     fn references_follow_every_digest() {
         let run = samples().pop().unwrap();
         assert_eq!(run.references(), vec![Digest::of(b"x")]);
+    }
+
+    #[test]
+    fn a_verdict_decided_in_a_run_has_no_time() {
+        let Record::Verdict(mut v) = samples().remove(3) else { panic!() };
+        v.decided_at = None;
+        let bytes = Record::Verdict(v.clone()).to_bytes().unwrap();
+        let text = String::from_utf8(bytes.clone()).unwrap();
+        assert!(!text.contains("decided_at"), "{text}");
+        assert_eq!(Record::from_bytes(&bytes).unwrap(), Record::Verdict(v));
+        let with_null = text.replace("\"decision\"", "\"decided_at\":null,\"decision\"");
+        assert!(Record::from_bytes(with_null.as_bytes()).is_err(), "{with_null}");
     }
 }
