@@ -1,6 +1,6 @@
 //! The `license` stage end to end: documents keep or lose their place by their declared
 //! license, each with its SPDX reading in the ledger, and the verdicts per distinct string
-//! are in the stage's stats.
+//! are in the stage's stats and, as verdict records, in its `verdicts` output.
 
 use crate::common::Project;
 
@@ -39,5 +39,27 @@ fn only_permissively_licensed_documents_are_kept() {
     assert!(verdicts["Unspecified"]["unknown"].as_str().unwrap().contains("not a license"), "{verdicts}");
     let kept = p.json(&["show", stage["data"]["outputs"]["dataset"].as_str().unwrap()]);
     assert_eq!(kept[0]["data"]["record"]["rows"], 3);
+
+    // One verdict record per distinct string, the files of the `verdicts` tree.
+    let tree = p.json(&["show", stage["data"]["outputs"]["verdicts"].as_str().unwrap()]);
+    let entries = tree[0]["data"]["record"]["entries"].as_array().unwrap().clone();
+    let files: Vec<&str> = entries.iter().map(|e| e["path"].as_str().unwrap()).collect();
+    assert_eq!(
+        files,
+        [
+            "Apache%20License%202.0.json",
+            "CC%20BY-NC%204.0.json",
+            "GPL-2+.json",
+            "MIT%2FApache-2.0.json",
+            "Unspecified.json"
+        ]
+    );
+    let verdict = p.json(&["show", verdicts["CC BY-NC 4.0"]["verdict"].as_str().unwrap()]);
+    let v = &verdict[0]["data"]["record"];
+    assert_eq!([&v["kind"], &v["decision"], &v["reviewer"]], ["verdict", "deny", "policy"], "{v}");
+    assert_eq!(v["subject"], shown[0]["data"]["record"]["inputs"]["docs"], "{v}");
+    let rationale = v["rationale"].as_str().unwrap();
+    assert!(rationale.starts_with("1 document declares `CC BY-NC 4.0`; normalised to `CC-BY-NC-4.0`"), "{v}");
+    assert!(v.get("decided_at").is_none(), "{v}");
     p.prov(&["replay", "lockfiles/lic.lock"]).success();
 }

@@ -10,15 +10,27 @@
 //! | `license:denied` | removed | the expression is denied, or unknown (evidence: SPDX or the unknown reason, policy rule) |
 //! | `license:missing` | removed, or kept with `missing: allow` | the document declares no license |
 //!
-//! The stage's stats also list every distinct license string with its normalisation and
-//! decision: the policy's verdicts for this dataset.
+//! Every decision is a verdict record: for each distinct license string the documents declare,
+//! one [`VerdictRecord`] (reviewer `policy`, the policy rule, the SPDX expression or the string
+//! as declared when it does not normalise, the normalisation and the decision as rationale),
+//! about the input dataset. The records are the files of the stage's third output, `verdicts`,
+//! a tree named by the declared strings (`GPL-2+.json`, `MIT%2FApache-2.0.json`: bytes other
+//! than ASCII letters, digits and `+-._` percent-encoded), so that `prov verify` and `prov gc`
+//! follow them like any output. A verdict decided in a run records no time (`decided_at` is
+//! absent): the run's execution log holds it, and the stage stays bit-for-bit reproducible.
+//! The stage's stats list every distinct string with its normalisation, decision, document
+//! count and verdict record.
 
 use std::collections::BTreeMap;
+use std::fmt::Write as _;
 
 use prov_dataset::{Document, LedgerDecision, LedgerRow, ShardWriter, read_shard, word_count, write_ledger_shard};
 use prov_exec::{ConfigError, InputSpec, Stage, StageContext, StageError, StageOutput, parse_params};
 use prov_license::{Decision, Normalized, Policy, evaluate, normalize};
-use prov_manifest::{Determinism, OutputType};
+use prov_manifest::{
+    Determinism, OutputRef, OutputType, Record, SCHEMA_VERSION, TreeEntry, TreeRecord, VerdictRecord, put_record,
+};
+use prov_store::Digest;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
@@ -89,6 +101,81 @@ fn verdict(raw: &str, policy: &Policy) -> Verdict {
     }
 }
 
+/// The policy's verdict on one declared string, which `documents` documents of `subject` (the
+/// input dataset) declare. Deterministic: no time, no order but the caller's.
+fn verdict_record(subject: Digest, raw: &str, documents: u64, policy: &Policy) -> VerdictRecord {
+    let normalized = normalize(raw);
+    let decision = evaluate(policy, &normalized);
+    let (noun, verb) = if documents == 1 { ("document", "declares") } else { ("documents", "declare") };
+    let mut rationale = format!("{documents} {noun} {verb} `{raw}`; ");
+    let spdx = match &normalized {
+        Normalized::Spdx { expression, via } => {
+            let _ = write!(rationale, "normalised to `{expression}` (rule: {})", via.as_str());
+            expression.to_string()
+        }
+        Normalized::Unknown { reason } => {
+            let _ = write!(rationale, "does not normalise: {reason}");
+            raw.to_owned()
+        }
+    };
+    let verb = match decision.decision {
+        Decision::Allow => "allow",
+        Decision::Deny => "deny",
+    };
+    let _ = write!(rationale, "; policy `{}` {}: {verb}: {}", policy.name(), policy.version(), decision.reason);
+    VerdictRecord {
+        schema: SCHEMA_VERSION,
+        subject,
+        spdx,
+        decision: decision.decision,
+        policy_version: format!("{} {}", policy.name(), policy.version()),
+        rule: decision.rule.as_str().to_owned(),
+        reviewer: "policy".into(),
+        rationale,
+        decided_at: None,
+    }
+}
+
+/// The file name of a declared string's verdict in the `verdicts` tree: the string with every
+/// byte but ASCII letters, digits and `+-._` percent-encoded, then `.json`. Injective, and
+/// always a valid one-component path.
+fn verdict_file_name(raw: &str) -> String {
+    let mut out = String::with_capacity(raw.len() + 5);
+    for b in raw.bytes() {
+        if b.is_ascii_alphanumeric() || b"+-._".contains(&b) {
+            out.push(char::from(b));
+        } else {
+            let _ = write!(out, "%{b:02X}");
+        }
+    }
+    out.push_str(".json");
+    out
+}
+
+/// Stores one verdict record per declared string (with its document count) and the tree that
+/// names them; returns the tree's digest and each string's verdict digest.
+fn write_verdicts(
+    cx: &StageContext<'_>,
+    subject: Digest,
+    strings: &BTreeMap<String, u64>,
+    policy: &Policy,
+) -> Result<(Digest, BTreeMap<String, Digest>), StageError> {
+    let mut digests = BTreeMap::new();
+    let mut entries = Vec::with_capacity(strings.len());
+    for (raw, &n) in strings {
+        let record = Record::Verdict(verdict_record(subject, raw, n, policy));
+        let size = record.to_bytes().map_err(prov_manifest::StoredError::from)?.len() as u64;
+        let digest = put_record(cx.store, &record)?;
+        let path = verdict_file_name(raw).parse().expect("an encoded name with a suffix is a valid path");
+        entries.push(TreeEntry { path, digest, size, executable: false });
+        digests.insert(raw.clone(), digest);
+    }
+    // Tree entries are sorted by path, which is not the strings' order (`%` sorts first).
+    entries.sort_by(|a, b| a.path.as_str().cmp(b.path.as_str()));
+    let tree = put_record(cx.store, &Record::Tree(TreeRecord { schema: SCHEMA_VERSION, entries }))?;
+    Ok((tree, digests))
+}
+
 fn declared(doc: &Document, field: &str) -> Option<String> {
     let meta: Value = serde_json::from_str(doc.metadata.as_deref()?).ok()?;
     meta.get(field)?.as_str().map(str::to_owned)
@@ -102,8 +189,9 @@ impl Stage for LicenseStage {
         "license"
     }
     // 2: the statistics of every filter (by rule, removed per language, total) besides the verdicts.
+    // 3: a verdict record per distinct declared string, in the `verdicts` output.
     fn version(&self) -> u32 {
-        2
+        3
     }
     fn summary(&self) -> &'static str {
         "keep documents whose declared license (normalised to SPDX) the policy allows, with a ledger"
@@ -123,12 +211,15 @@ impl Stage for LicenseStage {
         InputSpec::Named(vec![("docs", vec![OutputType::Dataset])])
     }
     fn outputs(&self, _config: &Value) -> Vec<(String, OutputType)> {
-        crate::filter::outputs()
+        let mut outputs = crate::filter::outputs();
+        outputs.push(("verdicts".into(), OutputType::Tree));
+        outputs
     }
     fn run(&self, cx: &StageContext<'_>) -> Result<StageOutput, StageError> {
         let config: LicenseConfig = parse_params(cx.config).map_err(StageError::Config)?;
         let policy = policy_of(&config.policy)?;
         let ds = crate::filter::input_dataset(cx, "docs")?;
+        let subject = cx.input("docs")?.digest;
         let results: Vec<(crate::filter::ShardResult, BTreeMap<String, u64>)> = cx.pool.install(|| {
             ds.shards
                 .par_iter()
@@ -178,6 +269,7 @@ impl Stage for LicenseStage {
             }
             shards.push(shard);
         }
+        let (tree, records) = write_verdicts(cx, subject, &strings, &policy)?;
         let verdicts: Map<String, Value> = strings
             .into_iter()
             .map(|(raw, n)| {
@@ -185,12 +277,150 @@ impl Stage for LicenseStage {
                 e.remove("declared");
                 e.insert("decision".into(), Value::String(decision.as_str().into()));
                 e.insert("documents".into(), Value::from(n));
+                e.insert("verdict".into(), Value::String(records[&raw].to_string()));
                 (raw, Value::Object(e))
             })
             .collect();
         let mut out = crate::filter::finish(cx, shards)?;
+        out.outputs.insert("verdicts".into(), OutputRef { output_type: OutputType::Tree, digest: tree });
         out.stats.insert("licenses".into(), Value::Object(verdicts));
         out.stats.insert("policy".into(), json!({ "name": policy.name(), "version": policy.version() }));
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use prov_dataset::write_dataset;
+    use prov_exec::StageInput;
+    use prov_manifest::{Decision as VerdictDecision, closure, get_record};
+    use prov_store::Store;
+
+    fn permissive() -> Policy {
+        Policy::permissive()
+    }
+
+    #[test]
+    fn verdict_file_names_are_distinct_valid_paths() {
+        let cases = [
+            ("GPL-2+", "GPL-2+.json"),
+            ("MIT/Apache-2.0", "MIT%2FApache-2.0.json"),
+            ("CC BY-NC 4.0", "CC%20BY-NC%204.0.json"),
+            ("a%2F", "a%252F.json"),
+            ("", ".json"),
+            ("..", "...json"),
+            ("Lizenz ä", "Lizenz%20%C3%A4.json"),
+        ];
+        for (raw, name) in cases {
+            assert_eq!(verdict_file_name(raw), name);
+            assert!(name.parse::<prov_manifest::RelPath>().is_ok(), "{name}");
+        }
+    }
+
+    #[test]
+    fn a_verdict_carries_the_normalisation_and_the_policy_decision() {
+        let subject = Digest::of(b"dataset");
+        let v = verdict_record(subject, "GPL-3+", 2, &permissive());
+        assert_eq!(v.subject, subject);
+        assert_eq!((v.spdx.as_str(), v.decision), ("GPL-3.0-or-later", VerdictDecision::Deny));
+        assert_eq!((v.rule.as_str(), v.reviewer.as_str()), ("not-in-allow-list", "policy"));
+        assert_eq!(v.policy_version, "permissive 1");
+        assert_eq!(v.decided_at, None);
+        assert!(v.rationale.starts_with("2 documents declare `GPL-3+`; normalised to `GPL-3.0-or-later` (rule: debian); policy `permissive` 1: deny: "), "{}", v.rationale);
+
+        let v = verdict_record(subject, "public-domain", 1, &permissive());
+        assert_eq!(
+            (v.spdx.as_str(), v.decision, v.rule.as_str()),
+            ("public-domain", VerdictDecision::Deny, "unknown-license")
+        );
+        assert!(v.rationale.starts_with("1 document declares `public-domain`; "), "{}", v.rationale);
+        assert!(v.rationale.contains("does not normalise: not a license"), "{}", v.rationale);
+
+        let v = verdict_record(subject, "MIT", 5, &permissive());
+        assert_eq!((v.spdx.as_str(), v.decision, v.rule.as_str()), ("MIT", VerdictDecision::Allow, "allow-list"));
+    }
+
+    fn doc(id: &str, license: Option<&str>) -> Document {
+        let mut d = Document::new(id, format!("text of {id}"));
+        d.metadata = license.map(|l| serde_json::json!({ "license": l }).to_string());
+        d
+    }
+
+    /// Runs the stage on one dataset of two shards; returns the store's directory (kept alive),
+    /// the store, the input digest and the output.
+    fn run(docs: &[Vec<Document>]) -> (tempfile::TempDir, Store, Digest, StageOutput) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::init(&dir.path().join(".prov")).unwrap();
+        let mut shards = Vec::new();
+        for shard in docs {
+            let mut w = ShardWriter::new(&store).unwrap();
+            for d in shard {
+                w.push(d.clone()).unwrap();
+            }
+            shards.push(w.finish().unwrap());
+        }
+        let (input, _) = write_dataset(&store, shards).unwrap();
+        let config = LicenseStage.resolve_config(&serde_json::json!({})).unwrap();
+        let inputs =
+            BTreeMap::from([("docs".to_owned(), StageInput { output_type: OutputType::Dataset, digest: input })]);
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
+        let out = {
+            let cx = StageContext {
+                store: &store,
+                name: "license",
+                config: &config,
+                inputs: &inputs,
+                seeds: &BTreeMap::new(),
+                project_root: dir.path(),
+                pool: &pool,
+                allow_commands: false,
+            };
+            LicenseStage.run(&cx).unwrap()
+        };
+        (dir, store, input, out)
+    }
+
+    #[test]
+    fn the_stage_writes_one_verdict_per_declared_string_in_its_outputs() {
+        let docs = vec![
+            vec![doc("a", Some("MIT")), doc("b", Some("GPL-2+")), doc("c", None)],
+            vec![doc("d", Some("MIT/Apache-2.0")), doc("e", Some("GPL-2+")), doc("f", Some("public-domain"))],
+        ];
+        let (_dir, store, input, out) = run(&docs);
+        let declared_outputs: Vec<String> = LicenseStage.outputs(&Value::Null).into_iter().map(|(n, _)| n).collect();
+        assert_eq!(out.outputs.keys().cloned().collect::<Vec<_>>(), declared_outputs);
+        let tree = out.outputs["verdicts"];
+        assert_eq!(tree.output_type, OutputType::Tree);
+        let Record::Tree(t) = get_record(&store, &tree.digest).unwrap() else { panic!("a tree") };
+        let names: Vec<&str> = t.entries.iter().map(|e| e.path.as_str()).collect();
+        assert_eq!(names, ["GPL-2+.json", "MIT%2FApache-2.0.json", "MIT.json", "public-domain.json"]);
+        for e in &t.entries {
+            let Record::Verdict(v) = get_record(&store, &e.digest).unwrap() else { panic!("a verdict") };
+            assert_eq!(v.subject, input);
+            assert_eq!(e.size, Record::Verdict(v.clone()).to_bytes().unwrap().len() as u64);
+        }
+        let licenses = &out.stats["licenses"];
+        assert_eq!(licenses["GPL-2+"]["documents"], 2);
+        assert_eq!(licenses["GPL-2+"]["verdict"], t.entries[0].digest.to_string());
+        // What `prov verify` and `prov gc` walk: from the stage's outputs to every verdict and
+        // through each to the input dataset.
+        let roots: Vec<Digest> = out.outputs.values().map(|o| o.digest).collect();
+        let (reachable, problems) = closure(&store, &roots);
+        assert!(problems.is_empty());
+        assert!(t.entries.iter().all(|e| reachable.contains(&e.digest)));
+        assert!(reachable.contains(&input));
+
+        // Bit for bit: the same input gives the same outputs and stats.
+        let (_dir2, _store2, input2, again) = run(&docs);
+        assert_eq!((input2, again), (input, out));
+    }
+
+    #[test]
+    fn no_declared_string_gives_an_empty_verdict_tree() {
+        let (_dir, store, _, out) = run(&[vec![doc("a", None)]]);
+        let Record::Tree(t) = get_record(&store, &out.outputs["verdicts"].digest).unwrap() else { panic!("a tree") };
+        assert!(t.entries.is_empty());
+        assert_eq!(out.stats["licenses"], serde_json::json!({}));
     }
 }
