@@ -4,6 +4,9 @@
 Parses every robots.txt of the main job's snapshot and checks every document URL against
 its host's rules for each agent, exactly the work the Rust side does, on one core. Prints
 one JSON object: {"parse_s", "check_s", "checks", "disallowed"} (best of N runs).
+
+With `--check-fixture FILE` (crates/prov-prep/src/robots/protego-disagreements.json), checks
+instead that Protego still gives the answer the fixture notes for each case, and exits 1 if not.
 """
 
 import json
@@ -18,7 +21,18 @@ AGENTS = ["AI2Bot", "Applebot-Extended", "Bytespider", "CCBot", "CCBot/2.0", "CC
           "PanguBot", "*"]
 
 
+def check_fixture(path: Path) -> None:
+    cases = json.loads(path.read_text(encoding="utf-8"))["cases"]
+    wrong = [c for c in cases if Protego.parse(c["body"]).can_fetch(c["url"], c["agent"]) != c["protego"]]
+    for c in wrong:
+        print(f"{c['class']} ({c['host']}): Protego no longer answers {c['protego']}", file=sys.stderr)
+    print(f"{len(cases) - len(wrong)} of {len(cases)} fixture cases as noted")
+    sys.exit(1 if wrong else 0)
+
+
 def main() -> None:
+    if sys.argv[1] == "--check-fixture":
+        check_fixture(Path(sys.argv[2]))
     data, runs = Path(sys.argv[1]), int(sys.argv[2])
     bodies = {p.name: p.read_bytes().decode("utf-8", errors="replace") for p in sorted((data / "robots").iterdir())}
     urls = []

@@ -202,9 +202,9 @@ impl Stage for RobotsStage {
         "robots"
     }
     // 2: agents with digits also looked up under their RFC token reading; evidence spells the
-    // directive in lower case.
+    // directive in lower case. 3: `User-agent: *Foo*` no longer reads as the `*` group.
     fn version(&self) -> u32 {
-        2
+        3
     }
     fn summary(&self) -> &'static str {
         "remove documents whose site opts out of the listed AI agents in a pinned robots.txt snapshot, with a ledger"

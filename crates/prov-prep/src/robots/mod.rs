@@ -16,10 +16,11 @@
 //!   rules before the first `user-agent` line belong to none (§2.1).
 //! - The crawler's product token is its user-agent up to the first `/` (`CCBot/2.0` is
 //!   `CCBot`); a group line names the leading product token of its value (letters, `-`, `_`:
-//!   `FooBot/1.0` and `FooBot crawler` both name `FooBot`, and `AB42bot` names `AB`). Tokens
-//!   compare case-insensitively; every group naming the crawler applies, merged; if none
-//!   does, the `*` groups apply, merged; if there are none either, everything is allowed
-//!   (§2.2.1).
+//!   `FooBot/1.0` and `FooBot crawler` both name `FooBot`, and `AB42bot` names `AB`); the
+//!   value is `*` only when the `*` stands alone or before white space, so `*OrkashBot*`
+//!   names no crawler. Tokens compare case-insensitively; every group naming the crawler
+//!   applies, merged; if none does, the `*` groups apply, merged; if there are none either,
+//!   everything is allowed (§2.2.1).
 //! - A rule matches the path and query of the URL (§2.2.2); `*` matches any sequence and a
 //!   final `$` anchors the end (§2.2.3). The longest matching pattern wins, counted in octets
 //!   of its canonical form including `*` and `$`; between an `allow` and a `disallow` of the
@@ -46,6 +47,8 @@
 //! assert!(robots.check("CCBot", "/private/page").allowed);
 //! ```
 
+#[cfg(test)]
+mod disagreements;
 mod matcher;
 mod parse;
 
@@ -292,6 +295,29 @@ mod tests {
         let body = "User-agent: *\nDisallow: /\nUser-agent: Foo Bar\nAllow: /x/\nDisallow: /\n";
         assert!(allowed(body, "foo", "/x/y"));
         assert!(!allowed(body, "Foo Bar", "/x/y"));
+    }
+
+    #[test]
+    fn a_star_inside_a_name_is_not_the_star_group() {
+        // From www.stuff.co.nz: the `*WordPress*` group names no crawler, so its
+        // `Disallow: /` must not reach the crawlers that the `*` group governs.
+        let body = "User-agent: *\nDisallow: /search\n\nUser-agent: *WordPress*\nDisallow: /\n";
+        assert!(allowed(body, "GPTBot", "/page"));
+        assert!(allowed(body, "*", "/page"));
+        assert!(!allowed(body, "GPTBot", "/search"));
+        assert!(allowed(body, "WordPress", "/page"));
+    }
+
+    #[test]
+    fn records_other_than_rules_do_not_end_a_group() {
+        // RFC 9309 §2.2.4: other records MUST NOT terminate a group; google/robotstxt's
+        // robots_test.cc (ID_LineSyntax_Groups_OtherRules) asks the same of unknown records.
+        // From bitbucket.org: the `*` group shares `Disallow: /` with `008`.
+        let body = "User-Agent: *\nCrawl-delay: 120\n\nUser-agent: 008\nDisallow: /\n";
+        assert!(!allowed(body, "GPTBot", "/x"));
+        let body = "User-agent: BarBot\nSitemap: https://foo.bar/sitemap\nUser-agent: *\nDisallow: /\n";
+        assert!(!allowed(body, "BarBot", "/"));
+        assert!(!allowed(body, "FooBot", "/"));
     }
 
     #[test]

@@ -166,8 +166,15 @@ fn strip_bom(bytes: &[u8]) -> (&[u8], bool) {
 
 /// Returns the agent of a `user-agent` value: `*`, or the leading product token (RFC 9309
 /// §2.2.1: letters, `-` and `_`), so that `FooBot/1.2` and `Foo Bar` name `FooBot` and `Foo`.
+///
+/// The value is `*` only when the `*` stands alone or is followed by white space (`* bots`),
+/// as in Google's reference parser. `*OrkashBot*`, a pattern some files use, is not `*`: its
+/// leading token is empty, so it names no crawler (RFC 9309 has no wildcards in product
+/// tokens).
 fn agent(value: &[u8]) -> Agent {
-    if value.first() == Some(&b'*') {
+    if let [b'*', rest @ ..] = value
+        && rest.first().is_none_or(u8::is_ascii_whitespace)
+    {
         return Agent::Any;
     }
     let n = value.iter().take_while(|&&b| is_token_byte(b)).count();
@@ -354,6 +361,15 @@ mod tests {
         assert_eq!(agent(b"foo_bar-baz"), Agent::Token("foo_bar-baz".into()));
         assert_eq!(agent(b"*"), Agent::Any);
         assert_eq!(agent(b"/x"), Agent::Token(String::new()));
+    }
+
+    #[test]
+    fn only_a_lone_star_is_the_star_agent() {
+        assert_eq!(agent(b"* everyone else"), Agent::Any);
+        assert_eq!(agent(b"*\tx"), Agent::Any);
+        // Real files (www.nzherald.co.nz, www.asb.co.nz) write `User-agent: *OrkashBot*`.
+        assert_eq!(agent(b"*OrkashBot*"), Agent::Token(String::new()));
+        assert_eq!(agent(b"**"), Agent::Token(String::new()));
     }
 
     #[test]
