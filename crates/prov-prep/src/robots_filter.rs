@@ -24,7 +24,7 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::robots::{CheckOptions, RobotsTxt, request_path};
+use crate::robots::{AgentRules, CheckOptions, RequestPath, RobotsTxt};
 
 /// The 14 user-agent strings of the released Apertus robots filter.
 pub const APERTUS_AGENTS: [&str; 14] = [
@@ -167,15 +167,22 @@ fn decide(doc: &Document, config: &RobotsConfig, robots: &BTreeMap<String, Robot
         RobotsMode::Url => doc.url.as_deref().unwrap_or("/"),
         RobotsMode::Site => "/",
     };
-    // The request path once per document, then the allocation-free check per agent; only
-    // the first disallowing agent's rule is looked up in full, for the evidence.
-    let path = request_path(target);
-    let agents: Vec<String> = config
-        .agents
-        .iter()
-        .filter(|a| agent_names(a).iter().any(|n| !txt.is_allowed(n, &path, CheckOptions::default())))
-        .cloned()
-        .collect();
+    // The request path once per document, then the compiled rules per agent; agents that
+    // fall back to the same groups (most often the `*` ones) share one check. Only the first
+    // disallowing agent's rule is looked up in full, for the evidence.
+    let path = RequestPath::new(target);
+    let mut checked: Vec<(AgentRules<'_>, bool)> = Vec::new();
+    let mut allowed = |name: &str| {
+        let rules = txt.rules_for(name);
+        if let Some(&(_, answer)) = checked.iter().find(|(r, _)| r.same_rules(&rules)) {
+            return answer;
+        }
+        let answer = rules.allows(&path, CheckOptions::default());
+        checked.push((rules, answer));
+        answer
+    };
+    let agents: Vec<String> =
+        config.agents.iter().filter(|a| agent_names(a).into_iter().any(|n| !allowed(n))).cloned().collect();
     let first_rule = agents
         .first()
         .and_then(|a| {

@@ -51,6 +51,7 @@
 mod disagreements;
 mod matcher;
 mod parse;
+mod table;
 
 use std::fmt;
 
@@ -64,7 +65,11 @@ use parse::{Agent, Group};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RobotsTxt {
     groups: Vec<Group>,
+    /// The rules' patterns (each rule holds a range); ASCII.
+    patterns: Vec<u8>,
     stats: ParseStats,
+    /// The groups compiled for [`RobotsTxt::is_allowed`].
+    tables: table::Tables,
 }
 
 /// Whether a rule allows or disallows.
@@ -153,8 +158,9 @@ impl RobotsTxt {
     /// Parses a robots.txt body. Never fails: lines that cannot be used are counted in
     /// [`RobotsTxt::stats`] and ignored.
     pub fn parse(bytes: &[u8]) -> RobotsTxt {
-        let (groups, stats) = parse::parse(bytes);
-        RobotsTxt { groups, stats }
+        let parse::Parsed { groups, patterns, stats } = parse::parse(bytes);
+        let tables = table::Tables::compile(&groups, &patterns);
+        RobotsTxt { groups, patterns, stats, tables }
     }
 
     /// Returns what the parser saw, including what it ignored.
@@ -187,7 +193,8 @@ impl RobotsTxt {
             rule: best.map(|(rule, _)| MatchedRule {
                 line: rule.line,
                 directive: rule.directive,
-                pattern: rule.pattern.clone(),
+                // Patterns are ASCII, so nothing is lost.
+                pattern: String::from_utf8_lossy(&self.patterns[rule.pattern.clone()]).into_owned(),
             }),
             group_agent: best.map(|(_, a)| a).or(first_agent).map(|a| a.as_str().to_owned()),
             basis,
@@ -197,9 +204,17 @@ impl RobotsTxt {
 
     /// Returns whether `user_agent` may fetch `path`, a request path as [`request_path`]
     /// gives it: the same decision as [`RobotsTxt::check_with`] without building a
-    /// [`Decision`] (no allocation), for filtering many documents.
+    /// [`Decision`], for filtering many documents. It uses rule tables compiled at parse
+    /// time and allocates nothing.
     pub fn is_allowed(&self, user_agent: &str, path: &str, options: CheckOptions) -> bool {
-        self.decide(user_agent, path, options).1.is_none_or(|(rule, _)| rule.directive == Directive::Allow)
+        self.rules_for(user_agent).is_allowed(path, options)
+    }
+
+    /// Returns the rules that apply to `user_agent`, found once for many checks: the merged
+    /// groups naming its product token, or else the `*` groups, or else none. For one crawler
+    /// and many paths, this saves finding the groups on every [`RobotsTxt::is_allowed`].
+    pub fn rules_for(&self, user_agent: &str) -> AgentRules<'_> {
+        AgentRules { table: self.tables.table_for(product_token(user_agent), &self.patterns) }
     }
 
     /// The decision itself: the basis, the winning rule with its group's agent, and the first
@@ -229,7 +244,8 @@ impl RobotsTxt {
                     (rule.pattern.len(), rule.directive == Directive::Allow)
                         > (b.pattern.len(), b.directive == Directive::Allow)
                 });
-                if better && matcher::matches(rule.pattern.as_bytes(), path.as_bytes()) {
+                let pattern = &self.patterns[rule.pattern.clone()];
+                if better && matcher::matches(pattern, path.as_bytes()) {
                     best = Some((rule, agent));
                 }
             }
@@ -243,6 +259,64 @@ impl RobotsTxt {
     }
 }
 
+/// The rules of one robots.txt that apply to one crawler: see [`RobotsTxt::rules_for`].
+#[derive(Debug, Clone, Copy)]
+pub struct AgentRules<'r> {
+    table: Option<table::TableRef<'r>>,
+}
+
+impl AgentRules<'_> {
+    /// Returns whether the crawler may fetch `path`, a request path as [`request_path`] gives
+    /// it; the same answer as [`RobotsTxt::is_allowed`]. Allocates nothing.
+    pub fn is_allowed(&self, path: &str, options: CheckOptions) -> bool {
+        if options.robots_txt_implicitly_allowed && path == "/robots.txt" {
+            return true;
+        }
+        self.table.is_none_or(|t| t.allows(path.as_bytes(), &table::Probe::new(path.as_bytes())))
+    }
+
+    /// Like [`AgentRules::is_allowed`], for a path prepared once for many checks.
+    pub fn allows(&self, path: &RequestPath<'_>, options: CheckOptions) -> bool {
+        if options.robots_txt_implicitly_allowed && path.as_str() == "/robots.txt" {
+            return true;
+        }
+        self.table.is_none_or(|t| t.allows(path.path.as_bytes(), &path.probe))
+    }
+
+    /// True when `self` and `other` are the same rules (the same merged groups of the same
+    /// robots.txt, or both none), so that they give the same answer for every path: crawlers
+    /// that fall back to the same groups can share one check.
+    pub fn same_rules(&self, other: &AgentRules<'_>) -> bool {
+        match (&self.table, &other.table) {
+            (Some(a), Some(b)) => a.same(b),
+            (None, None) => true,
+            _ => false,
+        }
+    }
+}
+
+/// The request path of a URL, prepared once for checks against many files and crawlers: what
+/// [`request_path`] returns, and what the compiled rule tables test first.
+#[derive(Debug, Clone)]
+pub struct RequestPath<'u> {
+    path: std::borrow::Cow<'u, str>,
+    probe: table::Probe,
+}
+
+impl<'u> RequestPath<'u> {
+    /// Prepares the request path of `url_or_path` (see [`request_path`]).
+    pub fn new(url_or_path: &'u str) -> RequestPath<'u> {
+        let path = matcher::request_path(url_or_path);
+        let probe = table::Probe::new(path.as_bytes());
+        RequestPath { path, probe }
+    }
+
+    /// Returns the path and query in canonical form.
+    pub fn as_str(&self) -> &str {
+        &self.path
+    }
+}
+
 /// Returns the request path of a URL (path and query, without the fragment, percent escapes
 /// normalised as rules are) or of a bare path: compute it once per URL for
 /// [`RobotsTxt::is_allowed`].
@@ -253,7 +327,12 @@ pub fn request_path(url_or_path: &str) -> std::borrow::Cow<'_, str> {
 /// Returns the product token of a crawler's user-agent: the text before the first `/`,
 /// without surrounding white space (`CCBot/2.0` → `CCBot`).
 pub fn product_token(user_agent: &str) -> &str {
-    user_agent.split('/').next().unwrap_or_default().trim()
+    let token = user_agent.bytes().position(|b| b == b'/').map_or(user_agent, |slash| &user_agent[..slash]);
+    // Most tokens have no surrounding white space: skip the Unicode-aware trim for them.
+    match token.as_bytes() {
+        [first, .., last] if first.is_ascii_graphic() && last.is_ascii_graphic() => token,
+        _ => token.trim(),
+    }
 }
 
 #[cfg(test)]
@@ -420,6 +499,9 @@ mod tests {
         assert_eq!(product_token(" GPTBot "), "GPTBot");
         assert_eq!(product_token("*"), "*");
         assert_eq!(product_token(""), "");
+        assert_eq!(product_token("a"), "a");
+        assert_eq!(product_token("\u{a0}GPTBot\u{2002}/1"), "GPTBot");
+        assert_eq!(product_token("Foo Bar/1"), "Foo Bar");
     }
 
     mod properties {
@@ -465,6 +547,8 @@ mod tests {
     }
 
     proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(1024))]
+
         /// The allocation-free path and the explaining path always agree.
         #[test]
         fn is_allowed_agrees_with_check(
@@ -479,6 +563,31 @@ mod tests {
             let slow = txt.check(agent, &path).allowed;
             let fast = txt.is_allowed(agent, &request_path(&path), CheckOptions::default());
             proptest::prop_assert_eq!(slow, fast);
+        }
+
+        /// The same with enough rules per group for the compiled tables' octet index, merged
+        /// groups, and patterns with and without `*` and `$`.
+        #[test]
+        fn indexed_tables_agree_with_check(
+            rules in proptest::collection::vec(("(A|Disa)llow", "(/|\\*|/\\*)?[ab/$*.]{0,11}"), 0..40),
+            agents in proptest::collection::vec(proptest::sample::select(vec!["*", "a", "B", "a"]), 1..4),
+            split in 0usize..40,
+            agent in proptest::sample::select(vec!["a", "b/1", "*", "c"]),
+            path in "/[ab/$.]{0,13}",
+        ) {
+            let group = |rules: &[(String, String)]| {
+                let names = agents.iter().map(|a| ("user-agent", *a));
+                let lines = names.chain(rules.iter().map(|(d, p)| (d.as_str(), p.as_str())));
+                lines.map(|(key, value)| [key, ": ", value, "\n"].concat()).collect::<String>()
+            };
+            let split = split.min(rules.len());
+            let body = group(&rules[..split]) + "user-agent: b\ndisallow: /a\n" + &group(&rules[split..]);
+            let txt = RobotsTxt::parse(body.as_bytes());
+            let slow = txt.check(agent, &path).allowed;
+            let fast = txt.is_allowed(agent, &request_path(&path), CheckOptions::default());
+            proptest::prop_assert_eq!(slow, fast, "{}", body);
+            let prepared = txt.rules_for(agent).allows(&RequestPath::new(&path), CheckOptions::default());
+            proptest::prop_assert_eq!(slow, prepared, "{}", body);
         }
     }
 }

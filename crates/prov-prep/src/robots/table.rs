@@ -1,0 +1,361 @@
+//! Compiled rule tables: what [`RobotsTxt::is_allowed`](super::RobotsTxt::is_allowed) uses to
+//! answer many checks fast, with the same answers as the explaining path.
+//!
+//! At parse time the groups are compiled once: every product token that the file names maps
+//! to one table holding the rules of all the groups naming it (merged, RFC 9309 §2.2.1), and
+//! `*` maps to the table of the `*` groups. Tokens naming the same groups share a table. A
+//! table's rules are sorted by priority, longest pattern first and `allow` before `disallow`
+//! at equal length, so the first rule that matches decides. Each rule has quick tests, kept
+//! apart in a compact array that a check scans first: the first octets that a matching path
+//! starts with, and for a rule with `*` the set of octets that the path must hold. Past
+//! them, a rule without `*` is a prefix test (or with a final `$` an equality test), and a
+//! rule with `*` runs the general matcher. A table with many rules
+//! also has an index by the octet after the leading `/` of its patterns, so that a path is
+//! compared only with the rules that can match it. All tables of a file share one array of
+//! rules, which point into the parsed body's patterns.
+
+use std::ops::Range;
+
+use super::Directive;
+use super::matcher;
+use super::parse::{Agent, Group};
+
+/// Tables with more rules than this get an index by second octet.
+const INDEX_FROM: usize = 12;
+
+/// The compiled tables of one robots.txt.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub(crate) struct Tables {
+    /// The product tokens named by groups, ASCII-lowercased and concatenated.
+    names: Vec<u8>,
+    /// One entry per distinct token, sorted by token: its range in `names` and its table.
+    agents: Vec<(usize, usize, usize)>,
+    /// The table of the `*` groups, if there are any.
+    star: Option<usize>,
+    /// Every table, by index.
+    all: Vec<Table>,
+    /// The rules of all tables, each table's sorted by descending priority.
+    rules: Vec<Rule>,
+    /// The quick tests of each rule (same positions as `rules`).
+    quick: Vec<Quick>,
+    indexes: Vec<Index>,
+}
+
+/// The merged rules of one set of groups.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Table {
+    /// Its range of [`Tables::rules`]. With an index: first the rules any path may match,
+    /// then one run per second octet.
+    rules: Range<usize>,
+    /// Its index in [`Tables::indexes`], if it has one.
+    index: Option<usize>,
+}
+
+/// Which rules of a table can match a path whose second octet is `b`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Index {
+    /// The rules any path may match (a range of [`Tables::rules`]).
+    any: Range<usize>,
+    /// `slot[b]` is 1 + the index in `runs` of the rules whose pattern's second octet is `b`,
+    /// or 0 when there are none.
+    slot: [u8; 256],
+    /// Ranges of [`Tables::rules`].
+    runs: Vec<Range<usize>>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Rule {
+    /// `2 * (length of the canonical pattern) + (1 if allow)`: a higher key wins.
+    key: usize,
+    /// The pattern's range of the parsed body's patterns (without a final `$` that
+    /// [`Kind::Exact`] stands for).
+    start: usize,
+    end: usize,
+    /// 1 + the octet after the leading `/` when every path the rule matches has it there
+    /// (the index's key), else 0.
+    second: u16,
+    kind: Kind,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// No `*`, no final `$`: the path starts with the pattern.
+    Prefix,
+    /// No `*`, a final `$` (not stored): the path is the pattern.
+    Exact,
+    /// A `*` somewhere: the general matcher, on the whole pattern.
+    Wildcard,
+}
+
+impl Rule {
+    fn allows(self) -> bool {
+        self.key & 1 == 1
+    }
+}
+
+/// The rules that apply to one crawler: a table of a [`Tables`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct TableRef<'t> {
+    tables: &'t Tables,
+    /// The parsed body's patterns.
+    patterns: &'t [u8],
+    table: &'t Table,
+}
+
+impl Tables {
+    /// Compiles the groups of a parsed body.
+    pub(crate) fn compile(groups: &[Group], patterns: &[u8]) -> Tables {
+        let mut star: Vec<usize> = Vec::new();
+        let mut named: Vec<(&str, usize)> = Vec::new();
+        for (g, group) in groups.iter().enumerate() {
+            for agent in &group.agents {
+                match agent {
+                    // A group that names `*` twice counts once.
+                    Agent::Any if star.last() != Some(&g) => star.push(g),
+                    Agent::Token(t) if !t.is_empty() => named.push((t, g)),
+                    _ => {}
+                }
+            }
+        }
+        named.sort_unstable_by(|(a, ga), (b, gb)| {
+            cmp_lowercased(a.as_bytes(), b.as_bytes(), |x| x.to_ascii_lowercase()).then(ga.cmp(gb))
+        });
+        let mut b =
+            Builder { groups, patterns, out: Tables::default(), single: vec![None; groups.len()], merged: Vec::new() };
+        b.out.star = (!star.is_empty()).then(|| b.table_of(&star));
+        let mut list = Vec::new();
+        let mut rest = &named[..];
+        while let [(token, _), ..] = rest {
+            let n = rest.iter().take_while(|(t, _)| t.eq_ignore_ascii_case(token)).count();
+            list.clear();
+            for &(_, g) in &rest[..n] {
+                // A group that names the same token twice counts once.
+                if list.last() != Some(&g) {
+                    list.push(g);
+                }
+            }
+            let table = b.table_of(&list);
+            let start = b.out.names.len();
+            b.out.names.extend(token.bytes().map(|c| c.to_ascii_lowercase()));
+            let end = b.out.names.len();
+            b.out.agents.push((start, end, table));
+            rest = &rest[n..];
+        }
+        b.out
+    }
+
+    /// Returns the table that applies to `token`, a crawler's product token: the one of the
+    /// groups naming it, else the `*` one, else none (everything allowed).
+    pub(crate) fn table_for<'t>(&'t self, token: &str, patterns: &'t [u8]) -> Option<TableRef<'t>> {
+        let token = token.as_bytes();
+        let named = if token.is_empty() {
+            None
+        } else {
+            let found =
+                self.agents.binary_search_by(|&(start, end, _)| cmp_lowercased(&self.names[start..end], token, |c| c));
+            found.ok().map(|i| self.agents[i].2)
+        };
+        named.or(self.star).map(|i| TableRef { tables: self, patterns, table: &self.all[i] })
+    }
+
+    /// Appends the table of `groups` (merged) and returns its index.
+    fn push_table<'g>(&mut self, groups: impl Iterator<Item = &'g Group>, patterns: &[u8]) -> usize {
+        let first = self.rules.len();
+        for rule in groups.flat_map(|g| &g.rules) {
+            let pattern = &patterns[rule.pattern.clone()];
+            let key = pattern.len() * 2 + usize::from(rule.directive == Directive::Allow);
+            let (kind, stored) = if pattern.contains(&b'*') {
+                (Kind::Wildcard, pattern)
+            } else if let Some(before) = pattern.strip_suffix(b"$") {
+                (Kind::Exact, before)
+            } else {
+                (Kind::Prefix, pattern)
+            };
+            let second = match stored {
+                [b'/', b, ..] if *b != b'*' => 1 + u16::from(*b),
+                _ => 0,
+            };
+            let (start, end) = (rule.pattern.start, rule.pattern.start + stored.len());
+            self.rules.push(Rule { key, start, end, second, kind });
+        }
+        let range = first..self.rules.len();
+        let with_index = range.len() > INDEX_FROM;
+        // Descending priority; with an index, grouped by second octet first (none first).
+        // Rules of equal key give equal answers, so their order among themselves does not
+        // matter.
+        let rules = &mut self.rules[range.clone()];
+        if with_index {
+            rules.sort_unstable_by_key(|r| (r.second, std::cmp::Reverse(r.key)));
+        }
+        let index = if with_index { self.push_index(range.clone()) } else { None };
+        if index.is_none() {
+            self.rules[range.clone()].sort_unstable_by_key(|r| std::cmp::Reverse(r.key));
+        }
+        for r in &self.rules[range.clone()] {
+            self.quick.push(Quick::of(&patterns[r.start..r.end], r.kind));
+        }
+        self.all.push(Table { rules: range, index });
+        self.all.len() - 1
+    }
+
+    /// Appends the index of a table's rules (sorted by second octet) and returns its index;
+    /// none when more than 255 octets occur (a `u8` slot could not name the runs).
+    fn push_index(&mut self, rules: Range<usize>) -> Option<usize> {
+        let all = &self.rules[rules.clone()];
+        let any = all.iter().take_while(|r| r.second == 0).count();
+        let mut index = Index { any: rules.start..rules.start + any, slot: [0; 256], runs: Vec::new() };
+        let mut i = any;
+        while let Some(r) = all.get(i) {
+            let n = all[i..].iter().take_while(|s| s.second == r.second).count();
+            index.runs.push(rules.start + i..rules.start + i + n);
+            let slot = u8::try_from(index.runs.len()).ok()?;
+            index.slot[usize::from(r.second - 1)] = slot;
+            i += n;
+        }
+        self.indexes.push(index);
+        Some(self.indexes.len() - 1)
+    }
+}
+
+/// Builds each distinct set of groups' table once.
+struct Builder<'g> {
+    groups: &'g [Group],
+    patterns: &'g [u8],
+    out: Tables,
+    /// The table of each group alone, once built.
+    single: Vec<Option<usize>>,
+    /// The tables of sets of more than one group.
+    merged: Vec<(Vec<usize>, usize)>,
+}
+
+impl Builder<'_> {
+    fn table_of(&mut self, list: &[usize]) -> usize {
+        let known = match list {
+            [g] => self.single[*g],
+            _ => self.merged.iter().find(|(l, _)| l == list).map(|(_, t)| *t),
+        };
+        if let Some(t) = known {
+            return t;
+        }
+        let groups = self.groups;
+        let t = self.out.push_table(list.iter().map(|&g| &groups[g]), self.patterns);
+        match list {
+            [g] => self.single[*g] = Some(t),
+            _ => self.merged.push((list.to_vec(), t)),
+        }
+        t
+    }
+}
+
+/// Compares `a`, mapped by `lower_a`, with `b` ASCII-lowercased, without allocating.
+fn cmp_lowercased(a: &[u8], b: &[u8], lower_a: impl Fn(u8) -> u8) -> std::cmp::Ordering {
+    let common = a.iter().zip(b).map(|(&x, y)| lower_a(x).cmp(&y.to_ascii_lowercase())).find(|o| o.is_ne());
+    common.unwrap_or_else(|| a.len().cmp(&b.len()))
+}
+
+impl TableRef<'_> {
+    /// Returns whether the table allows `path`, whose quick-test data is `probe`.
+    pub(crate) fn allows(&self, path: &[u8], probe: &Probe) -> bool {
+        let Some(index) = self.table.index.map(|i| &self.tables.indexes[i]) else {
+            return self.first_match(self.table.rules.clone(), path, probe).is_none_or(Rule::allows);
+        };
+        let best = self.first_match(index.any.clone(), path, probe);
+        let slot = path.get(1).map_or(0, |&b| index.slot[usize::from(b)]);
+        let other = slot.checked_sub(1).and_then(|s| {
+            let run = index.runs[usize::from(s)].clone();
+            // Only a rule with a higher key than the best so far can change the answer.
+            let floor = best.map_or(0, |b| b.key);
+            let end = run.start + self.tables.rules[run.clone()].iter().take_while(|r| r.key > floor).count();
+            self.first_match(run.start..end, path, probe)
+        });
+        other.or(best).is_none_or(Rule::allows)
+    }
+
+    /// True when both are the same table of the same file.
+    pub(crate) fn same(&self, other: &TableRef<'_>) -> bool {
+        std::ptr::eq(self.table, other.table)
+    }
+
+    /// The first rule of `rules` (positions in priority order) that matches the path.
+    fn first_match(&self, rules: Range<usize>, path: &[u8], probe: &Probe) -> Option<Rule> {
+        let t = self.tables;
+        let quick = &t.quick[rules.clone()];
+        let mut i = 0;
+        loop {
+            // A tight scan over the quick tests; the full test only where they pass.
+            i += quick[i..].iter().position(|q| q.passes(probe))?;
+            let r = t.rules[rules.start + i];
+            let pattern = &self.patterns[r.start..r.end];
+            let matched = match r.kind {
+                // A byte loop: mismatches come early, and a call to `memcmp` costs more.
+                Kind::Prefix => pattern.len() <= path.len() && pattern.iter().zip(path).all(|(a, b)| a == b),
+                Kind::Exact => path == pattern,
+                Kind::Wildcard => matcher::matches(pattern, path),
+            };
+            if matched {
+                return Some(r);
+            }
+            i += 1;
+        }
+    }
+}
+
+/// Necessary conditions for a rule to match a path, cheap to test.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Quick {
+    /// The octets that every path the rule matches holds (see [`octets`]): for a rule with a
+    /// `*`, its literal octets; 0 for others, whose head test says more.
+    need: u128,
+    /// The first (up to 8) octets that every path the rule matches starts with, as [`head`]
+    /// reads them (those before the first `*`), and the mask of the octets that count.
+    head: u64,
+    mask: u64,
+}
+
+impl Quick {
+    /// The quick tests of a stored pattern (without the final `$` unless it has a `*`).
+    fn of(pattern: &[u8], kind: Kind) -> Quick {
+        let literal = &pattern[..pattern.iter().position(|&b| b == b'*').unwrap_or(pattern.len())];
+        let n = literal.len().min(8);
+        let mask = if n == 8 { u64::MAX } else { (1 << (8 * n)) - 1 };
+        let need = match kind {
+            // All but the `*`s and a final `$`.
+            Kind::Wildcard => octets(pattern.strip_suffix(b"$").unwrap_or(pattern)) & !(1 << b'*'),
+            Kind::Prefix | Kind::Exact => 0,
+        };
+        Quick { need, head: head(literal), mask }
+    }
+
+    fn passes(&self, probe: &Probe) -> bool {
+        probe.head & self.mask == self.head && self.need & !probe.octets == 0
+    }
+}
+
+/// What the quick tests need to know about a request path, computed once per path.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Probe {
+    head: u64,
+    octets: u128,
+}
+
+impl Probe {
+    pub(crate) fn new(path: &[u8]) -> Probe {
+        Probe { head: head(path), octets: octets(path) }
+    }
+}
+
+/// Returns the first 8 octets of `bytes` (fewer when it is shorter, the rest 0) as one
+/// little-endian number.
+fn head(bytes: &[u8]) -> u64 {
+    let mut buf = [0; 8];
+    let n = bytes.len().min(8);
+    buf[..n].copy_from_slice(&bytes[..n]);
+    u64::from_le_bytes(buf)
+}
+
+/// Returns the set of octets in `bytes` as bits, octet `b` as bit `b mod 128`. A pattern in
+/// canonical form is ASCII, so the bits a pattern needs are exact; a path's other octets only
+/// add bits, which can make the filter let a rule through but never wrongly reject one.
+fn octets(bytes: &[u8]) -> u128 {
+    bytes.iter().fold(0, |set, &b| set | 1 << (b & 0x7F))
+}
