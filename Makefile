@@ -16,7 +16,7 @@ export PATH := $(CURDIR)/.venv/bin:$(PATH)
 
 CARGO ?= cargo
 
-.PHONY: all setup test demo bench-verify book clippy release
+.PHONY: all setup test demo bench-verify bench-memory book clippy release
 
 all: test
 
@@ -43,6 +43,9 @@ demo: release
 
 bench-verify: release
 	scripts/bench-verify
+
+bench-memory: release
+	scripts/bench-memory
 
 book: setup
 	.venv/bin/mdbook build book

@@ -20,7 +20,8 @@
 //! - [`Document`], [`document_schema`]: one row and the schema of a shard.
 //! - [`read_documents`]: documents from a `.jsonl`, `.jsonl.gz` or `.parquet` file.
 //! - [`ShardWriter`]: documents in, a [`ShardRef`] (digest, rows, bytes) out.
-//! - [`read_shard`]: documents back out of a stored shard, verified.
+//! - [`read_shard`], [`shard_documents`]: documents back out of a stored shard, verified; the
+//!   second streams them.
 //! - [`first_difference`]: where two datasets first disagree.
 //! - [`LedgerRow`], [`write_ledger_shard`], [`write_ledger`]: per-document decisions of filters.
 //!
@@ -51,7 +52,10 @@ pub use ledger::{
     write_ledger_shard,
 };
 pub use read::{DocumentReader, InputFormat, read_documents, read_documents_as};
-pub use shard::{CREATED_BY, ROW_GROUP_ROWS, ShardWriter, read_shard, read_shard_batches, shard_rows, write_dataset};
+pub use shard::{
+    CREATED_BY, ROW_GROUP_ROWS, ShardDocuments, ShardWriter, read_shard, read_shard_batches, shard_documents,
+    shard_rows, write_dataset,
+};
 
 use std::path::PathBuf;
 

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use arrow_array::{Array, ArrayRef, RecordBatch, StringArray};
 use parquet::arrow::ArrowWriter;
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::arrow::arrow_reader::{ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder};
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::{EnabledStatistics, WriterProperties, WriterVersion};
 use prov_manifest::{DatasetRecord, Record, ShardRef, put_record};
@@ -19,8 +19,12 @@ pub const CREATED_BY: &str = "provenant prov-dataset 1";
 /// Rows per Parquet row group.
 pub const ROW_GROUP_ROWS: usize = 16_384;
 
-/// Documents buffered before they are handed to the Parquet writer.
-const BATCH_ROWS: usize = 4_096;
+/// Documents buffered before they are handed to the Parquet writer, and rows per record
+/// batch when reading. Writing, the shard bytes do not depend on it as long as it divides
+/// [`ROW_GROUP_ROWS`] and is a multiple of the writer's mini-batch (Parquet's
+/// `write_batch_size`, 1,024 rows): the column writers see the same mini-batches. Smaller
+/// batches hold less text at once (a batch is held twice: as documents and as Arrow arrays).
+const BATCH_ROWS: usize = 1_024;
 
 pub(crate) fn writer_properties() -> WriterProperties {
     WriterProperties::builder()
@@ -96,24 +100,35 @@ fn to_batch(docs: &[Document]) -> Result<RecordBatch, DatasetError> {
 
 /// Reads a stored shard's record batches, after verifying the shard's bytes.
 pub fn read_shard_batches(store: &Store, digest: &Digest) -> Result<Vec<RecordBatch>, DatasetError> {
-    store.verify(digest)?;
-    let file = fs_err::File::open(store.object_path(digest))?;
-    let reader = ParquetRecordBatchReaderBuilder::try_new(file.into_parts().0)?.with_batch_size(BATCH_ROWS).build()?;
+    let mut reader = open_shard(store, digest)?;
     let mut out = Vec::new();
-    for batch in reader {
-        let batch = batch?;
-        if batch.schema().fields() != document_schema().fields() {
-            return Err(DatasetError::Schema {
-                digest: *digest,
-                message: format!(
-                    "found columns {:?}",
-                    batch.schema().fields().iter().map(|f| f.name()).collect::<Vec<_>>()
-                ),
-            });
-        }
+    while let Some(batch) = next_batch(&mut reader, digest)? {
         out.push(batch);
     }
     Ok(out)
+}
+
+fn open_shard(store: &Store, digest: &Digest) -> Result<ParquetRecordBatchReader, DatasetError> {
+    store.verify(digest)?;
+    let file = fs_err::File::open(store.object_path(digest))?;
+    Ok(ParquetRecordBatchReaderBuilder::try_new(file.into_parts().0)?.with_batch_size(BATCH_ROWS).build()?)
+}
+
+/// The next record batch of a shard, checked to have the document schema.
+fn next_batch(reader: &mut ParquetRecordBatchReader, digest: &Digest) -> Result<Option<RecordBatch>, DatasetError> {
+    let Some(batch) = reader.next().transpose()? else {
+        return Ok(None);
+    };
+    if batch.schema().fields() != document_schema().fields() {
+        return Err(DatasetError::Schema {
+            digest: *digest,
+            message: format!(
+                "found columns {:?}",
+                batch.schema().fields().iter().map(|f| f.name()).collect::<Vec<_>>()
+            ),
+        });
+    }
+    Ok(Some(batch))
 }
 
 /// Returns the number of rows of any stored Parquet shard (documents or ledger) from its
@@ -125,25 +140,69 @@ pub fn shard_rows(store: &Store, digest: &Digest) -> Result<u64, DatasetError> {
     Ok(u64::try_from(builder.metadata().file_metadata().num_rows()).unwrap_or(0))
 }
 
-/// Reads a stored shard's documents, after verifying the shard's bytes.
+/// Reads a stored shard's documents, after verifying the shard's bytes. The whole shard is
+/// in memory at once; [`shard_documents`] streams it instead.
 pub fn read_shard(store: &Store, digest: &Digest) -> Result<Vec<Document>, DatasetError> {
-    let mut docs = Vec::new();
-    for batch in read_shard_batches(store, digest)? {
-        let s = |i: usize| batch.column(i).as_any().downcast_ref::<StringArray>().expect("schema checked: Utf8");
-        let (id, text, url, date, lang, meta) = (s(0), s(1), s(2), s(3), s(4), s(5));
-        let opt = |a: &StringArray, r: usize| a.is_valid(r).then(|| a.value(r).to_owned());
-        for r in 0..batch.num_rows() {
-            docs.push(Document {
-                id: id.value(r).to_owned(),
-                text: text.value(r).to_owned(),
-                url: opt(url, r),
-                date: opt(date, r),
-                language: opt(lang, r),
-                metadata: opt(meta, r),
-            });
+    shard_documents(store, digest)?.collect()
+}
+
+/// Streams a stored shard's documents in row order, after verifying the shard's bytes.
+///
+/// Memory does not grow with the shard: one record batch of at most 1,024 rows is decoded
+/// at a time.
+pub fn shard_documents(store: &Store, digest: &Digest) -> Result<ShardDocuments, DatasetError> {
+    Ok(ShardDocuments { reader: open_shard(store, digest)?, digest: *digest, batch: None, row: 0, failed: false })
+}
+
+/// An iterator over the documents of a stored shard; see [`shard_documents`]. After an
+/// error it yields nothing more.
+pub struct ShardDocuments {
+    reader: ParquetRecordBatchReader,
+    digest: Digest,
+    batch: Option<RecordBatch>,
+    row: usize,
+    failed: bool,
+}
+
+impl Iterator for ShardDocuments {
+    type Item = Result<Document, DatasetError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            if self.failed {
+                return None;
+            }
+            if let Some(batch) = &self.batch
+                && self.row < batch.num_rows()
+            {
+                let s =
+                    |i: usize| batch.column(i).as_any().downcast_ref::<StringArray>().expect("schema checked: Utf8");
+                let opt = |i: usize| s(i).is_valid(self.row).then(|| s(i).value(self.row).to_owned());
+                let doc = Document {
+                    id: s(0).value(self.row).to_owned(),
+                    text: s(1).value(self.row).to_owned(),
+                    url: opt(2),
+                    date: opt(3),
+                    language: opt(4),
+                    metadata: opt(5),
+                };
+                self.row += 1;
+                return Some(Ok(doc));
+            }
+            self.row = 0;
+            match next_batch(&mut self.reader, &self.digest) {
+                Ok(Some(batch)) => self.batch = Some(batch),
+                Ok(None) => {
+                    self.batch = None;
+                    return None;
+                }
+                Err(e) => {
+                    self.failed = true;
+                    return Some(Err(e));
+                }
+            }
         }
     }
-    Ok(docs)
 }
 
 /// Stores the dataset record for shards written with [`ShardWriter`] and returns its digest.

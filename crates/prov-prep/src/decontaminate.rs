@@ -63,11 +63,10 @@ use std::path::{Path, PathBuf};
 use std::sync::LazyLock;
 
 use prov_dataset::{
-    InputFormat, LedgerDecision, LedgerRow, LedgerShard, ShardWriter, read_documents_as, read_shard, word_count,
-    write_ledger_shard,
+    InputFormat, LedgerDecision, LedgerRow, ShardWriter, read_documents_as, shard_documents, word_count,
 };
 use prov_exec::{ConfigError, InputSpec, Stage, StageContext, StageError, StageOutput, parse_params};
-use prov_manifest::{Content, Determinism, OutputType, Record, ShardRef, get_record};
+use prov_manifest::{Content, Determinism, OutputType, Record, get_record};
 use prov_store::{Digest, Hasher, Store};
 use rayon::prelude::*;
 use regex::Regex;
@@ -373,14 +372,21 @@ impl Stage for DecontaminateStage {
             }
         }
         // Shards in parallel; results collected in shard order, so bytes do not depend on threads.
-        let results: Vec<(ShardRef, LedgerShard, Vec<LedgerRow>)> = cx.pool.install(|| {
+        let results: Vec<(crate::filter::CountedShard, BTreeMap<String, u64>)> = cx.pool.install(|| {
             ds.shards
                 .par_iter()
                 .map(|s| {
                     let mut kept = ShardWriter::new(cx.store)?;
                     let mut rows = Vec::new();
-                    for doc in read_shard(cx.store, &s.digest)? {
+                    let mut removed_by_benchmark: BTreeMap<String, u64> = BTreeMap::new();
+                    for doc in shard_documents(cx.store, &s.digest)? {
+                        let doc = doc?;
                         let (decision, rule, evidence) = index.decide(&doc.text);
+                        if decision == LedgerDecision::Removed
+                            && let Some(Value::String(b)) = evidence.as_ref().and_then(|e| e.get("benchmark"))
+                        {
+                            *removed_by_benchmark.entry(b.clone()).or_default() += 1;
+                        }
                         rows.push(LedgerRow {
                             id: doc.id.clone(),
                             decision,
@@ -393,20 +399,20 @@ impl Stage for DecontaminateStage {
                             kept.push(doc)?;
                         }
                     }
-                    let ledger = write_ledger_shard(cx.store, rows.clone())?;
-                    Ok::<_, StageError>((kept.finish()?, ledger, rows))
+                    let (ledger, stats) = crate::filter::write_counted_ledger(cx, rows)?;
+                    Ok::<_, StageError>(((kept.finish()?, ledger, stats), removed_by_benchmark))
                 })
                 .collect::<Result<_, _>>()
         })?;
         let mut removed_by_benchmark: BTreeMap<String, u64> = BTreeMap::new();
-        for (_, _, rows) in &results {
-            for r in rows.iter().filter(|r| r.decision == LedgerDecision::Removed) {
-                if let Some(Value::String(b)) = r.evidence.as_ref().and_then(|e| e.get("benchmark")) {
-                    *removed_by_benchmark.entry(b.clone()).or_default() += 1;
-                }
+        let mut shards = Vec::with_capacity(results.len());
+        for (shard, removed) in results {
+            for (b, n) in removed {
+                *removed_by_benchmark.entry(b).or_default() += n;
             }
+            shards.push(shard);
         }
-        let mut out = crate::filter::finish(cx, results)?;
+        let mut out = crate::filter::finish_counted(cx, shards)?;
         out.stats.extend([
             ("benchmark_examples".to_owned(), Value::from(index.examples())),
             ("benchmark_too_short".to_owned(), Value::from(index.too_short())),

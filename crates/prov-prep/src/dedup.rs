@@ -68,9 +68,9 @@
 
 use std::collections::HashMap;
 
-use prov_dataset::{LedgerDecision, LedgerRow, LedgerShard, ShardWriter, read_shard, word_count, write_ledger_shard};
+use prov_dataset::{LedgerDecision, LedgerRow, ShardWriter, shard_documents, word_count};
 use prov_exec::{ConfigError, InputSpec, Stage, StageContext, StageError, StageOutput, parse_params};
-use prov_manifest::{Determinism, OutputType, Record, ShardRef, get_record};
+use prov_manifest::{Determinism, OutputType, Record, get_record};
 use prov_store::{Digest, Hasher};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -389,39 +389,42 @@ impl Stage for DedupStage {
         let Record::Dataset(ds) = get_record(cx.store, &cx.input("docs")?.digest)? else {
             return Err(StageError::Input { input: "docs".into(), message: "expected a dataset record".into() });
         };
-        // Phase 1: sketches, shard-parallel, collected in shard order.
+        // Phase 1: sketches, shard-parallel (each shard streamed), collected in shard order.
         let mut sketches: Vec<Vec<Sketch>> = cx.pool.install(|| {
             ds.shards
                 .par_iter()
                 .map(|s| {
-                    Ok::<_, StageError>(
-                        read_shard(cx.store, &s.digest)?
-                            .into_iter()
-                            .map(|d| sketch(d.id, &d.text, &config, &hasher))
-                            .collect(),
-                    )
+                    shard_documents(cx.store, &s.digest)?
+                        .map(|d| {
+                            let d = d?;
+                            Ok::<_, StageError>(sketch(d.id, &d.text, &config, &hasher))
+                        })
+                        .collect::<Result<Vec<_>, _>>()
                 })
                 .collect::<Result<_, _>>()
         })?;
         // Phase 2: keep-first, sequential in dataset order.
         let (decisions, unverified) = decide(&mut sketches, &config);
         let ids: Vec<Vec<String>> = sketches.into_iter().map(|s| s.into_iter().map(|k| k.id).collect()).collect();
-        // Phase 3: kept documents and ledger shards, shard-parallel, collected in shard order.
-        let results: Vec<(ShardRef, LedgerShard, Vec<LedgerRow>)> = cx.pool.install(|| {
+        // Phase 3: kept documents and ledger shards, shard-parallel (each shard streamed
+        // again), collected in shard order.
+        let results: Vec<crate::filter::CountedShard> = cx.pool.install(|| {
             ds.shards
                 .par_iter()
                 .zip(decisions.par_iter().zip(ids.par_iter()))
                 .map(|(s, (decisions, ids))| {
-                    let docs = read_shard(cx.store, &s.digest)?;
-                    if docs.len() != decisions.len() || docs.iter().zip(ids).any(|(d, id)| &d.id != id) {
-                        return Err(StageError::Input {
-                            input: "docs".into(),
-                            message: format!("shard `{}` changed between two reads", s.digest),
-                        });
-                    }
+                    let changed = || StageError::Input {
+                        input: "docs".into(),
+                        message: format!("shard `{}` changed between two reads", s.digest),
+                    };
                     let mut kept = ShardWriter::new(cx.store)?;
-                    let mut rows = Vec::with_capacity(docs.len());
-                    for (doc, d) in docs.into_iter().zip(decisions) {
+                    let mut rows = Vec::with_capacity(decisions.len());
+                    let mut expected = decisions.iter().zip(ids);
+                    for doc in shard_documents(cx.store, &s.digest)? {
+                        let doc = doc?;
+                        let Some((d, _)) = expected.next().filter(|(_, id)| &doc.id == *id) else {
+                            return Err(changed());
+                        };
                         rows.push(LedgerRow {
                             id: doc.id.clone(),
                             decision: d.decision,
@@ -434,12 +437,15 @@ impl Stage for DedupStage {
                             kept.push(doc)?;
                         }
                     }
-                    let ledger = write_ledger_shard(cx.store, rows.clone())?;
-                    Ok((kept.finish()?, ledger, rows))
+                    if expected.next().is_some() {
+                        return Err(changed());
+                    }
+                    let (ledger, stats) = crate::filter::write_counted_ledger(cx, rows)?;
+                    Ok((kept.finish()?, ledger, stats))
                 })
                 .collect::<Result<_, _>>()
         })?;
-        let mut out = crate::filter::finish(cx, results)?;
+        let mut out = crate::filter::finish_counted(cx, results)?;
         out.stats.insert("unverified_candidates".into(), Value::from(unverified));
         Ok(out)
     }

@@ -2,16 +2,24 @@
 //! reports (documents and words per rule, removed per language, totals: what `prov run`
 //! prints after a filter), and writing the kept documents and the ledger as the stage's two
 //! outputs, `dataset` and `ledger`.
+//!
+//! Memory: a filter streams each shard ([`prov_dataset::shard_documents`]) and holds only
+//! that shard's ledger rows, which must be sorted by id before they are written. Counting the
+//! rows per shard ([`write_counted_ledger`]) lets them go as soon as their shard is written,
+//! so nothing held grows with the number of shards.
 
 use std::collections::BTreeMap;
 
-use prov_dataset::{LedgerDecision, LedgerRow, LedgerShard, write_dataset, write_ledger};
+use prov_dataset::{LedgerDecision, LedgerRow, LedgerShard, write_dataset, write_ledger, write_ledger_shard};
 use prov_exec::{StageContext, StageError, StageOutput};
 use prov_manifest::{DatasetRecord, OutputRef, OutputType, Record, ShardRef, get_record};
 use serde_json::{Value, json};
 
 /// One shard's result: the kept (or rewritten) documents, its ledger shard and the rows.
 pub(crate) type ShardResult = (ShardRef, LedgerShard, Vec<LedgerRow>);
+
+/// One shard's result with its rows counted instead of kept: see [`write_counted_ledger`].
+pub(crate) type CountedShard = (ShardRef, LedgerShard, FilterStats);
 
 /// The outputs every filter declares; [`finish`] writes exactly these.
 pub(crate) fn outputs() -> Vec<(String, OutputType)> {
@@ -51,6 +59,30 @@ impl FilterStats {
         }
     }
 
+    /// Counts rows.
+    pub(crate) fn of(rows: &[LedgerRow]) -> Self {
+        let mut stats = Self::default();
+        for r in rows {
+            stats.add(r);
+        }
+        stats
+    }
+
+    /// Adds another shard's counts.
+    pub(crate) fn merge(&mut self, other: Self) {
+        let sum = |a: &mut (u64, u64), b: (u64, u64)| {
+            a.0 += b.0;
+            a.1 += b.1;
+        };
+        for (k, v) in other.by_rule {
+            sum(self.by_rule.entry(k).or_default(), v);
+        }
+        for (k, v) in other.removed_by_language {
+            sum(self.removed_by_language.entry(k).or_default(), v);
+        }
+        sum(&mut self.total, other.total);
+    }
+
     /// Returns `by_rule`, `removed_by_language` and `total`, each as documents and words.
     pub(crate) fn into_map(self) -> BTreeMap<String, Value> {
         let counts = |m: BTreeMap<String, (u64, u64)>| -> Value {
@@ -64,15 +96,28 @@ impl FilterStats {
     }
 }
 
+/// Counts a shard's ledger rows, then writes them as its ledger shard.
+pub(crate) fn write_counted_ledger(
+    cx: &StageContext<'_>,
+    rows: Vec<LedgerRow>,
+) -> Result<(LedgerShard, FilterStats), StageError> {
+    let stats = FilterStats::of(&rows);
+    Ok((write_ledger_shard(cx.store, rows)?, stats))
+}
+
 /// Sums the statistics of the shards' rows, writes the dataset and the ledger from the
 /// results (in shard order) and returns the stage output with both and the statistics.
 pub(crate) fn finish(cx: &StageContext<'_>, results: Vec<ShardResult>) -> Result<StageOutput, StageError> {
+    let counted = results.into_iter().map(|(shard, ledger, rows)| (shard, ledger, FilterStats::of(&rows))).collect();
+    finish_counted(cx, counted)
+}
+
+/// [`finish`] for shards whose rows were counted by [`write_counted_ledger`].
+pub(crate) fn finish_counted(cx: &StageContext<'_>, results: Vec<CountedShard>) -> Result<StageOutput, StageError> {
     let mut stats = FilterStats::default();
     let (mut shards, mut ledgers) = (Vec::with_capacity(results.len()), Vec::with_capacity(results.len()));
-    for (shard, ledger, rows) in results {
-        for r in &rows {
-            stats.add(r);
-        }
+    for (shard, ledger, counts) in results {
+        stats.merge(counts);
         shards.push(shard);
         ledgers.push(ledger);
     }
@@ -83,4 +128,36 @@ pub(crate) fn finish(cx: &StageContext<'_>, results: Vec<ShardResult>) -> Result
     out.outputs.insert("ledger".into(), OutputRef { output_type: OutputType::Ledger, digest: ledger });
     out.stats = stats.into_map();
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(id: usize, decision: LedgerDecision, rule: &str, language: Option<&str>) -> LedgerRow {
+        LedgerRow {
+            id: format!("d{id}"),
+            decision,
+            rule: rule.into(),
+            evidence: None,
+            language: language.map(str::to_owned),
+            words: id as u64,
+        }
+    }
+
+    #[test]
+    fn counts_merged_per_shard_equal_counts_of_all_rows() {
+        let rows: Vec<LedgerRow> = (0..50)
+            .map(|i| match i % 3 {
+                0 => row(i, LedgerDecision::Kept, "x:kept", Some("en")),
+                1 => row(i, LedgerDecision::Removed, "x:removed", Some(if i % 2 == 0 { "de" } else { "en" })),
+                _ => row(i, LedgerDecision::Removed, "x:other", None),
+            })
+            .collect();
+        let mut merged = FilterStats::default();
+        for shard in rows.chunks(7) {
+            merged.merge(FilterStats::of(shard));
+        }
+        assert_eq!(merged.into_map(), FilterStats::of(&rows).into_map());
+    }
 }

@@ -8,7 +8,7 @@
 //! | `pii:none` | kept | nothing matched |
 //! | `pii:exempt` | kept | the document's `tag` metadata field is in `exempt_tags` (the report does not anonymise code and math) |
 
-use prov_dataset::{Document, LedgerDecision, LedgerRow, ShardWriter, read_shard, word_count, write_ledger_shard};
+use prov_dataset::{Document, LedgerDecision, LedgerRow, ShardWriter, shard_documents, word_count};
 use prov_exec::{ConfigError, InputSpec, Stage, StageContext, StageError, StageOutput, parse_params};
 use prov_manifest::{Determinism, OutputType};
 use rayon::prelude::*;
@@ -81,14 +81,15 @@ impl Stage for PiiStage {
         let redactor = Redactor::new(config.mode, StrictOptions { keep_private_ips: config.keep_private_ips });
         let ds = crate::filter::input_dataset(cx, "docs")?;
         // Shards in parallel, collected in shard order: bytes do not depend on the threads.
-        let results: Vec<(crate::filter::ShardResult, PiiCounts)> = cx.pool.install(|| {
+        let results: Vec<(crate::filter::CountedShard, PiiCounts)> = cx.pool.install(|| {
             ds.shards
                 .par_iter()
                 .map(|s| {
                     let mut out = ShardWriter::new(cx.store)?;
                     let mut rows = Vec::new();
                     let mut counts = PiiCounts::default();
-                    for mut doc in read_shard(cx.store, &s.digest)? {
+                    for doc in shard_documents(cx.store, &s.digest)? {
+                        let mut doc = doc?;
                         let words = word_count(&doc.text);
                         let (decision, rule, evidence) = match tag(&doc) {
                             Some(t) if config.exempt_tags.contains(&t) => {
@@ -118,8 +119,8 @@ impl Stage for PiiStage {
                         });
                         out.push(doc)?;
                     }
-                    let ledger = write_ledger_shard(cx.store, rows.clone())?;
-                    Ok::<_, StageError>(((out.finish()?, ledger, rows), counts))
+                    let (ledger, stats) = crate::filter::write_counted_ledger(cx, rows)?;
+                    Ok::<_, StageError>(((out.finish()?, ledger, stats), counts))
                 })
                 .collect::<Result<_, _>>()
         })?;
@@ -131,7 +132,7 @@ impl Stage for PiiStage {
             total.iban += counts.iban;
             shards.push(shard);
         }
-        let mut out = crate::filter::finish(cx, shards)?;
+        let mut out = crate::filter::finish_counted(cx, shards)?;
         out.stats.insert("replaced".into(), json!(total));
         Ok(out)
     }

@@ -10,7 +10,7 @@
 //!
 //! Output shard `i` holds the kept documents of input shard `i`, in input order.
 
-use prov_dataset::{ShardWriter, read_shard, write_dataset};
+use prov_dataset::{ShardWriter, shard_documents, write_dataset};
 use prov_exec::{ConfigError, InputSpec, Stage, StageContext, StageError, StageOutput, parse_params};
 use prov_manifest::{Determinism, Finite, OutputRef, OutputType, Record, ShardRef, get_record};
 use rayon::prelude::*;
@@ -103,10 +103,9 @@ impl Stage for SampleStage {
                     ds.shards
                         .par_iter()
                         .map(|s| {
-                            let mut keys: Vec<(u64, String)> = read_shard(cx.store, &s.digest)?
-                                .into_iter()
-                                .map(|d| (sample_key(seed, &d.id), d.id))
-                                .collect();
+                            let mut keys: Vec<(u64, String)> = shard_documents(cx.store, &s.digest)?
+                                .map(|d| d.map(|d| (sample_key(seed, &d.id), d.id)))
+                                .collect::<Result<_, _>>()?;
                             keys.sort();
                             keys.truncate(k);
                             Ok::<_, StageError>(keys)
@@ -133,7 +132,8 @@ impl Stage for SampleStage {
                 .par_iter()
                 .map(|s| {
                     let mut w = ShardWriter::new(cx.store)?;
-                    for doc in read_shard(cx.store, &s.digest)? {
+                    for doc in shard_documents(cx.store, &s.digest)? {
+                        let doc = doc?;
                         if keep(&doc.id) {
                             w.push(doc)?;
                         }

@@ -6,7 +6,7 @@
 
 use std::path::PathBuf;
 
-use prov_dataset::{Document, InputFormat, ShardWriter, read_documents_as, read_shard, write_dataset};
+use prov_dataset::{Document, InputFormat, ShardWriter, read_documents_as, shard_documents, write_dataset};
 use prov_exec::{ConfigError, InputSpec, Stage, StageContext, StageError, StageOutput, parse_params};
 use prov_manifest::{Content, Determinism, OutputRef, OutputType, Record, get_record};
 use serde::{Deserialize, Serialize};
@@ -82,8 +82,8 @@ fn for_each_document(
         }
         Origin::Dataset(shards) => {
             for d in shards {
-                for doc in read_shard(cx.store, d)? {
-                    f(doc)?;
+                for doc in shard_documents(cx.store, d)? {
+                    f(doc?)?;
                 }
             }
         }
