@@ -1,13 +1,29 @@
 //! The main job, recipes/mini-apertus.yaml, on its real data (fetched by scripts/setup from
-//! npm and `PyPI`, pinned by version and hash): it runs, every document gets a ledger row, and
-//! it replays bit for bit.
+//! npm, `PyPI` and Debian, pinned by version and hash): it runs, every document gets a ledger
+//! row, the Debian documents' real e-mail addresses are redacted and their copyleft licenses
+//! removed with a verdict record per declared license, and it replays bit for bit.
+
+use serde_json::Value;
 
 use crate::common::{Project, copy_dir, repo_root};
+
+/// The UDHR and Debian documents that scripts/make-main-data.py writes.
+const UDHR_DOCUMENTS: u64 = 16_308;
+const DEBIAN_DOCUMENTS: u64 = 1_102;
+
+fn stage<'a>(lines: &'a [Value], name: &str) -> &'a Value {
+    lines.iter().find(|l| l["type"] == "stage" && l["data"]["name"] == name).unwrap_or_else(|| panic!("stage {name}"))
+}
+
+fn record(p: &Project, digest: &Value) -> Value {
+    let shown = p.json(&["show", digest.as_str().expect("a digest")]);
+    shown[0]["data"]["record"].clone()
+}
 
 #[test]
 fn mini_apertus_runs_and_replays_bit_for_bit() {
     let data = repo_root().join("recipes/data/mini-apertus");
-    if !data.join("udhr.jsonl").is_file() {
+    if !data.join("corpus/debian.jsonl").is_file() {
         let msg = format!("{} missing: run `scripts/setup` (it runs scripts/fetch-main-data)", data.display());
         assert!(!std::env::var("CI").is_ok_and(|v| v == "true"), "{msg}");
         eprintln!("skipping: {msg}");
@@ -16,17 +32,91 @@ fn mini_apertus_runs_and_replays_bit_for_bit() {
     let p = Project::new();
     copy_dir(&repo_root().join("recipes"), &p.path("recipes"));
     let lines = p.json(&["run", "recipes/mini-apertus.yaml"]);
-    let robots = lines.iter().find(|l| l["type"] == "stage" && l["data"]["name"] == "robots").expect("robots stage");
-    let shown = p.json(&["show", robots["data"]["manifest"].as_str().unwrap()]);
-    let stats = &shown[0]["data"]["record"]["stats"];
-    assert_eq!(stats["total"]["documents"], 16_308, "{stats}");
+
+    let shards = record(&p, &stage(&lines, "shards")["data"]["manifest"]);
+    assert_eq!(shards["stats"]["documents"], UDHR_DOCUMENTS + DEBIAN_DOCUMENTS, "{}", shards["stats"]);
+
+    let stats = record(&p, &stage(&lines, "robots")["data"]["manifest"])["stats"].clone();
+    assert_eq!(stats["total"]["documents"], UDHR_DOCUMENTS + DEBIAN_DOCUMENTS, "{stats}");
     assert_eq!(stats["snapshot_hosts"], 4_231, "{stats}");
     let removed = stats["by_rule"]["robots:disallowed"]["documents"].as_u64().unwrap();
-    assert!(removed > 0 && removed < 16_308, "{stats}");
+    assert!(removed > 0 && removed < UDHR_DOCUMENTS, "{stats}");
+
+    // The Debian manual pages name their translators with real addresses.
+    let stats = record(&p, &stage(&lines, "pii")["data"]["manifest"])["stats"].clone();
+    assert!(stats["replaced"]["email"].as_u64().unwrap() > 1_000, "{stats}");
+    assert!(stats["by_rule"]["pii:redacted"]["documents"].as_u64().unwrap() > 500, "{stats}");
+
+    // The license stage keeps the MIT documents and removes every Debian one (GPL-3+, GPL-2+
+    // and a public-domain claim), each distinct string decided once by a verdict record.
+    let license = stage(&lines, "license");
+    let rec = record(&p, &license["data"]["manifest"]);
+    let stats = &rec["stats"];
+    let by_rule = &stats["by_rule"];
+    let licenses = &stats["licenses"];
+    let names: Vec<&str> = licenses.as_object().unwrap().keys().map(String::as_str).collect();
+    assert_eq!(names, ["GPL-2+", "GPL-3+", "MIT", "public-domain"], "{licenses}");
+    assert_eq!(licenses["MIT"]["decision"], "kept");
+    assert_eq!(licenses["MIT"]["documents"], by_rule["license:allowed"]["documents"], "{stats}");
+    let denied: u64 = ["GPL-2+", "GPL-3+", "public-domain"]
+        .iter()
+        .map(|l| {
+            assert_eq!(licenses[l]["decision"], "removed", "{licenses}");
+            licenses[l]["documents"].as_u64().unwrap()
+        })
+        .sum();
+    assert_eq!(by_rule["license:denied"]["documents"], denied, "{stats}");
+    assert!(denied > DEBIAN_DOCUMENTS * 9 / 10 && denied <= DEBIAN_DOCUMENTS, "{stats}");
+    assert!(by_rule.get("license:missing").is_none(), "{stats}");
+    assert_eq!(licenses["GPL-3+"]["spdx"], "GPL-3.0-or-later");
+    assert_eq!(licenses["GPL-2+"]["spdx"], "GPL-2.0-or-later");
+    assert_eq!(licenses["public-domain"]["policy_rule"], "unknown-license");
+    let kept = record(&p, &license["data"]["outputs"]["dataset"]);
+    assert_eq!(kept["rows"], by_rule["license:allowed"]["documents"]);
+
+    let verdicts = record(&p, &license["data"]["outputs"]["verdicts"]);
+    let entries = verdicts["entries"].as_array().unwrap();
+    let files: Vec<&str> = entries.iter().map(|e| e["path"].as_str().unwrap()).collect();
+    assert_eq!(files, ["GPL-2+.json", "GPL-3+.json", "MIT.json", "public-domain.json"]);
+    for (e, name) in entries.iter().zip(names) {
+        assert_eq!(e["digest"], licenses[name]["verdict"]);
+        let v = record(&p, &e["digest"]);
+        assert_eq!(v["kind"], "verdict");
+        assert_eq!(v["reviewer"], "policy");
+        assert_eq!(v["subject"], rec["inputs"]["docs"], "about the dataset the stage read: {v}");
+        assert_eq!(v["decision"], if name == "MIT" { "allow" } else { "deny" }, "{v}");
+        assert_eq!(v["rule"], licenses[name]["policy_rule"], "{v}");
+        assert!(v.get("decided_at").is_none(), "a verdict decided in a run records no time: {v}");
+    }
+    ledger_removes_exactly_the_debian_documents(&p, &license["data"]["outputs"]["ledger"]);
+
     // The ten held-out evaluation articles are found in the training data and removed.
-    let decon = lines.iter().find(|l| l["type"] == "stage" && l["data"]["name"] == "decontaminate").unwrap();
-    let shown = p.json(&["show", decon["data"]["manifest"].as_str().unwrap()]);
-    let by_rule = &shown[0]["data"]["record"]["stats"]["by_rule"];
+    let by_rule = record(&p, &stage(&lines, "decontaminate")["data"]["manifest"])["stats"]["by_rule"].clone();
     assert!(by_rule["decontaminate:contaminated"]["documents"].as_u64().unwrap() >= 10, "{by_rule}");
     p.prov(&["replay", "lockfiles/mini-apertus.lock"]).success();
+    p.prov(&["gc"]).success();
+    p.prov(&["verify"]).success();
+    p.prov(&["show", licenses["GPL-3+"]["verdict"].as_str().unwrap()]).success();
+}
+
+/// With the project's Python: every row of the license ledger is `license:denied` exactly when
+/// the document is a Debian one.
+fn ledger_removes_exactly_the_debian_documents(p: &Project, ledger: &Value) {
+    let Some(python) = crate::common::venv_python() else { return };
+    let shards = crate::test_pii::shard_files(p, ledger);
+    let script = "import sys, pyarrow.parquet as pq\n\
+                  wrong, rows = [], 0\n\
+                  for f in sys.argv[1:]:\n\
+                  \x20   for r in pq.read_table(f, columns=['id', 'rule']).to_pylist():\n\
+                  \x20       rows += 1\n\
+                  \x20       if (r['rule'] == 'license:denied') != r['id'].startswith('debian-'):\n\
+                  \x20           wrong.append(r)\n\
+                  print(rows, len(wrong), wrong[:3])\n";
+    let out = std::process::Command::new(python).arg("-c").arg(script).args(&shards).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut words = text.split_whitespace();
+    let rows: u64 = words.next().unwrap().parse().unwrap();
+    assert!(rows > UDHR_DOCUMENTS, "{text}");
+    assert_eq!(words.next(), Some("0"), "rows whose rule is not what their source declares: {text}");
 }
