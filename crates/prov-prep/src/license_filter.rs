@@ -24,7 +24,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use prov_dataset::{Document, LedgerDecision, LedgerRow, ShardWriter, read_shard, word_count, write_ledger_shard};
+use prov_dataset::{Document, LedgerDecision, LedgerRow, ShardWriter, shard_documents, word_count};
 use prov_exec::{ConfigError, InputSpec, Stage, StageContext, StageError, StageOutput, parse_params};
 use prov_license::{Decision, Normalized, Policy, evaluate, normalize};
 use prov_manifest::{
@@ -220,7 +220,7 @@ impl Stage for LicenseStage {
         let policy = policy_of(&config.policy)?;
         let ds = crate::filter::input_dataset(cx, "docs")?;
         let subject = cx.input("docs")?.digest;
-        let results: Vec<(crate::filter::ShardResult, BTreeMap<String, u64>)> = cx.pool.install(|| {
+        let results: Vec<(crate::filter::CountedShard, BTreeMap<String, u64>)> = cx.pool.install(|| {
             ds.shards
                 .par_iter()
                 .map(|s| {
@@ -229,7 +229,8 @@ impl Stage for LicenseStage {
                     let mut strings: BTreeMap<String, u64> = BTreeMap::new();
                     // Distinct strings repeat: decide each once per shard.
                     let mut decided: BTreeMap<String, Verdict> = BTreeMap::new();
-                    for doc in read_shard(cx.store, &s.digest)? {
+                    for doc in shard_documents(cx.store, &s.digest)? {
+                        let doc = doc?;
                         let (decision, rule, evidence) = match declared(&doc, &config.field) {
                             None => {
                                 let d = match config.missing {
@@ -256,8 +257,8 @@ impl Stage for LicenseStage {
                             kept.push(doc)?;
                         }
                     }
-                    let ledger = write_ledger_shard(cx.store, rows.clone())?;
-                    Ok::<_, StageError>(((kept.finish()?, ledger, rows), strings))
+                    let (ledger, stats) = crate::filter::write_counted_ledger(cx, rows)?;
+                    Ok::<_, StageError>(((kept.finish()?, ledger, stats), strings))
                 })
                 .collect::<Result<_, _>>()
         })?;
@@ -281,7 +282,7 @@ impl Stage for LicenseStage {
                 (raw, Value::Object(e))
             })
             .collect();
-        let mut out = crate::filter::finish(cx, shards)?;
+        let mut out = crate::filter::finish_counted(cx, shards)?;
         out.outputs.insert("verdicts".into(), OutputRef { output_type: OutputType::Tree, digest: tree });
         out.stats.insert("licenses".into(), Value::Object(verdicts));
         out.stats.insert("policy".into(), json!({ "name": policy.name(), "version": policy.version() }));
