@@ -15,13 +15,11 @@ use prov_exec::{StageContext, StageError, StageOutput};
 use prov_manifest::{DatasetRecord, OutputRef, OutputType, Record, ShardRef, get_record};
 use serde_json::{Value, json};
 
-/// One shard's result: the kept (or rewritten) documents, its ledger shard and the rows.
-pub(crate) type ShardResult = (ShardRef, LedgerShard, Vec<LedgerRow>);
-
-/// One shard's result with its rows counted instead of kept: see [`write_counted_ledger`].
+/// One shard's result: the kept (or rewritten) documents, its ledger shard and its rows'
+/// counts (see [`write_counted_ledger`]).
 pub(crate) type CountedShard = (ShardRef, LedgerShard, FilterStats);
 
-/// The outputs every filter declares; [`finish`] writes exactly these.
+/// The outputs every filter declares; [`finish_counted`] writes exactly these.
 pub(crate) fn outputs() -> Vec<(String, OutputType)> {
     vec![("dataset".into(), OutputType::Dataset), ("ledger".into(), OutputType::Ledger)]
 }
@@ -105,14 +103,8 @@ pub(crate) fn write_counted_ledger(
     Ok((write_ledger_shard(cx.store, rows)?, stats))
 }
 
-/// Sums the statistics of the shards' rows, writes the dataset and the ledger from the
-/// results (in shard order) and returns the stage output with both and the statistics.
-pub(crate) fn finish(cx: &StageContext<'_>, results: Vec<ShardResult>) -> Result<StageOutput, StageError> {
-    let counted = results.into_iter().map(|(shard, ledger, rows)| (shard, ledger, FilterStats::of(&rows))).collect();
-    finish_counted(cx, counted)
-}
-
-/// [`finish`] for shards whose rows were counted by [`write_counted_ledger`].
+/// Sums the shards' statistics, writes the dataset and the ledger from the results (in
+/// shard order) and returns the stage output with both and the statistics.
 pub(crate) fn finish_counted(cx: &StageContext<'_>, results: Vec<CountedShard>) -> Result<StageOutput, StageError> {
     let mut stats = FilterStats::default();
     let (mut shards, mut ledgers) = (Vec::with_capacity(results.len()), Vec::with_capacity(results.len()));

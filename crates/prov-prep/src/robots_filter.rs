@@ -16,7 +16,7 @@
 
 use std::collections::BTreeMap;
 
-use prov_dataset::{Document, LedgerDecision, LedgerRow, ShardWriter, read_shard, word_count, write_ledger_shard};
+use prov_dataset::{Document, LedgerDecision, LedgerRow, ShardWriter, shard_documents, word_count};
 use prov_exec::{ConfigError, InputSpec, Stage, StageContext, StageError, StageOutput, parse_params};
 use prov_manifest::{Content, Determinism, OutputType, Record, get_record};
 use prov_store::{Digest, Store};
@@ -238,25 +238,27 @@ impl Stage for RobotsStage {
         let snapshot = Snapshot::load(cx.store, &cx.input("snapshot")?.digest)?;
         let robots = snapshot.parse_all()?;
         // Shards in parallel; results collected in shard order, so bytes do not depend on threads.
-        let results: Vec<crate::filter::ShardResult> = cx.pool.install(|| {
+        // Each shard streams, and its rows are counted and written when the shard is done.
+        let results: Vec<crate::filter::CountedShard> = cx.pool.install(|| {
             ds.shards
                 .par_iter()
                 .map(|s| {
                     let mut kept = ShardWriter::new(cx.store)?;
                     let mut rows = Vec::new();
-                    for doc in read_shard(cx.store, &s.digest)? {
+                    for doc in shard_documents(cx.store, &s.digest)? {
+                        let doc = doc?;
                         let row = decide(&doc, &config, &robots);
                         if row.decision == LedgerDecision::Kept {
                             kept.push(doc)?;
                         }
                         rows.push(row);
                     }
-                    let ledger = write_ledger_shard(cx.store, rows.clone())?;
-                    Ok::<_, StageError>((kept.finish()?, ledger, rows))
+                    let (ledger, stats) = crate::filter::write_counted_ledger(cx, rows)?;
+                    Ok::<_, StageError>((kept.finish()?, ledger, stats))
                 })
                 .collect::<Result<_, _>>()
         })?;
-        let mut out = crate::filter::finish(cx, results)?;
+        let mut out = crate::filter::finish_counted(cx, results)?;
         out.stats.insert("snapshot_hosts".into(), Value::from(snapshot.files.len()));
         Ok(out)
     }

@@ -26,7 +26,7 @@ pub mod model;
 
 use std::collections::BTreeMap;
 
-use prov_dataset::{Document, LedgerDecision, LedgerRow, ShardWriter, read_shard, word_count, write_ledger_shard};
+use prov_dataset::{Document, LedgerDecision, LedgerRow, ShardWriter, shard_documents, word_count};
 use prov_exec::{ConfigError, InputSpec, Stage, StageContext, StageError, StageOutput, parse_params};
 use prov_manifest::{Determinism, OutputType, Record, get_record};
 use rayon::prelude::*;
@@ -183,7 +183,8 @@ impl Stage for ToxicityStage {
                 .map(|s| {
                     let mut per_doc = Vec::new();
                     let mut by_language: BTreeMap<String, Vec<f64>> = BTreeMap::new();
-                    for doc in read_shard(cx.store, &s.digest)? {
+                    for doc in shard_documents(cx.store, &s.digest)? {
+                        let doc = doc?;
                         let a =
                             Self::assess(&classifier, &config, &doc, |m| classifier.score(m, &doc.text, chunk_chars));
                         if let Assessment::Scored(lang, score) = a {
@@ -219,18 +220,24 @@ impl Stage for ToxicityStage {
             quantiles.insert(lang.clone(), json!(qs));
         }
 
-        // Pass 2: decide and write, shard-parallel, collected in shard order.
-        let results: Vec<crate::filter::ShardResult> = cx.pool.install(|| {
+        // Pass 2: decide and write, shard-parallel, collected in shard order. Each shard's
+        // rows are counted and written as soon as the shard is done.
+        let results: Vec<(crate::filter::CountedShard, BTreeMap<String, u64>)> = cx.pool.install(|| {
             ds.shards
                 .par_iter()
                 .zip(shard_scores.par_iter())
                 .map(|(s, doc_scores)| {
                     let mut out = ShardWriter::new(cx.store)?;
                     let mut rows = Vec::with_capacity(doc_scores.len());
-                    let docs = read_shard(cx.store, &s.digest)?;
-                    for (doc, score) in docs.into_iter().zip(doc_scores) {
+                    let mut removed: BTreeMap<String, u64> = BTreeMap::new();
+                    let mut docs = shard_documents(cx.store, &s.digest)?;
+                    for score in doc_scores {
+                        let doc = docs.next().ok_or_else(|| shard_changed(s))??;
                         let a = Self::assess(&classifier, &config, &doc, |_| *score);
                         let (decision, rule, evidence) = decide(&a, &thresholds);
+                        if let (Assessment::Scored(lang, _), LedgerDecision::Removed) = (&a, decision) {
+                            *removed.entry(lang.clone()).or_default() += 1;
+                        }
                         rows.push(LedgerRow {
                             id: doc.id.clone(),
                             decision,
@@ -243,17 +250,22 @@ impl Stage for ToxicityStage {
                             out.push(doc)?;
                         }
                     }
-                    let ledger = write_ledger_shard(cx.store, rows.clone())?;
-                    Ok::<_, StageError>((out.finish()?, ledger, rows))
+                    if docs.next().is_some() {
+                        return Err(shard_changed(s));
+                    }
+                    let (ledger, stats) = crate::filter::write_counted_ledger(cx, rows)?;
+                    Ok::<_, StageError>(((out.finish()?, ledger, stats), removed))
                 })
                 .collect::<Result<_, _>>()
         })?;
 
         let mut removed: BTreeMap<String, u64> = BTreeMap::new();
-        for r in results.iter().flat_map(|(_, _, rows)| rows).filter(|r| r.rule == "toxicity:toxic") {
-            if let Some(Value::String(lang)) = r.evidence.as_ref().and_then(|e| e.get("language")) {
-                *removed.entry(lang.clone()).or_default() += 1;
+        let mut shards = Vec::with_capacity(results.len());
+        for (shard, shard_removed) in results {
+            for (lang, n) in shard_removed {
+                *removed.entry(lang).or_default() += n;
             }
+            shards.push(shard);
         }
         let by_language: Map<String, Value> = thresholds
             .iter()
@@ -270,11 +282,20 @@ impl Stage for ToxicityStage {
                 (lang.clone(), entry)
             })
             .collect();
-        let mut out = crate::filter::finish(cx, results)?;
+        let mut out = crate::filter::finish_counted(cx, shards)?;
         out.stats.insert("thresholds".into(), Value::Object(by_language));
         out.stats.insert("score_quantiles".into(), Value::Object(quantiles));
         out.stats.insert("quantile".into(), json!(config.quantile));
         Ok(out)
+    }
+}
+
+/// A shard read twice gave a different number of documents: its object changed in the
+/// store between the passes (the store is content-addressed, so only damage does that).
+fn shard_changed(s: &prov_manifest::ShardRef) -> StageError {
+    StageError::Input {
+        input: "docs".into(),
+        message: format!("shard {} gave a different number of documents on the second pass", s.digest),
     }
 }
 
