@@ -1,7 +1,8 @@
 //! The main job, recipes/mini-apertus.yaml, on its real data (fetched by scripts/setup from
 //! npm, `PyPI` and Debian, pinned by version and hash): it runs, every document gets a ledger
-//! row, the Debian documents' real e-mail addresses are redacted and their copyleft licenses
-//! removed with a verdict record per declared license, and it replays bit for bit.
+//! row, the Debian documents' real e-mail addresses are redacted, each `HateCheck` language's
+//! most toxic 5% removed, the copyleft licenses removed with a verdict record per declared
+//! license, and it replays bit for bit, from the committed lockfile.
 
 use serde_json::Value;
 
@@ -46,6 +47,24 @@ fn mini_apertus_runs_and_replays_bit_for_bit() {
     let stats = record(&p, &stage(&lines, "pii")["data"]["manifest"])["stats"].clone();
     assert!(stats["replaced"]["email"].as_u64().unwrap() > 1_000, "{stats}");
     assert!(stats["by_rule"]["pii:redacted"]["documents"].as_u64().unwrap() > 500, "{stats}");
+
+    // Toxicity: one classifier per HateCheck language; in each, the documents at or above
+    // the language's 95th percentile are removed (within one document of 5%), and the
+    // languages without a classifier are kept and counted.
+    let stats = record(&p, &stage(&lines, "toxicity")["data"]["manifest"])["stats"].clone();
+    let thresholds = stats["thresholds"].as_object().unwrap();
+    let languages: Vec<&str> = thresholds.keys().map(String::as_str).collect();
+    assert_eq!(languages, ["ar", "de", "en", "es", "fr", "hi", "it", "nl", "pl", "pt", "zh"], "{stats}");
+    let mut removed = 0;
+    for (lang, t) in thresholds {
+        let (scored, n) = (t["scored"].as_u64().unwrap(), t["removed"].as_u64().unwrap());
+        assert!(t["threshold"].is_f64(), "{lang}: {t}");
+        assert!((n as f64 - 0.05 * scored as f64).abs() <= 1.0, "{lang}: {n} of {scored} removed");
+        removed += n;
+    }
+    assert_eq!(stats["by_rule"]["toxicity:toxic"]["documents"], removed, "{stats}");
+    assert!(stats["by_rule"]["toxicity:no-classifier"]["documents"].as_u64().unwrap() > 10_000, "{stats}");
+    assert_eq!(stats["quantile"], 0.95);
 
     // The license stage keeps the MIT documents and removes every Debian one (GPL-3+, GPL-2+
     // and a public-domain claim), each distinct string decided once by a verdict record.
@@ -93,6 +112,9 @@ fn mini_apertus_runs_and_replays_bit_for_bit() {
     // The ten held-out evaluation articles are found in the training data and removed.
     let by_rule = record(&p, &stage(&lines, "decontaminate")["data"]["manifest"])["stats"]["by_rule"].clone();
     assert!(by_rule["decontaminate:contaminated"]["documents"].as_u64().unwrap() >= 10, "{by_rule}");
+    let committed = fs_err::read_to_string(repo_root().join("lockfiles/mini-apertus.lock")).unwrap();
+    let locked = fs_err::read_to_string(p.path("lockfiles/mini-apertus.lock")).unwrap();
+    assert_eq!(locked, committed, "the committed lockfile is stale: run `prov lock recipes/mini-apertus.yaml`");
     p.prov(&["replay", "lockfiles/mini-apertus.lock"]).success();
     p.prov(&["gc"]).success();
     p.prov(&["verify"]).success();
