@@ -129,7 +129,12 @@ impl Record {
             Self::Verdict(v) => vec![v.subject],
             Self::Stage(s) => s.inputs.values().chain(s.outputs.values().map(|o| &o.digest)).copied().collect(),
             // Tensor digests name bytes inside the weights file, not store objects.
-            Self::Checkpoint(c) => vec![c.weights, c.optimizer, c.rng, c.config],
+            Self::Checkpoint(c) => {
+                let mut v = vec![c.weights, c.optimizer, c.rng, c.config];
+                v.extend(c.log);
+                v.extend(c.tokenizer);
+                v
+            }
             Self::Run(r) => {
                 let mut v: Vec<Digest> = r.stages.iter().map(|s| s.manifest).collect();
                 v.push(r.lockfile);
@@ -514,6 +519,14 @@ pub struct CheckpointRecord {
     /// Training loss at this step, when recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub loss: Option<Finite>,
+    /// The per-step training log up to this step (JSON Lines), when the trainer keeps one:
+    /// a run resumed from this checkpoint continues it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log: Option<Digest>,
+    /// The tokenizer (`tokenizer.json`) of a language model, so that the checkpoint can be
+    /// evaluated, sampled and exported on its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokenizer: Option<Digest>,
 }
 
 /// The per-document decisions of a filter stage: one row per input document (id, decision,
@@ -670,6 +683,8 @@ mod tests {
                 rng: d,
                 data_position: 40,
                 loss: Finite::new(2.5),
+                log: Some(d),
+                tokenizer: Some(d),
             }),
             Record::Run(RunRecord::new(
                 "quickstart",

@@ -426,6 +426,8 @@ impl Stage for ToxicityTrainStage {
             rng: rng_digest,
             data_position: total_seen,
             loss: None,
+            log: None,
+            tokenizer: None,
         });
         let digest = put_record(cx.store, &record)?;
         let mut out = StageOutput::default();

@@ -1,0 +1,366 @@
+//! The Apertus-style decoder: pre-norm RMSNorm, no biases, QK-norm, RoPE, grouped-query
+//! attention, untied input and output embeddings and a non-gated MLP with the xIELU
+//! activation, as the Apertus report describes it.
+//!
+//! Parameter names are those of transformers' `ApertusForCausalLM`
+//! (`model.layers.0.self_attn.q_proj.weight`, ...), so that a checkpoint exports to a Hugging
+//! Face folder by renaming nothing. Parameters are created in one fixed order (embedding,
+//! then each layer, then the final norm and the output embedding), so that libtorch's
+//! generator, seeded once before [`Decoder::new`], initialises them identically every time.
+//!
+//! The attention is written out (scores, causal mask, softmax in `f32`, weighted sum) rather
+//! than calling a fused kernel, so that the forward and backward passes are the plain
+//! operations whose determinism on CPU the envelope covers.
+
+use serde::{Deserialize, Serialize};
+use tch::nn::{self, Init};
+use tch::{Device, Kind, Tensor};
+
+/// The architecture's name in checkpoint configurations.
+pub const ARCHITECTURE: &str = "ApertusForCausalLM";
+
+/// xIELU's fixed `beta` and `eps` (the released activation's constants).
+pub const XIELU_BETA: f64 = 0.5;
+/// See [`XIELU_BETA`].
+pub const XIELU_EPS: f64 = -1e-6;
+/// The value both of xIELU's slopes start at.
+pub const XIELU_ALPHA_INIT: f64 = 0.8;
+
+/// The shape and initialisation of a decoder.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelConfig {
+    /// Tokens in the vocabulary.
+    pub vocab_size: i64,
+    /// Width of the residual stream.
+    pub hidden_size: i64,
+    /// Width of the MLP's hidden layer.
+    pub intermediate_size: i64,
+    /// Decoder layers.
+    pub num_hidden_layers: i64,
+    /// Query heads.
+    pub num_attention_heads: i64,
+    /// Key and value heads (grouped-query attention); divides `num_attention_heads`.
+    pub num_key_value_heads: i64,
+    /// RoPE's base.
+    pub rope_theta: f64,
+    /// The epsilon of every RMSNorm.
+    pub rms_norm_eps: f64,
+    /// Standard deviation of the normal initialisation of every matrix.
+    pub init_std: f64,
+    /// The longest sequence the model is trained or evaluated on.
+    pub max_position_embeddings: i64,
+}
+
+impl ModelConfig {
+    /// Width of one attention head.
+    pub fn head_dim(&self) -> i64 {
+        self.hidden_size / self.num_attention_heads
+    }
+
+    /// Checks the shape's constraints; the message names the field.
+    pub fn check(&self) -> Result<(), (&'static str, String)> {
+        let positive = [
+            ("vocab_size", self.vocab_size),
+            ("hidden_size", self.hidden_size),
+            ("intermediate_size", self.intermediate_size),
+            ("num_hidden_layers", self.num_hidden_layers),
+            ("num_attention_heads", self.num_attention_heads),
+            ("num_key_value_heads", self.num_key_value_heads),
+            ("max_position_embeddings", self.max_position_embeddings),
+        ];
+        for (field, v) in positive {
+            if v < 1 {
+                return Err((field, format!("must be at least 1, got {v}")));
+            }
+        }
+        if self.hidden_size % self.num_attention_heads != 0 {
+            return Err((
+                "num_attention_heads",
+                format!("{} heads do not divide hidden_size {}", self.num_attention_heads, self.hidden_size),
+            ));
+        }
+        if self.head_dim() % 2 != 0 {
+            return Err(("num_attention_heads", format!("the head width {} must be even for RoPE", self.head_dim())));
+        }
+        if self.num_attention_heads % self.num_key_value_heads != 0 {
+            return Err((
+                "num_key_value_heads",
+                format!(
+                    "{} key-value heads do not divide {} heads",
+                    self.num_key_value_heads, self.num_attention_heads
+                ),
+            ));
+        }
+        let positive_float =
+            [("rope_theta", self.rope_theta), ("rms_norm_eps", self.rms_norm_eps), ("init_std", self.init_std)];
+        for (field, v) in positive_float {
+            if !(v.is_finite() && v > 0.0) {
+                return Err((field, format!("must be a positive number, got {v}")));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One decoder layer's parameters.
+struct Layer {
+    attention_norm: Tensor,
+    q_proj: Tensor,
+    k_proj: Tensor,
+    v_proj: Tensor,
+    o_proj: Tensor,
+    q_norm: Tensor,
+    k_norm: Tensor,
+    feedforward_norm: Tensor,
+    up_proj: Tensor,
+    down_proj: Tensor,
+    alpha_p: Tensor,
+    alpha_n: Tensor,
+}
+
+/// The decoder, its parameters held in a [`nn::VarStore`] under transformers' names.
+pub struct Decoder {
+    config: ModelConfig,
+    embed_tokens: Tensor,
+    layers: Vec<Layer>,
+    norm: Tensor,
+    lm_head: Tensor,
+}
+
+/// The inverse of softplus: the raw parameter whose softplus is `y`.
+fn softplus_inverse(y: f64) -> f64 {
+    y.exp_m1().ln()
+}
+
+impl Decoder {
+    /// Creates the parameters under `root`, initialised from libtorch's generator (seed it
+    /// first): matrices from N(0, `init_std`), norm weights one, xIELU's raw slopes so that
+    /// both slopes are 0.8.
+    pub fn new(root: &nn::Path<'_>, config: &ModelConfig) -> Self {
+        let c = config;
+        let normal = Init::Randn { mean: 0.0, stdev: c.init_std };
+        let head_dim = c.head_dim();
+        let kv_width = c.num_key_value_heads * head_dim;
+        let model = root / "model";
+        let embed_tokens = (&model / "embed_tokens").var("weight", &[c.vocab_size, c.hidden_size], normal);
+        let layers = (0..c.num_hidden_layers)
+            .map(|i| {
+                let p = &model / "layers" / i;
+                let attn = &p / "self_attn";
+                let mlp = &p / "mlp";
+                let act = &mlp / "act_fn";
+                Layer {
+                    attention_norm: (&p / "attention_layernorm").var("weight", &[c.hidden_size], Init::Const(1.0)),
+                    q_proj: (&attn / "q_proj").var("weight", &[c.hidden_size, c.hidden_size], normal),
+                    k_proj: (&attn / "k_proj").var("weight", &[kv_width, c.hidden_size], normal),
+                    v_proj: (&attn / "v_proj").var("weight", &[kv_width, c.hidden_size], normal),
+                    o_proj: (&attn / "o_proj").var("weight", &[c.hidden_size, c.hidden_size], normal),
+                    q_norm: (&attn / "q_norm").var("weight", &[head_dim], Init::Const(1.0)),
+                    k_norm: (&attn / "k_norm").var("weight", &[head_dim], Init::Const(1.0)),
+                    feedforward_norm: (&p / "feedforward_layernorm").var("weight", &[c.hidden_size], Init::Const(1.0)),
+                    up_proj: (&mlp / "up_proj").var("weight", &[c.intermediate_size, c.hidden_size], normal),
+                    down_proj: (&mlp / "down_proj").var("weight", &[c.hidden_size, c.intermediate_size], normal),
+                    alpha_p: act.var("alpha_p", &[1], Init::Const(softplus_inverse(XIELU_ALPHA_INIT))),
+                    alpha_n: act.var("alpha_n", &[1], Init::Const(softplus_inverse(XIELU_ALPHA_INIT - XIELU_BETA))),
+                }
+            })
+            .collect();
+        let norm = (&model / "norm").var("weight", &[c.hidden_size], Init::Const(1.0));
+        let lm_head = (root / "lm_head").var("weight", &[c.vocab_size, c.hidden_size], normal);
+        Self { config: config.clone(), embed_tokens, layers, norm, lm_head }
+    }
+
+    /// The configuration it was built with.
+    pub fn config(&self) -> &ModelConfig {
+        &self.config
+    }
+
+    /// Logits `[batch, time, vocab]` for token ids `[batch, time]`.
+    pub fn forward(&self, ids: &Tensor) -> Tensor {
+        let c = &self.config;
+        let (_, time) = ids.size2().expect("token ids are [batch, time]");
+        let (cos, sin) = rope_tables(c, time, ids.device());
+        let mask = causal_mask(time, ids.device());
+        let mut h = Tensor::embedding(&self.embed_tokens, ids, -1, false, false);
+        for layer in &self.layers {
+            let x = rms_norm(&h, &layer.attention_norm, c.rms_norm_eps);
+            h = h + self.attention(layer, &x, &cos, &sin, &mask);
+            let x = rms_norm(&h, &layer.feedforward_norm, c.rms_norm_eps);
+            let up = x.linear::<Tensor>(&layer.up_proj, None);
+            h = h + xielu(&up, &layer.alpha_p, &layer.alpha_n).linear::<Tensor>(&layer.down_proj, None);
+        }
+        rms_norm(&h, &self.norm, c.rms_norm_eps).linear::<Tensor>(&self.lm_head, None)
+    }
+
+    fn attention(&self, layer: &Layer, x: &Tensor, cos: &Tensor, sin: &Tensor, mask: &Tensor) -> Tensor {
+        let c = &self.config;
+        let (batch, time, _) = x.size3().expect("hidden states are [batch, time, width]");
+        let head_dim = c.head_dim();
+        let heads = |w: &Tensor, n: i64| x.linear::<Tensor>(w, None).view([batch, time, n, head_dim]).transpose(1, 2);
+        let q = rms_norm(&heads(&layer.q_proj, c.num_attention_heads), &layer.q_norm, c.rms_norm_eps);
+        let k = rms_norm(&heads(&layer.k_proj, c.num_key_value_heads), &layer.k_norm, c.rms_norm_eps);
+        let v = heads(&layer.v_proj, c.num_key_value_heads);
+        let (q, k) = (apply_rope(&q, cos, sin), apply_rope(&k, cos, sin));
+        // Grouped-query attention: each key-value head serves consecutive query heads.
+        let group = c.num_attention_heads / c.num_key_value_heads;
+        let (k, v) = if group == 1 {
+            (k, v)
+        } else {
+            (k.repeat_interleave_self_int(group, 1, None), v.repeat_interleave_self_int(group, 1, None))
+        };
+        let scale = 1.0 / (head_dim as f64).sqrt();
+        let scores = q.matmul(&k.transpose(-2, -1)) * scale + mask;
+        let weights = scores.softmax(-1, Kind::Float);
+        weights
+            .matmul(&v)
+            .transpose(1, 2)
+            .contiguous()
+            .view([batch, time, c.hidden_size])
+            .linear::<Tensor>(&layer.o_proj, None)
+    }
+}
+
+/// RMSNorm over the last dimension: `w * x / sqrt(mean(x^2) + eps)`.
+fn rms_norm(x: &Tensor, weight: &Tensor, eps: f64) -> Tensor {
+    let mean_square = x.square().mean_dim(-1, true, Kind::Float);
+    x * (mean_square + eps).rsqrt() * weight
+}
+
+/// xIELU as released: `alpha_p = softplus(p)`, `alpha_n = beta + softplus(n)`, and
+/// `where(x > 0, alpha_p*x*x + beta*x, (expm1(min(x, eps)) - x)*alpha_n + beta*x)`.
+pub fn xielu(x: &Tensor, p: &Tensor, n: &Tensor) -> Tensor {
+    let alpha_p = p.softplus();
+    let alpha_n = n.softplus() + XIELU_BETA;
+    let positive = &alpha_p * x * x + x * XIELU_BETA;
+    let negative = (x.clamp_max(XIELU_EPS).expm1() - x) * alpha_n + x * XIELU_BETA;
+    positive.where_self(&x.gt(0.0), &negative)
+}
+
+/// RoPE's cosine and sine tables `[time, head_dim]`, in the half-split layout (the first
+/// half of a head pairs with the second): frequency `theta^(-2i/head_dim)` for `i` below
+/// `head_dim/2`, each repeated for both halves.
+fn rope_tables(c: &ModelConfig, time: i64, device: Device) -> (Tensor, Tensor) {
+    let head_dim = c.head_dim();
+    let exponents =
+        Tensor::arange_start_step(0, head_dim, 2, (Kind::Int64, device)).to_kind(Kind::Float) / head_dim as f64;
+    let inv_freq = Tensor::from(c.rope_theta).to_kind(Kind::Float).to_device(device).pow(&exponents).reciprocal();
+    let positions = Tensor::arange(time, (Kind::Float, device));
+    let freqs = positions.unsqueeze(1).matmul(&inv_freq.unsqueeze(0));
+    let angles = Tensor::cat(&[&freqs, &freqs], -1);
+    (angles.cos(), angles.sin())
+}
+
+/// `x*cos + rotate_half(x)*sin` where `rotate_half([a, b]) = [-b, a]` over the head width.
+fn apply_rope(x: &Tensor, cos: &Tensor, sin: &Tensor) -> Tensor {
+    let half = x.size().last().copied().expect("a head has a width") / 2;
+    let (a, b) = (x.narrow(-1, 0, half), x.narrow(-1, half, half));
+    let rotated = Tensor::cat(&[&b.neg(), &a], -1);
+    x * cos + rotated * sin
+}
+
+/// `[time, time]`: 0 on and below the diagonal, minus infinity above it.
+fn causal_mask(time: i64, device: Device) -> Tensor {
+    Tensor::full([time, time], f64::NEG_INFINITY, (Kind::Float, device)).triu(1)
+}
+
+/// Whether the optimizer decays a parameter: matrices (the projections and both embeddings)
+/// yes; norm weights and xIELU's scalars no, as is usual for one-dimensional parameters.
+pub fn decays(shape: &[i64]) -> bool {
+    shape.len() >= 2
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tiny() -> ModelConfig {
+        ModelConfig {
+            vocab_size: 61,
+            hidden_size: 32,
+            intermediate_size: 48,
+            num_hidden_layers: 2,
+            num_attention_heads: 4,
+            num_key_value_heads: 2,
+            rope_theta: 500_000.0,
+            rms_norm_eps: 1e-5,
+            init_std: 0.02,
+            max_position_embeddings: 16,
+        }
+    }
+
+    #[test]
+    fn parameter_names_are_transformers_names() {
+        let vs = nn::VarStore::new(Device::Cpu);
+        let _ = Decoder::new(&vs.root(), &tiny());
+        let mut names: Vec<String> = vs.variables().into_keys().collect();
+        names.sort();
+        assert_eq!(names.len(), 3 + 12 * 2, "{names:?}");
+        for expected in [
+            "lm_head.weight",
+            "model.embed_tokens.weight",
+            "model.norm.weight",
+            "model.layers.1.self_attn.k_norm.weight",
+            "model.layers.0.mlp.act_fn.alpha_p",
+            "model.layers.0.attention_layernorm.weight",
+            "model.layers.1.feedforward_layernorm.weight",
+        ] {
+            assert!(names.iter().any(|n| n == expected), "{expected} not in {names:?}");
+        }
+        let vars = vs.variables();
+        assert_eq!(vars["model.layers.0.self_attn.k_proj.weight"].size(), [16, 32]);
+        let alpha_p = vars["model.layers.0.mlp.act_fn.alpha_p"].softplus().double_value(&[0]);
+        let alpha_n = vars["model.layers.0.mlp.act_fn.alpha_n"].softplus().double_value(&[0]) + XIELU_BETA;
+        assert!((alpha_p - 0.8).abs() < 1e-6 && (alpha_n - 0.8).abs() < 1e-6, "{alpha_p} {alpha_n}");
+    }
+
+    #[test]
+    fn the_model_is_causal() {
+        tch::manual_seed(3);
+        let vs = nn::VarStore::new(Device::Cpu);
+        let model = Decoder::new(&vs.root(), &tiny());
+        let a = Tensor::from_slice(&[5_i64, 9, 11, 3, 7, 1]).view([1, 6]);
+        let b = Tensor::from_slice(&[5_i64, 9, 11, 60, 2, 8]).view([1, 6]);
+        let (la, lb) = (model.forward(&a), model.forward(&b));
+        assert_eq!(la.size(), [1, 6, 61]);
+        let prefix = |l: &Tensor| l.narrow(1, 0, 3);
+        assert!(prefix(&la).equal(&prefix(&lb)), "the first three positions see only the shared prefix");
+        assert!(!la.narrow(1, 3, 1).equal(&lb.narrow(1, 3, 1)));
+    }
+
+    #[test]
+    fn xielu_matches_its_formula() {
+        let p = Tensor::from(softplus_inverse(0.8)).view([1]);
+        let n = Tensor::from(softplus_inverse(0.3)).view([1]);
+        let x = Tensor::from_slice(&[-3.0_f64, -1e-7, 0.0, 2.0]);
+        let y: Vec<f64> = Vec::try_from(xielu(&x, &p, &n)).unwrap();
+        let by_hand = |x: f64| {
+            if x > 0.0 { 0.8 * x * x + 0.5 * x } else { (x.min(XIELU_EPS).exp_m1() - x) * 0.8 + 0.5 * x }
+        };
+        for (got, x) in y.iter().zip([-3.0, -1e-7, 0.0, 2.0]) {
+            assert!((got - by_hand(x)).abs() < 1e-12, "xielu({x}) = {got}, by hand {}", by_hand(x));
+        }
+    }
+
+    #[test]
+    fn rope_rotates_pairs_by_position() {
+        let c = ModelConfig { hidden_size: 8, num_attention_heads: 2, num_key_value_heads: 2, ..tiny() };
+        let (cos, sin) = rope_tables(&c, 3, Device::Cpu);
+        assert_eq!(cos.size(), [3, 4]);
+        // Position 0 does not rotate.
+        assert!(cos.get(0).allclose(&Tensor::ones([4], (Kind::Float, Device::Cpu)), 0.0, 0.0, false));
+        // Position 2, pair 0: angle 2 radians; pair 1: 2 / sqrt(theta) (head width 4).
+        let angle = 2.0 / 500_000_f64.sqrt();
+        assert!((cos.double_value(&[2, 0]) - 2.0_f64.cos()).abs() < 1e-6);
+        assert!((sin.double_value(&[2, 3]) - angle.sin()).abs() < 1e-6);
+    }
+
+    #[test]
+    fn config_errors_name_the_field() {
+        assert_eq!(tiny().check(), Ok(()));
+        let bad = ModelConfig { num_key_value_heads: 3, ..tiny() };
+        assert_eq!(bad.check().unwrap_err().0, "num_key_value_heads");
+        let bad = ModelConfig { init_std: 0.0, ..tiny() };
+        assert_eq!(bad.check().unwrap_err().0, "init_std");
+    }
+}
