@@ -206,19 +206,7 @@ impl Stage for ToxicityStage {
             }
             shard_scores.push(per_doc);
         }
-        let mut thresholds: BTreeMap<String, Threshold> = BTreeMap::new();
-        let mut quantiles = Map::new();
-        for (lang, v) in &mut scores_by_language {
-            v.sort_by(f64::total_cmp);
-            let t = if v.len() < config.min_documents as usize {
-                Threshold::TooFew
-            } else {
-                Threshold::At(quantile(v, config.quantile).expect("a language with scores has a quantile"))
-            };
-            thresholds.insert(lang.clone(), t);
-            let qs: Vec<f64> = (0..=20).map(|i| quantile(v, f64::from(i) / 20.0).expect("non-empty")).collect();
-            quantiles.insert(lang.clone(), json!(qs));
-        }
+        let (thresholds, quantiles) = thresholds_per_language(&mut scores_by_language, &config);
 
         // Pass 2: decide and write, shard-parallel, collected in shard order. Each shard's
         // rows are counted and written as soon as the shard is done.
@@ -267,27 +255,58 @@ impl Stage for ToxicityStage {
             }
             shards.push(shard);
         }
-        let by_language: Map<String, Value> = thresholds
-            .iter()
-            .map(|(lang, t)| {
-                let scored_count = scores_by_language.get(lang).map_or(0, Vec::len);
-                let entry = match t {
-                    Threshold::At(t) => json!({
-                        "threshold": t,
-                        "scored": scored_count,
-                        "removed": removed.get(lang).copied().unwrap_or(0),
-                    }),
-                    Threshold::TooFew => json!({ "threshold": null, "scored": scored_count, "removed": 0 }),
-                };
-                (lang.clone(), entry)
-            })
-            .collect();
+        let by_language = threshold_summary(&thresholds, &scores_by_language, &removed);
         let mut out = crate::filter::finish_counted(cx, shards)?;
         out.stats.insert("thresholds".into(), Value::Object(by_language));
         out.stats.insert("score_quantiles".into(), Value::Object(quantiles));
         out.stats.insert("quantile".into(), json!(config.quantile));
         Ok(out)
     }
+}
+
+/// Sorts each language's scores and derives its removal threshold (or `TooFew`) and the
+/// 21 quantiles kept for the data card.
+fn thresholds_per_language(
+    scores_by_language: &mut BTreeMap<String, Vec<f64>>,
+    config: &ToxicityConfig,
+) -> (BTreeMap<String, Threshold>, Map<String, Value>) {
+    let mut thresholds: BTreeMap<String, Threshold> = BTreeMap::new();
+    let mut quantiles = Map::new();
+    for (lang, v) in scores_by_language.iter_mut() {
+        v.sort_by(f64::total_cmp);
+        let t = if v.len() < config.min_documents as usize {
+            Threshold::TooFew
+        } else {
+            Threshold::At(quantile(v, config.quantile).expect("a language with scores has a quantile"))
+        };
+        thresholds.insert(lang.clone(), t);
+        let qs: Vec<f64> = (0..=20).map(|i| quantile(v, f64::from(i) / 20.0).expect("non-empty")).collect();
+        quantiles.insert(lang.clone(), json!(qs));
+    }
+    (thresholds, quantiles)
+}
+
+/// The per-language `thresholds` stats entry: threshold, documents scored and removed.
+fn threshold_summary(
+    thresholds: &BTreeMap<String, Threshold>,
+    scores_by_language: &BTreeMap<String, Vec<f64>>,
+    removed: &BTreeMap<String, u64>,
+) -> Map<String, Value> {
+    thresholds
+        .iter()
+        .map(|(lang, t)| {
+            let scored_count = scores_by_language.get(lang).map_or(0, Vec::len);
+            let entry = match t {
+                Threshold::At(t) => json!({
+                    "threshold": t,
+                    "scored": scored_count,
+                    "removed": removed.get(lang).copied().unwrap_or(0),
+                }),
+                Threshold::TooFew => json!({ "threshold": null, "scored": scored_count, "removed": 0 }),
+            };
+            (lang.clone(), entry)
+        })
+        .collect()
 }
 
 /// A shard read twice gave a different number of documents: its object changed in the
