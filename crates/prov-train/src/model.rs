@@ -185,14 +185,16 @@ impl Decoder {
         let mut h = Tensor::embedding(&self.embed_tokens, ids, -1, false, false);
         for layer in &self.layers {
             let x = rms_norm(&h, &layer.attention_norm, c.rms_norm_eps);
-            h = h + self.attention(layer, &x, &cos, &sin, &mask);
+            h = &h + self.attention(layer, &x, &cos, &sin, &mask);
             let x = rms_norm(&h, &layer.feedforward_norm, c.rms_norm_eps);
             let up = x.linear::<Tensor>(&layer.up_proj, None);
-            h = h + xielu(&up, &layer.alpha_p, &layer.alpha_n).linear::<Tensor>(&layer.down_proj, None);
+            h = &h + xielu(&up, &layer.alpha_p, &layer.alpha_n).linear::<Tensor>(&layer.down_proj, None);
         }
         rms_norm(&h, &self.norm, c.rms_norm_eps).linear::<Tensor>(&self.lm_head, None)
     }
 
+    // q, k, v, x and c are the names the papers and transformers use; longer ones would hide that.
+    #[allow(clippy::many_single_char_names)]
     fn attention(&self, layer: &Layer, x: &Tensor, cos: &Tensor, sin: &Tensor, mask: &Tensor) -> Tensor {
         let c = &self.config;
         let (batch, time, _) = x.size3().expect("hidden states are [batch, time, width]");
