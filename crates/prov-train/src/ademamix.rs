@@ -1,0 +1,341 @@
+//! `AdEMAMix` (Pagliardini et al., Apple's reference implementation, as the Apertus report uses
+//! it): Adam with a second, slow momentum mixed into the numerator.
+//!
+//! For each parameter `p` with gradient `g`, at step `t` (from 1):
+//!
+//! ```text
+//! m1 = b1*m1 + (1-b1)*g
+//! m2 = b3(t)*m2 + (1-b3(t))*g
+//! v  = b2*v + (1-b2)*g^2
+//! update = (m1/(1-b1^t) + alpha(t)*m2) / (sqrt(v)/sqrt(1-b2^t) + eps) + wd*p   (wd only where decayed)
+//! p -= lr*update
+//! ```
+//!
+//! `alpha(t) = min(t*alpha/T_alpha, alpha)`; `b3(t)` rises from `b1` to `b3` over `T_b3`
+//! steps linearly in half-life space: `f(b) = ln(0.5)/ln(b+1e-8) - 1`,
+//! `f_inv(x) = 0.5^(1/(x+1))`, `b3(t) = f_inv((1-t/T_b3)*f(b1) + (t/T_b3)*f(b3))` for `t < T_b3`,
+//! `b3` after. Scalars are computed in f64 and applied to float32 tensors.
+
+use prov_torch::NamedTensors;
+use serde::{Deserialize, Serialize};
+use tch::Tensor;
+
+/// `AdEMAMix`'s settings. The defaults are the Apertus report's pretraining settings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AdEMAMixConfig {
+    /// `(b1, b2, b3)`: the fast momentum's, the second moment's and the slow momentum's decay.
+    pub betas: [f64; 3],
+    /// The slow momentum's weight.
+    pub alpha: f64,
+    /// Added to the denominator.
+    pub eps: f64,
+    /// Decoupled weight decay, applied to the parameters the model marks as decayed.
+    pub weight_decay: f64,
+    /// `T_alpha`: steps over which `alpha` rises from 0; `None` resolves to all steps.
+    pub alpha_warmup: Option<u64>,
+    /// `T_b3`: steps over which `b3` rises from `b1`; `None` resolves to all steps.
+    pub beta3_warmup: Option<u64>,
+}
+
+impl Default for AdEMAMixConfig {
+    fn default() -> Self {
+        Self {
+            betas: [0.9, 0.999, 0.9999],
+            alpha: 8.0,
+            eps: 1e-8,
+            weight_decay: 0.1,
+            alpha_warmup: None,
+            beta3_warmup: None,
+        }
+    }
+}
+
+impl AdEMAMixConfig {
+    /// Checks the settings and fills the warmups left open with `steps`. The error names the
+    /// field.
+    pub fn resolve(&mut self, steps: u64) -> Result<(), (&'static str, String)> {
+        for (i, b) in self.betas.iter().enumerate() {
+            if !(0.0..1.0).contains(b) {
+                return Err(("betas", format!("b{} must be in [0, 1), got {b}", i + 1)));
+            }
+        }
+        for (field, v) in [("alpha", self.alpha), ("weight_decay", self.weight_decay)] {
+            if !(v.is_finite() && v >= 0.0) {
+                return Err((field, format!("must be a non-negative number, got {v}")));
+            }
+        }
+        if !(self.eps.is_finite() && self.eps > 0.0) {
+            return Err(("eps", format!("must be a positive number, got {}", self.eps)));
+        }
+        self.alpha_warmup.get_or_insert(steps);
+        self.beta3_warmup.get_or_insert(steps);
+        Ok(())
+    }
+
+    /// `alpha(t)`.
+    pub fn alpha_at(&self, t: u64) -> f64 {
+        match self.alpha_warmup {
+            Some(w) if w > 0 => (t as f64 * self.alpha / w as f64).min(self.alpha),
+            _ => self.alpha,
+        }
+    }
+
+    /// `b3(t)`.
+    pub fn beta3_at(&self, t: u64) -> f64 {
+        let [b1, _, b3] = self.betas;
+        match self.beta3_warmup {
+            Some(w) if t < w => {
+                let f = |b: f64| 0.5f64.ln() / (b + 1e-8).ln() - 1.0;
+                let f_inv = |x: f64| 0.5f64.powf(1.0 / (x + 1.0));
+                let a = t as f64 / w as f64;
+                f_inv((1.0 - a) * f(b1) + a * f(b3))
+            }
+            _ => b3,
+        }
+    }
+}
+
+/// One parameter and its optimizer state.
+struct Slot {
+    name: String,
+    param: Tensor,
+    decay: bool,
+    fast: Tensor,
+    slow: Tensor,
+    second: Tensor,
+}
+
+/// The state names of one parameter, as in the reference implementation.
+const STATES: [&str; 3] = ["exp_avg_fast", "exp_avg_slow", "exp_avg_sq"];
+
+/// The optimizer over a fixed, ordered list of parameters.
+pub struct AdEMAMix {
+    config: AdEMAMixConfig,
+    slots: Vec<Slot>,
+    /// Steps taken.
+    t: u64,
+}
+
+impl AdEMAMix {
+    /// The optimizer for `params` (name, the parameter, whether it is weight-decayed), in the
+    /// order given; its state starts at zero.
+    pub fn new(config: AdEMAMixConfig, params: Vec<(String, Tensor, bool)>) -> Self {
+        let slots = params
+            .into_iter()
+            .map(|(name, param, decay)| {
+                let zeros = || param.zeros_like().detach();
+                Slot { fast: zeros(), slow: zeros(), second: zeros(), name, param, decay }
+            })
+            .collect();
+        Self { config, slots, t: 0 }
+    }
+
+    /// Steps taken.
+    pub fn steps(&self) -> u64 {
+        self.t
+    }
+
+    /// Clears every parameter's gradient.
+    pub fn zero_grad(&mut self) {
+        for s in &mut self.slots {
+            s.param.zero_grad();
+        }
+    }
+
+    /// The global gradient norm (the 2-norm of all gradients together), and, when it exceeds
+    /// `max`, every gradient scaled by `max / (norm + 1e-6)` (as `torch.nn.utils.clip_grad_norm_`).
+    pub fn clip_grad_norm(&mut self, max: f64) -> f64 {
+        tch::no_grad(|| {
+            let grads: Vec<Tensor> = self.slots.iter().map(|s| s.param.grad()).filter(Tensor::defined).collect();
+            if grads.is_empty() {
+                return 0.0;
+            }
+            let norms: Vec<Tensor> = grads.iter().map(Tensor::norm).collect();
+            let total = Tensor::stack(&norms, 0).norm().double_value(&[]);
+            if total > max {
+                let coef = max / (total + 1e-6);
+                for mut g in grads {
+                    g *= coef;
+                }
+            }
+            total
+        })
+    }
+
+    /// One update at learning rate `lr`.
+    pub fn step(&mut self, lr: f64) {
+        self.t += 1;
+        let t = self.t;
+        let [b1, b2, _] = self.config.betas;
+        let b3 = self.config.beta3_at(t);
+        let alpha = self.config.alpha_at(t);
+        let t_exp = i32::try_from(t).unwrap_or(i32::MAX);
+        let correction1 = 1.0 - b1.powi(t_exp);
+        let correction2_sqrt = (1.0 - b2.powi(t_exp)).sqrt();
+        let (eps, wd) = (self.config.eps, self.config.weight_decay);
+        tch::no_grad(|| {
+            for s in &mut self.slots {
+                let g = s.param.grad();
+                if !g.defined() {
+                    continue;
+                }
+                s.fast *= b1;
+                s.fast += &g * (1.0 - b1);
+                s.slow *= b3;
+                s.slow += &g * (1.0 - b3);
+                s.second *= b2;
+                s.second += &g * &g * (1.0 - b2);
+                let denom = s.second.sqrt() / correction2_sqrt + eps;
+                let mut update = (&s.fast / correction1 + &s.slow * alpha) / denom;
+                if s.decay && wd != 0.0 {
+                    update += &s.param * wd;
+                }
+                s.param -= update * lr;
+            }
+        });
+    }
+
+    /// The state, by `<parameter>.<state>` name.
+    pub fn state(&self) -> NamedTensors {
+        let mut named = Vec::with_capacity(self.slots.len() * 3);
+        for s in &self.slots {
+            for (state, t) in STATES.iter().zip([&s.fast, &s.slow, &s.second]) {
+                named.push((format!("{}.{state}", s.name), t));
+            }
+        }
+        NamedTensors::from_tensors(named)
+    }
+
+    /// Continues from `state`, taken after `steps` steps. Every parameter's three tensors must
+    /// be there with the parameter's shape, and nothing else.
+    pub fn load_state(&mut self, state: &NamedTensors, steps: u64) -> Result<(), String> {
+        let expected = self.slots.len() * STATES.len();
+        if state.0.len() != expected {
+            return Err(format!("the optimizer state holds {} tensors, this model needs {expected}", state.0.len()));
+        }
+        tch::no_grad(|| {
+            for s in &mut self.slots {
+                for (state_name, t) in STATES.iter().zip([&mut s.fast, &mut s.slow, &mut s.second]) {
+                    let name = format!("{}.{state_name}", s.name);
+                    let stored = state.0.get(&name).ok_or_else(|| format!("the optimizer state lacks `{name}`"))?;
+                    crate::copy_stored(t, &name, stored)?;
+                }
+            }
+            Ok::<(), String>(())
+        })?;
+        self.t = steps;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::float_cmp)] // exact values are the point: the formulas are exact here
+mod tests {
+    use tch::{Device, Kind};
+
+    use super::*;
+
+    /// The update of one scalar parameter, computed in plain f64 from the formulas.
+    fn reference(config: &AdEMAMixConfig, grads: &[f64], p0: f64, lr: f64) -> f64 {
+        let [b1, b2, _] = config.betas;
+        let (mut p, mut m1, mut m2, mut v) = (p0, 0.0, 0.0, 0.0);
+        for (i, g) in grads.iter().enumerate() {
+            let t = i as u64 + 1;
+            let b3 = config.beta3_at(t);
+            m1 = b1 * m1 + (1.0 - b1) * g;
+            m2 = b3 * m2 + (1.0 - b3) * g;
+            v = b2 * v + (1.0 - b2) * g * g;
+            let num = m1 / (1.0 - b1.powi(t as i32)) + config.alpha_at(t) * m2;
+            let den = v.sqrt() / (1.0 - b2.powi(t as i32)).sqrt() + config.eps;
+            p -= lr * (num / den + config.weight_decay * p);
+        }
+        p
+    }
+
+    #[test]
+    fn schedules_follow_the_formulas() {
+        let mut c = AdEMAMixConfig::default();
+        c.resolve(100).unwrap();
+        assert_eq!(c.alpha_at(0), 0.0);
+        assert_eq!(c.alpha_at(50), 4.0);
+        assert_eq!(c.alpha_at(200), 8.0);
+        assert!((c.beta3_at(0) - 0.9).abs() < 1e-7);
+        assert_eq!(c.beta3_at(100), 0.9999);
+        let mid = c.beta3_at(50);
+        assert!(0.9 < mid && mid < 0.9999);
+        // Half-lives interpolate linearly: the midpoint's half-life is the mean of the ends'.
+        let half_life = |b: f64| 0.5f64.ln() / b.ln();
+        let expected = f64::midpoint(half_life(0.9 + 1e-8), half_life(0.9999 + 1e-8));
+        assert!((half_life(mid) - expected).abs() / expected < 1e-6);
+    }
+
+    #[test]
+    fn steps_match_the_formulas_in_f64() {
+        let mut c = AdEMAMixConfig { weight_decay: 0.1, ..AdEMAMixConfig::default() };
+        c.resolve(10).unwrap();
+        let p = Tensor::from_slice(&[0.5f32]).set_requires_grad(true);
+        let mut opt = AdEMAMix::new(c.clone(), vec![("w".into(), p.shallow_clone(), true)]);
+        let grads = [0.3, -0.2, 0.7, 0.1, -0.4];
+        for g in grads {
+            opt.zero_grad();
+            // d/dp (g * p) = g.
+            (&p * g).sum(Kind::Float).backward();
+            opt.step(1e-2);
+        }
+        let got = p.double_value(&[0]);
+        let want = reference(&c, &grads, 0.5, 1e-2);
+        assert!((got - want).abs() < 1e-6, "{got} vs {want}");
+    }
+
+    #[test]
+    fn clipping_scales_to_the_bound_and_reports_the_norm() {
+        let a = Tensor::from_slice(&[3.0f32]).set_requires_grad(true);
+        let b = Tensor::from_slice(&[4.0f32]).set_requires_grad(true);
+        let mut opt = AdEMAMix::new(
+            AdEMAMixConfig::default(),
+            vec![("a".into(), a.shallow_clone(), false), ("b".into(), b.shallow_clone(), false)],
+        );
+        ((&a * &a + &b * &b) * 0.5).sum(Kind::Float).backward();
+        let norm = opt.clip_grad_norm(1.0);
+        assert!((norm - 5.0).abs() < 1e-6);
+        let clipped = (a.grad().double_value(&[0]), b.grad().double_value(&[0]));
+        assert!((clipped.0 - 0.6).abs() < 1e-6 && (clipped.1 - 0.8).abs() < 1e-6, "{clipped:?}");
+        // Below the bound nothing changes.
+        assert!((opt.clip_grad_norm(10.0) - 1.0).abs() < 1e-5);
+        assert!((a.grad().double_value(&[0]) - 0.6).abs() < 1e-6);
+    }
+
+    #[test]
+    fn state_round_trips_and_wrong_states_are_errors() {
+        let p = Tensor::ones([2, 3], (Kind::Float, Device::Cpu)).set_requires_grad(true);
+        let mut opt = AdEMAMix::new(AdEMAMixConfig::default(), vec![("p".into(), p.shallow_clone(), true)]);
+        (&p * 2.0).sum(Kind::Float).backward();
+        opt.step(0.1);
+        let state = opt.state();
+        assert_eq!(state.0.keys().collect::<Vec<_>>(), ["p.exp_avg_fast", "p.exp_avg_slow", "p.exp_avg_sq"]);
+        let q = Tensor::ones([2, 3], (Kind::Float, Device::Cpu)).set_requires_grad(true);
+        let mut other = AdEMAMix::new(AdEMAMixConfig::default(), vec![("p".into(), q, true)]);
+        other.load_state(&state, 1).unwrap();
+        assert_eq!(other.state(), state);
+        assert_eq!(other.steps(), 1);
+
+        let mut missing = state.clone();
+        missing.0.remove("p.exp_avg_sq");
+        assert!(other.load_state(&missing, 1).unwrap_err().contains("holds 2 tensors"));
+        let mut renamed = state.clone();
+        let v = renamed.0.remove("p.exp_avg_sq").unwrap();
+        renamed.0.insert("q.exp_avg_sq".into(), v);
+        assert!(other.load_state(&renamed, 1).unwrap_err().contains("lacks `p.exp_avg_sq`"));
+    }
+
+    #[test]
+    fn bad_settings_name_their_field() {
+        let mut c = AdEMAMixConfig { betas: [0.9, 1.0, 0.9999], ..AdEMAMixConfig::default() };
+        assert_eq!(c.resolve(10).unwrap_err().0, "betas");
+        let mut c = AdEMAMixConfig { eps: 0.0, ..AdEMAMixConfig::default() };
+        assert_eq!(c.resolve(10).unwrap_err().0, "eps");
+        let mut c = AdEMAMixConfig { alpha: f64::NAN, ..AdEMAMixConfig::default() };
+        assert_eq!(c.resolve(10).unwrap_err().0, "alpha");
+    }
+}

@@ -1,0 +1,82 @@
+//! The warmup-stable-decay learning-rate schedule (WSD) of the Apertus report: a linear warmup
+//! from 10% of the peak, a constant phase, and a 1-sqrt cooldown to 10% of the peak.
+//!
+//! With `T` steps, `W` warmup steps, `C` cooldown steps, and `t = step - 1` the steps taken
+//! before the one whose rate is asked (steps count from 1):
+//!
+//! ```text
+//! t <  W         lr = peak * (0.1 + 0.9 * t / W)
+//! W <= t < T - C lr = peak
+//! t >= T - C     lr = peak * (0.1 + 0.9 * (1 - sqrt((t - (T - C) + 1) / C)))
+//! ```
+//!
+//! so the first step runs at 10% of the peak and the last at exactly 10%.
+
+/// A WSD schedule over a fixed number of steps.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Wsd {
+    peak: f64,
+    steps: u64,
+    warmup: u64,
+    cooldown: u64,
+}
+
+/// The share of the peak at the start of warmup and at the end of cooldown.
+pub const FLOOR: f64 = 0.1;
+
+impl Wsd {
+    /// The schedule; `warmup + cooldown` must not exceed `steps` (the stage's configuration
+    /// checks it).
+    pub fn new(peak: f64, steps: u64, warmup: u64, cooldown: u64) -> Self {
+        debug_assert!(warmup + cooldown <= steps);
+        Self { peak, steps, warmup, cooldown }
+    }
+
+    /// The learning rate of step `step` (from 1).
+    pub fn lr(&self, step: u64) -> f64 {
+        let t = step.saturating_sub(1);
+        let decay_start = self.steps - self.cooldown;
+        let share = if t < self.warmup {
+            FLOOR + (1.0 - FLOOR) * t as f64 / self.warmup as f64
+        } else if t < decay_start {
+            1.0
+        } else {
+            let progress = ((t - decay_start + 1) as f64 / self.cooldown as f64).min(1.0);
+            FLOOR + (1.0 - FLOOR) * (1.0 - progress.sqrt())
+        };
+        self.peak * share
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::float_cmp)] // the stable phase is exactly the peak
+mod tests {
+    use super::*;
+
+    #[test]
+    fn phases() {
+        let s = Wsd::new(1.0, 100, 10, 20);
+        assert!((s.lr(1) - 0.1).abs() < 1e-12);
+        assert!((s.lr(6) - (0.1 + 0.9 * 0.5)).abs() < 1e-12);
+        assert_eq!(s.lr(11), 1.0);
+        assert_eq!(s.lr(80), 1.0);
+        // First cooldown step: progress 1/20.
+        assert!((s.lr(81) - (0.1 + 0.9 * (1.0 - (0.05f64).sqrt()))).abs() < 1e-12);
+        assert!((s.lr(100) - 0.1).abs() < 1e-12);
+    }
+
+    #[test]
+    fn monotone_up_then_down() {
+        let s = Wsd::new(3e-3, 300, 30, 60);
+        let lrs: Vec<f64> = (1..=300).map(|t| s.lr(t)).collect();
+        assert!(lrs[..31].windows(2).all(|w| w[0] <= w[1]));
+        assert!(lrs[30..].windows(2).all(|w| w[0] >= w[1]));
+        assert!(lrs.iter().all(|&l| (3e-4 - 1e-15..=3e-3).contains(&l)));
+    }
+
+    #[test]
+    fn no_warmup_or_cooldown() {
+        let s = Wsd::new(2.0, 5, 0, 0);
+        assert!((1..=5).all(|t| s.lr(t) == 2.0));
+    }
+}
