@@ -73,6 +73,21 @@ impl Project {
         Run { args: args.iter().map(|s| (*s).to_owned()).collect(), output }
     }
 
+    /// Runs `prov` with `args` and `input` on stdin.
+    pub fn prov_with_stdin(&self, args: &[&str], input: impl AsRef<[u8]>) -> Run {
+        use std::io::Write as _;
+        let mut child = self
+            .command(args)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("prov starts");
+        child.stdin.take().unwrap().write_all(input.as_ref()).unwrap();
+        let output = child.wait_with_output().unwrap();
+        Run { args: args.iter().map(|s| (*s).to_owned()).collect(), output }
+    }
+
     /// Runs `--json` and parses every stdout line.
     pub fn json(&self, args: &[&str]) -> Vec<serde_json::Value> {
         let mut a = vec!["--json"];

@@ -1,20 +1,13 @@
 //! `prov explain pii`: the redacted text of stdin on stdout, exactly; the replaced spans on
 //! stderr; or one `pii` JSON message.
 
-use std::io::Write as _;
-use std::process::Stdio;
-
 use serde_json::json;
 
 use crate::common::{Project, Run};
 
 /// Runs `prov` with `args` and `input` on stdin.
 fn run(p: &Project, args: &[&str], input: impl AsRef<[u8]>) -> Run {
-    let mut child =
-        p.command(args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
-    child.stdin.take().unwrap().write_all(input.as_ref()).unwrap();
-    let output = child.wait_with_output().unwrap();
-    Run { args: args.iter().map(|s| (*s).to_owned()).collect(), output }
+    p.prov_with_stdin(args, input)
 }
 
 const TEXT: &str = "Message-ID: <20050101.foo@example.org>\nFrom: foo@example.org (10.0.0.1, 8.8.8.8)\n\

@@ -1,7 +1,8 @@
 //! `prov explain`: answers "why" for one input. Each kind of question is a subcommand of
-//! [`ExplainCommand`]: a robots.txt decision, PII matches and a license string now; Goldfish
-//! masks and the batch at a training step will join them.
+//! [`ExplainCommand`]: a robots.txt decision, PII matches, a license string and the labels
+//! Goldfish drops; the batch at a training step will join them.
 
+mod goldfish;
 mod license;
 mod pii;
 
@@ -33,6 +34,7 @@ enum ExplainCommand {
     Robots(RobotsArgs),
     Pii(pii::PiiArgs),
     License(license::LicenseArgs),
+    Goldfish(goldfish::GoldfishArgs),
 }
 
 /// Say which robots.txt rule allows or disallows a URL for a crawler
@@ -69,6 +71,7 @@ pub(crate) fn cmd_explain(ui: &mut Ui, cx: &CommandContext, args: &ExplainArgs) 
         ExplainCommand::Robots(a) => cmd_explain_robots(ui, cx, a),
         ExplainCommand::Pii(a) => pii::cmd_explain_pii(ui, a),
         ExplainCommand::License(a) => license::cmd_explain_license(ui, a),
+        ExplainCommand::Goldfish(a) => goldfish::cmd_explain_goldfish(ui, a),
     }
 }
 
