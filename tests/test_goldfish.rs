@@ -85,7 +85,7 @@ fn about_two_percent_are_dropped_at_k_50() {
     let labels: Vec<i64> = (0..40_000)
         .map(|_| {
             state = state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
-            (state >> 52) as i64
+            (state >> 52).cast_signed()
         })
         .collect();
     let d = dropped(&p, &labels, 50, 50);
