@@ -113,14 +113,29 @@ impl NamedTensors {
     }
 
     /// Encodes the tensors as a safetensors file with one metadata entry, `config`.
+    pub fn to_safetensors(&self, config: &str) -> Vec<u8> {
+        self.to_safetensors_with(&[("config", config)])
+    }
+
+    /// Encodes the tensors as a safetensors file with the given metadata entries (`format:
+    /// pt` is what transformers requires of a model file).
     ///
     /// The header is written by hand so that its bytes are fixed by the tensors alone:
-    /// tensors in name order, offsets packed in that order, keys in a fixed order, and the
-    /// header padded with spaces to a multiple of 8 bytes (as the format allows).
-    pub fn to_safetensors(&self, config: &str) -> Vec<u8> {
-        let mut header = String::from("{\"__metadata__\":{\"config\":");
-        header.push_str(&serde_json::to_string(config).expect("a string serialises"));
-        header.push('}');
+    /// metadata in the order given, tensors in name order, offsets packed in that order, keys
+    /// in a fixed order, and the header padded with spaces to a multiple of 8 bytes (as the
+    /// format allows).
+    pub fn to_safetensors_with(&self, metadata: &[(&str, &str)]) -> Vec<u8> {
+        let entries: Vec<String> = metadata
+            .iter()
+            .map(|(k, v)| {
+                format!(
+                    "{}:{}",
+                    serde_json::to_string(k).expect("a string serialises"),
+                    serde_json::to_string(v).expect("a string serialises")
+                )
+            })
+            .collect();
+        let mut header = format!("{{\"__metadata__\":{{{}}}", entries.join(","));
         let mut offset = 0usize;
         for (name, (shape, values)) in &self.0 {
             let len = values.len() * 4;
@@ -146,6 +161,29 @@ impl NamedTensors {
             out.extend(Self::le_bytes(values));
         }
         out
+    }
+
+    /// Reads a safetensors file of float32 tensors (any writer's); other dtypes and malformed
+    /// files are errors that say what is wrong.
+    pub fn from_safetensors(bytes: &[u8]) -> Result<Self, String> {
+        let file = safetensors::SafeTensors::deserialize(bytes).map_err(|e| format!("not a safetensors file: {e}"))?;
+        let mut out = BTreeMap::new();
+        for (name, view) in file.tensors() {
+            if view.dtype() != safetensors::Dtype::F32 {
+                return Err(format!("tensor `{name}` is {:?}, not F32", view.dtype()));
+            }
+            let values = view.data().chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+            out.insert(name, (view.shape().to_vec(), values));
+        }
+        Ok(Self(out))
+    }
+
+    /// The tensor `name` as a libtorch tensor on `device`.
+    pub fn tensor(&self, name: &str, device: tch::Device) -> Option<Tensor> {
+        self.0.get(name).map(|(shape, values)| {
+            let dims: Vec<i64> = shape.iter().map(|&d| i64::try_from(d).expect("a dimension fits in i64")).collect();
+            Tensor::from_slice(values).view(dims.as_slice()).to_device(device)
+        })
     }
 
     /// BLAKE3 of each tensor's little-endian bytes, by name (what checkpoint records list).
@@ -195,6 +233,24 @@ mod tests {
         assert_eq!(header["b"]["shape"], serde_json::json!([1]));
         assert_eq!(&one[8 + header_len..8 + header_len + 4], &1.0f32.to_le_bytes());
         assert_eq!(one.len(), 8 + header_len + 20);
+    }
+
+    #[test]
+    fn safetensors_round_trip_with_metadata() {
+        let a = Tensor::from_slice(&[1.5f32, -2.0, 3.25]).view([3, 1]);
+        let named = NamedTensors::from_tensors([("w".to_owned(), &a)]);
+        // The single-entry form is unchanged: existing checkpoints keep their bytes.
+        let plain = named.to_safetensors("{\"x\":1}");
+        assert!(plain[8..].starts_with(b"{\"__metadata__\":{\"config\":\"{\\\"x\\\":1}\"},\"w\":"));
+        let hf = named.to_safetensors_with(&[("format", "pt")]);
+        let parsed = safetensors::SafeTensors::read_metadata(&hf).unwrap().1;
+        assert_eq!(parsed.metadata().as_ref().unwrap().get("format").map(String::as_str), Some("pt"));
+        assert_eq!(NamedTensors::from_safetensors(&hf).unwrap(), named);
+        assert_eq!(NamedTensors::from_safetensors(&plain).unwrap(), named);
+        assert!(NamedTensors::from_safetensors(b"garbage!").unwrap_err().contains("not a safetensors file"));
+        let back = named.tensor("w", tch::Device::Cpu).unwrap();
+        assert_eq!(back.size(), [3, 1]);
+        assert_eq!(f32_values(&back), [1.5, -2.0, 3.25]);
     }
 
     #[test]

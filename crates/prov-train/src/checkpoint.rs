@@ -1,0 +1,376 @@
+//! Using a stored checkpoint on its own: loading it with every tensor checked against the
+//! digest its record lists, per-token log-probabilities, reproducible sampling, and the Hugging
+//! Face folder (`config.json`, `model.safetensors`, `tokenizer.json`, `tokenizer_config.json`)
+//! that transformers' `ApertusForCausalLM` loads as it is.
+
+use std::collections::BTreeMap;
+
+use prov_manifest::{CheckpointRecord, Record};
+use prov_store::{Digest, Store, StoreError};
+use prov_torch::NamedTensors;
+use serde_json::{Value, json};
+use tch::nn::VarStore;
+use tch::{Device, Kind, Tensor};
+
+use crate::model::{Decoder, ModelConfig, XIELU_BETA, XIELU_EPS};
+
+/// Why a checkpoint cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum CheckpointError {
+    /// The store could not give an object (missing, damaged).
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The digest names a record of another kind, or no record.
+    #[error("{digest} is not a checkpoint: {found}")]
+    NotACheckpoint {
+        /// The object.
+        digest: Digest,
+        /// What it is instead.
+        found: String,
+    },
+    /// The checkpoint's `config.json` does not describe this model.
+    #[error("the checkpoint's config.json ({digest}): {message}")]
+    Config {
+        /// The config object.
+        digest: Digest,
+        /// What is wrong.
+        message: String,
+    },
+    /// A tensor is missing, extra, misshapen or not the bytes the record lists.
+    #[error("the checkpoint's weights ({digest}): {message}")]
+    Weights {
+        /// The weights object.
+        digest: Digest,
+        /// What is wrong.
+        message: String,
+    },
+    /// A tensor's bytes are not those the record lists: the weights object was replaced or
+    /// the record edited.
+    #[error("tensor `{name}` of {weights} has digest {actual}, the checkpoint record lists {expected}")]
+    TensorDigest {
+        /// The weights object.
+        weights: Digest,
+        /// The tensor.
+        name: String,
+        /// Its digest now.
+        actual: Digest,
+        /// The digest the record lists.
+        expected: Digest,
+    },
+    /// The checkpoint records no tokenizer, which text in or out needs.
+    #[error("checkpoint {0} records no tokenizer")]
+    NoTokenizer(Digest),
+}
+
+impl CheckpointError {
+    /// True when stored bytes do not match their digests (exit code 2), as opposed to a wrong
+    /// or unusable argument.
+    pub fn is_integrity_failure(&self) -> bool {
+        match self {
+            Self::Store(e) => e.is_integrity_failure(),
+            Self::TensorDigest { .. } => true,
+            _ => false,
+        }
+    }
+}
+
+/// A checkpoint's model, ready to evaluate.
+pub struct LoadedCheckpoint {
+    /// The record.
+    pub record: CheckpointRecord,
+    /// The model's shape.
+    pub config: ModelConfig,
+    /// The stored `config.json`.
+    pub hf_config: Value,
+    /// The weights as stored.
+    pub weights: NamedTensors,
+    /// The model (its parameters live in `vs`).
+    pub model: Decoder,
+    vs: VarStore,
+}
+
+/// Reads the checkpoint record `digest`.
+pub fn read_record(store: &Store, digest: &Digest) -> Result<CheckpointRecord, CheckpointError> {
+    let bytes = store.read(digest)?;
+    match Record::from_bytes(&bytes) {
+        Ok(Record::Checkpoint(c)) => Ok(c),
+        Ok(other) => {
+            Err(CheckpointError::NotACheckpoint { digest: *digest, found: format!("a {} record", other.kind_name()) })
+        }
+        Err(e) => Err(CheckpointError::NotACheckpoint { digest: *digest, found: format!("not a record ({e})") }),
+    }
+}
+
+/// The model shape a transformers `ApertusConfig` describes.
+pub fn model_config_from_hf(v: &Value) -> Result<ModelConfig, String> {
+    let int =
+        |key: &str| v.get(key).and_then(Value::as_i64).ok_or_else(|| format!("`{key}` is missing or not an integer"));
+    let num = |key: &str, at: &Value| {
+        at.get(key).and_then(Value::as_f64).ok_or_else(|| format!("`{key}` is missing or not a number"))
+    };
+    if v.get("model_type").and_then(Value::as_str) != Some("apertus") {
+        return Err("`model_type` is not `apertus`".into());
+    }
+    let rope = v.get("rope_parameters").ok_or("`rope_parameters` is missing")?;
+    let config = ModelConfig {
+        vocab_size: int("vocab_size")?,
+        hidden_size: int("hidden_size")?,
+        intermediate_size: int("intermediate_size")?,
+        num_hidden_layers: int("num_hidden_layers")?,
+        num_attention_heads: int("num_attention_heads")?,
+        num_key_value_heads: int("num_key_value_heads")?,
+        rope_theta: num("rope_theta", rope)?,
+        rms_norm_eps: num("rms_norm_eps", v)?,
+        init_std: num("initializer_range", v)?,
+        max_position_embeddings: int("max_position_embeddings")?,
+    };
+    config.check().map_err(|(field, m)| format!("`{field}` {m}"))?;
+    Ok(config)
+}
+
+/// Loads checkpoint `digest`: its config, its weights checked tensor by tensor against the
+/// record's digests, and a model holding them.
+pub fn load(store: &Store, digest: &Digest) -> Result<LoadedCheckpoint, CheckpointError> {
+    let record = read_record(store, digest)?;
+    let config_err = |message: String| CheckpointError::Config { digest: record.config, message };
+    let hf_config: Value =
+        serde_json::from_slice(&store.read(&record.config)?).map_err(|e| config_err(format!("not JSON: {e}")))?;
+    let config = model_config_from_hf(&hf_config).map_err(config_err)?;
+    let weights_err = |message: String| CheckpointError::Weights { digest: record.weights, message };
+    let weights = NamedTensors::from_safetensors(&store.read(&record.weights)?).map_err(weights_err)?;
+    check_tensors(&record, &weights)?;
+    let vs = VarStore::new(Device::cuda_if_available());
+    let model = Decoder::new(&vs.root(), &config);
+    let mut variables: Vec<(String, Tensor)> = vs.variables().into_iter().collect();
+    variables.sort_by(|a, b| a.0.cmp(&b.0));
+    let names: Vec<&String> = variables.iter().map(|(n, _)| n).collect();
+    if names != weights.0.keys().collect::<Vec<_>>() {
+        return Err(weights_err(format!(
+            "its tensors {:?} are not the model's {names:?}",
+            weights.0.keys().collect::<Vec<_>>()
+        )));
+    }
+    tch::no_grad(|| {
+        for (name, t) in &mut variables {
+            crate::copy_stored(t, name, &weights.0[name.as_str()])?;
+        }
+        Ok::<(), String>(())
+    })
+    .map_err(weights_err)?;
+    Ok(LoadedCheckpoint { record, config, hf_config, weights, model, vs })
+}
+
+/// Every tensor the record lists is there with the listed digest, and no other.
+pub fn check_tensors(record: &CheckpointRecord, weights: &NamedTensors) -> Result<(), CheckpointError> {
+    let err = |message: String| CheckpointError::Weights { digest: record.weights, message };
+    for (name, expected) in &record.tensors {
+        let (_, values) = weights.0.get(name).ok_or_else(|| err(format!("tensor `{name}` is listed but missing")))?;
+        let actual = Digest::of(&NamedTensors::le_bytes(values));
+        if actual != *expected {
+            return Err(CheckpointError::TensorDigest {
+                weights: record.weights,
+                name: name.clone(),
+                actual,
+                expected: *expected,
+            });
+        }
+    }
+    if let Some(extra) = weights.0.keys().find(|n| !record.tensors.contains_key(*n)) {
+        return Err(err(format!("tensor `{extra}` is not listed in the record")));
+    }
+    Ok(())
+}
+
+impl LoadedCheckpoint {
+    /// The logits `[time, vocab]` for one sequence of ids, in float32.
+    pub fn logits(&self, ids: &[i64]) -> Tensor {
+        let input = Tensor::from_slice(ids).view([1, -1]).to_device(self.vs.device());
+        tch::no_grad(|| self.model.forward(&input)).squeeze_dim(0).to_kind(Kind::Float).to_device(Device::Cpu)
+    }
+
+    /// `log p(ids[t+1] | ids[..=t])` for each `t`, from float32 log-softmax.
+    pub fn log_probs(&self, ids: &[i64]) -> Vec<f64> {
+        if ids.len() < 2 {
+            return Vec::new();
+        }
+        let logp = self.logits(&ids[..ids.len() - 1]).log_softmax(-1, Kind::Float);
+        let next = Tensor::from_slice(&ids[1..]).view([-1, 1]);
+        let picked = logp.gather(1, &next, false).view([-1]);
+        prov_torch::f32_values(&picked).into_iter().map(f64::from).collect()
+    }
+
+    /// Continues `prompt` by up to `max_new` tokens, stopping after `stop` if given. Each token
+    /// is drawn from the softmax of the logits divided by `temperature` (computed in f64 from
+    /// the float32 logits), by inverting its cumulative distribution at a uniform number from
+    /// `SplitMix64` seeded with `seed`; temperature 0 takes the most likely token (lowest id on
+    /// ties). The same checkpoint, prompt, seed and envelope give the same tokens.
+    pub fn sample(&self, prompt: &[i64], max_new: usize, temperature: f64, seed: u64, stop: Option<i64>) -> Vec<i64> {
+        let mut ids = prompt.to_vec();
+        let mut rng = SplitMix64(seed);
+        let window = self.config.max_position_embeddings as usize;
+        for _ in 0..max_new {
+            let start = ids.len().saturating_sub(window);
+            let logits = self.logits(&ids[start..]);
+            let last = prov_torch::f32_values(&logits.get(logits.size()[0] - 1));
+            let next = pick(&last, temperature, rng.next_f64());
+            ids.push(next);
+            if Some(next) == stop {
+                break;
+            }
+        }
+        ids.split_off(prompt.len())
+    }
+}
+
+/// The token a uniform `u` in `[0, 1)` selects from `logits / temperature`.
+fn pick(logits: &[f32], temperature: f64, u: f64) -> i64 {
+    let id = |i: usize| i64::try_from(i).expect("a vocabulary index fits in i64");
+    let argmax = || {
+        let mut best = 0;
+        for (i, &v) in logits.iter().enumerate() {
+            if v > logits[best] {
+                best = i;
+            }
+        }
+        id(best)
+    };
+    if temperature <= 0.0 {
+        return argmax();
+    }
+    let max = logits.iter().fold(f64::NEG_INFINITY, |m, &v| m.max(f64::from(v)));
+    let weights: Vec<f64> = logits.iter().map(|&v| ((f64::from(v) - max) / temperature).exp()).collect();
+    let total: f64 = weights.iter().sum();
+    let target = u * total;
+    let mut acc = 0.0;
+    for (i, w) in weights.iter().enumerate() {
+        acc += w;
+        if target < acc {
+            return id(i);
+        }
+    }
+    argmax()
+}
+
+/// `SplitMix64` (Steele, Lea and Flood 2014): a fixed, documented generator, so that sampling
+/// does not depend on libtorch's.
+struct SplitMix64(u64);
+
+impl SplitMix64 {
+    fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// The top 53 bits as a float in `[0, 1)`.
+    fn next_f64(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+/// The files of a Hugging Face model folder for checkpoint `digest`, by file name.
+///
+/// `model.safetensors` holds the weights under their stored names plus each layer's xIELU
+/// buffers (`beta`, `eps`, fixed constants that transformers keeps as persistent buffers),
+/// with the metadata `format: pt` that transformers requires. `tokenizer_config.json` names
+/// the fast tokenizer class and the special tokens, read from `tokenizer.json`.
+pub fn hf_folder(store: &Store, digest: &Digest) -> Result<BTreeMap<&'static str, Vec<u8>>, CheckpointError> {
+    let loaded = load(store, digest)?;
+    let tokenizer_digest = loaded.record.tokenizer.ok_or(CheckpointError::NoTokenizer(*digest))?;
+    let tokenizer = store.read(&tokenizer_digest)?;
+    let mut tensors = loaded.weights.clone();
+    for layer in 0..loaded.config.num_hidden_layers {
+        for (buffer, value) in [("beta", XIELU_BETA), ("eps", XIELU_EPS)] {
+            tensors.0.insert(format!("model.layers.{layer}.mlp.act_fn.{buffer}"), (Vec::new(), vec![value as f32]));
+        }
+    }
+    let special = special_tokens(&tokenizer, &loaded.hf_config);
+    let tokenizer_config = json!({
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "model_max_length": loaded.config.max_position_embeddings,
+        "bos_token": special.get("bos_token_id"),
+        "eos_token": special.get("eos_token_id"),
+        "pad_token": special.get("pad_token_id"),
+        "add_bos_token": false,
+        "add_eos_token": false,
+    });
+    let pretty = |v: &Value| {
+        let mut s = serde_json::to_string_pretty(v).expect("JSON values encode");
+        s.push('\n');
+        s.into_bytes()
+    };
+    Ok(BTreeMap::from([
+        ("config.json", pretty(&loaded.hf_config)),
+        ("model.safetensors", tensors.to_safetensors_with(&[("format", "pt")])),
+        ("tokenizer.json", tokenizer),
+        ("tokenizer_config.json", pretty(&tokenizer_config)),
+    ]))
+}
+
+/// The contents of the special tokens the config names by id, from `tokenizer.json`'s
+/// `added_tokens`, keyed by the config's field (`bos_token_id`, ...).
+fn special_tokens(tokenizer: &[u8], config: &Value) -> BTreeMap<&'static str, String> {
+    let parsed: Value = serde_json::from_slice(tokenizer).unwrap_or(Value::Null);
+    let added = parsed.get("added_tokens").and_then(Value::as_array).cloned().unwrap_or_default();
+    let mut out = BTreeMap::new();
+    for field in ["bos_token_id", "eos_token_id", "pad_token_id"] {
+        let Some(id) = config.get(field).and_then(Value::as_u64) else { continue };
+        if let Some(content) = added
+            .iter()
+            .find(|t| t.get("id").and_then(Value::as_u64) == Some(id))
+            .and_then(|t| t.get("content").and_then(Value::as_str))
+        {
+            out.insert(field, content.to_owned());
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn splitmix_is_the_published_sequence() {
+        // The reference implementation's first outputs for seed 0.
+        let mut r = SplitMix64(0);
+        assert_eq!(r.next_u64(), 0xE220_A839_7B1D_CDAF);
+        assert_eq!(r.next_u64(), 0x6E78_9E6A_A1B9_65F4);
+    }
+
+    #[test]
+    fn picking_follows_the_distribution() {
+        let logits = [0.0f32, (3.0f64).ln() as f32];
+        // p = (0.25, 0.75): u below 0.25 picks 0.
+        assert_eq!(pick(&logits, 1.0, 0.2), 0);
+        assert_eq!(pick(&logits, 1.0, 0.3), 1);
+        assert_eq!(pick(&logits, 0.0, 0.0), 1);
+        assert_eq!(pick(&[1.0, 1.0], 0.0, 0.9), 0, "ties go to the lowest id");
+    }
+
+    #[test]
+    fn hf_configs_read_back() {
+        let c = ModelConfig {
+            vocab_size: 100,
+            hidden_size: 32,
+            intermediate_size: 64,
+            num_hidden_layers: 2,
+            num_attention_heads: 4,
+            num_key_value_heads: 2,
+            rope_theta: 500_000.0,
+            rms_norm_eps: 1e-5,
+            init_std: 0.02,
+            max_position_embeddings: 16,
+        };
+        let hf = crate::trainer::hf_config(&c, &BTreeMap::from([("bos", 0), ("eos", 1), ("pad", 2)]));
+        assert_eq!(model_config_from_hf(&hf).unwrap(), c);
+        let mut bad = hf.clone();
+        bad["model_type"] = json!("llama");
+        assert!(model_config_from_hf(&bad).unwrap_err().contains("model_type"));
+        let mut bad = hf;
+        bad["num_attention_heads"] = json!(5);
+        assert!(model_config_from_hf(&bad).unwrap_err().contains("num_attention_heads"));
+    }
+}
