@@ -17,4 +17,20 @@ fn main() {
         })
         .unwrap_or_else(|| "unknown".to_owned());
     println!("cargo:rustc-env=PROV_LIBTORCH_VERSION={version}");
+
+    // The determinism shim: ATen's deterministic-algorithms switch, which tch does not expose.
+    println!("cargo:rerun-if-changed=shim/determinism.cpp");
+    let abi = std::env::var("LIBTORCH_CXX11_ABI").unwrap_or_else(|_| "1".to_owned());
+    cc::Build::new()
+        .cpp(true)
+        .file("shim/determinism.cpp")
+        .include(format!("{libtorch}/include"))
+        .include(format!("{libtorch}/include/torch/csrc/api/include"))
+        .flag("-std=c++17")
+        .define("_GLIBCXX_USE_CXX11_ABI", abi.as_str())
+        .warnings(false)
+        .compile("prov_determinism");
+    println!("cargo:rustc-link-search=native={libtorch}/lib");
+    println!("cargo:rustc-link-lib=dylib=torch_cpu");
+    println!("cargo:rustc-link-lib=dylib=c10");
 }

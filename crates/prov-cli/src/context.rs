@@ -108,6 +108,7 @@ pub(crate) fn pin_aten_capability() -> Result<(), CommandError> {
     #[allow(unsafe_code)]
     unsafe {
         prov_torch::pin_capability(capability);
+        prov_torch::pin_cuda_workspace();
     }
     Ok(())
 }

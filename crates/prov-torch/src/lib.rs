@@ -79,6 +79,46 @@ pub unsafe fn pin_capability(capability: &str) {
     unsafe { std::env::set_var(ATEN_CPU_CAPABILITY, capability) };
 }
 
+/// The cuBLAS workspace setting that makes cuBLAS deterministic (NVIDIA's documented
+/// requirement, which `torch.use_deterministic_algorithms` checks on CUDA).
+pub const CUBLAS_WORKSPACE_CONFIG: (&str, &str) = ("CUBLAS_WORKSPACE_CONFIG", ":4096:8");
+
+/// Sets `CUBLAS_WORKSPACE_CONFIG` unless the user did: cuBLAS reads it when CUDA starts, so
+/// it must be in the environment before. Harmless without a GPU.
+///
+/// # Safety
+/// As [`pin_capability`]: call it at the start of `main`, before any thread exists.
+#[allow(unsafe_code)] // Writes this process's environment before any thread exists.
+pub unsafe fn pin_cuda_workspace() {
+    let (name, value) = CUBLAS_WORKSPACE_CONFIG;
+    if std::env::var_os(name).is_none() {
+        // SAFETY: the caller guarantees no other thread exists yet.
+        unsafe { std::env::set_var(name, value) };
+    }
+}
+
+#[allow(unsafe_code)] // The C++ shim's two functions (shim/determinism.cpp).
+mod shim {
+    unsafe extern "C" {
+        pub safe fn prov_set_deterministic(on: i32, warn_only: i32);
+        pub safe fn prov_deterministic_algorithms() -> i32;
+    }
+}
+
+/// Turns `ATen`'s deterministic-algorithms mode on or off (as `torch.use_deterministic_algorithms`
+/// does, through a small C++ shim: tch does not expose it), with cuDNN deterministic and its
+/// benchmark mode off. On, an operation without a deterministic implementation is an error
+/// instead of a silent source of run-to-run differences (on CUDA: scatter/index adds, some
+/// cuDNN kernels); on CPU the kernels this workbench uses are deterministic either way.
+pub fn set_deterministic_algorithms(on: bool) {
+    shim::prov_set_deterministic(i32::from(on), 0);
+}
+
+/// Whether `ATen`'s deterministic-algorithms mode is on.
+pub fn deterministic_algorithms() -> bool {
+    shim::prov_deterministic_algorithms() != 0
+}
+
 /// Sets libtorch's intra-op threads to `threads` and inter-op threads to 1, for a stage about
 /// to compute: the thread count changes reductions' order, so it is part of the envelope.
 pub fn pin_threads(threads: usize) {
@@ -251,6 +291,17 @@ mod tests {
         let back = named.tensor("w", tch::Device::Cpu).unwrap();
         assert_eq!(back.size(), [3, 1]);
         assert_eq!(f32_values(&back), [1.5, -2.0, 3.25]);
+    }
+
+    #[test]
+    fn the_shim_switches_deterministic_algorithms() {
+        set_deterministic_algorithms(true);
+        assert!(deterministic_algorithms());
+        // Still computes: CPU kernels have deterministic implementations.
+        let t = Tensor::from_slice(&[1.0f32, 2.0]).sum(Kind::Float);
+        assert!((t.double_value(&[]) - 3.0).abs() < 1e-9);
+        set_deterministic_algorithms(false);
+        assert!(!deterministic_algorithms());
     }
 
     #[test]

@@ -1,0 +1,16 @@
+// The one libtorch setting tch does not expose: ATen's global "deterministic algorithms"
+// switch (what torch.use_deterministic_algorithms sets in Python), plus cuDNN's
+// deterministic/benchmark flags that go with it. C linkage, so Rust can call it without a
+// C++ binding generator.
+#include <ATen/Context.h>
+
+extern "C" void prov_set_deterministic(int on, int warn_only) {
+  auto& ctx = at::globalContext();
+  ctx.setDeterministicAlgorithms(on != 0, warn_only != 0);
+  ctx.setDeterministicCuDNN(on != 0);
+  ctx.setBenchmarkCuDNN(false);
+}
+
+extern "C" int prov_deterministic_algorithms() {
+  return at::globalContext().deterministicAlgorithms() ? 1 : 0;
+}
