@@ -8,6 +8,7 @@ mod init;
 mod lineage;
 mod lock;
 mod log;
+mod model;
 mod replay;
 mod run;
 mod show;
@@ -32,6 +33,9 @@ pub(crate) enum Command {
     Diff(diff::DiffArgs),
     Lineage(lineage::LineageArgs),
     Explain(explain::ExplainArgs),
+    Eval(model::EvalArgs),
+    Sample(model::SampleArgs),
+    Export(model::ExportArgs),
     Gc(gc::GcArgs),
 }
 
@@ -49,6 +53,9 @@ pub(crate) fn dispatch(ui: &mut Ui, cx: &CommandContext, command: &Command) -> R
         Command::Diff(a) => diff::cmd_diff(ui, cx, a),
         Command::Lineage(a) => lineage::cmd_lineage(ui, cx, a),
         Command::Explain(a) => explain::cmd_explain(ui, cx, a),
+        Command::Eval(a) => model::cmd_eval(ui, cx, a),
+        Command::Sample(a) => model::cmd_sample(ui, cx, a),
+        Command::Export(a) => model::cmd_export(ui, cx, a),
         Command::Gc(a) => gc::cmd_gc(ui, cx, a),
     }
 }
