@@ -110,6 +110,9 @@ pub(crate) fn pin_aten_capability() -> Result<(), CommandError> {
         prov_torch::pin_capability(capability);
         prov_torch::pin_cuda_workspace();
     }
+    // Every libtorch computation of every command runs in deterministic-algorithms mode, so
+    // that no stage's result depends on which stage ran before it in the same process.
+    prov_torch::set_deterministic_algorithms(true);
     Ok(())
 }
 

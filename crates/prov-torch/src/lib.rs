@@ -44,12 +44,20 @@ pub fn best_capability(cpu_flags: &[String]) -> &'static str {
     }
 }
 
+/// The capability used when the user names none: `avx2`, which every x86-64 machine of the
+/// last decade runs, so that a run recorded on one machine replays on another. `avx512` is
+/// an explicit choice (`ATEN_CPU_CAPABILITY=avx512`).
+pub const PORTABLE_CAPABILITY: &str = "avx2";
+
 /// Decides the capability libtorch will use: `requested` (the user's `ATEN_CPU_CAPABILITY`)
-/// when this CPU can run it, else the best it can run. Refuses a capability the CPU lacks,
-/// since `ATen` would silently fall back and the recorded envelope would lie.
+/// when this CPU can run it; else [`PORTABLE_CAPABILITY`], or the best this CPU runs when it
+/// lacks that. Refuses a capability the CPU lacks, since `ATen` would silently fall back and
+/// the recorded envelope would lie.
 pub fn resolve_capability(requested: Option<&str>, cpu_flags: &[String]) -> Result<&'static str, CapabilityError> {
     let best = best_capability(cpu_flags);
-    let Some(requested) = requested else { return Ok(best) };
+    let Some(requested) = requested else {
+        return Ok(if best == "default" { best } else { PORTABLE_CAPABILITY });
+    };
     let wanted = requested.trim().to_ascii_lowercase();
     let Some(pos) = CAPABILITIES.iter().position(|c| *c == wanted) else {
         return Err(CapabilityError {
@@ -252,6 +260,11 @@ mod tests {
     fn a_capability_the_cpu_lacks_is_refused() {
         let cpu = flags("avx2 fma");
         assert_eq!(resolve_capability(None, &cpu).unwrap(), "avx2");
+        // Unasked, a CPU with AVX-512 still runs the portable kernels.
+        let big = flags("avx2 fma avx512f avx512bw avx512vl avx512dq");
+        assert_eq!(resolve_capability(None, &big).unwrap(), "avx2");
+        assert_eq!(resolve_capability(Some("avx512"), &big).unwrap(), "avx512");
+        assert_eq!(resolve_capability(None, &flags("sse2")).unwrap(), "default");
         assert_eq!(resolve_capability(Some("DEFAULT"), &cpu).unwrap(), "default");
         let e = resolve_capability(Some("avx512"), &cpu).unwrap_err();
         assert!(e.to_string().contains("at most `avx2`"), "{e}");
