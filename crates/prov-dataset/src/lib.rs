@@ -24,6 +24,7 @@
 //!   second streams them.
 //! - [`first_difference`]: where two datasets first disagree.
 //! - [`LedgerRow`], [`write_ledger_shard`], [`write_ledger`]: per-document decisions of filters.
+//! - [`tokens`]: documents tokenised and packed into training samples, and the data order.
 //!
 //! # Example
 //!
@@ -44,6 +45,7 @@ mod document;
 mod ledger;
 mod read;
 mod shard;
+pub mod tokens;
 
 pub use diff::{DatasetDifference, first_difference};
 pub use document::{Document, document_columns, document_schema};
@@ -92,6 +94,9 @@ pub enum DatasetError {
     /// A document id occurs twice where ids must be unique (a ledger shard).
     #[error("document id `{0}` appears twice in one shard; ledgers need unique document ids")]
     DuplicateId(String),
+    /// Token data is malformed or asked for something it does not hold.
+    #[error("token data: {0}")]
+    Tokens(String),
     /// A stored shard does not have the document schema.
     #[error("shard `{digest}` does not have the document schema: {message}")]
     Schema {
