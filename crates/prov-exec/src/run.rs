@@ -315,6 +315,7 @@ impl Executor<'_> {
         let cx = StageContext {
             store: self.store,
             name: stage.name.as_str(),
+            key,
             config: &stage.config,
             inputs,
             seeds: &stage.seeds,

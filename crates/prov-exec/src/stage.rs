@@ -135,6 +135,9 @@ pub struct StageContext<'a> {
     pub store: &'a Store,
     /// Stage name.
     pub name: &'a str,
+    /// The stage key: the digest of everything the outputs may depend on (a stage that keeps
+    /// resumable progress between attempts names it by this key).
+    pub key: Digest,
     /// The resolved configuration.
     pub config: &'a Value,
     /// Inputs by name.

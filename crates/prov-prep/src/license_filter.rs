@@ -370,6 +370,7 @@ mod tests {
             let cx = StageContext {
                 store: &store,
                 name: "license",
+                key: prov_store::Digest::of(b"license"),
                 config: &config,
                 inputs: &inputs,
                 seeds: &BTreeMap::new(),

@@ -9,6 +9,7 @@ pub mod ademamix;
 pub mod checkpoint;
 pub mod goldfish;
 pub mod model;
+pub mod pretrain;
 pub mod schedule;
 pub mod trainer;
 

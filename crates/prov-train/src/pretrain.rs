@@ -1,0 +1,500 @@
+//! `pretrain`: trains the Apertus-style decoder on packed token samples in a pinned data
+//! order, with the Goldfish loss, `AdEMAMix` and the WSD schedule, and writes a checkpoint
+//! every `checkpoint_every` steps and at the last step.
+//!
+//! Inputs: `tokens` (the `tokenize` stage's token tree), `order` (its data order) and
+//! `tokenizer` (the tokenizer that made them, kept for export). Outputs: `model`, the last
+//! checkpoint; `checkpoints`, a tree naming every checkpoint record by its step
+//! (`step-000100.json`); `log`, the per-step log (JSON Lines: step, loss, grad norm, learning rate,
+//! labels counted, labels dropped).
+//!
+//! The class is `envelope`: libtorch's results depend on the thread count and the `ATen` CPU
+//! capability, which the executor pins and records.
+
+use std::collections::BTreeMap;
+
+use prov_dataset::tokens::TokenData;
+use prov_exec::{ConfigError, InputSpec, Stage, StageContext, StageError, StageOutput, parse_params};
+use prov_manifest::{
+    CheckpointRecord, Determinism, Finite, OutputRef, OutputType, Record, SCHEMA_VERSION, TreeEntry, TreeRecord,
+    encode_value, put_record,
+};
+use prov_store::{Digest, ObjectKind, Store};
+use prov_torch::NamedTensors;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::ademamix::AdEMAMixConfig;
+use crate::model::ModelConfig;
+use crate::trainer::{LoopConfig, Samples, Trainer, decode_log, hf_config};
+
+/// The model's shape, without what the data fixes (vocabulary, sequence length).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ModelParams {
+    /// Width of the residual stream.
+    pub hidden_size: i64,
+    /// Width of the MLP.
+    pub intermediate_size: i64,
+    /// Layers.
+    pub num_hidden_layers: i64,
+    /// Query heads.
+    pub num_attention_heads: i64,
+    /// Key-value heads.
+    pub num_key_value_heads: i64,
+    /// RoPE's base.
+    pub rope_theta: f64,
+    /// RMSNorm's epsilon.
+    pub rms_norm_eps: f64,
+    /// Initialisation standard deviation (Apertus: 0.008944).
+    pub init_std: f64,
+}
+
+impl Default for ModelParams {
+    fn default() -> Self {
+        Self {
+            hidden_size: 256,
+            intermediate_size: 1024,
+            num_hidden_layers: 4,
+            num_attention_heads: 4,
+            num_key_value_heads: 2,
+            rope_theta: 500_000.0,
+            rms_norm_eps: 1e-5,
+            init_std: 0.008_944,
+        }
+    }
+}
+
+/// Goldfish's settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GoldfishParams {
+    /// One label in `k` is dropped.
+    pub k: u64,
+    /// The hashed context's width.
+    pub h: u64,
+}
+
+/// The resolved configuration of a `pretrain` stage.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PretrainConfig {
+    /// The model's shape.
+    #[serde(default)]
+    pub model: ModelParams,
+    /// Optimizer steps.
+    #[serde(default = "default_steps")]
+    pub steps: u64,
+    /// Samples per step.
+    #[serde(default = "default_batch_size")]
+    pub batch_size: u64,
+    /// Peak learning rate.
+    #[serde(default = "default_lr")]
+    pub lr: f64,
+    /// Warmup steps; default a tenth of `steps`.
+    #[serde(default)]
+    pub warmup_steps: Option<u64>,
+    /// Cooldown steps; default a fifth of `steps`.
+    #[serde(default)]
+    pub cooldown_steps: Option<u64>,
+    /// `AdEMAMix`'s settings (Apertus pretraining's by default).
+    #[serde(default)]
+    pub optimizer: AdEMAMixConfig,
+    /// Largest global gradient norm.
+    #[serde(default = "default_clip")]
+    pub clip: f64,
+    /// Goldfish loss settings, or `null` for the plain loss.
+    #[serde(default = "default_goldfish")]
+    pub goldfish: Option<GoldfishParams>,
+    /// Steps between checkpoints (the last step always gets one).
+    #[serde(default = "default_checkpoint_every")]
+    pub checkpoint_every: u64,
+    /// libtorch's intra-op threads (part of the envelope).
+    #[serde(default = "default_threads")]
+    pub threads: u32,
+}
+
+fn default_steps() -> u64 {
+    300
+}
+fn default_batch_size() -> u64 {
+    8
+}
+fn default_lr() -> f64 {
+    3e-3
+}
+fn default_clip() -> f64 {
+    0.1
+}
+#[allow(clippy::unnecessary_wraps)]
+fn default_goldfish() -> Option<GoldfishParams> {
+    Some(GoldfishParams { k: 50, h: 50 })
+}
+fn default_checkpoint_every() -> u64 {
+    100
+}
+fn default_threads() -> u32 {
+    1
+}
+
+/// The `pretrain` stage kind.
+pub struct PretrainStage;
+
+fn store_tokens<'a>(store: &'a Store, digest: &Digest) -> Result<StoreSamples<'a>, StageError> {
+    Ok(StoreSamples { data: TokenData::open(store, digest)? })
+}
+
+/// Samples read from the store, one at a time.
+struct StoreSamples<'a> {
+    data: TokenData<'a>,
+}
+
+impl Samples for StoreSamples<'_> {
+    type Error = StageError;
+    fn sample(&self, index: u64) -> Result<Vec<u32>, StageError> {
+        Ok(self.data.sample(index)?)
+    }
+}
+
+impl PretrainStage {
+    fn loop_config(c: &PretrainConfig) -> LoopConfig {
+        LoopConfig {
+            steps: c.steps,
+            batch_size: c.batch_size,
+            lr: c.lr,
+            warmup_steps: c.warmup_steps.unwrap_or(c.steps / 10),
+            cooldown_steps: c.cooldown_steps.unwrap_or(c.steps / 5),
+            optimizer: c.optimizer.clone(),
+            clip: c.clip,
+            goldfish_k: c.goldfish.map(|g| g.k),
+            goldfish_h: c.goldfish.map_or(0, |g| g.h),
+        }
+    }
+}
+
+impl Stage for PretrainStage {
+    fn kind(&self) -> &'static str {
+        "pretrain"
+    }
+    fn version(&self) -> u32 {
+        1
+    }
+    fn summary(&self) -> &'static str {
+        "trains the Apertus-style decoder (Goldfish loss, AdEMAMix, WSD) with hashed checkpoints"
+    }
+    fn resolve_config(&self, params: &Value) -> Result<Value, ConfigError> {
+        let mut c: PretrainConfig = parse_params(params)?;
+        let positive = [("steps", c.steps), ("batch_size", c.batch_size), ("checkpoint_every", c.checkpoint_every)];
+        for (field, v) in positive {
+            if v == 0 {
+                return Err(ConfigError::at(&[field], "must be at least 1"));
+            }
+        }
+        if c.threads == 0 {
+            return Err(ConfigError::at(&["threads"], "must be at least 1"));
+        }
+        for (field, v) in [("lr", c.lr), ("clip", c.clip)] {
+            if !(v.is_finite() && v > 0.0) {
+                return Err(ConfigError::at(&[field], format!("must be a positive number, got {v}")));
+            }
+        }
+        c.warmup_steps = Some(c.warmup_steps.unwrap_or(c.steps / 10));
+        c.cooldown_steps = Some(c.cooldown_steps.unwrap_or(c.steps / 5));
+        if c.warmup_steps.unwrap_or(0) + c.cooldown_steps.unwrap_or(0) > c.steps {
+            return Err(ConfigError::at(&["cooldown_steps"], "warmup and cooldown together exceed `steps`"));
+        }
+        c.optimizer.resolve(c.steps).map_err(|(field, m)| ConfigError::at(&["optimizer", field], m))?;
+        if let Some(g) = c.goldfish
+            && (g.k < 2 || g.h < 1)
+        {
+            return Err(ConfigError::at(&["goldfish"], "k must be at least 2 and h at least 1")
+                .with_hint("`goldfish: null` trains on every label"));
+        }
+        // The shape is checked with placeholder data sizes; the real ones come from the tokens.
+        let probe = model_config(&c.model, 2, 2);
+        probe.check().map_err(|(field, m)| ConfigError::at(&["model", field], m))?;
+        Ok(serde_json::to_value(c).expect("finite numbers encode"))
+    }
+    fn determinism(&self, _config: &Value) -> Determinism {
+        Determinism::Envelope
+    }
+    fn inputs(&self) -> InputSpec {
+        InputSpec::Named(vec![
+            ("tokens", vec![OutputType::Tree]),
+            ("order", vec![OutputType::File]),
+            ("tokenizer", vec![OutputType::File]),
+        ])
+    }
+    fn outputs(&self, _config: &Value) -> Vec<(String, OutputType)> {
+        vec![
+            ("model".into(), OutputType::Checkpoint),
+            ("checkpoints".into(), OutputType::Tree),
+            ("log".into(), OutputType::File),
+        ]
+    }
+    fn seed_names(&self) -> &'static [&'static str] {
+        &["init"]
+    }
+    fn run(&self, cx: &StageContext<'_>) -> Result<StageOutput, StageError> {
+        let config: PretrainConfig = parse_params(cx.config).map_err(StageError::Config)?;
+        let inputs = PretrainInputs {
+            tokens: cx.input("tokens")?.digest,
+            order: cx.input("order")?.digest,
+            tokenizer: cx.input("tokenizer")?.digest,
+            seed: cx.seed("init")?,
+        };
+        let progress = Progress::new(cx.store, &cx.key);
+        let done = progress.load(cx.store);
+        let out = train(cx.store, &config, &inputs, &done, |so_far| progress.save(so_far))?;
+        progress.clear();
+        Ok(out)
+    }
+}
+
+/// What a `pretrain` stage trains on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct PretrainInputs {
+    /// The token tree.
+    pub tokens: Digest,
+    /// The data order.
+    pub order: Digest,
+    /// The tokenizer.
+    pub tokenizer: Digest,
+    /// The initialisation seed.
+    pub seed: u64,
+}
+
+/// The checkpoints a `pretrain` stage has written so far, kept in the store directory
+/// (`progress/<stage key hex>.json`, a JSON array of checkpoint record digests) so that a run
+/// killed mid-training continues from its last checkpoint when run again, with the bytes of a
+/// run that never stopped. The file is a hint, never trusted: each record is read verified
+/// and must be the checkpoint this configuration writes at its step ([`train`] checks).
+struct Progress {
+    path: std::path::PathBuf,
+}
+
+/// Where a stage with this key keeps its progress.
+pub fn progress_path(store: &Store, key: &Digest) -> std::path::PathBuf {
+    store.root().join("progress").join(format!("{}.json", key.to_hex()))
+}
+
+impl Progress {
+    fn new(store: &Store, key: &Digest) -> Self {
+        Self { path: progress_path(store, key) }
+    }
+
+    fn load(&self, store: &Store) -> Vec<Digest> {
+        let Ok(bytes) = fs_err::read(&self.path) else { return Vec::new() };
+        let digests: Vec<Digest> = serde_json::from_slice(&bytes).unwrap_or_default();
+        // Only a prefix whose records are all in the store is usable.
+        digests.into_iter().take_while(|d| store.contains(d)).collect()
+    }
+
+    fn save(&self, so_far: &[Digest]) -> Result<(), StageError> {
+        let dir = self.path.parent().expect("the progress file has a directory");
+        let bytes = serde_json::to_vec(so_far).expect("digests encode");
+        prov_store::write_atomically(dir, &self.path, &bytes)?;
+        Ok(())
+    }
+
+    fn clear(&self) {
+        // A leftover file only costs a verified resume that ends where the run ended.
+        let _ = fs_err::remove_file(&self.path);
+    }
+}
+
+/// Trains from scratch, or from the last of `resume` (checkpoint records this configuration
+/// wrote, in step order) when it continues them; calls `on_checkpoint` with every checkpoint
+/// so far after writing each one.
+pub fn train(
+    store: &Store,
+    config: &PretrainConfig,
+    inputs: &PretrainInputs,
+    resume: &[Digest],
+    mut on_checkpoint: impl FnMut(&[Digest]) -> Result<(), StageError>,
+) -> Result<StageOutput, StageError> {
+    let data = store_tokens(store, &inputs.tokens)?;
+    let order = prov_dataset::tokens::read_order(store, &inputs.order)?;
+    let meta = data.data.meta().clone();
+    let needed = config.steps * config.batch_size;
+    if (order.len() as u64) < needed {
+        return Err(StageError::Config(
+            ConfigError::at(
+                &["steps"],
+                format!(
+                    "{} steps of {} samples need {needed} samples, the data order holds {}",
+                    config.steps,
+                    config.batch_size,
+                    order.len()
+                ),
+            )
+            .with_hint("lower `steps` or `batch_size`, or raise the `tokenize` stage's `epochs`"),
+        ));
+    }
+    let seq_len = i64::try_from(meta.seq_len).map_err(|_| StageError::Input {
+        input: "tokens".into(),
+        message: format!("sequence length {} is too large", meta.seq_len),
+    })?;
+    let model_config = model_config(&config.model, i64::from(meta.vocab_size), seq_len);
+    let loop_config = PretrainStage::loop_config(config);
+    prov_torch::pin_threads(config.threads as usize);
+    prov_torch::set_deterministic_algorithms(true);
+    let mut trainer = Trainer::new(&model_config, &loop_config, inputs.seed);
+    let hf = encode_value(&hf_config(&model_config, &meta.special_ids()));
+    let config_digest = store.put_bytes(ObjectKind::Blob, &hf)?;
+    let writer = CheckpointWriter { store, config: config_digest, tokenizer: inputs.tokenizer, seed: inputs.seed };
+
+    let mut written = continued(store, config, &writer, resume);
+    if let Some((_, last)) = written.last() {
+        restore(store, &mut trainer, last)?;
+    }
+    while trainer.step() < config.steps {
+        trainer.train_step(&data, &order)?;
+        let step = trainer.step();
+        if step.is_multiple_of(config.checkpoint_every) || step == config.steps {
+            let record = writer.record(&trainer, config.batch_size)?;
+            let digest = put_record(store, &Record::Checkpoint(record.clone()))?;
+            written.push((digest, record));
+            on_checkpoint(&written.iter().map(|(d, _)| *d).collect::<Vec<_>>())?;
+        }
+    }
+    outputs(store, &trainer, &written)
+}
+
+/// The prefix of `resume` that this run would have written itself: checkpoint records at
+/// the configured steps, with this run's config, tokenizer and seed.
+fn continued(
+    store: &Store,
+    config: &PretrainConfig,
+    writer: &CheckpointWriter<'_>,
+    resume: &[Digest],
+) -> Vec<(Digest, CheckpointRecord)> {
+    let mut out = Vec::new();
+    for (i, digest) in resume.iter().enumerate() {
+        let Ok(record) = crate::checkpoint::read_record(store, digest) else { break };
+        let expected_step = ((i as u64 + 1) * config.checkpoint_every).min(config.steps);
+        let rng = store.read(&record.rng).ok().and_then(|b| serde_json::from_slice::<Value>(&b).ok());
+        let ours = record.step == expected_step
+            && record.step < config.steps
+            && record.config == writer.config
+            && record.tokenizer == Some(writer.tokenizer)
+            && rng.as_ref().and_then(|r| r.get("init_seed")).and_then(Value::as_u64) == Some(writer.seed)
+            && record.log.is_some();
+        if !ours {
+            break;
+        }
+        out.push((*digest, record));
+    }
+    out
+}
+
+/// Puts the trainer in the state checkpoint `record` holds.
+fn restore(store: &Store, trainer: &mut Trainer, record: &CheckpointRecord) -> Result<(), StageError> {
+    let bad = |message: String| StageError::Input { input: "checkpoint".into(), message };
+    let weights = NamedTensors::from_safetensors(&store.read(&record.weights)?).map_err(bad)?;
+    crate::checkpoint::check_tensors(record, &weights).map_err(|e| bad(e.to_string()))?;
+    let optimizer = NamedTensors::from_safetensors(&store.read(&record.optimizer)?).map_err(bad)?;
+    let log_digest = record.log.ok_or_else(|| bad("the checkpoint has no log".into()))?;
+    let log = decode_log(&store.read(&log_digest)?).map_err(bad)?;
+    if log.len() as u64 != record.step {
+        return Err(bad(format!("the log holds {} steps, the checkpoint is at step {}", log.len(), record.step)));
+    }
+    trainer.restore(&weights, &optimizer, log).map_err(bad)
+}
+
+/// The stage's outputs and statistics once training is done.
+fn outputs(
+    store: &Store,
+    trainer: &Trainer,
+    written: &[(Digest, CheckpointRecord)],
+) -> Result<StageOutput, StageError> {
+    let mut entries = Vec::with_capacity(written.len());
+    for (digest, record) in written {
+        let size =
+            Record::Checkpoint(record.clone()).to_bytes().map_err(prov_manifest::StoredError::from)?.len() as u64;
+        entries.push(TreeEntry {
+            path: format!("step-{:06}.json", record.step).parse().expect("a plain name is a valid path"),
+            digest: *digest,
+            size,
+            executable: false,
+        });
+    }
+    let (model, _) = written.last().expect("the last step always writes a checkpoint");
+    // Zero-padded steps sort in step order, as tree entries must.
+    let tree = put_record(store, &Record::Tree(TreeRecord { schema: SCHEMA_VERSION, entries }))?;
+    let log = store.put_bytes(ObjectKind::Blob, &trainer.log_bytes())?;
+    let steps = trainer.log();
+    let mut out = StageOutput::default();
+    out.outputs.insert("model".into(), OutputRef { output_type: OutputType::Checkpoint, digest: *model });
+    out.outputs.insert("checkpoints".into(), OutputRef { output_type: OutputType::Tree, digest: tree });
+    out.outputs.insert("log".into(), OutputRef { output_type: OutputType::File, digest: log });
+    let tokens: u64 = steps.iter().map(|l| l.tokens).sum();
+    out.stats = BTreeMap::from([
+        ("steps".into(), json!(trainer.step())),
+        ("first_loss".into(), json!(steps[0].loss)),
+        ("final_loss".into(), json!(steps[steps.len() - 1].loss)),
+        ("tokens_trained".into(), json!(tokens)),
+        ("goldfish_dropped_fraction".into(), json!(trainer.dropped_fraction())),
+        ("parameters".into(), json!(trainer.weights().0.values().map(|(_, v)| v.len()).sum::<usize>())),
+    ]);
+    Ok(out)
+}
+
+/// The full model configuration from the stage's shape and the data's sizes.
+pub fn model_config(p: &ModelParams, vocab_size: i64, seq_len: i64) -> ModelConfig {
+    ModelConfig {
+        vocab_size,
+        hidden_size: p.hidden_size,
+        intermediate_size: p.intermediate_size,
+        num_hidden_layers: p.num_hidden_layers,
+        num_attention_heads: p.num_attention_heads,
+        num_key_value_heads: p.num_key_value_heads,
+        rope_theta: p.rope_theta,
+        rms_norm_eps: p.rms_norm_eps,
+        init_std: p.init_std,
+        max_position_embeddings: seq_len,
+    }
+}
+
+/// Writes a trainer's state as a checkpoint record's objects.
+struct CheckpointWriter<'a> {
+    store: &'a Store,
+    config: Digest,
+    tokenizer: Digest,
+    seed: u64,
+}
+
+impl CheckpointWriter<'_> {
+    /// Stores the weights, optimizer state, RNG state and log; returns the record naming them.
+    fn record(&self, trainer: &Trainer, batch_size: u64) -> Result<CheckpointRecord, StageError> {
+        let store = self.store;
+        let weights = trainer.weights();
+        let config_text = String::from_utf8(store.read(&self.config)?).expect("canonical JSON is UTF-8");
+        let weights_digest = store.put_bytes(ObjectKind::Blob, &weights.to_safetensors(&config_text))?;
+        let optimizer_digest = store.put_bytes(ObjectKind::Blob, &trainer.optimizer_state().to_safetensors("{}"))?;
+        // Nothing after initialisation draws a random number: the generator's seed is the
+        // whole RNG state a resumed run needs (and it needs none, since it loads the weights).
+        let rng = json!({ "init_seed": self.seed, "draws_after_init": 0 });
+        let rng_digest = store.put_bytes(ObjectKind::Blob, &encode_value(&rng))?;
+        let log_digest = store.put_bytes(ObjectKind::Blob, &trainer.log_bytes())?;
+        let tensors = weights
+            .0
+            .iter()
+            .map(|(name, (_, values))| (name.clone(), Digest::of(&NamedTensors::le_bytes(values))))
+            .collect();
+        let last = trainer.log().last().expect("a checkpoint follows a step");
+        Ok(CheckpointRecord {
+            schema: SCHEMA_VERSION,
+            step: trainer.step(),
+            config: self.config,
+            weights: weights_digest,
+            tensors,
+            optimizer: optimizer_digest,
+            rng: rng_digest,
+            data_position: trainer.step() * batch_size,
+            loss: Finite::new(last.loss),
+            log: Some(log_digest),
+            tokenizer: Some(self.tokenizer),
+        })
+    }
+}
