@@ -20,6 +20,7 @@ mod test_recipe_errors;
 mod test_replay;
 mod test_robots;
 mod test_toxicity;
+mod test_train;
 mod test_verify;
 
 /// Fails when a `test_*.rs` file exists in tests/ without being listed above.

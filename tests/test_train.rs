@@ -1,0 +1,166 @@
+//! Pretraining end to end on real text (the quickstart's 248 UDHR articles): the `pretrain`
+//! stage trains a small Apertus-style model with Goldfish and `AdEMAMix`, the exported Hugging
+//! Face folder loads in transformers' `ApertusForCausalLM` with the same logits as `prov eval`,
+//! a run resumed from every checkpoint replays to the uninterrupted run's bytes, and sampling
+//! repeats per seed.
+
+use std::collections::BTreeMap;
+
+use prov_store::{Access, Digest, Store};
+use serde_json::{Value, json};
+
+use crate::common::{Project, venv_python};
+
+const RECIPE: &str = "schema: 1\nname: lm\nseed: 3\nsources:\n  udhr:\n    path: data/quickstart/udhr-sample.jsonl\n    license: MIT\n\
+stages:\n  shards:\n    kind: shard\n    inputs: {docs: udhr}\n    params: {shards: 2}\n\
+\x20 tokenizer:\n    kind: tokenizer\n    inputs: {docs: shards}\n    params: {vocab_size: 512}\n\
+\x20 tokens:\n    kind: tokenize\n    inputs: {docs: shards, tokenizer: tokenizer.tokenizer}\n    params: {seq_len: 64}\n\
+\x20 pretrain:\n    kind: pretrain\n    inputs: {tokens: tokens.tokens, order: tokens.order, tokenizer: tokenizer.tokenizer}\n\
+\x20   params:\n      steps: 30\n      batch_size: 4\n      checkpoint_every: 10\n      lr: 0.003\n\
+\x20     model: {hidden_size: 64, intermediate_size: 128, num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 2}\n";
+
+fn stage<'v>(lines: &'v [Value], name: &str) -> &'v Value {
+    lines
+        .iter()
+        .find(|l| l["type"] == "stage" && l["data"]["name"] == name)
+        .unwrap_or_else(|| panic!("no stage {name}"))
+}
+
+fn open_store(p: &Project) -> Store {
+    Store::open(&p.path(".prov"), Access::Shared, true).unwrap()
+}
+
+/// The checkpoint records of the `checkpoints` tree, by entry name.
+fn checkpoints(p: &Project, tree: &str) -> BTreeMap<String, Digest> {
+    let store = open_store(p);
+    let prov_manifest::Record::Tree(t) = prov_manifest::get_record(&store, &tree.parse().unwrap()).unwrap() else {
+        panic!("not a tree")
+    };
+    t.entries.iter().map(|e| (e.path.as_str().to_owned(), e.digest)).collect()
+}
+
+/// Trains the small model once and returns the project and the run's JSON lines.
+fn trained() -> (Project, Vec<Value>) {
+    let p = Project::with_recipes();
+    p.write("recipes/lm.yaml", RECIPE);
+    let lines = p.json(&["run", "recipes/lm.yaml"]);
+    (p, lines)
+}
+
+#[test]
+fn a_small_model_trains_exports_to_transformers_and_resumes_bit_for_bit() {
+    let (p, lines) = trained();
+    let pretrain = stage(&lines, "pretrain");
+    let outputs = &pretrain["data"]["outputs"];
+    let record = &p.json(&["show", pretrain["data"]["manifest"].as_str().unwrap()])[0]["data"]["record"];
+    assert_eq!(record["determinism"], "envelope", "{record}");
+    let stats = &record["stats"];
+    assert_eq!(stats["steps"], 30, "{stats}");
+    assert!(stats["final_loss"].as_f64().unwrap() < stats["first_loss"].as_f64().unwrap() - 0.5, "{stats}");
+    // 15 of 64 labels per sample are past h - 1 = 49: about 2% of those are dropped.
+    let dropped = stats["goldfish_dropped_fraction"].as_f64().unwrap();
+    assert!(dropped > 0.0 && dropped < 0.02, "{stats}");
+
+    // A checkpoint every 10 steps, the last one the model; each names its log and tokenizer.
+    let tree = checkpoints(&p, outputs["checkpoints"].as_str().unwrap());
+    assert_eq!(tree.keys().collect::<Vec<_>>(), ["step-000010.json", "step-000020.json", "step-000030.json"]);
+    let model = outputs["model"].as_str().unwrap();
+    assert_eq!(tree["step-000030.json"].to_string(), model);
+    let shown = &p.json(&["show", model])[0]["data"]["record"];
+    assert_eq!(shown["step"], 30);
+    assert_eq!(shown["data_position"], 120);
+    assert_eq!(shown["tensors"].as_object().unwrap().len(), 3 + 12 * 2, "{shown}");
+    assert_eq!(shown["tokenizer"], stage(&lines, "tokenizer")["data"]["outputs"]["tokenizer"]);
+
+    // Replays bit for bit, and from each checkpoint (the progress file a killed run leaves)
+    // continues to the uninterrupted run's bytes.
+    p.prov(&["replay", "lockfiles/lm.lock"]).success();
+    let key: Digest = record["key"].as_str().unwrap().parse().unwrap();
+    let progress = prov_train::pretrain::progress_path(&open_store(&p), &key);
+    let digests: Vec<Digest> = tree.values().copied().collect();
+    for k in 1..digests.len() {
+        fs_err::create_dir_all(progress.parent().unwrap()).unwrap();
+        fs_err::write(&progress, serde_json::to_vec(&digests[..k]).unwrap()).unwrap();
+        let r = p.prov(&["replay", "lockfiles/lm.lock"]);
+        assert!(r.output.status.success(), "resumed after checkpoint {k}: {}", r.describe());
+        assert!(!progress.exists(), "a finished run removes its progress");
+    }
+    // The progress file is really used: a checkpoint that differs only in its recorded loss
+    // is continued from, and the replay names the `checkpoints` output as changed.
+    {
+        let store = open_store(&p);
+        let prov_manifest::Record::Checkpoint(mut c) = prov_manifest::get_record(&store, &digests[0]).unwrap() else {
+            panic!()
+        };
+        c.loss = prov_manifest::Finite::new(1.0);
+        let forged = prov_manifest::put_record(&store, &prov_manifest::Record::Checkpoint(c)).unwrap();
+        fs_err::write(&progress, serde_json::to_vec(&[forged]).unwrap()).unwrap();
+    }
+    let r = p.prov(&["replay", "lockfiles/lm.lock"]);
+    r.exit(3);
+    assert!(r.stderr().contains("output `checkpoints`"), "{}", r.describe());
+
+    // Sampling repeats per seed.
+    let sample = |seed: &str| p.prov(&["sample", model, "--prompt-ids", "[0]", "--seed", seed, "--max-tokens", "20"]);
+    let a = sample("1");
+    a.success();
+    assert_eq!(a.stdout(), sample("1").stdout());
+    let ids: Vec<i64> = serde_json::from_str(a.stdout().trim()).unwrap();
+    assert!(!ids.is_empty() && ids.iter().all(|&t| (0..512).contains(&t)), "{ids:?}");
+
+    exported_logits_equal_transformers(&p, &lines, model);
+}
+
+/// `prov export` writes a folder transformers loads as `ApertusForCausalLM`, whose float32
+/// logits on real tokens equal `prov eval --logits` within 1e-4; its tokenizer gives the
+/// token tree's ids.
+fn exported_logits_equal_transformers(p: &Project, lines: &[Value], model: &str) {
+    let out = p.path("hf");
+    p.prov(&["export", model, "--out", out.to_str().unwrap()]).success();
+    for f in ["config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"] {
+        assert!(out.join(f).is_file(), "{f} missing");
+    }
+    // The first sample of the token tree: BOS, then the first document's tokens.
+    let store = open_store(p);
+    let tokens: Digest = stage(lines, "tokens")["data"]["outputs"]["tokens"].as_str().unwrap().parse().unwrap();
+    let data = prov_dataset::tokens::TokenData::open(&store, &tokens).unwrap();
+    let ids: Vec<i64> = data.sample(0).unwrap().into_iter().map(i64::from).collect();
+    drop(store);
+    p.write("ids.jsonl", &format!("{}\n", serde_json::to_string(&ids).unwrap()));
+    let eval = p.json(&["eval", model, "--ids", p.path("ids.jsonl").to_str().unwrap(), "--logits"]);
+    let seq = &eval[0]["data"]["sequences"][0];
+    assert_eq!(seq["tokens"], 64);
+    let ours = &seq["logits"];
+
+    let Some(python) = venv_python() else { return };
+    let script = r"
+import json, sys, torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+torch.set_num_threads(1)
+folder, ids = sys.argv[1], json.loads(sys.argv[2])
+model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+tok = AutoTokenizer.from_pretrained(folder)
+with torch.no_grad():
+    logits = model(torch.tensor([ids[:-1]])).logits[0]
+print(json.dumps({'class': type(model).__name__, 'logits': logits.tolist(),
+                  'bos': tok.bos_token_id, 'eos': tok.eos_token_id}))
+";
+    let out_py = std::process::Command::new(python)
+        .args(["-c", script, out.to_str().unwrap(), &serde_json::to_string(&ids).unwrap()])
+        .output()
+        .unwrap();
+    assert!(out_py.status.success(), "{}", String::from_utf8_lossy(&out_py.stderr));
+    let theirs: Value = serde_json::from_slice(&out_py.stdout).unwrap();
+    assert_eq!(theirs["class"], "ApertusForCausalLM");
+    assert_eq!((theirs["bos"].clone(), theirs["eos"].clone()), (json!(0), json!(1)));
+    let (a, b) = (ours.as_array().unwrap(), theirs["logits"].as_array().unwrap());
+    assert_eq!(a.len(), b.len());
+    let mut largest = 0.0f64;
+    for (ra, rb) in a.iter().zip(b) {
+        for (x, y) in ra.as_array().unwrap().iter().zip(rb.as_array().unwrap()) {
+            largest = largest.max((x.as_f64().unwrap() - y.as_f64().unwrap()).abs());
+        }
+    }
+    eprintln!("largest |logit difference| prov eval vs transformers: {largest:e}");
+    assert!(largest <= 1e-4, "largest logit difference {largest}");
+}
