@@ -131,7 +131,10 @@ pub fn deterministic_algorithms() -> bool {
 /// to compute: the thread count changes reductions' order, so it is part of the envelope.
 pub fn pin_threads(threads: usize) {
     tch::set_num_threads(i32::try_from(threads.max(1)).unwrap_or(i32::MAX));
-    tch::set_num_interop_threads(1);
+    // libtorch accepts the inter-op count once per process (a second call is an error), and
+    // it is always 1 here: set it on the first stage and never again.
+    static INTEROP: std::sync::Once = std::sync::Once::new();
+    INTEROP.call_once(|| tch::set_num_interop_threads(1));
 }
 
 /// A float32 tensor's values in row-major order.
@@ -304,6 +307,15 @@ mod tests {
         let back = named.tensor("w", tch::Device::Cpu).unwrap();
         assert_eq!(back.size(), [3, 1]);
         assert_eq!(f32_values(&back), [1.5, -2.0, 3.25]);
+    }
+
+    #[test]
+    fn threads_can_be_pinned_by_stage_after_stage() {
+        pin_threads(1);
+        let _ = Tensor::from_slice(&[1.0f32]).sum(Kind::Float);
+        pin_threads(2);
+        pin_threads(1);
+        assert_eq!(tch::get_num_threads(), 1);
     }
 
     #[test]
