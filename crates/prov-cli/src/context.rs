@@ -121,5 +121,7 @@ pub(crate) fn registry() -> Registry {
     let mut r = Registry::with_builtins();
     prov_prep::register(&mut r);
     r.register(std::sync::Arc::new(prov_toxicity::ToxicityTrainStage));
+    prov_tokenizer::register(&mut r);
+    r.register(std::sync::Arc::new(prov_train::pretrain::PretrainStage));
     r
 }

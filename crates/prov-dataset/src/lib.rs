@@ -97,6 +97,14 @@ pub enum DatasetError {
     /// Token data is malformed or asked for something it does not hold.
     #[error("token data: {0}")]
     Tokens(String),
+    /// A sample index past the end of the token data.
+    #[error("token data: sample {index} is out of range: the data has {samples} samples")]
+    SampleOutOfRange {
+        /// The index asked for.
+        index: u64,
+        /// How many samples there are.
+        samples: u64,
+    },
     /// A stored shard does not have the document schema.
     #[error("shard `{digest}` does not have the document schema: {message}")]
     Schema {

@@ -24,7 +24,7 @@
 //! permutation of `0..samples` drawn by [`permutation`].
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use prov_manifest::{Record, SCHEMA_VERSION, TreeEntry, TreeRecord, encode_value, get_record, put_record};
 use prov_store::{Digest, ObjectKind, Store};
@@ -155,7 +155,7 @@ impl<'a> TokenWriter<'a> {
 
     /// Writes the shard of the buffer's first `len` tokens plus the boundary token.
     fn flush(&mut self, len: usize) -> Result<(), DatasetError> {
-        let name = format!("shard-{:05}.bin", self.shards.len());
+        let name = shard_name(self.shards.len() as u64);
         self.shards.push(entry(self.store, &name, &le_bytes(&self.buffer[..=len]))?);
         self.buffer.drain(..len);
         self.buffer_start += len as u64;
@@ -194,11 +194,18 @@ impl<'a> TokenWriter<'a> {
 }
 
 /// Token data read back from the store, shards loaded (verified) as samples need them.
+///
+/// [`TokenData::open`] reads `meta.json` and checks that the tree holds every shard the meta
+/// implies. A shard is read and verified on first use and then kept in memory (4 bytes per
+/// token), so a training run reads each shard once; `documents.jsonl` is read on the first
+/// [`TokenData::sample_documents`] and kept too.
 pub struct TokenData<'a> {
     store: &'a Store,
+    digest: Digest,
     meta: TokenMeta,
     files: BTreeMap<String, Digest>,
     shards: Mutex<BTreeMap<u64, Arc<Vec<u32>>>>,
+    spans: OnceLock<Vec<DocumentSpan>>,
 }
 
 impl<'a> TokenData<'a> {
@@ -213,10 +220,35 @@ impl<'a> TokenData<'a> {
             files.get("meta.json").ok_or_else(|| token_error(format!("token tree {digest} has no meta.json")))?;
         let meta: TokenMeta = serde_json::from_slice(&store.read(meta_digest)?)
             .map_err(|e| token_error(format!("meta.json of {digest}: {e}")))?;
+        let bad = |message: String| token_error(format!("meta.json of {digest}: {message}"));
         if meta.seq_len == 0 || meta.samples_per_shard == 0 {
-            return Err(token_error(format!("meta.json of {digest}: seq_len and samples_per_shard must be positive")));
+            return Err(bad("seq_len and samples_per_shard must be positive".into()));
         }
-        Ok(Self { store, meta, files, shards: Mutex::new(BTreeMap::new()) })
+        // Every sample's stream range must fit in u64 and usize (so do offsets within a shard).
+        let covered = meta
+            .samples
+            .checked_mul(meta.seq_len)
+            .and_then(|t| t.checked_add(1))
+            .filter(|&t| t <= meta.tokens.max(1))
+            .ok_or_else(|| {
+                bad(format!(
+                    "{} samples of {} + 1 tokens do not fit in {} tokens",
+                    meta.samples, meta.seq_len, meta.tokens
+                ))
+            })?;
+        if usize::try_from(covered).is_err() {
+            return Err(bad("the samples are too large for this machine".into()));
+        }
+        for k in 0..meta.samples.div_ceil(meta.samples_per_shard) {
+            let name = shard_name(k);
+            if !files.contains_key(&name) {
+                return Err(token_error(format!("token tree {digest} has no {name}")));
+            }
+        }
+        if !files.contains_key("documents.jsonl") {
+            return Err(token_error(format!("token tree {digest} has no documents.jsonl")));
+        }
+        Ok(Self { store, digest: *digest, meta, files, shards: Mutex::new(BTreeMap::new()), spans: OnceLock::new() })
     }
 
     /// The meta.
@@ -228,7 +260,7 @@ impl<'a> TokenData<'a> {
         if let Some(s) = self.shards.lock().expect("the shard cache is never poisoned").get(&k) {
             return Ok(Arc::clone(s));
         }
-        let name = format!("shard-{k:05}.bin");
+        let name = shard_name(k);
         let digest = self.files.get(&name).ok_or_else(|| token_error(format!("the token tree has no {name}")))?;
         let bytes = self.store.read(digest)?;
         if bytes.len() % 4 != 0 {
@@ -240,45 +272,91 @@ impl<'a> TokenData<'a> {
         Ok(tokens)
     }
 
-    /// The `seq_len + 1` token ids of sample `index`.
-    pub fn sample(&self, index: u64) -> Result<Vec<u32>, DatasetError> {
-        let m = &self.meta;
-        if index >= m.samples {
-            return Err(token_error(format!("sample {index} is out of range: the data has {} samples", m.samples)));
+    fn check_index(&self, index: u64) -> Result<(), DatasetError> {
+        if index < self.meta.samples {
+            Ok(())
+        } else {
+            Err(DatasetError::SampleOutOfRange { index, samples: self.meta.samples })
         }
-        let shard = self.shard(index / m.samples_per_shard)?;
-        let start = ((index % m.samples_per_shard) * m.seq_len) as usize;
-        let end = start + m.seq_len as usize + 1;
-        shard.get(start..end).map(<[u32]>::to_vec).ok_or_else(|| {
-            token_error(format!("shard of sample {index} holds {} tokens, the sample needs {end}", shard.len()))
-        })
     }
 
-    /// The documents sample `index` covers, in stream order: id and the token range of the
-    /// document it covers, relative to the document's first token.
-    pub fn sample_documents(&self, index: u64) -> Result<Vec<(String, u64, u64)>, DatasetError> {
+    /// The `seq_len + 1` token ids of sample `index`: the packed stream's tokens
+    /// `[index·seq_len, index·seq_len + seq_len + 1)`.
+    pub fn sample(&self, index: u64) -> Result<Vec<u32>, DatasetError> {
+        self.check_index(index)?;
         let m = &self.meta;
-        if index >= m.samples {
-            return Err(token_error(format!("sample {index} is out of range: the data has {} samples", m.samples)));
+        let shard = self.shard(index / m.samples_per_shard)?;
+        // No overflow: below samples·seq_len + 1, which open checked fits in usize.
+        let start = ((index % m.samples_per_shard) * m.seq_len) as usize;
+        let end = start + m.seq_len as usize + 1;
+        let sample = shard.get(start..end).ok_or_else(|| {
+            token_error(format!("the shard of sample {index} holds {} tokens, the sample needs {end}", shard.len()))
+        })?;
+        if let Some(t) = sample.iter().find(|&&t| t >= m.vocab_size) {
+            return Err(token_error(format!(
+                "sample {index} holds token {t}, outside the vocabulary of {}",
+                m.vocab_size
+            )));
         }
-        let (lo, hi) = (index * m.seq_len, index * m.seq_len + m.seq_len + 1);
-        let digest =
-            self.files.get("documents.jsonl").ok_or_else(|| token_error("the token tree has no documents.jsonl"))?;
-        let mut out = Vec::new();
+        Ok(sample.to_vec())
+    }
+
+    /// Every document's span, read and checked once.
+    fn spans(&self) -> Result<&[DocumentSpan], DatasetError> {
+        if let Some(spans) = self.spans.get() {
+            return Ok(spans);
+        }
+        let digest = self.files.get("documents.jsonl").expect("open checked that documents.jsonl is there");
+        let mut spans = Vec::new();
+        let mut next = 0u64;
         for (i, line) in self.store.read(digest)?.split(|&b| b == b'\n').filter(|l| !l.is_empty()).enumerate() {
             let span: DocumentSpan = serde_json::from_slice(line)
-                .map_err(|e| token_error(format!("documents.jsonl line {}: {e}", i + 1)))?;
-            let (start, end) = (span.start, span.start + span.tokens);
-            if end <= lo {
-                continue;
+                .map_err(|e| token_error(format!("documents.jsonl of {} line {}: {e}", self.digest, i + 1)))?;
+            if span.start != next {
+                return Err(token_error(format!(
+                    "documents.jsonl of {} line {}: document `{}` starts at {}, the previous one ends at {next}",
+                    self.digest,
+                    i + 1,
+                    span.id,
+                    span.start
+                )));
             }
-            if start >= hi {
-                break;
-            }
-            out.push((span.id, lo.max(start) - start, hi.min(end) - start));
+            next = span.start.checked_add(span.tokens).ok_or_else(|| token_error("a document span overflows"))?;
+            spans.push(span);
         }
-        Ok(out)
+        if (spans.len() as u64, next) != (self.meta.documents, self.meta.tokens) {
+            return Err(token_error(format!(
+                "documents.jsonl of {} lists {} documents of {next} tokens, meta.json says {} of {}",
+                self.digest,
+                spans.len(),
+                self.meta.documents,
+                self.meta.tokens
+            )));
+        }
+        // Another thread may have loaded them meanwhile: both read the same verified bytes.
+        let _ = self.spans.set(spans);
+        Ok(self.spans.get().expect("just set"))
     }
+
+    /// The documents sample `index` covers, in stream order: each document's id and the
+    /// range `[from, to)` of its tokens (0 is its BOS) that lie in the sample.
+    pub fn sample_documents(&self, index: u64) -> Result<Vec<(String, u64, u64)>, DatasetError> {
+        self.check_index(index)?;
+        let m = &self.meta;
+        let (lo, hi) = (index * m.seq_len, index * m.seq_len + m.seq_len + 1);
+        let spans = self.spans()?;
+        let first = spans.partition_point(|s| s.start + s.tokens <= lo);
+        Ok(spans[first..]
+            .iter()
+            .take_while(|s| s.start < hi)
+            .map(|s| (s.id.clone(), lo.max(s.start) - s.start, hi.min(s.start + s.tokens) - s.start))
+            .collect())
+    }
+}
+
+/// The name of shard `k`: `shard-NNNNN.bin`, `k` zero-padded to five digits.
+fn shard_name(k: u64) -> String {
+    format!("shard-{k:05}.bin")
 }
 
 /// A permutation of `0..n` by Fisher–Yates (for `i` from `n-1` down to 1, swap `i` with
@@ -326,6 +404,7 @@ pub fn read_order(store: &Store, digest: &Digest) -> Result<Vec<u64>, DatasetErr
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::Value;
 
     fn store() -> (tempfile::TempDir, Store) {
         let dir = tempfile::tempdir().unwrap();
@@ -401,6 +480,97 @@ mod tests {
         // Pinned (computed independently in Python from the documented algorithm): it must
         // never change under a recorded run.
         assert_eq!(data_order(5, 1, 0), vec![2, 3, 1, 4, 0]);
+        // The generator carries over from one epoch to the next (also in the book).
+        assert_eq!(data_order(5, 2, 0), vec![2, 3, 1, 4, 0, 1, 0, 3, 4, 2]);
+        assert_eq!(data_order(10, 1, 42), vec![0, 9, 5, 8, 6, 4, 7, 2, 1, 3]);
+        assert!(data_order(0, 3, 1).is_empty());
+        assert_eq!(data_order(1, 2, 1), vec![0, 0]);
+    }
+
+    /// Documents of uneven lengths over several shards: every sample is its stream slice and
+    /// names exactly the documents whose spans meet it, also across shard boundaries.
+    #[test]
+    fn samples_and_their_documents_match_the_stream_everywhere() {
+        let (_d, store) = store();
+        let (seq_len, per_shard) = (5u64, 3u64);
+        let mut w = TokenWriter::new(&store, seq_len, per_shard, 1000, special()).unwrap();
+        let (mut stream, mut spans) = (Vec::<u32>::new(), Vec::new());
+        for d in 0..40u32 {
+            let len = [2, 3, 9, 1, 14, 6, 5][d as usize % 7];
+            let doc: Vec<u32> = (0..len).map(|t| (d * 17 + t) % 1000).collect();
+            spans.push((format!("d{d}"), stream.len() as u64, u64::from(len)));
+            stream.extend(&doc);
+            w.push(&format!("d{d}"), &doc).unwrap();
+        }
+        let (digest, meta) = w.finish().unwrap();
+        assert_eq!(meta.samples, (stream.len() as u64 - 1) / seq_len);
+        let data = TokenData::open(&store, &digest).unwrap();
+        for i in 0..meta.samples {
+            let (lo, hi) = (i * seq_len, i * seq_len + seq_len + 1);
+            assert_eq!(data.sample(i).unwrap(), stream[lo as usize..hi as usize], "sample {i}");
+            let want: Vec<(String, u64, u64)> = spans
+                .iter()
+                .filter(|(_, s, n)| s + n > lo && *s < hi)
+                .map(|(id, s, n)| (id.clone(), lo.max(*s) - s, hi.min(s + n) - s))
+                .collect();
+            assert_eq!(data.sample_documents(i).unwrap(), want, "sample {i}");
+        }
+        let past = meta.samples;
+        for e in [data.sample(past).unwrap_err(), data.sample_documents(u64::MAX).unwrap_err()] {
+            assert!(matches!(e, DatasetError::SampleOutOfRange { samples, .. } if samples == past), "{e}");
+        }
+    }
+
+    /// A tree written by hand, so that its meta can lie.
+    fn tree(store: &Store, meta: &Value, files: &[(&str, &[u8])]) -> Digest {
+        let mut entries: Vec<TreeEntry> = files.iter().map(|(n, b)| entry(store, n, b).unwrap()).collect();
+        entries.push(entry(store, "meta.json", &encode_value(meta)).unwrap());
+        entries.sort_by(|a, b| a.path.as_str().cmp(b.path.as_str()));
+        put_record(store, &Record::Tree(TreeRecord { schema: SCHEMA_VERSION, entries })).unwrap()
+    }
+
+    #[test]
+    fn malformed_trees_are_errors_not_panics() {
+        let (_d, store) = store();
+        let meta = |samples: u64, seq_len: u64, tokens: u64| {
+            serde_json::json!({"documents": 1, "samples": samples, "samples_per_shard": 2, "seq_len": seq_len,
+                "special": {"bos": 0, "eos": 1, "pad": 2}, "tokens": tokens, "vocab_size": 10})
+        };
+        let docs = br#"{"id":"a","start":0,"tokens":9}"#.as_slice();
+        let shard = le_bytes(&[0, 3, 4, 5, 6, 7, 8, 9, 1]);
+        let err = |d: Digest| TokenData::open(&store, &d).err().map(|e| e.to_string()).unwrap_or_default();
+        // Samples that overflow u64, or need more tokens than the stream has.
+        let d = tree(
+            &store,
+            &meta(u64::MAX, u64::MAX, 9),
+            &[("documents.jsonl", docs), ("shard-00000.bin", shard.as_slice())],
+        );
+        assert!(err(d).contains("do not fit"), "{}", err(d));
+        let d = tree(&store, &meta(3, 4, 9), &[("documents.jsonl", docs), ("shard-00000.bin", shard.as_slice())]);
+        assert!(err(d).contains("do not fit"), "{}", err(d));
+        // A shard the meta implies is missing.
+        let d = tree(&store, &meta(2, 4, 9), &[("documents.jsonl", docs)]);
+        assert!(err(d).contains("no shard-00000.bin"), "{}", err(d));
+        // A shard shorter than its samples, a token outside the vocabulary.
+        let d = tree(&store, &meta(2, 4, 9), &[("documents.jsonl", docs), ("shard-00000.bin", &shard[..20])]);
+        let data = TokenData::open(&store, &d).unwrap();
+        assert!(data.sample(1).unwrap_err().to_string().contains("holds 5 tokens"));
+        let bad = le_bytes(&[0, 3, 4, 5, 60, 7, 8, 9, 1]);
+        let d = tree(&store, &meta(2, 4, 9), &[("documents.jsonl", docs), ("shard-00000.bin", bad.as_slice())]);
+        let data = TokenData::open(&store, &d).unwrap();
+        assert!(data.sample(1).unwrap_err().to_string().contains("token 60, outside the vocabulary of 10"));
+        // Spans that do not follow each other, or disagree with the meta.
+        let gap = b"{\"id\":\"a\",\"start\":0,\"tokens\":4}\n{\"id\":\"b\",\"start\":5,\"tokens\":4}\n".as_slice();
+        let d = tree(&store, &meta(2, 4, 9), &[("documents.jsonl", gap), ("shard-00000.bin", shard.as_slice())]);
+        let e = TokenData::open(&store, &d).unwrap().sample_documents(0).unwrap_err().to_string();
+        assert!(e.contains("document `b` starts at 5, the previous one ends at 4"), "{e}");
+        let short = br#"{"id":"a","start":0,"tokens":8}"#.as_slice();
+        let d = tree(&store, &meta(2, 4, 9), &[("documents.jsonl", short), ("shard-00000.bin", shard.as_slice())]);
+        let e = TokenData::open(&store, &d).unwrap().sample_documents(0).unwrap_err().to_string();
+        assert!(e.contains("lists 1 documents of 8 tokens, meta.json says 1 of 9"), "{e}");
+        // Not a tree at all.
+        let blob = store.put_bytes(ObjectKind::Blob, b"{}").unwrap();
+        assert!(TokenData::open(&store, &blob).is_err());
     }
 
     #[test]

@@ -130,10 +130,10 @@ pub fn deterministic_algorithms() -> bool {
 /// Sets libtorch's intra-op threads to `threads` and inter-op threads to 1, for a stage about
 /// to compute: the thread count changes reductions' order, so it is part of the envelope.
 pub fn pin_threads(threads: usize) {
-    tch::set_num_threads(i32::try_from(threads.max(1)).unwrap_or(i32::MAX));
     // libtorch accepts the inter-op count once per process (a second call is an error), and
     // it is always 1 here: set it on the first stage and never again.
     static INTEROP: std::sync::Once = std::sync::Once::new();
+    tch::set_num_threads(i32::try_from(threads.max(1)).unwrap_or(i32::MAX));
     INTEROP.call_once(|| tch::set_num_interop_threads(1));
 }
 
