@@ -431,6 +431,16 @@ impl Envelope {
         cmp("mkl_cbwr", opt(&self.mkl_cbwr), opt(&other.mkl_cbwr));
         out
     }
+
+    /// The fields that decide what libtorch computes, and differ: the architecture, the
+    /// device, the libtorch version, the `ATen` CPU capability and the MKL code path. (Training
+    /// stages pin their own thread count in their config, which is in the stage key.) Two
+    /// machines equal on these fields compute the same bytes; the other fields (CPU model,
+    /// kernel, core count) describe the machine, not the computation.
+    pub fn result_differences(&self, other: &Self) -> Vec<(&'static str, String, String)> {
+        const RESULT_FIELDS: [&str; 5] = ["arch", "device", "libtorch", "aten_cpu_capability", "mkl_cbwr"];
+        self.differences(other).into_iter().filter(|(f, _, _)| RESULT_FIELDS.contains(f)).collect()
+    }
 }
 
 /// What an output is, so that readers know how to follow its digest.

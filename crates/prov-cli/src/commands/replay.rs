@@ -28,12 +28,57 @@ pub(crate) struct ReplayArgs {
     /// Stop after this stage
     #[arg(long, value_name = "STAGE")]
     until: Option<String>,
+    /// Replay against committed manifests (a `manifests/<recipe>/` folder written by
+    /// `prov run --commit`) instead of a run recorded in this store: each `<hex>.json` must
+    /// hash to its name, `RUN` names the run. Envelopes are compared on the fields that
+    /// decide results (arch, device, libtorch, ATen capability, MKL path), so a run recorded
+    /// on one machine can be reproduced on another.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["from", "until"])]
+    against: Option<std::path::PathBuf>,
+}
+
+/// Imports committed manifests into the store, each checked against the digest its file is
+/// named by; returns the run manifest `RUN` names.
+fn import_manifests(store: &prov_store::Store, dir: &std::path::Path) -> Result<prov_store::Digest, CommandError> {
+    let run_file = dir.join("RUN");
+    let run: prov_store::Digest = fs_err::read_to_string(&run_file)?.trim().parse().map_err(|e| {
+        CommandError::input(format!("{}: not a digest: {e}", run_file.display()))
+            .with_hint("give the folder `prov run --commit` wrote: manifests/<recipe>/")
+    })?;
+    let mut names: Vec<std::path::PathBuf> = fs_err::read_dir(dir)?.filter_map(Result::ok).map(|e| e.path()).collect();
+    names.sort();
+    for path in names.iter().filter(|p| p.extension().is_some_and(|e| e == "json")) {
+        let bytes = fs_err::read(path)?;
+        let actual = prov_store::Digest::of(&bytes);
+        let named = path.file_stem().and_then(|s| s.to_str()).unwrap_or_default();
+        if actual.to_hex() != named {
+            return Err(CommandError::integrity(format!(
+                "{}: its bytes hash to {actual}, not to its name",
+                path.display()
+            )));
+        }
+        let record = prov_manifest::Record::from_bytes(&bytes)
+            .map_err(|e| CommandError::integrity(format!("{}: {e}", path.display())))?;
+        prov_manifest::put_record(store, &record)?;
+    }
+    if !store.contains(&run) {
+        return Err(CommandError::input(format!(
+            "{}: names {run}, which is not among the manifests",
+            run_file.display()
+        )));
+    }
+    Ok(run)
 }
 
 pub(crate) fn cmd_replay(ui: &mut Ui, cx: &CommandContext, args: &ReplayArgs) -> Result<(), CommandError> {
     let (store, root) = cx.open_store(Access::Shared, true)?;
     let loaded = load_lockfile(&store, &args.run)?;
-    let range = ReplayRange { from: args.from.clone(), until: args.until.clone() };
+    if let Some(dir) = &args.against {
+        let run = import_manifests(&store, dir)?;
+        ui.status(format!("imported the manifests of run {run} from {}", dir.display()));
+    }
+    let range =
+        ReplayRange { from: args.from.clone(), until: args.until.clone(), across_machines: args.against.is_some() };
     let result = with_exec_options(ui, cx, &root, &loaded.display, |opts| {
         prov_exec::replay(&store, &loaded.lockfile, &loaded.bytes, &range, opts)
     });
