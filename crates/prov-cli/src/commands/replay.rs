@@ -31,7 +31,7 @@ pub(crate) struct ReplayArgs {
     /// Replay against committed manifests (a `manifests/<recipe>/` folder written by
     /// `prov run --commit`) instead of a run recorded in this store: each `<hex>.json` must
     /// hash to its name, `RUN` names the run. Envelopes are compared on the fields that
-    /// decide results (arch, device, libtorch, ATen capability, MKL path), so a run recorded
+    /// decide results (arch, device, libtorch, `ATen` capability, MKL path), so a run recorded
     /// on one machine can be reproduced on another.
     #[arg(long, value_name = "DIR", conflicts_with_all = ["from", "until"])]
     against: Option<std::path::PathBuf>,
@@ -50,8 +50,8 @@ fn import_manifests(store: &prov_store::Store, dir: &std::path::Path) -> Result<
     for path in names.iter().filter(|p| p.extension().is_some_and(|e| e == "json")) {
         let bytes = fs_err::read(path)?;
         let actual = prov_store::Digest::of(&bytes);
-        let named = path.file_stem().and_then(|s| s.to_str()).unwrap_or_default();
-        if actual.to_hex() != named {
+        let file_name = path.file_stem().and_then(|s| s.to_str()).unwrap_or_default();
+        if actual.to_hex() != file_name {
             return Err(CommandError::integrity(format!(
                 "{}: its bytes hash to {actual}, not to its name",
                 path.display()
