@@ -2,7 +2,9 @@
 //! npm, `PyPI` and Debian, pinned by version and hash): it runs, every document gets a ledger
 //! row, the Debian documents' real e-mail addresses are redacted, each `HateCheck` language's
 //! most toxic 5% removed, the copyleft licenses removed with a verdict record per declared
-//! license, and it replays bit for bit, from the committed lockfile.
+//! license, a tokenizer and a small model trained on what is left, and all of it reproduces,
+//! in an empty store, every output of the committed run (`manifests/mini-apertus/`), bit for
+//! bit: the proof that the run reproduces on another machine.
 
 use serde_json::Value;
 
@@ -32,7 +34,32 @@ fn mini_apertus_runs_and_replays_bit_for_bit() {
     }
     let p = Project::new();
     copy_dir(&repo_root().join("recipes"), &p.path("recipes"));
-    let lines = p.json(&["run", "recipes/mini-apertus.yaml"]);
+    copy_dir(&repo_root().join("manifests/mini-apertus"), &p.path("manifests/mini-apertus"));
+    fs_err::create_dir_all(p.path("lockfiles")).unwrap();
+    fs_err::copy(repo_root().join("lockfiles/mini-apertus.lock"), p.path("lockfiles/mini-apertus.lock")).unwrap();
+    // The committed lockfile is what the recipe locks to today.
+    let committed = fs_err::read_to_string(p.path("lockfiles/mini-apertus.lock")).unwrap();
+    p.prov(&["lock", "recipes/mini-apertus.yaml"]).success();
+    let locked = fs_err::read_to_string(p.path("lockfiles/mini-apertus.lock")).unwrap();
+    assert_eq!(locked, committed, "the committed lockfile is stale: run `prov run recipes/mini-apertus.yaml --commit`");
+    // A tampered manifest is refused before anything runs.
+    let tampered = p.path("tampered");
+    copy_dir(&p.path("manifests/mini-apertus"), &tampered);
+    let victim = fs_err::read_dir(&tampered)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|f| f.extension().is_some_and(|e| e == "json"))
+        .unwrap();
+    let text = fs_err::read_to_string(&victim).unwrap().replacen("\"schema\":1", "\"schema\":2", 1);
+    fs_err::write(&victim, text).unwrap();
+    let r = p.prov(&["replay", "lockfiles/mini-apertus.lock", "--against", "tampered"]);
+    r.exit(2);
+    assert!(r.stderr().contains("hash to"), "{}", r.describe());
+    // Every stage re-executed in an empty store gives exactly the committed outputs.
+    let lines = p.json(&["replay", "lockfiles/mini-apertus.lock", "--against", "manifests/mini-apertus"]);
+    let run = lines.iter().find(|l| l["type"] == "run").expect("a run summary");
+    assert_eq!(run["data"]["diverged"], false, "{run}");
+    assert_eq!(lines.iter().filter(|l| l["type"] == "stage" && l["data"]["status"] == "replayed").count(), 16);
 
     let shards = record(&p, &stage(&lines, "shards")["data"]["manifest"]);
     assert_eq!(shards["stats"]["documents"], UDHR_DOCUMENTS + DEBIAN_DOCUMENTS, "{}", shards["stats"]);
@@ -112,13 +139,35 @@ fn mini_apertus_runs_and_replays_bit_for_bit() {
     // The ten held-out evaluation articles are found in the training data and removed.
     let by_rule = record(&p, &stage(&lines, "decontaminate")["data"]["manifest"])["stats"]["by_rule"].clone();
     assert!(by_rule["decontaminate:contaminated"]["documents"].as_u64().unwrap() >= 10, "{by_rule}");
-    let committed = fs_err::read_to_string(repo_root().join("lockfiles/mini-apertus.lock")).unwrap();
-    let locked = fs_err::read_to_string(p.path("lockfiles/mini-apertus.lock")).unwrap();
-    assert_eq!(locked, committed, "the committed lockfile is stale: run `prov lock recipes/mini-apertus.yaml`");
-    p.prov(&["replay", "lockfiles/mini-apertus.lock"]).success();
+
+    training_learned(&p, &lines);
     p.prov(&["gc"]).success();
     p.prov(&["verify"]).success();
     p.prov(&["show", licenses["GPL-3+"]["verdict"].as_str().unwrap()]).success();
+}
+
+/// The tokenizer, the packed samples and the pretraining run of the main job.
+fn training_learned(p: &Project, lines: &[Value]) {
+    let tokenizer = record(p, &stage(lines, "tokenizer")["data"]["manifest"])["stats"].clone();
+    assert_eq!(tokenizer["vocab_size"], 4096, "{tokenizer}");
+    let decontaminated = record(p, &stage(lines, "decontaminate")["data"]["manifest"])["stats"]["by_rule"]
+        ["decontaminate:clean"]["documents"]
+        .clone();
+    assert_eq!(tokenizer["documents"], decontaminated, "trained on the prepared corpus: {tokenizer}");
+    let tokens = record(p, &stage(lines, "tokens")["data"]["manifest"])["stats"].clone();
+    assert!(tokens["samples"].as_u64().unwrap() >= 300 * 8, "enough samples for 300 steps of 8: {tokens}");
+    let pretrain = record(p, &stage(lines, "pretrain")["data"]["manifest"]);
+    assert_eq!(pretrain["determinism"], "envelope");
+    let stats = &pretrain["stats"];
+    assert_eq!(stats["steps"], 300, "{stats}");
+    // From ln(4096) = 8.32 at the start; the model learns the corpus's statistics.
+    assert!(stats["first_loss"].as_f64().unwrap() > 8.0, "{stats}");
+    assert!(stats["final_loss"].as_f64().unwrap() < 7.0, "{stats}");
+    let dropped = stats["goldfish_dropped_fraction"].as_f64().unwrap();
+    assert!(dropped > 0.002 && dropped < 0.02, "{stats}");
+    let checkpoints = p.json(&["show", stage(lines, "pretrain")["data"]["outputs"]["checkpoints"].as_str().unwrap()]);
+    let entries = checkpoints[0]["data"]["record"]["entries"].as_array().unwrap().len();
+    assert_eq!(entries, 3, "a checkpoint every 100 steps");
 }
 
 /// With the project's Python: every row of the license ledger is `license:denied` exactly when
