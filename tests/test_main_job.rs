@@ -42,19 +42,7 @@ fn mini_apertus_runs_and_replays_bit_for_bit() {
     p.prov(&["lock", "recipes/mini-apertus.yaml"]).success();
     let locked = fs_err::read_to_string(p.path("lockfiles/mini-apertus.lock")).unwrap();
     assert_eq!(locked, committed, "the committed lockfile is stale: run `prov run recipes/mini-apertus.yaml --commit`");
-    // A tampered manifest is refused before anything runs.
-    let tampered = p.path("tampered");
-    copy_dir(&p.path("manifests/mini-apertus"), &tampered);
-    let victim = fs_err::read_dir(&tampered)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|f| f.extension().is_some_and(|e| e == "json"))
-        .unwrap();
-    let text = fs_err::read_to_string(&victim).unwrap().replacen("\"schema\":1", "\"schema\":2", 1);
-    fs_err::write(&victim, text).unwrap();
-    let r = p.prov(&["replay", "lockfiles/mini-apertus.lock", "--against", "tampered"]);
-    r.exit(2);
-    assert!(r.stderr().contains("hash to"), "{}", r.describe());
+    tampered_manifests_are_refused(&p);
     // Every stage re-executed in an empty store gives exactly the committed outputs.
     let lines = p.json(&["replay", "lockfiles/mini-apertus.lock", "--against", "manifests/mini-apertus"]);
     let run = lines.iter().find(|l| l["type"] == "run").expect("a run summary");
@@ -144,6 +132,22 @@ fn mini_apertus_runs_and_replays_bit_for_bit() {
     p.prov(&["gc"]).success();
     p.prov(&["verify"]).success();
     p.prov(&["show", licenses["GPL-3+"]["verdict"].as_str().unwrap()]).success();
+}
+
+/// A tampered manifest is refused (exit 2) before anything runs.
+fn tampered_manifests_are_refused(p: &Project) {
+    let tampered = p.path("tampered");
+    copy_dir(&p.path("manifests/mini-apertus"), &tampered);
+    let victim = fs_err::read_dir(&tampered)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|f| f.extension().is_some_and(|e| e == "json"))
+        .unwrap();
+    let text = fs_err::read_to_string(&victim).unwrap().replacen("\"schema\":1", "\"schema\":2", 1);
+    fs_err::write(&victim, text).unwrap();
+    let r = p.prov(&["replay", "lockfiles/mini-apertus.lock", "--against", "tampered"]);
+    r.exit(2);
+    assert!(r.stderr().contains("hash to"), "{}", r.describe());
 }
 
 /// The tokenizer, the packed samples and the pretraining run of the main job.
