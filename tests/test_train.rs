@@ -164,3 +164,46 @@ print(json.dumps({'class': type(model).__name__, 'logits': logits.tolist(),
     eprintln!("largest |logit difference| prov eval vs transformers: {largest:e}");
     assert!(largest <= 1e-4, "largest logit difference {largest}");
 }
+
+#[test]
+fn a_replay_in_another_envelope_or_from_a_damaged_store_names_the_step_and_tensor() {
+    let (p, lines) = trained();
+    // The recording used the portable default (avx2). Under the `default` kernels the replay
+    // is refused by default, and with --ignore-envelope it runs and says where it diverged.
+    let refused = p.command(&["replay", "lockfiles/lm.lock"]).env("ATEN_CPU_CAPABILITY", "default").output().unwrap();
+    assert_eq!(refused.status.code(), Some(3));
+    let r = p
+        .command(&["replay", "lockfiles/lm.lock", "--ignore-envelope"])
+        .env("ATEN_CPU_CAPABILITY", "default")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains("replay diverged at stage `pretrain`, output `checkpoints`"), "{stderr}");
+    assert!(stderr.contains("first divergent checkpoint: step-000010.json (step 10)"), "{stderr}");
+    assert!(stderr.contains("first divergent step: "), "{stderr}");
+    assert!(stderr.contains("first divergent tensor: "), "{stderr}");
+    assert!(stderr.contains("envelope ignored: aten_cpu_capability recorded `avx2`, now `default`"), "{stderr}");
+    eprintln!("{stderr}");
+
+    // A damaged checkpoint in the store: replay checks the recording before re-executing
+    // (which would rewrite the object) and names the damaged object and tensor (exit 2).
+    // eval refuses the checkpoint too.
+    let model = stage(&lines, "pretrain")["data"]["outputs"]["model"].as_str().unwrap().to_owned();
+    let weights = p.json(&["show", &model])[0]["data"]["record"]["weights"].as_str().unwrap().to_owned();
+    let digest: Digest = weights.parse().unwrap();
+    let path = open_store(&p).object_path(&digest);
+    crate::common::flip_byte(&path, 5000);
+    let r = p.prov(&["replay", "lockfiles/lm.lock"]);
+    r.exit(2);
+    assert!(r.stderr().contains("the recorded outputs of stage `pretrain` are damaged"), "{}", r.describe());
+    assert!(r.stderr().contains(&digest.to_hex()[..12]), "{}", r.describe());
+    assert!(
+        r.stderr().contains("damaged checkpoint: step-000030.json (step 30), first damaged tensor: "),
+        "{}",
+        r.describe()
+    );
+    p.write("ids.jsonl", "[0, 5, 6, 7]\n");
+    let r = p.prov(&["eval", &model, "--ids", "ids.jsonl"]);
+    r.exit(2);
+}

@@ -51,6 +51,6 @@ pub use run::{
     recorded_run, replay, run, verify_closure,
 };
 pub use stage::{
-    ConfigError, InputSpec, Registry, Stage, StageContext, StageError, StageInput, StageOutput, parse_params,
+    ConfigError, InputSpec, Located, Registry, Stage, StageContext, StageError, StageInput, StageOutput, parse_params,
 };
 pub use tree::{TreeError, hash_file, tree_digest, tree_record};

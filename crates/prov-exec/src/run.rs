@@ -80,6 +80,10 @@ pub enum Divergence {
         actual: Option<OutputRef>,
         /// For datasets: the first differing shard, row and column.
         dataset: Option<DatasetDifference>,
+        /// What the stage kind says about where the outputs differ.
+        located: Option<crate::stage::Located>,
+        /// Envelope fields that differed and were ignored (`ignore_envelope`).
+        envelope: Vec<(String, String, String)>,
     },
     /// The outputs are equal but a statistic differs.
     Stats {
@@ -133,6 +137,17 @@ pub enum ExecError {
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// A replay found the recording it compares against damaged, before re-executing
+    /// (re-executing would rewrite the damaged objects and hide the damage).
+    #[error("the recorded outputs of stage `{stage}` are damaged: {source}{}", located.iter().fold(String::new(), |acc, l| acc + "\n  " + l))]
+    DamagedRecording {
+        /// Stage name.
+        stage: Name,
+        /// What the store found.
+        source: StoredError,
+        /// Where, as the stage kind can tell (a checkpoint's damaged tensor).
+        located: Vec<String>,
+    },
     /// A record could not be read or written.
     #[error(transparent)]
     Stored(#[from] StoredError),
@@ -184,6 +199,7 @@ impl ExecError {
         match self {
             Self::Store(e) => e.is_integrity_failure(),
             Self::Stored(e) => e.is_integrity_failure(),
+            Self::DamagedRecording { .. } => true,
             Self::Stage { source, .. } => source.is_integrity_failure(),
             _ => false,
         }
@@ -507,6 +523,9 @@ pub struct ReplayRange {
     /// ([`prov_manifest::Envelope::result_differences`]): for reproducing a run recorded on
     /// another machine.
     pub across_machines: bool,
+    /// Re-execute `envelope` stages even when the envelope differs, and compare their
+    /// outputs anyway, to see where a different envelope makes a run diverge.
+    pub ignore_envelope: bool,
 }
 
 /// Reads the stage records of a recorded run, by stage name.
@@ -601,12 +620,36 @@ pub fn replay(
             let (status, manifest, record) = if active {
                 let inputs = ex.inputs_of(stage)?;
                 let key = ex.key_of(stage, &inputs);
+                let mut envelope_differences = Vec::new();
                 if let Some(d) = envelope_divergence(stage, &expected, &opts.envelope, range.across_machines) {
-                    report.divergence = Some(d);
-                    return Ok(());
+                    match d {
+                        Divergence::Envelope { differences, .. } if range.ignore_envelope => {
+                            envelope_differences = differences;
+                        }
+                        d => {
+                            report.divergence = Some(d);
+                            return Ok(());
+                        }
+                    }
+                }
+                let kind = opts.registry.get(&stage.stage_kind).expect("planned kinds exist");
+                let recorded: Vec<Digest> = expected.outputs.values().map(|o| o.digest).collect();
+                // A recording imported from committed manifests has only its records here.
+                let check = if range.across_machines { Ok(()) } else { verify_closure(store, &ex.pool, &recorded) };
+                if let Err(source) = check {
+                    let located = expected
+                        .outputs
+                        .iter()
+                        .filter_map(|(name, o)| kind.locate_damage(store, name, o))
+                        .flat_map(|l| l.lines)
+                        .collect();
+                    return Err(ExecError::DamagedRecording { stage: stage.name.clone(), source, located });
                 }
                 let (manifest, record) = ex.execute(stage, &inputs, key)?;
-                if let Some(d) = compare(store, &stage.name, &expected, &record)? {
+                if let Some(mut d) = compare(store, kind.as_ref(), &stage.name, &expected, &record)? {
+                    if let Divergence::Output { envelope, .. } = &mut d {
+                        *envelope = envelope_differences;
+                    }
                     report.divergence = Some(d);
                     return Ok(());
                 }
@@ -642,6 +685,7 @@ pub fn replay(
 
 fn compare(
     store: &Store,
+    kind: &dyn crate::stage::Stage,
     stage: &Name,
     expected: &StageRecord,
     actual: &StageRecord,
@@ -673,12 +717,18 @@ fn compare(
             }
             _ => None,
         };
+        let located = match (e, a, &dataset) {
+            (Some(e), Some(a), None) => kind.locate_difference(store, name, &e, &a),
+            _ => None,
+        };
         return Ok(Some(Divergence::Output {
             stage: stage.clone(),
             output: name.clone(),
             expected: e,
             actual: a,
             dataset,
+            located,
+            envelope: Vec::new(),
         }));
     }
     let fields: std::collections::BTreeSet<&String> = expected.stats.keys().chain(actual.stats.keys()).collect();

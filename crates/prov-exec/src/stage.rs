@@ -174,6 +174,15 @@ impl StageContext<'_> {
     }
 }
 
+/// Where two versions of an output differ, as a stage can tell.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Located {
+    /// Lines for people, most important first.
+    pub lines: Vec<String>,
+    /// The same, for machines.
+    pub data: Value,
+}
+
 /// What a stage produced.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct StageOutput {
@@ -228,6 +237,25 @@ pub trait Stage: Send + Sync {
 
     /// Runs the stage.
     fn run(&self, cx: &StageContext<'_>) -> Result<StageOutput, StageError>;
+
+    /// Says where two versions of output `output` differ, for a replay's divergence report
+    /// (a training stage names the first step and tensor). `None`: nothing finer than the
+    /// digests (the default), or the objects needed are not in this store.
+    fn locate_difference(
+        &self,
+        _store: &Store,
+        _output: &str,
+        _expected: &OutputRef,
+        _actual: &OutputRef,
+    ) -> Option<Located> {
+        None
+    }
+
+    /// Says what is damaged in a recorded output whose objects no longer match their digests
+    /// (a checkpoint's tensors against the digests its record lists). `None` by default.
+    fn locate_damage(&self, _store: &Store, _output: &str, _recorded: &OutputRef) -> Option<Located> {
+        None
+    }
 }
 
 /// The stage kinds a run may use, by name.

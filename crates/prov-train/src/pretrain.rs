@@ -14,7 +14,7 @@
 use std::collections::BTreeMap;
 
 use prov_dataset::tokens::TokenData;
-use prov_exec::{ConfigError, InputSpec, Stage, StageContext, StageError, StageOutput, parse_params};
+use prov_exec::{ConfigError, InputSpec, Located, Stage, StageContext, StageError, StageOutput, parse_params};
 use prov_manifest::{
     CheckpointRecord, Determinism, Finite, OutputRef, OutputType, Record, SCHEMA_VERSION, TreeEntry, TreeRecord,
     encode_value, put_record,
@@ -26,7 +26,7 @@ use serde_json::{Value, json};
 
 use crate::ademamix::AdEMAMixConfig;
 use crate::model::ModelConfig;
-use crate::trainer::{LoopConfig, Samples, Trainer, decode_log, hf_config};
+use crate::trainer::{LoopConfig, Samples, StepLog, Trainer, decode_log, hf_config};
 
 /// The model's shape, without what the data fixes (vocabulary, sequence length).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -235,6 +235,43 @@ impl Stage for PretrainStage {
     fn seed_names(&self) -> &'static [&'static str] {
         &["init"]
     }
+    fn locate_difference(
+        &self,
+        store: &Store,
+        output: &str,
+        expected: &OutputRef,
+        actual: &OutputRef,
+    ) -> Option<Located> {
+        match output {
+            "checkpoints" => {
+                let entries = |d: &Digest| match prov_manifest::get_record(store, d).ok()? {
+                    Record::Tree(t) => Some(t.entries),
+                    _ => None,
+                };
+                let (e, a) = (entries(&expected.digest)?, entries(&actual.digest)?);
+                let (ce, ca) = e.iter().zip(&a).find(|(x, y)| x.digest != y.digest)?;
+                locate_checkpoint(store, ce.path.as_str(), &ce.digest, &ca.digest)
+            }
+            "model" => locate_checkpoint(store, "model", &expected.digest, &actual.digest),
+            "log" => {
+                let (e, a) = (store.read(&expected.digest).ok()?, store.read(&actual.digest).ok()?);
+                let (e, a) = (decode_log(&e).ok()?, decode_log(&a).ok()?);
+                let (line, data) = first_log_difference(&e, &a)?;
+                Some(Located { lines: vec![line], data })
+            }
+            _ => None,
+        }
+    }
+    fn locate_damage(&self, store: &Store, output: &str, recorded: &OutputRef) -> Option<Located> {
+        let records: Vec<(String, Digest)> = match output {
+            "checkpoints" => match prov_manifest::get_record(store, &recorded.digest).ok()? {
+                Record::Tree(t) => t.entries.into_iter().map(|e| (e.path.as_str().to_owned(), e.digest)).collect(),
+                _ => return None,
+            },
+            _ => return None,
+        };
+        records.iter().find_map(|(name, digest)| damaged_tensor(store, name, digest))
+    }
     fn run(&self, cx: &StageContext<'_>) -> Result<StageOutput, StageError> {
         let config: PretrainConfig = parse_params(cx.config).map_err(StageError::Config)?;
         let inputs = PretrainInputs {
@@ -249,6 +286,89 @@ impl Stage for PretrainStage {
         progress.clear();
         Ok(out)
     }
+}
+
+/// The first step whose log line differs: a line for people and its JSON form.
+fn first_log_difference(expected: &[StepLog], actual: &[StepLog]) -> Option<(String, Value)> {
+    let (e, a) = expected.iter().zip(actual).find(|(e, a)| e != a)?;
+    let mut fields = Vec::new();
+    let mut data = serde_json::Map::new();
+    for (name, x, y) in [("loss", e.loss, a.loss), ("grad_norm", e.grad_norm, a.grad_norm), ("lr", e.lr, a.lr)] {
+        if x.to_bits() != y.to_bits() {
+            fields.push(format!("{name} recorded {x}, replayed {y}"));
+            data.insert(name.into(), json!({ "recorded": x, "replayed": y }));
+        }
+    }
+    if (e.tokens, e.dropped) != (a.tokens, a.dropped) {
+        fields.push(format!("labels recorded {}/{} dropped, replayed {}/{}", e.tokens, e.dropped, a.tokens, a.dropped));
+        data.insert("labels".into(), json!({ "recorded": [e.tokens, e.dropped], "replayed": [a.tokens, a.dropped] }));
+    }
+    Some((
+        format!("first divergent step: {} ({})", e.step, fields.join("; ")),
+        json!({ "step": e.step, "fields": data }),
+    ))
+}
+
+/// Where two checkpoint records differ: the first step whose log differs, and the first
+/// tensor (in name order) whose digest differs, with its largest absolute difference when
+/// both weights are in the store.
+fn locate_checkpoint(store: &Store, name: &str, expected: &Digest, actual: &Digest) -> Option<Located> {
+    let (e, a) =
+        (crate::checkpoint::read_record(store, expected).ok()?, crate::checkpoint::read_record(store, actual).ok()?);
+    let mut lines = vec![format!("first divergent checkpoint: {name} (step {})", e.step)];
+    let mut data = serde_json::Map::new();
+    data.insert("checkpoint".into(), json!(name));
+    data.insert("checkpoint_step".into(), json!(e.step));
+    let logs = e.log.zip(a.log).and_then(|(le, la)| {
+        Some((decode_log(&store.read(&le).ok()?).ok()?, decode_log(&store.read(&la).ok()?).ok()?))
+    });
+    if let Some((line, step)) = logs.and_then(|(le, la)| first_log_difference(&le, &la)) {
+        lines.push(line);
+        data.insert("first_step".into(), step);
+    }
+    let differing: Vec<&String> =
+        e.tensors.iter().filter(|(n, d)| a.tensors.get(*n) != Some(*d)).map(|(n, _)| n).collect();
+    if let Some(first) = differing.first() {
+        let weights = |r: &CheckpointRecord| NamedTensors::from_safetensors(&store.read(&r.weights).ok()?).ok();
+        let largest = weights(&e).zip(weights(&a)).and_then(|(we, wa)| {
+            let (x, y) = (&we.0.get(*first)?.1, &wa.0.get(*first)?.1);
+            Some(x.iter().zip(y).map(|(p, q)| f64::from((p - q).abs())).fold(0.0, f64::max))
+        });
+        let text = largest.map_or_else(String::new, |m| format!(", largest |difference| {m:e}"));
+        lines.push(format!(
+            "first divergent tensor: {first}{text} ({} of {} tensors differ)",
+            differing.len(),
+            e.tensors.len()
+        ));
+        data.insert("tensor".into(), json!(first));
+        data.insert("max_abs_difference".into(), json!(largest));
+        data.insert("tensors_differing".into(), json!(differing.len()));
+    }
+    Some(Located { lines, data: Value::Object(data) })
+}
+
+/// The first tensor of checkpoint `name` whose stored bytes (read without verification) no
+/// longer have the digest its record lists.
+fn damaged_tensor(store: &Store, name: &str, digest: &Digest) -> Option<Located> {
+    let record = crate::checkpoint::read_record(store, digest).ok()?;
+    if store.verify(&record.weights).is_ok() {
+        return None;
+    }
+    let raw = fs_err::read(store.object_path(&record.weights)).ok()?;
+    let line = match NamedTensors::from_safetensors(&raw) {
+        Ok(weights) => {
+            let bad = record
+                .tensors
+                .iter()
+                .find(|(n, d)| weights.0.get(*n).is_none_or(|(_, v)| Digest::of(&NamedTensors::le_bytes(v)) != **d))?;
+            format!("damaged checkpoint: {name} (step {}), first damaged tensor: {}", record.step, bad.0)
+        }
+        Err(e) => format!("damaged checkpoint: {name} (step {}): its weights no longer parse ({e})", record.step),
+    };
+    Some(Located {
+        lines: vec![line.clone()],
+        data: json!({ "checkpoint": name, "step": record.step, "detail": line }),
+    })
 }
 
 /// What a `pretrain` stage trains on.

@@ -35,6 +35,10 @@ pub(crate) struct ReplayArgs {
     /// on one machine can be reproduced on another.
     #[arg(long, value_name = "DIR", conflicts_with_all = ["from", "until"])]
     against: Option<std::path::PathBuf>,
+    /// Re-execute `envelope` stages even in a different envelope and compare anyway, to see
+    /// where (which step, which tensor) a different thread count or ATen capability diverges
+    #[arg(long)]
+    ignore_envelope: bool,
 }
 
 /// Imports committed manifests into the store, each checked against the digest its file is
@@ -77,8 +81,12 @@ pub(crate) fn cmd_replay(ui: &mut Ui, cx: &CommandContext, args: &ReplayArgs) ->
         let run = import_manifests(&store, dir)?;
         ui.status(format!("imported the manifests of run {run} from {}", dir.display()));
     }
-    let range =
-        ReplayRange { from: args.from.clone(), until: args.until.clone(), across_machines: args.against.is_some() };
+    let range = ReplayRange {
+        from: args.from.clone(),
+        until: args.until.clone(),
+        across_machines: args.against.is_some(),
+        ignore_envelope: args.ignore_envelope,
+    };
     let result = with_exec_options(ui, cx, &root, &loaded.display, |opts| {
         prov_exec::replay(&store, &loaded.lockfile, &loaded.bytes, &range, opts)
     });
@@ -102,7 +110,7 @@ pub(crate) fn cmd_replay(ui: &mut Ui, cx: &CommandContext, args: &ReplayArgs) ->
 /// Returns a one-line summary, detail lines, and the JSON form of a divergence.
 fn describe(d: &Divergence) -> (String, String, serde_json::Value) {
     match d {
-        Divergence::Output { stage, output, expected, actual, dataset } => {
+        Divergence::Output { stage, output, expected, actual, dataset, located, envelope } => {
             let show =
                 |o: &Option<prov_manifest::OutputRef>| o.map_or_else(|| "(none)".to_owned(), |o| o.digest.to_string());
             let mut detail = format!("  recorded: {}\n  replayed: {}", show(expected), show(actual));
@@ -116,7 +124,17 @@ fn describe(d: &Divergence) -> (String, String, serde_json::Value) {
                 }
                 let _ = write!(detail, "\n    recorded: {}\n    replayed: {}", dd.expected, dd.actual);
             }
+            if let Some(l) = located {
+                for line in &l.lines {
+                    let _ = write!(detail, "\n  {line}");
+                }
+            }
+            for (f, a, b) in envelope {
+                let _ = write!(detail, "\n  (envelope ignored: {f} recorded `{a}`, now `{b}`)");
+            }
             let data = json!({
+                "located": located.as_ref().map(|l| l.data.clone()),
+                "envelope_ignored": envelope.iter().map(|(f, a, b)| json!({"field": f, "recorded": a, "current": b})).collect::<Vec<_>>(),
                 "kind": "output",
                 "stage": stage.to_string(),
                 "output": output,
