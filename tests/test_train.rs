@@ -168,6 +168,23 @@ print(json.dumps({'class': type(model).__name__, 'logits': logits.tolist(),
 #[test]
 fn a_replay_in_another_envelope_or_from_a_damaged_store_names_the_step_and_tensor() {
     let (p, lines) = trained();
+    // Which documents step 3 saw: samples 8..12 of the data order.
+    let batch = p.json(&["explain", "batch", "lockfiles/lm.lock", "3"]);
+    let data = &batch[0]["data"];
+    assert_eq!((data["stage"].as_str(), data["batch_size"].as_u64()), (Some("pretrain"), Some(4)), "{data}");
+    let store = open_store(&p);
+    let order: Digest = stage(&lines, "tokens")["data"]["outputs"]["order"].as_str().unwrap().parse().unwrap();
+    let order = prov_dataset::tokens::read_order(&store, &order).unwrap();
+    drop(store);
+    let samples: Vec<u64> = data["samples"].as_array().unwrap().iter().map(|s| s["sample"].as_u64().unwrap()).collect();
+    assert_eq!(samples, order[8..12]);
+    for s in data["samples"].as_array().unwrap() {
+        let docs = s["documents"].as_array().unwrap();
+        let covered: u64 = docs.iter().map(|d| d["to"].as_u64().unwrap() - d["from"].as_u64().unwrap()).sum();
+        assert_eq!(covered, 65, "a sample is 64 + 1 tokens: {s}");
+        assert!(docs.iter().all(|d| d["id"].as_str().unwrap().starts_with("udhr-")), "{s}");
+    }
+    p.prov(&["explain", "batch", "lockfiles/lm.lock", "31"]).exit(1);
     // The recording used the portable default (avx2). Under the `default` kernels the replay
     // is refused by default, and with --ignore-envelope it runs and says where it diverged.
     let refused = p.command(&["replay", "lockfiles/lm.lock"]).env("ATEN_CPU_CAPABILITY", "default").output().unwrap();

@@ -1,7 +1,8 @@
 //! `prov explain`: answers "why" for one input. Each kind of question is a subcommand of
-//! [`ExplainCommand`]: a robots.txt decision, PII matches, a license string and the labels
-//! Goldfish drops; the batch at a training step will join them.
+//! [`ExplainCommand`]: a robots.txt decision, PII matches, a license string, the labels
+//! Goldfish drops and the documents in the batch of a training step.
 
+mod batch;
 mod goldfish;
 mod license;
 mod pii;
@@ -35,6 +36,7 @@ enum ExplainCommand {
     Pii(pii::PiiArgs),
     License(license::LicenseArgs),
     Goldfish(goldfish::GoldfishArgs),
+    Batch(batch::BatchArgs),
 }
 
 /// Say which robots.txt rule allows or disallows a URL for a crawler
@@ -72,6 +74,7 @@ pub(crate) fn cmd_explain(ui: &mut Ui, cx: &CommandContext, args: &ExplainArgs) 
         ExplainCommand::Pii(a) => pii::cmd_explain_pii(ui, a),
         ExplainCommand::License(a) => license::cmd_explain_license(ui, a),
         ExplainCommand::Goldfish(a) => goldfish::cmd_explain_goldfish(ui, a),
+        ExplainCommand::Batch(a) => batch::cmd_explain_batch(ui, cx, a),
     }
 }
 
