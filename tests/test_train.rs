@@ -224,3 +224,49 @@ fn a_replay_in_another_envelope_or_from_a_damaged_store_names_the_step_and_tenso
     let r = p.prov(&["eval", &model, "--ids", "ids.jsonl"]);
     r.exit(2);
 }
+
+#[test]
+fn a_run_killed_mid_training_resumes_to_the_uninterrupted_bytes() {
+    // 120 steps with a checkpoint every 10: long enough to be killed mid-way.
+    let recipe = RECIPE.replace("steps: 30", "steps: 120");
+    let reference = Project::with_recipes();
+    reference.write("recipes/lm.yaml", &recipe);
+    let expected = stage(&reference.json(&["run", "recipes/lm.yaml"]), "pretrain")["data"]["outputs"].clone();
+
+    let p = Project::with_recipes();
+    p.write("recipes/lm.yaml", &recipe);
+    p.prov(&["lock", "recipes/lm.yaml"]).success();
+    let progress_dir = p.path(".prov/progress");
+    let mut child = p
+        .command(&["run", "lockfiles/lm.lock"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Kill as soon as a checkpoint past the first has been recorded in the progress file.
+    let start = std::time::Instant::now();
+    let mut killed_after = 0;
+    while start.elapsed() < std::time::Duration::from_secs(120) {
+        let saved: Vec<Digest> = fs_err::read_dir(&progress_dir)
+            .ok()
+            .and_then(|mut d| d.next())
+            .and_then(|e| fs_err::read(e.unwrap().path()).ok())
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or_default();
+        if saved.len() >= 2 {
+            killed_after = saved.len();
+            break;
+        }
+        if child.try_wait().unwrap().is_some() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(killed_after >= 2, "the run ended before two checkpoints were seen");
+    p.prov(&["verify"]).success();
+    let resumed = stage(&p.json(&["run", "lockfiles/lm.lock"]), "pretrain")["data"]["outputs"].clone();
+    assert_eq!(resumed, expected, "killed after {killed_after} checkpoints");
+    assert!(fs_err::read_dir(&progress_dir).unwrap().next().is_none(), "the finished run removed its progress");
+}
