@@ -4,6 +4,7 @@
 #   make test          build, all tests, doc tests, the book
 #   make demo          run and replay the reference recipes on the default store
 #   make bench-verify  prov verify vs b3sum over a 2.2 GB store
+#   make bench-train   a training step in tch vs transformers' ApertusForCausalLM, and checkpoint cost
 #   make book          build the book into book/build
 #   make clippy        lints, warnings as errors
 
@@ -16,7 +17,7 @@ export PATH := $(CURDIR)/.venv/bin:$(PATH)
 
 CARGO ?= cargo
 
-.PHONY: all setup test demo bench-verify bench-memory book clippy release
+.PHONY: all setup test demo bench-verify bench-memory bench-train book clippy release
 
 all: test
 
@@ -46,6 +47,10 @@ bench-verify: release
 
 bench-memory: release
 	scripts/bench-memory
+
+bench-train: setup
+	$(CARGO) build --release --locked -p prov-train --example bench_step
+	BENCH_EXAMPLE=target/release/examples/bench_step scripts/bench-train
 
 book: setup
 	.venv/bin/mdbook build book
