@@ -48,7 +48,7 @@ bench-verify: release
 bench-memory: release
 	scripts/bench-memory
 
-bench-train: setup
+bench-train: release
 	$(CARGO) build --release --locked -p prov-train --example bench_step
 	BENCH_EXAMPLE=target/release/examples/bench_step scripts/bench-train
 
