@@ -18,18 +18,22 @@ fn main() {
         .unwrap_or_else(|| "unknown".to_owned());
     println!("cargo:rustc-env=PROV_LIBTORCH_VERSION={version}");
 
-    // The determinism shim: ATen's deterministic-algorithms switch, which tch does not expose.
-    println!("cargo:rerun-if-changed=shim/determinism.cpp");
+    // The shim: what tch does not expose (ATen's deterministic-algorithms switch, in-place
+    // operations with their scalar argument) and glibc's allocator setting.
+    let shim = ["shim/determinism.cpp", "shim/inplace.cpp", "shim/memory.cpp"];
+    for file in shim {
+        println!("cargo:rerun-if-changed={file}");
+    }
     let abi = std::env::var("LIBTORCH_CXX11_ABI").unwrap_or_else(|_| "1".to_owned());
     cc::Build::new()
         .cpp(true)
-        .file("shim/determinism.cpp")
+        .files(shim)
         .include(format!("{libtorch}/include"))
         .include(format!("{libtorch}/include/torch/csrc/api/include"))
         .flag("-std=c++17")
         .define("_GLIBCXX_USE_CXX11_ABI", abi.as_str())
         .warnings(false)
-        .compile("prov_determinism");
+        .compile("prov_torch_shim");
     println!("cargo:rustc-link-search=native={libtorch}/lib");
     println!("cargo:rustc-link-lib=dylib=torch_cpu");
     println!("cargo:rustc-link-lib=dylib=c10");

@@ -105,12 +105,84 @@ pub unsafe fn pin_cuda_workspace() {
     }
 }
 
-#[allow(unsafe_code)] // The C++ shim's two functions (shim/determinism.cpp).
+#[allow(unsafe_code)] // The C++ shim's functions (shim/*.cpp).
 mod shim {
+    use std::ffi::{c_char, c_void};
+
     unsafe extern "C" {
         pub safe fn prov_set_deterministic(on: i32, warn_only: i32);
         pub safe fn prov_deterministic_algorithms() -> i32;
+        pub safe fn prov_keep_freed_memory() -> i32;
+        /// `this` and `other` point to live `at::Tensor`s; `message` to `capacity` writable bytes.
+        pub fn prov_add_scaled_(
+            this: *mut c_void,
+            other: *const c_void,
+            alpha: f64,
+            message: *mut c_char,
+            capacity: usize,
+        ) -> i32;
+        /// As `prov_add_scaled_`, with two factors.
+        pub fn prov_addcmul_(
+            this: *mut c_void,
+            t1: *const c_void,
+            t2: *const c_void,
+            value: f64,
+            message: *mut c_char,
+            capacity: usize,
+        ) -> i32;
     }
+
+    /// Calls `f` with a message buffer and turns its status into the message ATen gave.
+    pub fn checked(f: impl FnOnce(*mut c_char, usize) -> i32) -> Result<(), String> {
+        let mut message = [0 as c_char; 512];
+        if f(message.as_mut_ptr(), message.len()) == 0 {
+            return Ok(());
+        }
+        // SAFETY: the shim wrote a NUL-terminated string into the buffer (strncpy, then a NUL
+        // in its last byte), and the buffer outlives this borrow.
+        let text = unsafe { std::ffi::CStr::from_ptr(message.as_ptr()) };
+        Err(text.to_string_lossy().into_owned())
+    }
+}
+
+/// An in-place operation `ATen` refused: shapes that do not broadcast, mixed dtypes or devices.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{op}: {message}")]
+pub struct InPlaceError {
+    /// The operation, as `ATen` names it.
+    pub op: &'static str,
+    /// `ATen`'s message.
+    pub message: String,
+}
+
+/// `dst += alpha * other` in place, as `ATen`'s `add_(other, alpha=alpha)`: one fused kernel,
+/// so the result is rounded once (Python optimizers, Apple's `AdEMAMix` among them, are
+/// written this way; tch exposes `add_` without `alpha`).
+#[allow(unsafe_code)] // Hands two live tensors to the shim.
+pub fn add_scaled_(dst: &mut Tensor, other: &Tensor, alpha: f64) -> Result<(), InPlaceError> {
+    let (this, other) = (dst.as_mut_ptr().cast(), other.as_ptr().cast());
+    // SAFETY: both pointers come from live tch tensors, which tch's own C API passes to C++
+    // as `at::Tensor*`; `checked` provides the message buffer.
+    shim::checked(|message, capacity| unsafe { shim::prov_add_scaled_(this, other, alpha, message, capacity) })
+        .map_err(|message| InPlaceError { op: "add_", message })
+}
+
+/// `dst += value * t1 * t2` in place, as `ATen`'s `addcmul_(t1, t2, value=value)`.
+#[allow(unsafe_code)] // Hands three live tensors to the shim.
+pub fn addcmul_(dst: &mut Tensor, t1: &Tensor, t2: &Tensor, value: f64) -> Result<(), InPlaceError> {
+    let (this, t1, t2) = (dst.as_mut_ptr().cast(), t1.as_ptr().cast(), t2.as_ptr().cast());
+    // SAFETY: as in `add_scaled_`.
+    shim::checked(|message, capacity| unsafe { shim::prov_addcmul_(this, t1, t2, value, message, capacity) })
+        .map_err(|message| InPlaceError { op: "addcmul_", message })
+}
+
+/// Tells glibc's `malloc` to keep freed memory in the process (`M_MMAP_THRESHOLD` at its
+/// 32 MiB maximum, `M_TRIM_THRESHOLD` at 1 GiB) rather than return it to the kernel after
+/// every free. Training frees and re-allocates the same sizes every step; without this, each
+/// step faults tens of MiB of fresh pages in again. Changes no computed value. Returns whether
+/// glibc accepted both settings. Call it before the first large allocation.
+pub fn keep_freed_memory() -> bool {
+    shim::prov_keep_freed_memory() == 1
 }
 
 /// Turns `ATen`'s deterministic-algorithms mode on or off (as `torch.use_deterministic_algorithms`
@@ -327,6 +399,29 @@ mod tests {
         assert!((t.double_value(&[]) - 3.0).abs() < 1e-9);
         set_deterministic_algorithms(false);
         assert!(!deterministic_algorithms());
+    }
+
+    #[test]
+    fn in_place_operations_compute_and_report_atens_errors() {
+        let mut a = Tensor::from_slice(&[1.0f32, 2.0, 3.0]);
+        let b = Tensor::from_slice(&[10.0f32, 20.0, 30.0]);
+        add_scaled_(&mut a, &b, 0.5).unwrap();
+        assert_eq!(f32_values(&a), [6.0, 12.0, 18.0]);
+        // Exact in binary: 6 - 100/128, 12 - 400/128, 18 - 900/128.
+        addcmul_(&mut a, &b, &b, -1.0 / 128.0).unwrap();
+        assert_eq!(f32_values(&a), [5.218_75, 8.875, 10.968_75]);
+        let e = add_scaled_(&mut a, &Tensor::from_slice(&[1.0f32, 2.0]), 1.0).unwrap_err();
+        assert_eq!(e.op, "add_");
+        assert!(e.message.contains("size of tensor a (3) must match"), "{e}");
+        let e = addcmul_(&mut a, &b, &Tensor::from_slice(&[1.0f32, 2.0]), 1.0).unwrap_err();
+        assert_eq!(e.op, "addcmul_");
+        // The tensor is unchanged by a refused operation.
+        assert_eq!(f32_values(&a), [5.218_75, 8.875, 10.968_75]);
+    }
+
+    #[test]
+    fn glibc_accepts_the_allocator_settings() {
+        assert!(keep_freed_memory());
     }
 
     #[test]

@@ -33,8 +33,9 @@
 //! `--steps N` (default 20), `--checkpoints K` (default 3), `--seed S` (default 1),
 //! `--store-dir DIR` (where the temporary store goes, default the system's temporary
 //! directory), `--phases` (see above), `--no-deterministic` (`ATen`'s deterministic-algorithms mode off; `prov` always
-//! runs with it on). Without `ATEN_CPU_CAPABILITY` in the environment it pins `avx2`, as `prov`
-//! does.
+//! runs with it on), `--glibc-malloc-defaults` (leave glibc's `malloc` returning freed memory
+//! to the kernel; `prov` tells it to keep it, see `prov_torch::keep_freed_memory`). Without
+//! `ATEN_CPU_CAPABILITY` in the environment it pins `avx2`, as `prov` does.
 
 #![allow(clippy::print_stdout, clippy::print_stderr, clippy::unwrap_used, missing_docs)]
 
@@ -112,6 +113,7 @@ struct Args {
     store_dir: Option<PathBuf>,
     deterministic: bool,
     phases: bool,
+    glibc_malloc_defaults: bool,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -124,6 +126,7 @@ fn parse_args() -> Result<Args, String> {
         store_dir: None,
         deterministic: true,
         phases: false,
+        glibc_malloc_defaults: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -133,6 +136,10 @@ fn parse_args() -> Result<Args, String> {
         }
         if flag == "--phases" {
             a.phases = true;
+            continue;
+        }
+        if flag == "--glibc-malloc-defaults" {
+            a.glibc_malloc_defaults = true;
             continue;
         }
         let value = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
@@ -315,7 +322,7 @@ fn phases(args: &Args, model: &ModelConfig, config: &LoopConfig, data: &Syntheti
         lap(&mut t[3]);
         optimizer.clip_grad_norm(config.clip);
         lap(&mut t[4]);
-        optimizer.step(schedule.lr(step));
+        optimizer.step(schedule.lr(step)).expect("gradients have their parameters' shapes");
         let _ = loss.double_value(&[]);
         lap(&mut t[5]);
         t[6] = t[..6].iter().sum();
@@ -354,6 +361,24 @@ fn median(xs: &[f64]) -> f64 {
     }
 }
 
+/// Sets libtorch up as `prov` does (unless told otherwise) and returns the `ATen` capability.
+/// Call it first in `main`, before any thread exists and before libtorch runs.
+fn set_up_libtorch(args: &Args) -> String {
+    if std::env::var_os(prov_torch::ATEN_CPU_CAPABILITY).is_none() {
+        // SAFETY: called first thing in `main`, before any thread exists and before libtorch runs.
+        #[allow(unsafe_code)]
+        unsafe {
+            prov_torch::pin_capability(prov_torch::PORTABLE_CAPABILITY);
+        }
+    }
+    if !args.glibc_malloc_defaults {
+        assert!(prov_torch::keep_freed_memory(), "glibc refused the malloc settings");
+    }
+    prov_torch::set_deterministic_algorithms(args.deterministic);
+    prov_torch::pin_threads(args.threads);
+    std::env::var(prov_torch::ATEN_CPU_CAPABILITY).unwrap_or_default()
+}
+
 fn main() {
     let args = match parse_args() {
         Ok(a) => a,
@@ -362,16 +387,7 @@ fn main() {
             std::process::exit(2);
         }
     };
-    if std::env::var_os(prov_torch::ATEN_CPU_CAPABILITY).is_none() {
-        // SAFETY: first thing in `main`, before any thread exists and before libtorch runs.
-        #[allow(unsafe_code)]
-        unsafe {
-            prov_torch::pin_capability(prov_torch::PORTABLE_CAPABILITY);
-        }
-    }
-    let capability = std::env::var(prov_torch::ATEN_CPU_CAPABILITY).unwrap_or_default();
-    prov_torch::set_deterministic_algorithms(args.deterministic);
-    prov_torch::pin_threads(args.threads);
+    let capability = set_up_libtorch(&args);
 
     let model = model_config();
     let total = args.warmup + args.steps + args.checkpoints;
@@ -384,6 +400,7 @@ fn main() {
             "threads": args.threads,
             "capability": capability,
             "deterministic": args.deterministic,
+            "keep_freed_memory": !args.glibc_malloc_defaults,
             "phases": phases(&args, &model, &config, &data),
         });
         println!("{out}");

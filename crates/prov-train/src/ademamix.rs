@@ -11,10 +11,18 @@
 //! p -= lr*update
 //! ```
 //!
-//! `alpha(t) = min(t*alpha/T_alpha, alpha)`; `b3(t)` rises from `b1` to `b3` over `T_b3`
-//! steps linearly in half-life space: `f(b) = ln(0.5)/ln(b+1e-8) - 1`,
+//! `alpha(t) = (t/T_alpha)*alpha` for `t < T_alpha`, `alpha` after; `b3(t)` rises from `b1` to
+//! `b3` over `T_b3` steps linearly in half-life space: `f(b) = ln(0.5)/ln(b+1e-8) - 1`,
 //! `f_inv(x) = 0.5^(1/(x+1))`, `b3(t) = f_inv((1-t/T_b3)*f(b1) + (t/T_b3)*f(b3))` for `t < T_b3`,
-//! `b3` after. Scalars are computed in f64 and applied to float32 tensors.
+//! `b3` after.
+//!
+//! The step is the reference implementation's, operation for operation and in its order, so
+//! that the two give the same bits: scalars in f64 as Python computes them (`b**t` through
+//! libm's `pow`, the warmups in the reference's own arithmetic), and the tensor operations in
+//! place, `m.mul_(b).add_(g, alpha=1-b)` and `v.mul_(b2).addcmul_(g, g, value=1-b2)`, whose
+//! `alpha` and `value` forms `ATen` computes in one fused kernel (through
+//! [`prov_torch::add_scaled_`] and [`prov_torch::addcmul_`], which tch lacks). A test checks
+//! the bits against the reference written in `PyTorch`.
 
 use prov_torch::NamedTensors;
 use serde::{Deserialize, Serialize};
@@ -73,10 +81,13 @@ impl AdEMAMixConfig {
         Ok(())
     }
 
-    /// `alpha(t)`.
+    /// `alpha(t)`, in the reference's arithmetic: `(1-a)*0 + a*alpha` with `a = t/T_alpha`.
     pub fn alpha_at(&self, t: u64) -> f64 {
         match self.alpha_warmup {
-            Some(w) if w > 0 => (t as f64 * self.alpha / w as f64).min(self.alpha),
+            Some(w) if t < w => {
+                let a = t as f64 / w as f64;
+                (1.0 - a) * 0.0 + a * self.alpha
+            }
             _ => self.alpha,
         }
     }
@@ -164,15 +175,15 @@ impl AdEMAMix {
     }
 
     /// One update at learning rate `lr`.
-    pub fn step(&mut self, lr: f64) {
+    pub fn step(&mut self, lr: f64) -> Result<(), prov_torch::InPlaceError> {
         self.t += 1;
-        let t = self.t;
+        let t = self.t as f64;
         let [b1, b2, _] = self.config.betas;
-        let b3 = self.config.beta3_at(t);
-        let alpha = self.config.alpha_at(t);
-        let t_exp = i32::try_from(t).unwrap_or(i32::MAX);
-        let correction1 = 1.0 - b1.powi(t_exp);
-        let correction2_sqrt = (1.0 - b2.powi(t_exp)).sqrt();
+        let b3 = self.config.beta3_at(self.t);
+        let alpha = self.config.alpha_at(self.t);
+        // `pow`, as Python's `b ** t` computes it (not `powi`, which multiplies repeatedly).
+        let bias_correction1 = 1.0 - b1.powf(t);
+        let bias_correction2 = 1.0 - b2.powf(t);
         let (eps, wd) = (self.config.eps, self.config.weight_decay);
         tch::no_grad(|| {
             for s in &mut self.slots {
@@ -181,19 +192,21 @@ impl AdEMAMix {
                     continue;
                 }
                 s.fast *= b1;
-                s.fast += &g * (1.0 - b1);
+                prov_torch::add_scaled_(&mut s.fast, &g, 1.0 - b1)?;
                 s.slow *= b3;
-                s.slow += &g * (1.0 - b3);
+                prov_torch::add_scaled_(&mut s.slow, &g, 1.0 - b3)?;
                 s.second *= b2;
-                s.second += &g * &g * (1.0 - b2);
-                let denom = s.second.sqrt() / correction2_sqrt + eps;
-                let mut update = (&s.fast / correction1 + &s.slow * alpha) / denom;
+                prov_torch::addcmul_(&mut s.second, &g, &g, 1.0 - b2)?;
+                let mut denom = s.second.sqrt() / bias_correction2.sqrt();
+                denom += eps;
+                let mut update = (&s.fast / bias_correction1 + &s.slow * alpha) / &denom;
                 if s.decay && wd != 0.0 {
-                    update += &s.param * wd;
+                    prov_torch::add_scaled_(&mut update, &s.param, wd)?;
                 }
-                s.param -= update * lr;
+                prov_torch::add_scaled_(&mut s.param, &update, -lr)?;
             }
-        });
+            Ok(())
+        })
     }
 
     /// The state, by `<parameter>.<state>` name.
@@ -281,7 +294,7 @@ mod tests {
             opt.zero_grad();
             // d/dp (g * p) = g.
             (&p * g).sum(Kind::Float).backward();
-            opt.step(1e-2);
+            opt.step(1e-2).unwrap();
         }
         let got = p.double_value(&[0]);
         let want = reference(&c, &grads, 0.5, 1e-2);
@@ -311,7 +324,7 @@ mod tests {
         let p = Tensor::ones([2, 3], (Kind::Float, Device::Cpu)).set_requires_grad(true);
         let mut opt = AdEMAMix::new(AdEMAMixConfig::default(), vec![("p".into(), p.shallow_clone(), true)]);
         (&p * 2.0).sum(Kind::Float).backward();
-        opt.step(0.1);
+        opt.step(0.1).unwrap();
         let state = opt.state();
         assert_eq!(state.0.keys().collect::<Vec<_>>(), ["p.exp_avg_fast", "p.exp_avg_slow", "p.exp_avg_sq"]);
         let q = Tensor::ones([2, 3], (Kind::Float, Device::Cpu)).set_requires_grad(true);

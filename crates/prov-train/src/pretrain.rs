@@ -177,7 +177,8 @@ impl Stage for PretrainStage {
         "pretrain"
     }
     fn version(&self) -> u32 {
-        1
+        // 2: AdEMAMix in the reference's fused in-place arithmetic (different bits from 1).
+        2
     }
     fn summary(&self) -> &'static str {
         "trains the Apertus-style decoder (Goldfish loss, AdEMAMix, WSD) with hashed checkpoints"

@@ -164,7 +164,9 @@ impl Trainer {
         );
         loss.backward();
         let grad_norm = self.optimizer.clip_grad_norm(self.config.clip);
-        self.optimizer.step(lr);
+        self.optimizer
+            .step(lr)
+            .expect("every gradient and optimizer state has its parameter's shape, dtype and device");
         self.log.push(StepLog { step: self.step, loss: loss.double_value(&[]), grad_norm, lr, tokens, dropped });
         Ok(self.log.last().expect("just pushed"))
     }
