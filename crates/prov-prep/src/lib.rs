@@ -11,6 +11,7 @@
 //! - [`LicenseStage`] keeps documents whose declared license the policy allows (`prov-license`);
 //! - [`DedupStage`] removes exact and near (`MinHash` LSH) duplicates, keep-first;
 //! - [`DecontaminateStage`] removes documents that contain a pinned benchmark's prompts;
+//! - [`UrlIndexStage`] indexes a dataset's URLs (`BLAKE3(url) -> id`, Merkle-rooted) for proofs;
 //! - [`ToxicityStage`] removes each language's most toxic documents, scored by a classifier
 //!   that `prov-toxicity` trains with libtorch; the embedding and the scoring live here, in
 //!   plain Rust, so that the filter itself is portable.
@@ -37,6 +38,7 @@ mod robots_filter;
 mod sample;
 mod shard;
 pub mod toxicity;
+mod url_index;
 
 pub use decontaminate::{BenchmarkIndex, Contamination, DecontaminateConfig, DecontaminateStage, ngram_tokens};
 pub use dedup::{DedupConfig, DedupStage, MinHasher, band_hashes, estimated_jaccard, normalise};
@@ -46,6 +48,7 @@ pub use robots_filter::{APERTUS_AGENTS, RobotsConfig, RobotsMode, RobotsStage, u
 pub use sample::{SampleConfig, SampleStage, sample_key};
 pub use shard::{ShardConfig, ShardStage};
 pub use toxicity::{ToxicityConfig, ToxicityStage};
+pub use url_index::{UrlIndexConfig, UrlIndexStage};
 
 use std::sync::Arc;
 
@@ -59,4 +62,5 @@ pub fn register(registry: &mut prov_exec::Registry) {
     registry.register(Arc::new(DecontaminateStage));
     registry.register(Arc::new(LicenseStage));
     registry.register(Arc::new(ToxicityStage));
+    registry.register(Arc::new(UrlIndexStage));
 }

@@ -9,11 +9,13 @@ mod lineage;
 mod lock;
 mod log;
 mod model;
+mod prove;
 mod replay;
 mod run;
 mod show;
 mod status;
 mod verify;
+mod verify_proof;
 
 use crate::context::CommandContext;
 use crate::error::CommandError;
@@ -36,6 +38,8 @@ pub(crate) enum Command {
     Eval(model::EvalArgs),
     Sample(model::SampleArgs),
     Export(model::ExportArgs),
+    Prove(prove::ProveArgs),
+    VerifyProof(verify_proof::VerifyProofArgs),
     Gc(gc::GcArgs),
 }
 
@@ -56,6 +60,8 @@ pub(crate) fn dispatch(ui: &mut Ui, cx: &CommandContext, command: &Command) -> R
         Command::Eval(a) => model::cmd_eval(ui, cx, a),
         Command::Sample(a) => model::cmd_sample(ui, cx, a),
         Command::Export(a) => model::cmd_export(ui, cx, a),
+        Command::Prove(a) => prove::cmd_prove(ui, cx, a),
+        Command::VerifyProof(a) => verify_proof::cmd_verify_proof(ui, cx, a),
         Command::Gc(a) => gc::cmd_gc(ui, cx, a),
     }
 }

@@ -1,0 +1,52 @@
+//! Claims, evidence and proofs about a Provenant run. For now: proofs.
+//!
+//! This crate owns what an auditor checks without the corpus: a **document proof** shows, from
+//! a run's ledger Merkle trees, what each filter stage did with one document (kept, removed or
+//! modified, by which rule, on what evidence) and whether it reached the training data, or
+//! that it never entered the pipeline at all. It builds proofs from the store and checks them
+//! from the proof's bytes alone. It does not run stages, decide policies, or write reports
+//! (audit claims and reports come later, here too).
+//!
+//! # Brief overview
+//!
+//! - [`path`]: RFC 6962 audit paths over [`prov_store::merkle_root`] trees and their check.
+//! - [`range`]: [`RangeProof`], which proves the complete set of leaves with one key in a tree
+//!   of sorted leaves; with no such leaf, it proves absence.
+//! - [`proof`]: the [`DocumentProof`] format and [`verify`], its check.
+//! - [`prove()`]: building a proof from a run in the store.
+//! - [`url_index`]: the sorted, Merkle-rooted `BLAKE3(url) -> id` index that lets a URL be
+//!   proven absent.
+//!
+//! The proof format is specified in the book (`book/src/formats/proofs.md`).
+//!
+//! # Example
+//!
+//! ```
+//! use prov_audit::range::{prove_range, verify_range};
+//! use prov_store::{Digest, merkle_root};
+//!
+//! let entries: Vec<String> = ["a", "c"].iter().map(|id| format!(r#"{{"id":"{id}"}}"#)).collect();
+//! let root = merkle_root(&entries.iter().map(|e| Digest::of(e.as_bytes())).collect::<Vec<_>>());
+//! // "b" lies between two adjacent leaves: a proof of absence.
+//! let proof = prove_range(&entries, &["a", "c"], "b");
+//! assert_eq!(verify_range(&proof, "id", "b", 2, &root).unwrap(), vec![]);
+//! ```
+
+#![deny(missing_docs)]
+
+pub mod path;
+pub mod proof;
+mod prove;
+pub mod range;
+pub mod url_index;
+
+pub use proof::{
+    DocumentPart, DocumentProof, FoundRow, PROOF_KIND, PROOF_SCHEMA, Pins, StageFate, Subject, Training, UrlIndexProof,
+    Verified, VerifyError, parse_proof, url_key, verify,
+};
+pub use prove::{ProveError, prove};
+pub use range::{ProvenLeaf, RangeError, RangeProof};
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests;

@@ -1,0 +1,226 @@
+//! Proofs over small synthetic runs: a source, one filter with a ledger, a URL index and a
+//! `tokenize` stage, stored in a temporary store.
+
+use std::collections::BTreeMap;
+
+use proptest::prelude::*;
+use prov_dataset::{LedgerDecision, LedgerRow, write_ledger, write_ledger_shard};
+use prov_manifest::{
+    Determinism, Envelope, OutputRef, OutputType, Record, RunRecord, RunStage, StageRecord, put_record,
+};
+use prov_store::{Digest, ObjectKind, Store};
+use serde_json::{Value, json};
+
+use crate::url_index::{UrlIndexEntry, build_url_index};
+use crate::{Pins, Subject, VerifyError, prove, verify};
+
+fn envelope() -> Envelope {
+    Envelope {
+        workbench_version: "0.1.0".into(),
+        os: "linux".into(),
+        arch: "x86_64".into(),
+        cpu_model: "test".into(),
+        cpu_flags: vec![],
+        threads: 1,
+        device: "cpu".into(),
+        libtorch: None,
+        aten_cpu_capability: None,
+        mkl_cbwr: None,
+    }
+}
+
+fn stage(
+    name: &str,
+    kind: &str,
+    inputs: &[(&str, Digest)],
+    outputs: &[(&str, OutputType, Digest)],
+    stats: BTreeMap<String, Value>,
+) -> StageRecord {
+    StageRecord {
+        schema: 1,
+        name: name.parse().expect("valid name"),
+        stage_kind: kind.into(),
+        version: 1,
+        determinism: Determinism::Portable,
+        key: Digest::of(name.as_bytes()),
+        config: json!({}),
+        inputs: inputs.iter().map(|(k, d)| ((*k).to_owned(), *d)).collect(),
+        seeds: BTreeMap::new(),
+        envelope: envelope(),
+        outputs: outputs.iter().map(|(k, t, d)| ((*k).to_owned(), OutputRef { output_type: *t, digest: *d })).collect(),
+        stats,
+    }
+}
+
+fn row(id: &str, removed: bool) -> LedgerRow {
+    LedgerRow {
+        id: id.into(),
+        decision: if removed { LedgerDecision::Removed } else { LedgerDecision::Kept },
+        rule: if removed { "test:removed".into() } else { "test:kept".into() },
+        evidence: removed.then(|| json!({"why": id}).as_object().cloned().expect("an object")),
+        language: Some("en".into()),
+        words: id.len() as u64,
+    }
+}
+
+fn url_of(id: &str) -> String {
+    format!("https://example.org/{id}")
+}
+
+/// A run whose one filter has a ledger of `shards` (ids; those starting with `x` removed).
+fn fixture(store: &Store, shards: &[Vec<String>]) -> RunRecord {
+    let source = Digest::of(b"source record");
+    let mut ledger_shards = Vec::new();
+    for ids in shards {
+        let rows = ids.iter().map(|id| row(id, id.starts_with('x'))).collect();
+        ledger_shards.push(write_ledger_shard(store, rows).expect("ledger shard"));
+    }
+    let (ledger, _) = write_ledger(store, ledger_shards).expect("ledger");
+    let dataset = Digest::of(b"filtered dataset");
+    let index = build_url_index(shards.iter().flatten().map(|id| UrlIndexEntry::new(&url_of(id), id)).collect());
+    let index_digest = store.put_bytes(ObjectKind::Blob, &index.bytes).expect("index");
+    let stats: BTreeMap<String, Value> = [
+        ("entries".to_owned(), Value::from(index.entries)),
+        ("merkle_root".to_owned(), Value::from(index.root.to_string())),
+    ]
+    .into();
+    let records = [
+        stage("docs", "source", &[], &[("source", OutputType::Source, source)], BTreeMap::new()),
+        stage(
+            "filter",
+            "robots",
+            &[("docs", source)],
+            &[("dataset", OutputType::Dataset, dataset), ("ledger", OutputType::Ledger, ledger)],
+            BTreeMap::new(),
+        ),
+        stage("urls", "url-index", &[("docs", source)], &[("index", OutputType::File, index_digest)], stats),
+        stage("tokens", "tokenize", &[("docs", dataset)], &[], BTreeMap::new()),
+    ];
+    let stages = records
+        .into_iter()
+        .map(|s| RunStage { name: s.name.clone(), manifest: put_record(store, &Record::Stage(s)).expect("stage") })
+        .collect();
+    RunRecord::new("test", Digest::of(b"lockfile"), stages)
+}
+
+fn new_store() -> (tempfile::TempDir, Store) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = Store::init(&dir.path().join(".prov")).expect("store");
+    (dir, store)
+}
+
+fn ids(list: &[&str]) -> Vec<String> {
+    list.iter().map(|s| (*s).to_owned()).collect()
+}
+
+#[test]
+fn every_row_of_a_small_ledger_and_the_gaps_between_them_verify() {
+    let (_dir, store) = new_store();
+    let shards = [ids(&["a", "c", "xe"]), ids(&[]), ids(&["b"]), ids(&["c", "d", "f", "g", "xh"])];
+    let run = fixture(&store, &shards);
+    for id in ["a", "b", "c", "d", "xe", "f", "g", "xh", "", "0", "bb", "e", "z", "\u{10ffff}"] {
+        let proof = prove(&store, &run, &Subject::Doc(id.into())).expect("proves");
+        let v = verify(&proof.to_bytes(), Pins { root: Some(run.root), run_manifest: None }).expect("verifies");
+        let expected: Vec<usize> = (0..shards.len()).filter(|s| shards[*s].iter().any(|i| i == id)).collect();
+        assert_eq!(v.stages[0].rows.iter().map(|r| r.shard).collect::<Vec<_>>(), expected, "{id}");
+        for r in &v.stages[0].rows {
+            assert_eq!(r.decision, if id.starts_with('x') { "removed" } else { "kept" });
+        }
+        let t = v.training.expect("ends at tokenize");
+        assert_eq!(t.reached, Some(!expected.is_empty() && !id.starts_with('x')), "{id}");
+        assert_eq!((t.stage.as_str(), t.dataset_stage.as_str()), ("tokens", "filter"));
+    }
+}
+
+#[test]
+fn urls_seen_and_never_seen() {
+    let (_dir, store) = new_store();
+    let run = fixture(&store, &[ids(&["a", "xb"]), ids(&["a", "c"])]);
+    for (url, expect) in
+        [(url_of("a"), vec!["a"]), (url_of("xb"), vec!["xb"]), ("https://never.example/".into(), vec![])]
+    {
+        let proof = prove(&store, &run, &Subject::Url(url.clone())).expect("proves");
+        let v = verify(&proof.to_bytes(), Pins::default()).expect("verifies");
+        assert_eq!(v.ids, expect, "{url}");
+        assert_eq!(v.url_index.as_deref(), Some("urls"));
+        if expect.is_empty() {
+            assert!(v.stages[0].rows.is_empty());
+            assert_eq!(v.training.and_then(|t| t.reached), Some(false));
+        }
+    }
+    // `a` is in two shards: two rows.
+    let v = verify(&prove(&store, &run, &Subject::Url(url_of("a"))).expect("proves").to_bytes(), Pins::default())
+        .expect("verifies");
+    assert_eq!(v.stages[0].rows.len(), 2);
+}
+
+#[test]
+fn pins_and_swapped_parts_are_refused() {
+    let (_dir, store) = new_store();
+    let run = fixture(&store, &[ids(&["a", "b", "c"])]);
+    let proof = prove(&store, &run, &Subject::Doc("b".into())).expect("proves");
+    let bytes = proof.to_bytes();
+    let other = Digest::of(b"other");
+    assert!(matches!(verify(&bytes, Pins { root: Some(other), run_manifest: None }), Err(VerifyError::Pin { .. })));
+    assert!(matches!(
+        verify(&bytes, Pins { root: None, run_manifest: Some(other) }),
+        Err(VerifyError::Pin { what: "manifest", .. })
+    ));
+    // The proof for `b` does not prove anything about `a`, even with the subject changed
+    // consistently.
+    let mut forged = proof.clone();
+    forged.subject = Subject::Doc("a".into());
+    forged.documents[0].id = "a".into();
+    let err = verify(&forged.to_bytes(), Pins::default()).unwrap_err();
+    assert!(err.to_string().contains("do not bracket"), "{err}");
+    // A dropped ledger or a dropped chain stage is noticed.
+    let mut no_ledger = proof.clone();
+    no_ledger.ledgers.clear();
+    assert!(verify(&no_ledger.to_bytes(), Pins::default()).is_err());
+    let mut short = proof;
+    short.chain.remove(0);
+    assert!(matches!(verify(&short.to_bytes(), Pins::default()), Err(VerifyError::Chain { .. })));
+}
+
+#[test]
+fn every_single_byte_change_of_a_small_proof_is_rejected() {
+    let (_dir, store) = new_store();
+    let run = fixture(&store, &[ids(&["a", "xb"]), ids(&[])]);
+    let mut bytes = prove(&store, &run, &Subject::Url(url_of("xb"))).expect("proves").to_bytes();
+    bytes.push(b'\n');
+    verify(&bytes, Pins::default()).expect("the original verifies");
+    for i in 0..bytes.len() {
+        let mut changed = bytes.clone();
+        changed[i] ^= 0x01;
+        assert!(verify(&changed, Pins::default()).is_err(), "byte {i} changed and still valid");
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+
+    #[test]
+    fn random_ledgers_prove_every_id_and_reject_changes(
+        shards in prop::collection::vec(prop::collection::btree_set("[a-dx]{1,3}", 0..12), 1..4),
+        probe in "[a-dx]{1,3}",
+        flips in prop::collection::vec(any::<(usize, u8)>(), 8),
+    ) {
+        let (_dir, store) = new_store();
+        let shards: Vec<Vec<String>> = shards.into_iter().map(|s| s.into_iter().collect()).collect();
+        let run = fixture(&store, &shards);
+        let mut all: Vec<&String> = shards.iter().flatten().collect();
+        all.push(&probe);
+        for id in all {
+            let bytes = prove(&store, &run, &Subject::Doc(id.clone())).expect("proves").to_bytes();
+            let v = verify(&bytes, Pins { root: Some(run.root), run_manifest: None }).expect("verifies");
+            let expected = shards.iter().filter(|s| s.contains(id)).count();
+            prop_assert_eq!(v.stages[0].rows.len(), expected);
+            for (at, bit) in &flips {
+                let mut changed = bytes.clone();
+                let at = at % changed.len();
+                changed[at] ^= 1 << (bit % 8);
+                prop_assert!(verify(&changed, Pins::default()).is_err(), "byte {} changed and still valid", at);
+            }
+        }
+    }
+}
