@@ -6,6 +6,7 @@
 //! order; every random draw comes from a generator seeded from the stage's seed.
 
 pub mod ademamix;
+pub mod align;
 pub mod checkpoint;
 pub mod goldfish;
 pub mod model;
