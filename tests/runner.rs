@@ -14,6 +14,7 @@ mod test_kill;
 mod test_license;
 mod test_main_job;
 mod test_pii;
+mod test_prove;
 mod test_quickstart;
 mod test_real_data;
 mod test_recipe_errors;

@@ -1,0 +1,157 @@
+//! `prov prove` and `prov verify-proof` on the quickstart's documents run through a robots
+//! filter, PII redaction, a URL index and tokenisation: proofs for a kept document, a removed
+//! one, and ids and URLs never seen verify without the store; a changed byte is exit 2.
+
+use crate::common::{Project, flip_byte};
+
+/// The quickstart's data and shards, then the filters and the tokenizer of the main job.
+const RECIPE: &str = "\
+schema: 1
+name: prove
+seed: 20250131
+sources:
+  udhr:
+    path: data/quickstart/udhr-sample.jsonl
+    license: MIT
+  snapshot:
+    path: data/robots
+    retrieved: \"2025-01-31\"
+stages:
+  shards:
+    kind: shard
+    inputs: {docs: udhr}
+    params: {shards: 4}
+  urls:
+    kind: url-index
+    inputs: {docs: shards}
+  robots:
+    kind: robots
+    inputs: {docs: shards, snapshot: snapshot}
+  pii:
+    kind: pii
+    inputs: {docs: robots.dataset}
+  tokenizer:
+    kind: tokenizer
+    inputs: {docs: pii.dataset}
+    params: {vocab_size: 400}
+  tokens:
+    kind: tokenize
+    inputs: {docs: pii.dataset, tokenizer: tokenizer.tokenizer}
+    params: {seq_len: 64}
+";
+
+const FRENCH: &str = "https://www.ohchr.org/en/human-rights/universal-declaration/translations/french#article-01";
+
+/// Returns the project, after the run, and its run manifest.
+fn project() -> (Project, String) {
+    let p = Project::with_recipes();
+    p.write(
+        "recipes/data/robots/www.ohchr.org",
+        "User-agent: GPTBot\nDisallow: /en/human-rights/universal-declaration/translations/french\n",
+    );
+    p.write("recipes/prove.yaml", RECIPE);
+    let lines = p.json(&["run", "recipes/prove.yaml"]);
+    let run = lines.iter().find(|l| l["type"] == "run").expect("a run message");
+    let manifest = run["data"]["run_manifest"].as_str().unwrap().to_owned();
+    (p, manifest)
+}
+
+/// Runs `prov verify-proof` in an empty directory: no store anywhere.
+fn verify_alone(p: &Project, proof: &str, pins: &[&str]) -> crate::common::Run {
+    let dir = tempfile::tempdir().unwrap();
+    fs_err::copy(p.path(proof), dir.path().join("x.proof")).unwrap();
+    let mut args = vec!["verify-proof", "x.proof"];
+    args.extend_from_slice(pins);
+    let output = p.command(&args).current_dir(dir.path()).output().expect("prov starts");
+    crate::common::Run { args: args.iter().map(|s| (*s).to_owned()).collect(), output }
+}
+
+#[test]
+fn kept_removed_and_never_seen_documents_are_proven_without_the_store() {
+    let (p, manifest) = project();
+    let pin = ["--run", manifest.as_str()];
+
+    p.prov(&["prove", "lockfiles/prove.lock", "--doc", "udhr-deu_1996-00", "--out", "kept.proof"]).success();
+    let r = verify_alone(&p, "kept.proof", &pin);
+    r.success();
+    assert!(r.stdout().contains("robots (robots): kept by `robots:allowed`"), "{}", r.describe());
+    assert!(r.stdout().contains("pii (pii): kept by `pii:none`"), "{}", r.describe());
+    assert!(r.stdout().contains("reached the training data"), "{}", r.describe());
+
+    p.prov(&["prove", "lockfiles/prove.lock", "--doc", "udhr-fra-01", "--out", "removed.proof"]).success();
+    let r = verify_alone(&p, "removed.proof", &pin);
+    r.success();
+    assert!(r.stdout().contains("robots (robots): removed by `robots:disallowed`"), "{}", r.describe());
+    assert!(r.stdout().contains("pii (pii): absent, not in the stage's input"), "{}", r.describe());
+    assert!(r.stdout().contains("did not reach the training data"), "{}", r.describe());
+
+    // The same document by its URL, and by the run id instead of the lockfile.
+    let run_id = prov_store::Digest::of(&fs_err::read(p.path("lockfiles/prove.lock")).unwrap()).to_string();
+    p.prov(&["prove", &run_id, "--url", FRENCH, "--out", "url.proof"]).success();
+    let r = verify_alone(&p, "url.proof", &pin);
+    r.success();
+    assert!(
+        r.stdout().contains("documents with this URL (URL index of stage `urls`): udhr-fra-01"),
+        "{}",
+        r.describe()
+    );
+
+    // An id and a URL never seen: proofs of absence from every shard and from the index.
+    p.prov(&["prove", "lockfiles/prove.lock", "--doc", "no-such-document", "--out", "noid.proof"]).success();
+    let r = verify_alone(&p, "noid.proof", &pin);
+    r.success();
+    assert!(r.stdout().contains("robots (robots): absent, not in the stage's input (no row in its 4 shards)"));
+    p.prov(&["prove", "lockfiles/prove.lock", "--url", "https://never.example/", "--out", "nourl.proof"]).success();
+    let r = verify_alone(&p, "nourl.proof", &pin);
+    r.success();
+    assert!(r.stdout().contains("never seen: no document has this URL"), "{}", r.describe());
+
+    // Without a pin, valid, with a warning; with another root pinned, exit 2.
+    let r = verify_alone(&p, "kept.proof", &[]);
+    r.success();
+    assert!(r.stderr().contains("pin the run you trust"), "{}", r.describe());
+    let other = prov_store::Digest::of(b"another run").to_string();
+    let r = verify_alone(&p, "kept.proof", &["--root", &other]);
+    r.exit(2);
+    assert!(r.stderr().contains("but `blake3:"), "{}", r.describe());
+
+    // stdout is the proof itself when there is no `--out`.
+    let r = p.prov(&["prove", "lockfiles/prove.lock", "--doc", "udhr-deu_1996-00"]);
+    r.success();
+    assert_eq!(r.stdout().as_bytes(), fs_err::read(p.path("kept.proof")).unwrap().as_slice());
+}
+
+#[test]
+fn a_modified_proof_is_an_integrity_failure() {
+    let (p, manifest) = project();
+    p.prov(&["prove", "lockfiles/prove.lock", "--url", FRENCH, "--out", "url.proof"]).success();
+    let len = fs_err::metadata(p.path("url.proof")).unwrap().len() as usize;
+    // Bytes spread over the whole proof: the run record, stage records, ledgers, rows, paths.
+    for at in (0..len).step_by(len / 23) {
+        let name = format!("changed-{at}.proof");
+        fs_err::copy(p.path("url.proof"), p.path(&name)).unwrap();
+        flip_byte(&p.path(&name), at);
+        let r = verify_alone(&p, &name, &["--run", &manifest]);
+        r.exit(2);
+        assert!(r.stderr().contains("does not verify"), "byte {at}: {}", r.describe());
+    }
+}
+
+#[test]
+fn runs_without_a_filter_or_a_url_index_are_refused_with_a_hint() {
+    let (p, _) = project();
+    p.prov(&["run", "recipes/quickstart.yaml"]).success();
+    let r = p.prov(&["prove", "lockfiles/quickstart.lock", "--doc", "udhr-deu_1996-00"]);
+    r.exit(1);
+    assert!(r.stderr().contains("has no filter stage with a ledger"), "{}", r.describe());
+
+    let without_index = RECIPE.replace("  urls:\n    kind: url-index\n    inputs: {docs: shards}\n", "");
+    p.write("recipes/prove.yaml", &without_index);
+    p.prov(&["run", "recipes/prove.yaml"]).success();
+    let r = p.prov(&["prove", "lockfiles/prove.lock", "--url", FRENCH]);
+    r.exit(1);
+    assert!(r.stderr().contains("hint: add a stage `kind: url-index`"), "{}", r.describe());
+    let r = p.prov(&["verify-proof", "no-such.proof"]);
+    r.exit(1);
+    assert!(r.stderr().contains("reading the proof"), "{}", r.describe());
+}
