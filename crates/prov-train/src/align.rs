@@ -289,6 +289,7 @@ pub fn qrpo_loss(config: &QrpoConfig, completions: &Completions, quantile_reward
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
     use tch::Device;
 
     use super::*;
@@ -452,5 +453,41 @@ mod tests {
         assert!(matches!(dpo_loss(&DpoConfig::default(), &c, &empty), Err(AlignError::EmptyCompletion { row: 1, .. })));
         let short = Completions { policy: &p, reference: &p, tokens: &[3] };
         assert!(matches!(dpo_loss(&DpoConfig::default(), &c, &short), Err(AlignError::Shape { what: "rejected", .. })));
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        #[test]
+        fn swapping_chosen_and_rejected_changes_dpo_by_the_margin(
+            pw in -2000.0f64..0.0, rw in -2000.0f64..0.0, pl in -2000.0f64..0.0, rl in -2000.0f64..0.0,
+            tw in 1i64..5000, tl in 1i64..5000, beta in 0.01f64..10.0, normalised: bool,
+        ) {
+            // -log sigmoid(m) - (-log sigmoid(-m)) = -m, for any margin.
+            let t = |v: f64| Tensor::from_slice(&[v]);
+            let (pw, rw, pl, rl) = (t(pw), t(rw), t(pl), t(rl));
+            let w = Completions { policy: &pw, reference: &rw, tokens: &[tw] };
+            let l = Completions { policy: &pl, reference: &rl, tokens: &[tl] };
+            let cfg = DpoConfig { beta, length_normalised: normalised };
+            let forward = dpo_loss(&cfg, &w, &l).unwrap().mean.double_value(&[]);
+            let backward = dpo_loss(&cfg, &l, &w).unwrap().mean.double_value(&[]);
+            let (bw, bl) = if normalised { (beta / tw as f64, beta / tl as f64) } else { (beta, beta) };
+            let margin = bw * (f64s(&pw)[0] - f64s(&rw)[0]) - bl * (f64s(&pl)[0] - f64s(&rl)[0]);
+            prop_assert!(forward.is_finite() && backward.is_finite() && forward >= 0.0);
+            prop_assert!((forward - backward + margin).abs() <= 1e-12 * (1.0 + margin.abs()), "{forward} {backward} {margin}");
+        }
+
+        #[test]
+        fn the_optimal_policy_has_zero_qrpo_loss(
+            q in 0.0f64..=1.0, tokens in 1i64..50_000, beta in 0.1f64..10.0, reference in -1e4f64..0.0,
+        ) {
+            // pi* = ref exp(R_q / beta_y) / Z_q(beta_y): its log-ratio is (R_q - beta_y log Z_q) / beta_y.
+            let beta_y = beta / tokens as f64;
+            let ratio = (q - beta_y * log_z(beta_y)) / beta_y;
+            let (policy, reference) = (Tensor::from_slice(&[reference + ratio]), Tensor::from_slice(&[reference]));
+            let c = Completions { policy: &policy, reference: &reference, tokens: &[tokens] };
+            let loss = qrpo_loss(&QrpoConfig { beta, length_normalised: true }, &c, &[q]).unwrap();
+            prop_assert!(loss.mean.double_value(&[]) < 1e-18, "{}", loss.mean.double_value(&[]));
+        }
     }
 }
