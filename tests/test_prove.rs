@@ -155,3 +155,21 @@ fn runs_without_a_filter_or_a_url_index_are_refused_with_a_hint() {
     r.exit(1);
     assert!(r.stderr().contains("reading the proof"), "{}", r.describe());
 }
+
+#[test]
+fn the_url_index_is_the_same_for_any_thread_count_and_replays() {
+    let (a, _) = project();
+    let b = Project::with_recipes();
+    fs_err::create_dir_all(b.path("recipes/data/robots")).unwrap();
+    fs_err::copy(a.path("recipes/data/robots/www.ohchr.org"), b.path("recipes/data/robots/www.ohchr.org")).unwrap();
+    b.write("recipes/prove.yaml", RECIPE);
+    let outputs = |p: &Project, threads: &str| -> serde_json::Value {
+        let lines = p.json(&["--threads", threads, "run", "recipes/prove.yaml"]);
+        let urls = lines.iter().find(|l| l["type"] == "stage" && l["data"]["name"] == "urls").expect("urls stage");
+        urls["data"]["outputs"].clone()
+    };
+    assert_eq!(outputs(&a, "2"), outputs(&b, "1"), "the index's bytes do not depend on threads");
+    let r = a.prov(&["replay", "lockfiles/prove.lock"]);
+    r.success();
+    assert!(r.stdout().contains("replay identical"), "{}", r.describe());
+}

@@ -323,7 +323,8 @@ fn run_stage(text: &str, what: &str, run: &RunRecord) -> Result<StageRecord, Ver
     Ok(stage)
 }
 
-fn ledger_output(stage: &StageRecord) -> Option<Digest> {
+/// Returns the digest of a stage's `ledger`-typed output, if it has one.
+pub(crate) fn ledger_output(stage: &StageRecord) -> Option<Digest> {
     stage.outputs.values().find(|o| o.output_type == OutputType::Ledger).map(|o| o.digest)
 }
 

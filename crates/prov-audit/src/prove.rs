@@ -1,12 +1,12 @@
 //! Building a [`DocumentProof`] from a run in the store.
 
 use prov_dataset::{LedgerRow, read_ledger_shard};
-use prov_manifest::{OutputType, Record, RunRecord, StageRecord, StoredError, get_record};
+use prov_manifest::{Record, RunRecord, StageRecord, StoredError, get_record};
 use prov_store::{Digest, Store, StoreError};
 
 use crate::proof::{
     DocumentPart, DocumentProof, PROOF_KIND, PROOF_SCHEMA, Subject, TRAINING_KIND, URL_INDEX_KIND, UrlIndexProof,
-    url_key,
+    ledger_output, url_key,
 };
 use crate::range::{RangeProof, prove_range};
 use crate::url_index::read_url_index;
@@ -80,20 +80,16 @@ impl ProveError {
 
 fn stage_record(store: &Store, digest: &Digest) -> Result<(StageRecord, String), ProveError> {
     let record = get_record(store, digest)?;
-    let text = String::from_utf8(record.to_bytes().expect("a stored record encodes")).expect("JSON is UTF-8");
+    let text = canonical_text(&record);
     match record {
         Record::Stage(s) => Ok((s, text)),
         other => Err(ProveError::Kind { digest: *digest, expected: "stage", found: other.kind_name() }),
     }
 }
 
-fn record_text(store: &Store, digest: &Digest) -> Result<String, ProveError> {
-    let record = get_record(store, digest)?;
-    Ok(String::from_utf8(record.to_bytes().expect("a stored record encodes")).expect("JSON is UTF-8"))
-}
-
-fn has_ledger(s: &StageRecord) -> Option<Digest> {
-    s.outputs.values().find(|o| o.output_type == OutputType::Ledger).map(|o| o.digest)
+/// Returns a record's canonical JSON, the text a proof embeds.
+fn canonical_text(record: &Record) -> String {
+    String::from_utf8(record.to_bytes().expect("a decoded record encodes")).expect("JSON is UTF-8")
 }
 
 /// A ledger's shards, read once: each row's canonical text and id.
@@ -132,7 +128,7 @@ pub fn prove(store: &Store, run: &RunRecord, subject: &Subject) -> Result<Docume
     let sink = stages
         .iter()
         .rposition(|(s, _)| s.stage_kind == TRAINING_KIND)
-        .or_else(|| stages.iter().rposition(|(s, _)| has_ledger(s).is_some()))
+        .or_else(|| stages.iter().rposition(|(s, _)| ledger_output(s).is_some()))
         .ok_or_else(|| ProveError::NoLedger { recipe: run.recipe.clone() })?;
     let mut chain = vec![sink];
     while let Some(docs) = stages[*chain.last().expect("starts with the sink")].0.inputs.get("docs") {
@@ -148,7 +144,7 @@ pub fn prove(store: &Store, run: &RunRecord, subject: &Subject) -> Result<Docume
     }
     chain.reverse();
     let ledger_stages: Vec<(usize, Digest)> =
-        chain.iter().filter_map(|&i| has_ledger(&stages[i].0).map(|d| (i, d))).collect();
+        chain.iter().filter_map(|&i| ledger_output(&stages[i].0).map(|d| (i, d))).collect();
     if ledger_stages.is_empty() {
         return Err(ProveError::NoLedger { recipe: run.recipe.clone() });
     }
@@ -198,7 +194,7 @@ pub fn prove(store: &Store, run: &RunRecord, subject: &Subject) -> Result<Docume
         for (doc, ranges) in documents.iter_mut().zip(per_doc) {
             doc.ledgers.push(ranges);
         }
-        ledgers.push(record_text(store, ledger)?);
+        ledgers.push(canonical_text(&record));
     }
 
     Ok(DocumentProof {
