@@ -96,6 +96,13 @@ fn kept_removed_and_never_seen_documents_are_proven_without_the_store() {
         r.describe()
     );
 
+    let german = "https://www.ohchr.org/en/human-rights/universal-declaration/translations/german#preamble";
+    p.prov(&["prove", "lockfiles/prove.lock", "--url", german, "--out", "kept-url.proof"]).success();
+    let r = verify_alone(&p, "kept-url.proof", &pin);
+    r.success();
+    assert!(r.stdout().contains("with this URL (URL index of stage `urls`): udhr-deu_1996-00"), "{}", r.describe());
+    assert!(r.stdout().contains("reached the training data"), "{}", r.describe());
+
     // An id and a URL never seen: proofs of absence from every shard and from the index.
     p.prov(&["prove", "lockfiles/prove.lock", "--doc", "no-such-document", "--out", "noid.proof"]).success();
     let r = verify_alone(&p, "noid.proof", &pin);
@@ -172,4 +179,41 @@ fn the_url_index_is_the_same_for_any_thread_count_and_replays() {
     let r = a.prov(&["replay", "lockfiles/prove.lock"]);
     r.success();
     assert!(r.stdout().contains("replay identical"), "{}", r.describe());
+}
+
+/// The Python verifier printed in the book's proofs chapter accepts `prov`'s proofs and
+/// rejects a changed one: the chapter is precise enough to write a verifier from.
+#[test]
+fn the_books_independent_verifier_agrees() {
+    let has = |tool: &str| std::process::Command::new(tool).arg("--version").output().is_ok_and(|o| o.status.success());
+    if !has("python3") || !has("b3sum") {
+        eprintln!("skipping: python3 or b3sum missing");
+        return;
+    }
+    let chapter = fs_err::read_to_string(crate::common::repo_root().join("book/src/formats/proofs.md")).unwrap();
+    let after = chapter.split("## An independent verifier").nth(1).expect("the section exists");
+    let script = after.split("```python\n").nth(1).and_then(|s| s.split("```").next()).expect("a python block");
+    let (p, _) = project();
+    let script_path = p.write("verify.py", script);
+    let python = |proof: &str| {
+        std::process::Command::new("python3").arg(&script_path).arg(p.path(proof)).output().expect("python3 runs")
+    };
+    for (args, expect) in [
+        (["--doc", "udhr-deu_1996-00"], "udhr-deu_1996-00 pii 0 kept pii:none"),
+        (["--url", FRENCH], "udhr-fra-01 robots 1 removed robots:disallowed"),
+        (["--url", "https://never.example/"], "valid, run root"),
+    ] {
+        let mut a = vec!["prove", "lockfiles/prove.lock", "--out", "x.proof"];
+        a.extend_from_slice(&args);
+        p.prov(&a).success();
+        let out = python("x.proof");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && stdout.contains(expect),
+            "{args:?}: {stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    flip_byte(&p.path("x.proof"), 4000);
+    assert!(!python("x.proof").status.success(), "a changed byte is refused");
 }
