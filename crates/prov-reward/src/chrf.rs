@@ -206,7 +206,8 @@ impl Chrf {
     /// The F-score in `[0, 100]` of summed statistics (sacrebleu's `_compute_f_score`, its
     /// operations in its order).
     pub fn score(&self, stats: &ChrfStats) -> f64 {
-        let factor = f64::from(self.beta * self.beta);
+        // beta² exactly as Python's integer `beta ** 2` becomes a float (exact below 2^26).
+        let factor = f64::from(self.beta) * f64::from(self.beta);
         let mut smoothed = 0.0;
         let mut effective_order = 0u32;
         let (mut mean_precision, mut mean_recall) = (0.0f64, 0.0f64);
