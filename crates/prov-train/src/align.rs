@@ -416,6 +416,10 @@ mod tests {
         assert!((lp.mean.double_value(&[0]) - want / 2.0).abs() < 1e-14);
         assert_eq!(lp.tokens, vec![2]);
         assert_eq!(lp.sum.kind(), Kind::Double);
+        // bfloat16 logits are upcast: the log-softmax and the sums run in float32.
+        let lp16 = completion_log_probs(&logits.to_kind(Kind::BFloat16), &labels, &mask).unwrap();
+        assert_eq!((lp16.sum.kind(), lp16.mean.kind()), (Kind::Float, Kind::Float));
+        assert!((lp16.sum.double_value(&[0]) - want).abs() < 1e-5, "these logits are exact in bfloat16");
         // A masked position whose label has probability 0 does not make the sum NaN.
         let inf = Tensor::from_slice(&[f32::NEG_INFINITY, 0.0, 0.0, 0.0]).view([1, 2, 2]);
         let lp = completion_log_probs(
