@@ -47,7 +47,7 @@ fn mini_apertus_runs_and_replays_bit_for_bit() {
     let lines = p.json(&["replay", "lockfiles/mini-apertus.lock", "--against", "manifests/mini-apertus"]);
     let run = lines.iter().find(|l| l["type"] == "run").expect("a run summary");
     assert_eq!(run["data"]["diverged"], false, "{run}");
-    assert_eq!(lines.iter().filter(|l| l["type"] == "stage" && l["data"]["status"] == "replayed").count(), 16);
+    assert_eq!(lines.iter().filter(|l| l["type"] == "stage" && l["data"]["status"] == "replayed").count(), 17);
 
     let shards = record(&p, &stage(&lines, "shards")["data"]["manifest"]);
     assert_eq!(shards["stats"]["documents"], UDHR_DOCUMENTS + DEBIAN_DOCUMENTS, "{}", shards["stats"]);
@@ -129,9 +129,48 @@ fn mini_apertus_runs_and_replays_bit_for_bit() {
     assert!(by_rule["decontaminate:contaminated"]["documents"].as_u64().unwrap() >= 10, "{by_rule}");
 
     training_learned(&p, &lines);
+    urls_are_proven_against_the_committed_run(&p);
     p.prov(&["gc"]).success();
     p.prov(&["verify"]).success();
     p.prov(&["show", licenses["GPL-3+"]["verdict"].as_str().unwrap()]).success();
+}
+
+/// Proofs by URL from the replayed run, checked without the store against the committed
+/// run: a document that reached the training data, one that a site's robots.txt removed, and a
+/// URL that was never in the corpus.
+fn urls_are_proven_against_the_committed_run(p: &Project) {
+    let cases = [
+        (
+            "https://www.audionetwork.com/udhr/007/00",
+            "robots (robots): kept by `robots:allowed`",
+            "reached the training data",
+        ),
+        (
+            "https://www.linkedin.com/debian/fortunes-de/anekdoten/001",
+            "robots (robots): removed by `robots:disallowed`",
+            "did not reach the training data",
+        ),
+        (
+            "https://example.invalid/never-crawled",
+            "never seen: no document has this URL",
+            "did not reach the training data",
+        ),
+    ];
+    let run_file = p.path("manifests/mini-apertus/RUN");
+    let alone = tempfile::tempdir().unwrap();
+    for (i, (url, fate, training)) in cases.iter().enumerate() {
+        let out = alone.path().join(format!("{i}.proof"));
+        p.prov(&["prove", "lockfiles/mini-apertus.lock", "--url", url, "--out", out.to_str().unwrap()]).success();
+        // No store in that directory: the proof and the committed run id are all it needs.
+        let output = p
+            .command(&["verify-proof", &format!("{i}.proof"), "--run", run_file.to_str().unwrap()])
+            .current_dir(alone.path())
+            .output()
+            .unwrap();
+        let shown = String::from_utf8_lossy(&output.stdout);
+        assert!(output.status.success(), "{url}: {}", String::from_utf8_lossy(&output.stderr));
+        assert!(shown.contains(fate) && shown.contains(training), "{url}: {shown}");
+    }
 }
 
 /// A tampered manifest is refused (exit 2) before anything runs.

@@ -6,8 +6,9 @@
 //! One JSON object per line: `{"type": "<message type>", "data": {…}}`. Message types used
 //! today: `run` (an execution's summary), `stage` (one stage boundary), `divergence`,
 //! `verify`, `damage`, `gc`, `lock`, `init`, `commit`, `doctor`, `log`, `status`, `lockfile`, `record`,
-//! `object`, `diff`, `lineage`. Types and fields may expand over time; consumers must ignore what they
-//! do not know.
+//! `object`, `diff`, `lineage`, `robots`, `pii`, `license`, `goldfish`, `batch` (the `explain`
+//! answers), `eval`, `sample`, `export`, `proof` (`prove` and `verify-proof`). Types and fields
+//! may expand over time; consumers must ignore what they do not know.
 
 use std::io::{self, IsTerminal, Write};
 
