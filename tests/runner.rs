@@ -4,6 +4,7 @@
 
 mod common;
 
+mod test_audit;
 mod test_concurrency;
 mod test_decontaminate;
 mod test_dedup;

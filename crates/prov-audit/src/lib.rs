@@ -1,4 +1,5 @@
-//! Claims, evidence and proofs about a Provenant run. For now: proofs.
+//! Claims, evidence and proofs about a Provenant run: audits against a policy, and document
+//! proofs.
 //!
 //! This crate owns what an auditor checks without the corpus: a **document proof** shows, from
 //! a run's ledger Merkle trees, what each filter stage did with one document (kept, removed or
@@ -14,6 +15,9 @@
 //!   of sorted leaves; with no such leaf, it proves absence.
 //! - [`proof`]: the [`DocumentProof`] format and [`verify`], its check.
 //! - [`prove()`]: building a proof from a run in the store.
+//! - [`policy`]: the audit policy file ([`AuditPolicy`], [`Claim`]) with located errors.
+//! - [`claims`]: evaluating claims ([`evaluate`], [`ClaimResult`], [`check_ledger`]).
+//! - [`report`]: the [`Report`] and its text, Markdown and HTML renderings.
 //! - [`url_index`]: the sorted, Merkle-rooted `BLAKE3(url) -> id` index that lets a URL be
 //!   proven absent.
 //!
@@ -34,18 +38,26 @@
 
 #![deny(missing_docs)]
 
+pub mod claims;
 pub mod path;
+pub mod policy;
 pub mod proof;
 mod prove;
 pub mod range;
+pub mod report;
 pub mod url_index;
 
+pub use claims::{
+    AuditError, AuditOptions, ClaimResult, Evidence, Outcome, Rescan, RunContext, check_ledger, evaluate,
+};
+pub use policy::{AuditPolicy, Claim, POLICY_SCHEMA};
 pub use proof::{
     DocumentPart, DocumentProof, FoundRow, PROOF_KIND, PROOF_SCHEMA, Pins, StageFate, Subject, Training, UrlIndexProof,
     Verified, VerifyError, parse_proof, url_key, verify,
 };
 pub use prove::{ProveError, prove};
 pub use range::{ProvenLeaf, RangeError, RangeProof};
+pub use report::Report;
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]

@@ -1,5 +1,6 @@
 //! One file per subcommand; this module holds the `Command` enum and the one dispatch.
 
+mod audit;
 mod diff;
 mod doctor;
 mod explain;
@@ -38,6 +39,7 @@ pub(crate) enum Command {
     Eval(model::EvalArgs),
     Sample(model::SampleArgs),
     Export(model::ExportArgs),
+    Audit(audit::AuditArgs),
     Prove(prove::ProveArgs),
     VerifyProof(verify_proof::VerifyProofArgs),
     Gc(gc::GcArgs),
@@ -60,6 +62,7 @@ pub(crate) fn dispatch(ui: &mut Ui, cx: &CommandContext, command: &Command) -> R
         Command::Eval(a) => model::cmd_eval(ui, cx, a),
         Command::Sample(a) => model::cmd_sample(ui, cx, a),
         Command::Export(a) => model::cmd_export(ui, cx, a),
+        Command::Audit(a) => audit::cmd_audit(ui, cx, a),
         Command::Prove(a) => prove::cmd_prove(ui, cx, a),
         Command::VerifyProof(a) => verify_proof::cmd_verify_proof(ui, cx, a),
         Command::Gc(a) => gc::cmd_gc(ui, cx, a),

@@ -1,0 +1,867 @@
+//! Evaluating a policy's claims against a recorded run: each claim reads the run's stage
+//! records, ledgers and datasets from the store, re-checks what it can, and says whether it
+//! holds, fails or cannot be decided, with the evidence.
+//!
+//! Every ledger a claim reads is checked first ([`check_ledger`]): its shards' bytes against
+//! their digests, each shard's rows against its recorded shard root, the rows' order and
+//! uniqueness, and the record's `rules` counts against the rows. A ledger, verdict or dataset
+//! shard that fails these checks makes the claim fail, naming the object.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use prov_dataset::{Document, LedgerDecision, LedgerRow, read_ledger_shard, read_shard};
+use prov_manifest::{DatasetRecord, LedgerRecord, Record, RunRecord, StageRecord, get_record};
+use prov_store::{Digest, Store, merkle_root};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::policy::{AuditPolicy, Claim};
+
+/// The outcome of one claim.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Outcome {
+    /// The evidence supports the claim and every re-check agrees.
+    Holds,
+    /// The evidence contradicts the claim, or a re-check or an integrity check failed.
+    Fails,
+    /// The run does not hold the evidence the claim needs.
+    CannotBeDecided,
+}
+
+impl Outcome {
+    /// Returns the outcome as written in reports (`holds`, `fails`, `cannot-be-decided`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Holds => "holds",
+            Self::Fails => "fails",
+            Self::CannotBeDecided => "cannot-be-decided",
+        }
+    }
+}
+
+/// One piece of evidence: what it is and its value (a digest, a count, a share).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Evidence {
+    /// What the value is, e.g. `ledger` or `kept documents`.
+    pub name: String,
+    /// The value, as text.
+    pub value: String,
+}
+
+/// The result of one claim.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ClaimResult {
+    /// The claim's kind (`robots`, `pii`, …).
+    pub kind: String,
+    /// The claim in one sentence.
+    pub statement: String,
+    /// Holds, fails or cannot be decided.
+    pub outcome: Outcome,
+    /// Why it does not hold (empty when it holds).
+    pub reasons: Vec<String>,
+    /// Digests and counts the result rests on.
+    pub evidence: Vec<Evidence>,
+    /// What was re-checked, rather than taken from the records.
+    pub rechecked: Vec<String>,
+}
+
+impl ClaimResult {
+    fn new(kind: &str, statement: String) -> Self {
+        Self {
+            kind: kind.into(),
+            statement,
+            outcome: Outcome::Holds,
+            reasons: Vec::new(),
+            evidence: Vec::new(),
+            rechecked: Vec::new(),
+        }
+    }
+
+    fn evidence(&mut self, name: impl Into<String>, value: impl std::fmt::Display) {
+        self.evidence.push(Evidence { name: name.into(), value: value.to_string() });
+    }
+
+    fn fail(&mut self, reason: impl Into<String>) {
+        self.outcome = Outcome::Fails;
+        self.reasons.push(reason.into());
+    }
+
+    fn undecided(&mut self, reason: impl Into<String>) {
+        if self.outcome == Outcome::Holds {
+            self.outcome = Outcome::CannotBeDecided;
+        }
+        self.reasons.push(reason.into());
+    }
+}
+
+/// Re-checks that need the stage implementations (which live in `prov-prep`, a crate that
+/// depends on this one): the caller supplies them.
+pub trait Rescan {
+    /// Returns how many PII matches the `pii` stage with `config` finds in `text`.
+    ///
+    /// # Errors
+    ///
+    /// A message when `config` is not a `pii` config this build knows.
+    fn pii_matches(&self, config: &Value, text: &str) -> Result<u64, String>;
+}
+
+/// How to evaluate: sampling, re-checks.
+#[derive(Default)]
+pub struct AuditOptions<'a> {
+    /// Re-check only this many documents, chosen by [`sample_key`] with this seed.
+    pub sample: Option<(usize, u64)>,
+    /// The re-checks that need stage implementations; without them, those claims cannot be
+    /// decided.
+    pub rescan: Option<&'a dyn Rescan>,
+}
+
+/// A run as the claims see it.
+pub struct RunContext<'a> {
+    /// The store.
+    pub store: &'a Store,
+    /// The run record's digest.
+    pub run_manifest: Digest,
+    /// The run record.
+    pub run: &'a RunRecord,
+    /// The stage records, in run order, with their digests.
+    pub stages: Vec<(Digest, StageRecord)>,
+}
+
+/// Why an audit cannot start: the run record's own stages cannot be read.
+#[derive(Debug, thiserror::Error)]
+pub enum AuditError {
+    /// A stage record could not be read.
+    #[error(transparent)]
+    Stored(#[from] prov_manifest::StoredError),
+    /// A stage record is of another kind.
+    #[error("`{0}` is listed as a stage of the run but is not a stage record")]
+    NotAStage(Digest),
+}
+
+impl AuditError {
+    /// True when a stored object or record does not match its digest (exit 2 in the CLI).
+    pub fn is_integrity_failure(&self) -> bool {
+        match self {
+            Self::Stored(e) => e.is_integrity_failure(),
+            Self::NotAStage(_) => true,
+        }
+    }
+}
+
+impl<'a> RunContext<'a> {
+    /// Reads the run's stage records.
+    ///
+    /// # Errors
+    ///
+    /// When a stage record is missing, damaged or of another kind.
+    pub fn new(store: &'a Store, run_manifest: Digest, run: &'a RunRecord) -> Result<Self, AuditError> {
+        let mut stages = Vec::new();
+        for s in &run.stages {
+            match get_record(store, &s.manifest)? {
+                Record::Stage(r) => stages.push((s.manifest, r)),
+                _ => return Err(AuditError::NotAStage(s.manifest)),
+            }
+        }
+        Ok(Self { store, run_manifest, run, stages })
+    }
+
+    fn stages_of(&self, kind: &str, name: Option<&str>) -> Vec<&(Digest, StageRecord)> {
+        self.stages.iter().filter(|(_, s)| s.stage_kind == kind && name.is_none_or(|n| s.name.as_str() == n)).collect()
+    }
+}
+
+/// Returns the seeded sampling key of a document id: the first 8 bytes of
+/// `BLAKE3(seed as 8 little-endian bytes ‖ id)`, read little-endian. A sample of N documents
+/// is the N with the smallest keys.
+pub fn sample_key(seed: u64, id: &str) -> u64 {
+    let mut h = blake3::Hasher::new();
+    h.update(&seed.to_le_bytes());
+    h.update(id.as_bytes());
+    let bytes = h.finalize();
+    u64::from_le_bytes(bytes.as_bytes()[..8].try_into().expect("8 bytes"))
+}
+
+/// Returns the probability that a sample of `n` documents contains at least one violating
+/// document when a share `p` of all documents violate: `1 - (1 - p)^n`.
+pub fn detection_probability(p: f64, n: usize) -> f64 {
+    1.0 - (1.0 - p).powi(i32::try_from(n).unwrap_or(i32::MAX))
+}
+
+/// A ledger whose rows were checked against its record.
+pub struct CheckedLedger {
+    /// The ledger record.
+    pub record: LedgerRecord,
+    /// The rows of each shard, in shard order.
+    pub shards: Vec<Vec<LedgerRow>>,
+}
+
+impl CheckedLedger {
+    fn rows(&self) -> impl Iterator<Item = &LedgerRow> {
+        self.shards.iter().flatten()
+    }
+}
+
+/// Reads a ledger and checks its rows against its record: each shard's bytes against their
+/// digest, its row count, its Merkle root against the recorded shard root, ids sorted and
+/// unique, and the `rules` counts.
+///
+/// # Errors
+///
+/// A sentence naming the ledger or shard and what does not match.
+pub fn check_ledger(store: &Store, digest: &Digest) -> Result<CheckedLedger, String> {
+    let record = match get_record(store, digest) {
+        Ok(Record::Ledger(l)) => l,
+        Ok(other) => return Err(format!("ledger `{digest}` is a {} record", other.kind_name())),
+        Err(e) => return Err(format!("ledger `{digest}`: {e}")),
+    };
+    let mut shards = Vec::new();
+    let mut rules: BTreeMap<String, u64> = BTreeMap::new();
+    for (i, (shard, root)) in record.shards.iter().zip(&record.shard_roots).enumerate() {
+        let rows = read_ledger_shard(store, &shard.digest)
+            .map_err(|e| format!("ledger `{digest}`, shard {i} `{}`: {e}", shard.digest))?;
+        if rows.len() as u64 != shard.rows {
+            return Err(format!(
+                "ledger `{digest}`, shard {i} `{}` holds {} rows, the record says {}",
+                shard.digest,
+                rows.len(),
+                shard.rows
+            ));
+        }
+        if let Some(w) = rows.windows(2).find(|w| w[0].id.as_bytes() >= w[1].id.as_bytes()) {
+            return Err(format!(
+                "ledger `{digest}`, shard {i} `{}`: ids not sorted and unique (`{}` then `{}`)",
+                shard.digest, w[0].id, w[1].id
+            ));
+        }
+        let actual = merkle_root(&rows.iter().map(LedgerRow::leaf).collect::<Vec<_>>());
+        if actual != *root {
+            return Err(format!(
+                "ledger `{digest}`, shard {i} `{}`: its rows hash to root `{actual}`, the record's shard root is `{root}`",
+                shard.digest
+            ));
+        }
+        for r in &rows {
+            *rules.entry(r.rule.clone()).or_default() += 1;
+        }
+        shards.push(rows);
+    }
+    if rules != record.rules {
+        return Err(format!(
+            "ledger `{digest}`: its rows' rule counts {rules:?} differ from the record's {:?}",
+            record.rules
+        ));
+    }
+    Ok(CheckedLedger { record, shards })
+}
+
+fn dataset(store: &Store, digest: &Digest) -> Result<DatasetRecord, String> {
+    match get_record(store, digest) {
+        Ok(Record::Dataset(d)) => Ok(d),
+        Ok(other) => Err(format!("`{digest}` is a {} record, not a dataset", other.kind_name())),
+        Err(e) => Err(format!("dataset `{digest}`: {e}")),
+    }
+}
+
+/// Reads every document of a dataset, shard by shard (each shard verified).
+fn documents(store: &Store, ds_digest: &Digest, ds: &DatasetRecord) -> Result<Vec<Vec<Document>>, String> {
+    ds.shards
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            read_shard(store, &s.digest).map_err(|e| format!("dataset `{ds_digest}`, shard {i} `{}`: {e}", s.digest))
+        })
+        .collect()
+}
+
+/// What every ledger claim reads: the stage's ledger, input and output datasets, checked
+/// against each other.
+struct Filter {
+    ledger: CheckedLedger,
+    /// The `docs` input dataset.
+    input: Digest,
+    /// The output dataset and its documents, shard by shard.
+    output: Digest,
+    docs: Vec<Vec<Document>>,
+}
+
+/// Loads a filter stage's ledger and datasets, and checks that the ledger has one row per
+/// input document and that the output holds exactly the kept and modified documents of each
+/// ledger shard. Records the evidence; on failure, fails the claim and returns `None`.
+fn load_filter(
+    cx: &RunContext<'_>,
+    manifest: &Digest,
+    stage: &StageRecord,
+    result: &mut ClaimResult,
+) -> Option<Filter> {
+    let name = &stage.name;
+    result.evidence(format!("stage `{name}` ({})", stage.stage_kind), manifest);
+    let (Some(ledger), Some(out), Some(input)) =
+        (stage.outputs.get("ledger"), stage.outputs.get("dataset"), stage.inputs.get("docs"))
+    else {
+        result.undecided(format!("stage `{name}` has no ledger, dataset output or `docs` input"));
+        return None;
+    };
+    let checked = (|| {
+        let l = check_ledger(cx.store, &ledger.digest)?;
+        let i = dataset(cx.store, input)?;
+        let o = dataset(cx.store, &out.digest)?;
+        let docs = documents(cx.store, &out.digest, &o)?;
+        Ok::<_, String>((l, i, o, docs))
+    })();
+    let (l, i, o, docs) = match checked {
+        Ok(x) => x,
+        Err(e) => {
+            result.fail(format!("stage `{name}`: {e}"));
+            return None;
+        }
+    };
+    result.evidence(format!("`{name}` ledger (Merkle root {})", l.record.merkle_root), ledger.digest);
+    result.evidence(format!("`{name}` input dataset ({} documents)", i.rows), input);
+    result.evidence(format!("`{name}` output dataset ({} documents)", o.rows), out.digest);
+    result.rechecked.push(format!(
+        "`{name}`: the {} rows of the ledger's {} shards against their shard roots, order and rule counts",
+        l.record.rows,
+        l.shards.len()
+    ));
+    if l.record.rows != i.rows {
+        result.fail(format!("`{name}`: the ledger has {} rows, its input dataset {} documents", l.record.rows, i.rows));
+    }
+    if l.shards.len() == docs.len() {
+        for (s, (rows, out_docs)) in l.shards.iter().zip(&docs).enumerate() {
+            let passed: BTreeSet<&str> =
+                rows.iter().filter(|r| r.decision != LedgerDecision::Removed).map(|r| r.id.as_str()).collect();
+            let found: BTreeSet<&str> = out_docs.iter().map(|d| d.id.as_str()).collect();
+            if passed != found || out_docs.len() != found.len() {
+                let extra: Vec<&&str> = found.difference(&passed).take(3).collect();
+                result.fail(format!(
+                    "`{name}`: output shard {s} `{}` holds {} documents, its ledger shard passes {}{}",
+                    o.shards[s].digest,
+                    out_docs.len(),
+                    passed.len(),
+                    if extra.is_empty() { String::new() } else { format!(" (not passed: {extra:?})") }
+                ));
+            }
+        }
+        result
+            .rechecked
+            .push(format!("`{name}`: the output dataset's ids against the ledger's kept and modified rows"));
+    } else {
+        result.fail(format!("`{name}`: {} ledger shards but {} output shards", l.shards.len(), docs.len()));
+    }
+    Some(Filter { ledger: l, input: *input, output: out.digest, docs })
+}
+
+fn count_rules(ledger: &CheckedLedger, pred: impl Fn(&LedgerRow) -> bool) -> BTreeMap<String, u64> {
+    let mut out = BTreeMap::new();
+    for r in ledger.rows().filter(|r| pred(r)) {
+        *out.entry(r.rule.clone()).or_insert(0) += 1;
+    }
+    out
+}
+
+fn share(part: u64, whole: u64) -> f64 {
+    if whole == 0 { 0.0 } else { part as f64 / whole as f64 }
+}
+
+fn percent(x: f64) -> String {
+    format!("{:.2}%", x * 100.0)
+}
+
+/// Fails the claim for rows of a decision whose rule is not among `allowed`.
+fn check_rules(
+    name: &str,
+    ledger: &CheckedLedger,
+    decision: LedgerDecision,
+    allowed: &[&str],
+    result: &mut ClaimResult,
+) {
+    for (rule, n) in count_rules(ledger, |r| r.decision == decision) {
+        if !allowed.contains(&rule.as_str()) {
+            result.fail(format!("`{name}`: {n} {} documents by rule `{rule}`", decision.as_str()));
+        }
+    }
+}
+
+fn no_stage(result: &mut ClaimResult, kind: &str, stage: Option<&str>) {
+    result.undecided(match stage {
+        Some(s) => format!("the run has no `{kind}` stage named `{s}`"),
+        None => format!("the run has no `{kind}` stage"),
+    });
+}
+
+/// The opt-out default: rules that keep a document without a robots.txt that allows it.
+pub const ROBOTS_DEFAULT_RULES: [&str; 3] = ["robots:no-robots", "robots:unparseable", "robots:no-url"];
+
+fn robots(cx: &RunContext<'_>, stage: Option<&str>, agents: &[String], max_default: Option<f64>) -> ClaimResult {
+    let mut result = ClaimResult::new(
+        "robots",
+        "no kept document is disallowed for a listed agent by the pinned robots.txt snapshot".into(),
+    );
+    let stages = cx.stages_of("robots", stage);
+    if stages.is_empty() {
+        no_stage(&mut result, "robots", stage);
+    }
+    for (manifest, s) in stages {
+        let name = s.name.as_str();
+        let Some(f) = load_filter(cx, manifest, s, &mut result) else { continue };
+        if let Some(snapshot) = s.inputs.get("snapshot") {
+            result.evidence(format!("`{name}` robots.txt snapshot"), snapshot);
+        }
+        let listed: Vec<&str> = s
+            .config
+            .get("agents")
+            .and_then(Value::as_array)
+            .map(|a| a.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        result.evidence(format!("`{name}` agents asked"), listed.len());
+        for a in agents {
+            if !listed.contains(&a.as_str()) {
+                result.fail(format!("`{name}` did not ask about agent `{a}`"));
+            }
+        }
+        check_rules(
+            name,
+            &f.ledger,
+            LedgerDecision::Kept,
+            &["robots:allowed", "robots:no-robots", "robots:unparseable", "robots:no-url"],
+            &mut result,
+        );
+        check_rules(
+            name,
+            &f.ledger,
+            LedgerDecision::Removed,
+            &["robots:disallowed", "robots:site-disallowed"],
+            &mut result,
+        );
+        check_rules(name, &f.ledger, LedgerDecision::Modified, &[], &mut result);
+        for r in f.ledger.rows().filter(|r| r.decision == LedgerDecision::Removed) {
+            let named = r
+                .evidence
+                .as_ref()
+                .and_then(|e| e.get("agents"))
+                .and_then(Value::as_array)
+                .is_some_and(|a| !a.is_empty());
+            if !named {
+                result.fail(format!("`{name}`: `{}` is removed without a disallowed agent in its evidence", r.id));
+                break;
+            }
+        }
+        result.rechecked.push(format!(
+            "`{name}`: every kept row's rule is a keeping one, every removed row names a disallowed agent"
+        ));
+        let kept = count_rules(&f.ledger, |r| r.decision == LedgerDecision::Kept);
+        let kept_total: u64 = kept.values().sum();
+        let removed: u64 = f.ledger.record.rows - kept_total;
+        let by_default: u64 = ROBOTS_DEFAULT_RULES.iter().filter_map(|r| kept.get(*r)).sum();
+        result.evidence(format!("`{name}` kept documents"), kept_total);
+        result.evidence(format!("`{name}` removed documents"), removed);
+        for rule in ROBOTS_DEFAULT_RULES {
+            result.evidence(format!("`{name}` kept by `{rule}`"), kept.get(rule).copied().unwrap_or(0));
+        }
+        let default_share = share(by_default, kept_total);
+        result.evidence(
+            format!("`{name}` share of kept documents kept only by the opt-out default"),
+            percent(default_share),
+        );
+        if let Some(max) = max_default
+            && default_share > max
+        {
+            result.fail(format!(
+                "`{name}`: {} of kept documents are kept only by the opt-out default, more than the claimed {}",
+                percent(default_share),
+                percent(max)
+            ));
+        }
+    }
+    result
+}
+
+fn pii(cx: &RunContext<'_>, stage: Option<&str>, options: &AuditOptions<'_>) -> ClaimResult {
+    let mut result = ClaimResult::new(
+        "pii",
+        "PII redaction covered every non-exempt document, and a rescan of its output finds no PII".into(),
+    );
+    let stages = cx.stages_of("pii", stage);
+    if stages.is_empty() {
+        no_stage(&mut result, "pii", stage);
+    }
+    for (manifest, s) in stages {
+        let name = s.name.as_str();
+        let Some(f) = load_filter(cx, manifest, s, &mut result) else { continue };
+        check_rules(name, &f.ledger, LedgerDecision::Kept, &["pii:none", "pii:exempt"], &mut result);
+        check_rules(name, &f.ledger, LedgerDecision::Modified, &["pii:redacted"], &mut result);
+        check_rules(name, &f.ledger, LedgerDecision::Removed, &[], &mut result);
+        let by_rule = count_rules(&f.ledger, |_| true);
+        for (rule, n) in &by_rule {
+            result.evidence(format!("`{name}` documents by `{rule}`"), n);
+        }
+        if let Some(tags) = s.config.get("exempt_tags") {
+            result.evidence(format!("`{name}` exempt tags"), tags);
+        }
+        let Some(rescan) = options.rescan else {
+            result.undecided(format!("`{name}`: no PII matcher was supplied for the rescan"));
+            continue;
+        };
+        let exempt: BTreeSet<&str> =
+            f.ledger.rows().filter(|r| r.rule == "pii:exempt").map(|r| r.id.as_str()).collect();
+        let mut candidates: Vec<&Document> =
+            f.docs.iter().flatten().filter(|d| !exempt.contains(d.id.as_str())).collect();
+        let population = candidates.len();
+        if let Some((n, seed)) = options.sample {
+            candidates.sort_by_key(|d| (sample_key(seed, &d.id), d.id.as_str()));
+            candidates.truncate(n);
+            result.evidence(
+                format!("`{name}` rescan sample (seed {seed})"),
+                format!("{} of {population}", candidates.len()),
+            );
+            result.evidence(
+                format!("`{name}` chance that the sample catches a violation if 0.5% of documents hold PII"),
+                percent(detection_probability(0.005, candidates.len())),
+            );
+        }
+        let mut found = 0u64;
+        let mut first = Vec::new();
+        for d in &candidates {
+            match rescan.pii_matches(&s.config, &d.text) {
+                Ok(0) => {}
+                Ok(n) => {
+                    found += n;
+                    if first.len() < 3 {
+                        first.push(d.id.clone());
+                    }
+                }
+                Err(e) => {
+                    result.undecided(format!("`{name}`: {e}"));
+                    break;
+                }
+            }
+        }
+        result.rechecked.push(format!(
+            "`{name}`: rescanned {} non-exempt documents of the output `{}` with the stage's mode",
+            candidates.len(),
+            f.output.short()
+        ));
+        result.evidence(format!("`{name}` PII matches in the rescan"), found);
+        if found > 0 {
+            result.fail(format!("`{name}`: the rescan finds {found} PII matches, in {first:?}"));
+        }
+    }
+    result
+}
+
+fn number(v: Option<&Value>) -> Option<f64> {
+    match v? {
+        Value::Number(n) => n.as_f64(),
+        Value::String(s) => s.parse().ok(),
+        _ => None,
+    }
+}
+
+fn toxicity(cx: &RunContext<'_>, stage: Option<&str>, removed_share: f64, tolerance: f64) -> ClaimResult {
+    let mut result = ClaimResult::new(
+        "toxicity",
+        format!(
+            "per language, the removed toxicity share is {} within {}, at the recorded thresholds",
+            percent(removed_share),
+            percent(tolerance)
+        ),
+    );
+    let stages = cx.stages_of("toxicity", stage);
+    if stages.is_empty() {
+        no_stage(&mut result, "toxicity", stage);
+    }
+    for (manifest, s) in stages {
+        let name = s.name.as_str();
+        let Some(f) = load_filter(cx, manifest, s, &mut result) else { continue };
+        if let Some(q) = number(s.stats.get("quantile")) {
+            result.evidence(format!("`{name}` quantile applied"), q);
+        }
+        let Some(Value::Object(thresholds)) = s.stats.get("thresholds") else {
+            result.undecided(format!("`{name}` recorded no `thresholds` statistic"));
+            continue;
+        };
+        let mut scored: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
+        let mut bad_rows = 0u64;
+        for r in f.ledger.rows() {
+            let ev = r.evidence.as_ref();
+            let Some(lang) = ev.and_then(|e| e.get("language")).and_then(Value::as_str) else { continue };
+            if !matches!(r.rule.as_str(), "toxicity:toxic" | "toxicity:kept") {
+                continue;
+            }
+            let recorded = thresholds.get(lang).and_then(|t| number(t.get("threshold")));
+            let (score, threshold) =
+                (number(ev.and_then(|e| e.get("score"))), number(ev.and_then(|e| e.get("threshold"))));
+            let consistent = match (score, threshold, recorded) {
+                (Some(sc), Some(t), Some(rt)) if t.to_bits() == rt.to_bits() => {
+                    (sc >= t) == (r.rule == "toxicity:toxic")
+                }
+                _ => false,
+            };
+            if !consistent {
+                bad_rows += 1;
+            }
+            let e = scored.entry(thresholds.get_key_value(lang).map_or("", |(k, _)| k.as_str())).or_insert((0, 0));
+            e.0 += 1;
+            if r.rule == "toxicity:toxic" {
+                e.1 += 1;
+            }
+        }
+        if bad_rows > 0 {
+            result.fail(format!(
+                "`{name}`: {bad_rows} scored rows disagree with their language's recorded threshold (score at or above it must be removed)"
+            ));
+        }
+        result.rechecked.push(format!("`{name}`: every scored row's score against its language's recorded threshold"));
+        for (lang, t) in thresholds {
+            let Some(threshold) = number(t.get("threshold")) else { continue };
+            let (n, removed) = scored.get(lang.as_str()).copied().unwrap_or((0, 0));
+            let stats = (t.get("scored").and_then(Value::as_u64), t.get("removed").and_then(Value::as_u64));
+            if stats != (Some(n), Some(removed)) {
+                result.fail(format!(
+                    "`{name}` `{lang}`: the ledger has {n} scored and {removed} removed, the statistics say {:?} and {:?}",
+                    stats.0, stats.1
+                ));
+            }
+            let got = share(removed, n);
+            result.evidence(
+                format!("`{name}` `{lang}` removed (threshold {threshold})"),
+                format!("{removed} of {n} = {}", percent(got)),
+            );
+            if (got - removed_share).abs() > tolerance + 1e-12 {
+                result.fail(format!(
+                    "`{name}` `{lang}`: removed {} of scored documents, not {} within {}",
+                    percent(got),
+                    percent(removed_share),
+                    percent(tolerance)
+                ));
+            }
+        }
+    }
+    result
+}
+
+fn license(cx: &RunContext<'_>, stage: Option<&str>, policy_name: &str) -> ClaimResult {
+    let mut result = ClaimResult::new(
+        "license",
+        format!("every kept document's license is allowed by the stage's verdicts and by policy `{policy_name}`"),
+    );
+    let policy = match policy_name {
+        "permissive" => prov_license::Policy::permissive(),
+        other => {
+            result.undecided(format!("unknown license policy `{other}` (known: permissive)"));
+            return result;
+        }
+    };
+    result.evidence("license policy", format!("{} {}", policy.name(), policy.version()));
+    let stages = cx.stages_of("license", stage);
+    if stages.is_empty() {
+        no_stage(&mut result, "license", stage);
+    }
+    for (manifest, s) in stages {
+        let name = s.name.as_str();
+        let Some(f) = load_filter(cx, manifest, s, &mut result) else { continue };
+        check_rules(name, &f.ledger, LedgerDecision::Kept, &["license:allowed"], &mut result);
+        // The verdicts: a tree of verdict records, one per declared string.
+        let Some(tree) = s.outputs.get("verdicts") else {
+            result.undecided(format!("`{name}` recorded no verdicts (license stage before version 3)"));
+            continue;
+        };
+        result.evidence(format!("`{name}` verdicts"), tree.digest);
+        let entries = match get_record(cx.store, &tree.digest) {
+            Ok(Record::Tree(t)) => t.entries,
+            Ok(other) => {
+                result.fail(format!("`{name}`: verdicts `{}` is a {} record", tree.digest, other.kind_name()));
+                continue;
+            }
+            Err(e) => {
+                result.fail(format!("`{name}`: verdicts `{}`: {e}", tree.digest));
+                continue;
+            }
+        };
+        let mut verdicts = BTreeMap::new();
+        for entry in &entries {
+            match get_record(cx.store, &entry.digest) {
+                Ok(Record::Verdict(v)) => {
+                    if v.subject != f.input {
+                        result.fail(format!(
+                            "`{name}`: verdict `{}` ({}) is about `{}`, not the stage's input",
+                            entry.path, entry.digest, v.subject
+                        ));
+                    }
+                    verdicts.insert(entry.digest, v);
+                }
+                Ok(other) => result.fail(format!(
+                    "`{name}`: verdict `{}` ({}) is a {} record",
+                    entry.path,
+                    entry.digest,
+                    other.kind_name()
+                )),
+                Err(e) => result.fail(format!("`{name}`: verdict `{}`: {e}", entry.path)),
+            }
+        }
+        let licenses = s.stats.get("licenses").and_then(Value::as_object);
+        let mut kept_strings: BTreeMap<String, u64> = BTreeMap::new();
+        for r in f.ledger.rows().filter(|r| r.decision == LedgerDecision::Kept) {
+            let declared = r.evidence.as_ref().and_then(|e| e.get("declared")).and_then(Value::as_str);
+            *kept_strings.entry(declared.unwrap_or("").to_owned()).or_default() += 1;
+        }
+        for (declared, n) in &kept_strings {
+            let verdict = licenses
+                .and_then(|l| l.get(declared))
+                .and_then(|l| l.get("verdict"))
+                .and_then(Value::as_str)
+                .and_then(|v| v.parse::<Digest>().ok());
+            match verdict.and_then(|v| verdicts.get(&v).map(|r| (v, r))) {
+                Some((v, record)) => {
+                    result.evidence(
+                        format!("`{name}` `{declared}` ({n} kept documents)"),
+                        format!("{} by {v}", decision_name(record.decision)),
+                    );
+                    if record.decision != prov_license::Decision::Allow {
+                        result.fail(format!(
+                            "`{name}`: {n} documents declaring `{declared}` are kept, but its verdict `{v}` is `{}`",
+                            decision_name(record.decision)
+                        ));
+                    }
+                }
+                None => result.fail(format!(
+                    "`{name}`: {n} kept documents declare `{declared}`, which no verdict of the stage decides"
+                )),
+            }
+            let d = prov_license::evaluate(&policy, &prov_license::normalize(declared));
+            if d.decision != prov_license::Decision::Allow {
+                result.fail(format!(
+                    "`{name}`: {n} kept documents declare `{declared}`, which policy `{policy_name}` denies: {}",
+                    d.reason
+                ));
+            }
+        }
+        result.rechecked.push(format!(
+            "`{name}`: each kept license string re-normalised and re-evaluated against policy `{policy_name}`, and its verdict record read"
+        ));
+    }
+    result
+}
+
+fn decision_name(d: prov_license::Decision) -> &'static str {
+    match d {
+        prov_license::Decision::Allow => "allow",
+        prov_license::Decision::Deny => "deny",
+    }
+}
+
+fn decontamination(cx: &RunContext<'_>, stage: Option<&str>, benchmark: Option<&Digest>) -> ClaimResult {
+    let mut result = ClaimResult::new(
+        "decontamination",
+        "no kept document overlaps the pinned benchmark beyond the decontamination rule".into(),
+    );
+    let stages = cx.stages_of("decontaminate", stage);
+    if stages.is_empty() {
+        no_stage(&mut result, "decontaminate", stage);
+    }
+    for (manifest, s) in stages {
+        let name = s.name.as_str();
+        let Some(f) = load_filter(cx, manifest, s, &mut result) else { continue };
+        match (s.inputs.get("benchmark"), benchmark) {
+            (Some(b), Some(want)) if b != want => {
+                result.fail(format!("`{name}` ran against benchmark `{b}`, not the pinned `{want}`"));
+            }
+            (Some(b), _) => result.evidence(format!("`{name}` benchmark"), b),
+            (None, _) => result.undecided(format!("`{name}` has no `benchmark` input")),
+        }
+        result.evidence(format!("`{name}` config"), &s.config);
+        check_rules(name, &f.ledger, LedgerDecision::Kept, &["decontaminate:clean"], &mut result);
+        check_rules(name, &f.ledger, LedgerDecision::Removed, &["decontaminate:contaminated"], &mut result);
+        check_rules(name, &f.ledger, LedgerDecision::Modified, &[], &mut result);
+        for (rule, n) in count_rules(&f.ledger, |_| true) {
+            result.evidence(format!("`{name}` documents by `{rule}`"), n);
+        }
+        result
+            .rechecked
+            .push(format!("`{name}`: no kept row is flagged; every removed row is `decontaminate:contaminated`"));
+    }
+    result
+}
+
+fn replay(cx: &RunContext<'_>) -> ClaimResult {
+    let mut result = ClaimResult::new("replay", "every stage of the run replays bit for bit".into());
+    result.evidence("run manifest", cx.run_manifest);
+    let executions = match cx.store.index().executions() {
+        Ok(e) => e,
+        Err(e) => {
+            result.undecided(format!("the execution log cannot be read: {e}"));
+            return result;
+        }
+    };
+    // The latest replay of each stage: equal (with the execution's id) or divergent.
+    let mut latest: BTreeMap<String, (i64, bool)> = BTreeMap::new();
+    let mut replays = 0;
+    for e in executions
+        .iter()
+        .filter(|e| e.mode == "replay" && e.run_id == cx.run.lockfile && e.run_manifest == Some(cx.run_manifest))
+    {
+        replays += 1;
+        let events = match cx.store.index().stage_events(e.id) {
+            Ok(ev) => ev,
+            Err(err) => {
+                result.undecided(format!("the execution log cannot be read: {err}"));
+                return result;
+            }
+        };
+        for ev in events.iter().filter(|ev| ev.status == "replayed") {
+            let recorded = cx.stages.iter().find(|(_, s)| s.name.as_str() == ev.stage).map(|(d, _)| *d);
+            latest.insert(ev.stage.clone(), (e.id, ev.manifest.is_some() && ev.manifest == recorded));
+        }
+        if e.status == "diverged"
+            && let Some(stage) = e.detail.as_deref().and_then(|d| d.strip_prefix("first divergent stage: "))
+        {
+            latest.insert(stage.to_owned(), (e.id, false));
+        }
+    }
+    result.evidence("replays of this run in the execution log", replays);
+    let mut missing = Vec::new();
+    for (_, s) in &cx.stages {
+        match latest.get(s.name.as_str()) {
+            Some((id, true)) => {
+                result.evidence(format!("stage `{}`", s.name), format!("replayed identical (execution {id})"));
+            }
+            Some((id, false)) => {
+                result.evidence(format!("stage `{}`", s.name), format!("diverged (execution {id})"));
+                result.fail(format!("stage `{}` diverged in its latest replay (execution {id})", s.name));
+            }
+            None => missing.push(s.name.to_string()),
+        }
+    }
+    if !missing.is_empty() {
+        result.undecided(format!(
+            "no recorded replay of stage(s) {}: replay the run (`prov replay`, or `prov audit --replay`)",
+            missing.join(", ")
+        ));
+    }
+    result.rechecked.push(
+        "the store's execution log (an index, not a manifest): each stage's latest replay and its stage record digest"
+            .into(),
+    );
+    result
+}
+
+/// Evaluates every claim of `policy` against a run.
+pub fn evaluate(cx: &RunContext<'_>, policy: &AuditPolicy, options: &AuditOptions<'_>) -> Vec<ClaimResult> {
+    policy
+        .claims
+        .iter()
+        .map(|claim| match claim {
+            Claim::Robots { stage, agents, max_default_share } => {
+                robots(cx, stage.as_deref(), agents, *max_default_share)
+            }
+            Claim::Pii { stage } => pii(cx, stage.as_deref(), options),
+            Claim::Toxicity { stage, removed_share, tolerance } => {
+                toxicity(cx, stage.as_deref(), *removed_share, *tolerance)
+            }
+            Claim::License { stage, policy } => license(cx, stage.as_deref(), policy),
+            Claim::Decontamination { stage, benchmark } => decontamination(cx, stage.as_deref(), benchmark.as_ref()),
+            Claim::Replay {} => replay(cx),
+        })
+        .collect()
+}

@@ -1,0 +1,238 @@
+//! Audit policies: the YAML file that lists the claims `prov audit` evaluates.
+//!
+//! ```yaml
+//! schema: 1
+//! name: apertus
+//! claims:
+//!   - kind: robots
+//!   - kind: pii
+//!   - kind: toxicity
+//!     removed_share: 0.05
+//!     tolerance: 0.01
+//! ```
+//!
+//! Unknown fields are refused, and every error names the file, line, column and field, as
+//! recipe errors do ([`RecipeError`]).
+
+use std::path::Path;
+
+use prov_manifest::RecipeError;
+use prov_store::Digest;
+use serde::{Deserialize, Serialize};
+
+/// The one policy schema version this build reads.
+pub const POLICY_SCHEMA: u32 = 1;
+
+/// An audit policy: a name and the claims to evaluate, in order.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuditPolicy {
+    /// Always [`POLICY_SCHEMA`].
+    pub schema: u32,
+    /// The policy's name, shown in reports.
+    pub name: String,
+    /// The claims, evaluated in this order.
+    pub claims: Vec<Claim>,
+}
+
+/// One claim about a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum Claim {
+    /// No kept document is disallowed by the pinned robots.txt snapshot.
+    Robots {
+        /// The stage to check; default: every `robots` stage of the run.
+        #[serde(default)]
+        stage: Option<String>,
+        /// User agents that the stage must have asked (its `agents` config must list them).
+        #[serde(default)]
+        agents: Vec<String>,
+        /// The largest share of kept documents that may be kept only by the opt-out default.
+        #[serde(default)]
+        max_default_share: Option<f64>,
+    },
+    /// PII redaction covered every document, and a rescan of its output finds none.
+    Pii {
+        /// The stage to check; default: every `pii` stage of the run.
+        #[serde(default)]
+        stage: Option<String>,
+    },
+    /// Per language, the removed toxicity share is the stated one within a tolerance.
+    Toxicity {
+        /// The stage to check; default: every `toxicity` stage of the run.
+        #[serde(default)]
+        stage: Option<String>,
+        /// The share of scored documents removed per language (`0.05` for a 95% quantile).
+        removed_share: f64,
+        /// The largest allowed absolute difference from `removed_share`.
+        tolerance: f64,
+    },
+    /// Every kept document's license is allowed, by the stage's verdicts and by a policy.
+    License {
+        /// The stage to check; default: every `license` stage of the run.
+        #[serde(default)]
+        stage: Option<String>,
+        /// The `prov-license` policy preset the kept licenses must satisfy (`permissive`).
+        #[serde(default = "default_license_policy")]
+        policy: String,
+    },
+    /// No kept document overlaps the pinned benchmark.
+    Decontamination {
+        /// The stage to check; default: every `decontaminate` stage of the run.
+        #[serde(default)]
+        stage: Option<String>,
+        /// The benchmark source the stage must have used (its `benchmark` input digest).
+        #[serde(default)]
+        benchmark: Option<Digest>,
+    },
+    /// Every stage of the run replays bit for bit.
+    Replay {},
+}
+
+fn default_license_policy() -> String {
+    "permissive".into()
+}
+
+impl Claim {
+    /// Returns the claim's kind, as written in policies.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Robots { .. } => "robots",
+            Self::Pii { .. } => "pii",
+            Self::Toxicity { .. } => "toxicity",
+            Self::License { .. } => "license",
+            Self::Decontamination { .. } => "decontamination",
+            Self::Replay {} => "replay",
+        }
+    }
+}
+
+impl AuditPolicy {
+    /// Parses a policy from its text; `file` is used in error messages.
+    ///
+    /// # Errors
+    ///
+    /// A [`RecipeError`] naming the file, line, column and field: YAML syntax, an unknown or
+    /// missing field, a schema version other than [`POLICY_SCHEMA`], a share outside 0..=1.
+    pub fn parse(file: &Path, text: &str) -> Result<Self, RecipeError> {
+        let policy: Self = serde_yaml::from_str(text).map_err(|e| from_yaml_error(file, text, &e))?;
+        if policy.schema != POLICY_SCHEMA {
+            return Err(RecipeError::at_field(
+                file,
+                text,
+                &["schema"],
+                format!(
+                    "unsupported policy schema version (v{}, but only v{POLICY_SCHEMA} is supported)",
+                    policy.schema
+                ),
+            ));
+        }
+        if policy.claims.is_empty() {
+            return Err(RecipeError::at_field(file, text, &["claims"], "list at least one claim"));
+        }
+        for (i, claim) in policy.claims.iter().enumerate() {
+            let share = |name: &str, value: f64| {
+                if (0.0..=1.0).contains(&value) {
+                    return Ok(());
+                }
+                let mut e =
+                    RecipeError::at_field(file, text, &[], format!("`{name}` is a share between 0 and 1, not {value}"));
+                if let Some((line, column)) = locate_claim_field(text, i, name) {
+                    (e.line, e.column) = (line, column);
+                    e.source_line = text.lines().nth(line - 1).map(str::to_owned);
+                }
+                e.field = Some(format!("claims[{i}].{name}"));
+                Err(e)
+            };
+            match claim {
+                Claim::Toxicity { removed_share, tolerance, .. } => {
+                    share("removed_share", *removed_share)?;
+                    share("tolerance", *tolerance)?;
+                }
+                Claim::Robots { max_default_share: Some(s), .. } => share("max_default_share", *s)?,
+                _ => {}
+            }
+        }
+        Ok(policy)
+    }
+}
+
+/// Returns the line and column of field `name` of the `index`-th claim (a `- ` item).
+fn locate_claim_field(text: &str, index: usize, name: &str) -> Option<(usize, usize)> {
+    let lines: Vec<&str> = text.lines().collect();
+    let start = lines.iter().enumerate().filter(|(_, l)| l.trim_start().starts_with("- ")).nth(index)?.0;
+    lines.iter().enumerate().skip(start).take_while(|(i, l)| *i == start || !l.trim_start().starts_with("- ")).find_map(
+        |(i, line)| {
+            let trimmed = line.trim_start().trim_start_matches("- ");
+            trimmed.strip_prefix(name)?.trim_start().starts_with(':').then(|| (i + 1, line.find(name).unwrap_or(0) + 1))
+        },
+    )
+}
+
+/// Turns a `serde_yaml` error into a located [`RecipeError`]. Errors inside a claim lose
+/// their location in `serde_yaml` (the claim is buffered to read its `kind`), so an unknown
+/// field is then located by its name.
+fn from_yaml_error(file: &Path, text: &str, e: &serde_yaml::Error) -> RecipeError {
+    let raw = e.to_string();
+    let message = match e.location() {
+        Some(l) => raw.replacen(&format!(" at line {} column {}", l.line(), l.column()), "", 1),
+        None => raw.clone(),
+    };
+    let (field, message) = match message.split_once(": ") {
+        Some((path, rest)) if !path.contains(' ') && !path.is_empty() => (Some(path.to_owned()), rest.to_owned()),
+        _ => (None, message),
+    };
+    // A claim is buffered to read its `kind`, so `serde_yaml` locates an error inside it at
+    // the claim list; an unknown field is located by its name, from there on.
+    let reported = e.location().map(|l| (l.line(), l.column()));
+    let by_name = message.strip_prefix("unknown field `").and_then(|r| r.split('`').next()).and_then(|name| {
+        let from = reported.map_or(0, |(line, _)| line.saturating_sub(1));
+        text.lines().enumerate().skip(from).find_map(|(i, line)| {
+            let trimmed = line.trim_start().trim_start_matches("- ");
+            let rest = trimmed.strip_prefix(name)?;
+            rest.trim_start().starts_with(':').then(|| (i + 1, line.find(name).unwrap_or(0) + 1))
+        })
+    });
+    let located = by_name.or(reported);
+    let (line, column) = located.unwrap_or((1, 1));
+    let field = match (field, message.strip_prefix("unknown field `").and_then(|r| r.split('`').next())) {
+        (Some(f), Some(name)) => Some(format!("{f}.{name}")),
+        (None, Some(name)) => Some(name.to_owned()),
+        (f, None) => f,
+    };
+    RecipeError {
+        file: file.to_owned(),
+        line,
+        column,
+        field,
+        hint: prov_manifest::did_you_mean(&message).map(|s| format!("did you mean `{s}`?")),
+        message,
+        source_line: text.lines().nth(line.saturating_sub(1)).map(str::to_owned),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = "schema: 1\nname: t\nclaims:\n  - kind: robots\n    max_default_share: 0.5\n  - kind: toxicity\n    removed_share: 0.05\n    tolerance: 0.01\n  - kind: replay\n";
+
+    #[test]
+    fn a_policy_parses_and_typos_are_located() {
+        let p = AuditPolicy::parse(Path::new("p.yaml"), GOOD).unwrap();
+        assert_eq!(p.claims.iter().map(Claim::kind).collect::<Vec<_>>(), ["robots", "toxicity", "replay"]);
+
+        let typo = GOOD.replace("tolerance", "tolerence");
+        let e = AuditPolicy::parse(Path::new("p.yaml"), &typo).unwrap_err();
+        assert_eq!((e.line, e.column), (8, 5), "{e}");
+        assert!(e.to_string().starts_with("p.yaml:8:5: claims.tolerence: unknown field `tolerence`"), "{e}");
+        assert_eq!(e.hint.as_deref(), Some("did you mean `tolerance`?"));
+
+        let e = AuditPolicy::parse(Path::new("p.yaml"), &GOOD.replace("schema: 1", "schema: 2")).unwrap_err();
+        assert!(e.to_string().starts_with("p.yaml:1:1: schema: unsupported policy schema"), "{e}");
+        let e = AuditPolicy::parse(Path::new("p.yaml"), &GOOD.replace("0.05", "5")).unwrap_err();
+        assert!(e.to_string().starts_with("p.yaml:7:5: claims[1].removed_share: `removed_share` is a share"), "{e}");
+        let e = AuditPolicy::parse(Path::new("p.yaml"), &GOOD.replace("kind: replay", "kind: replays")).unwrap_err();
+        assert!(e.to_string().contains("unknown variant `replays`"), "{e}");
+    }
+}
