@@ -224,3 +224,137 @@ proptest! {
         }
     }
 }
+
+mod audit {
+    use prov_dataset::{Document, ShardWriter, write_dataset};
+    use prov_manifest::LedgerRecord;
+    use prov_store::merkle_root;
+
+    use super::*;
+    use crate::{AuditOptions, AuditPolicy, Outcome, RunContext, check_ledger, evaluate};
+
+    fn dataset(store: &Store, ids: &[String]) -> Digest {
+        let mut w = ShardWriter::new(store).expect("writer");
+        for id in ids {
+            let mut d = Document::new(id.clone(), "some words");
+            d.language = Some("en".into());
+            w.push(d).expect("push");
+        }
+        write_dataset(store, vec![w.finish().expect("shard")]).expect("dataset").0
+    }
+
+    fn tox_row(i: u32, threshold: f64) -> LedgerRow {
+        let score = f64::from(i);
+        let toxic = score >= threshold;
+        LedgerRow {
+            id: format!("d{i:02}"),
+            decision: if toxic { LedgerDecision::Removed } else { LedgerDecision::Kept },
+            rule: if toxic { "toxicity:toxic".into() } else { "toxicity:kept".into() },
+            evidence: json!({"language": "en", "score": score, "threshold": threshold}).as_object().cloned(),
+            language: Some("en".into()),
+            words: 2,
+        }
+    }
+
+    /// A run with one `toxicity` stage over 40 English documents scored 0 to 39 at
+    /// `threshold`; `tamper` may change the rows before they are written.
+    fn toxicity_run(store: &Store, threshold: f64, tamper: impl Fn(&mut Vec<LedgerRow>)) -> (Digest, RunRecord) {
+        let mut rows: Vec<LedgerRow> = (0..40).map(|i| tox_row(i, threshold)).collect();
+        let ids: Vec<String> = rows.iter().map(|r| r.id.clone()).collect();
+        let input = dataset(store, &ids);
+        tamper(&mut rows);
+        let removed = rows.iter().filter(|r| r.decision == LedgerDecision::Removed).count();
+        let kept: Vec<String> =
+            rows.iter().filter(|r| r.decision != LedgerDecision::Removed).map(|r| r.id.clone()).collect();
+        let output = dataset(store, &kept);
+        let (ledger, _) = write_ledger(store, vec![write_ledger_shard(store, rows).expect("shard")]).expect("ledger");
+        let stats: BTreeMap<String, Value> = [
+            ("quantile".to_owned(), json!(0.95)),
+            ("thresholds".to_owned(), json!({"en": {"threshold": threshold, "scored": 40, "removed": removed}})),
+        ]
+        .into();
+        let s = stage(
+            "toxicity",
+            "toxicity",
+            &[("docs", input)],
+            &[("dataset", OutputType::Dataset, output), ("ledger", OutputType::Ledger, ledger)],
+            stats,
+        );
+        let manifest = put_record(store, &Record::Stage(s.clone())).expect("stage");
+        let run = RunRecord::new("t", Digest::of(b"lockfile"), vec![RunStage { name: s.name, manifest }]);
+        (put_record(store, &Record::Run(run.clone())).expect("run"), run)
+    }
+
+    fn audit(store: &Store, run: &(Digest, RunRecord), policy: &str) -> Vec<crate::ClaimResult> {
+        let policy = AuditPolicy::parse(std::path::Path::new("p.yaml"), policy).expect("policy");
+        let cx = RunContext::new(store, run.0, &run.1).expect("context");
+        evaluate(&cx, &policy, &AuditOptions::default())
+    }
+
+    const TOX: &str = "schema: 1\nname: t\nclaims:\n  - kind: toxicity\n    removed_share: 0.05\n    tolerance: 0.01\n";
+
+    #[test]
+    fn the_toxicity_share_is_checked_per_language_at_the_recorded_threshold() {
+        let (_d, store) = new_store();
+        let run = toxicity_run(&store, 37.5, |_| {});
+        let r = &audit(&store, &run, TOX)[0];
+        assert_eq!(r.outcome, Outcome::Holds, "{r:?}");
+        assert!(
+            r.evidence
+                .iter()
+                .any(|e| e.name == "`toxicity` `en` removed (threshold 37.5)" && e.value == "2 of 40 = 5.00%")
+        );
+
+        // Four removed is 10%: outside 5% ± 1%.
+        let run = toxicity_run(&store, 35.5, |_| {});
+        let r = &audit(&store, &run, TOX)[0];
+        assert_eq!(r.outcome, Outcome::Fails, "{r:?}");
+        assert!(r.reasons[0].contains("removed 10.00% of scored documents, not 5.00% within 1.00%"), "{r:?}");
+
+        // A row kept above its threshold contradicts the recorded decision.
+        let run = toxicity_run(&store, 37.5, |rows| {
+            rows[39].decision = LedgerDecision::Kept;
+            rows[39].rule = "toxicity:kept".into();
+        });
+        let r = &audit(&store, &run, TOX)[0];
+        assert_eq!(r.outcome, Outcome::Fails, "{r:?}");
+        assert!(r.reasons.iter().any(|m| m.contains("1 scored rows disagree")), "{r:?}");
+
+        // A run without the stage: cannot be decided.
+        let r =
+            &audit(&store, &run, &TOX.replace("toxicity\n    removed", "toxicity\n    stage: other\n    removed"))[0];
+        assert_eq!(r.outcome, Outcome::CannotBeDecided, "{r:?}");
+    }
+
+    #[test]
+    fn ledger_rows_that_do_not_hash_to_the_recorded_shard_root_are_refused() {
+        let (_d, store) = new_store();
+        let a = write_ledger_shard(&store, vec![row("a", false), row("b", true)]).expect("shard");
+        let b = write_ledger_shard(&store, vec![row("a", false), row("c", true)]).expect("shard");
+        let (honest, _) = write_ledger(&store, vec![a.clone()]).expect("ledger");
+        assert_eq!(check_ledger(&store, &honest).expect("checks").record.rows, 2);
+        // The rows of shard `a` under the root of shard `b`: a record consistent in itself.
+        let forged = LedgerRecord {
+            schema: 1,
+            shards: vec![a.shard.clone()],
+            shard_roots: vec![b.root],
+            merkle_root: merkle_root(&[b.root]),
+            rows: 2,
+            rules: a.rules.clone(),
+        };
+        let forged = put_record(&store, &Record::Ledger(forged)).expect("record");
+        let e = check_ledger(&store, &forged).err().expect("refused");
+        assert!(
+            e.contains(&format!("its rows hash to root `{}`, the record's shard root is `{}`", a.root, b.root)),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_sample_states_its_confidence() {
+        assert!((crate::claims::detection_probability(0.005, 1000) - 0.993_346).abs() < 1e-6);
+        let keys: Vec<u64> = ["a", "b"].iter().map(|id| crate::claims::sample_key(7, id)).collect();
+        assert_ne!(keys[0], keys[1]);
+        assert_eq!(keys[0], crate::claims::sample_key(7, "a"));
+    }
+}
