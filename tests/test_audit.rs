@@ -140,6 +140,32 @@ fn an_honest_run_holds_and_reports_in_every_format() {
 }
 
 #[test]
+fn the_robots_word_loss_per_language_group_is_measured_beside_the_claim() {
+    let p = project();
+    let policy = "schema: 1\nname: loss\nclaims:\n  - kind: robots-loss\n    groups:\n      - name: french\n        languages: [fr]\n        claimed: 1.0\n      - name: others\n        claimed: 0.0\n    tolerance: 0.0\n";
+    p.write("loss.yaml", policy);
+    let r = p.prov(&["audit", "lockfiles/audited.lock", "--policy", "loss.yaml"]);
+    r.success();
+    assert!(r.stdout().contains("words removed, french (claimed 100.00%): 1951 of 1951 = 100.00%"), "{}", r.describe());
+    assert!(r.stdout().contains("words removed, others (claimed 0.00%): 0 of 12462 = 0.00%"), "{}", r.describe());
+    // The Apertus report's figures, beside what this run measured: the claim fails.
+    p.write(
+        "loss.yaml",
+        &policy
+            .replace("claimed: 1.0", "claimed: 0.08")
+            .replace("claimed: 0.0\n", "claimed: 0.04\n")
+            .replace("tolerance: 0.0", "tolerance: 0.02"),
+    );
+    let r = p.prov(&["audit", "lockfiles/audited.lock", "--policy", "loss.yaml"]);
+    r.exit(4);
+    assert!(
+        r.stdout().contains("the filter removed 100.00% of the words of group `french`, not 8.00% within 2.00%"),
+        "{}",
+        r.describe()
+    );
+}
+
+#[test]
 fn replay_is_decided_from_the_execution_log_or_a_fresh_replay() {
     let p = project();
     p.write("replay.yaml", "schema: 1\nname: r\nclaims:\n  - kind: replay\n");

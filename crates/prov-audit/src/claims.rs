@@ -15,7 +15,7 @@ use prov_store::{Digest, Store, merkle_root};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::policy::{AuditPolicy, Claim};
+use crate::policy::{AuditPolicy, Claim, LanguageGroup};
 
 /// The outcome of one claim.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -477,6 +477,65 @@ fn robots(cx: &RunContext<'_>, stage: Option<&str>, agents: &[String], max_defau
     result
 }
 
+/// True when a document's `language` belongs to a group's code: equal, or the code followed
+/// by `-` or `_`.
+fn language_matches(language: &str, code: &str) -> bool {
+    language.strip_prefix(code).is_some_and(|rest| rest.is_empty() || rest.starts_with(['-', '_']))
+}
+
+fn robots_loss(cx: &RunContext<'_>, stage: Option<&str>, groups: &[LanguageGroup], tolerance: f64) -> ClaimResult {
+    let claimed: Vec<String> = groups.iter().map(|g| format!("{} {}", g.name, percent(g.claimed))).collect();
+    let mut result = ClaimResult::new(
+        "robots-loss",
+        format!(
+            "the robots filter removes these shares of words per language group, within {}: {}",
+            percent(tolerance),
+            claimed.join(", ")
+        ),
+    );
+    let stages = cx.stages_of("robots", stage);
+    if stages.is_empty() {
+        no_stage(&mut result, "robots", stage);
+    }
+    for (manifest, s) in stages {
+        let name = s.name.as_str();
+        let Some(f) = load_filter(cx, manifest, s, &mut result) else { continue };
+        // (total words, removed words) per group, in policy order.
+        let mut measured = vec![(0u64, 0u64); groups.len()];
+        for r in f.ledger.rows() {
+            let language = r.language.as_deref().unwrap_or("");
+            let listed = groups.iter().position(|g| g.languages.iter().any(|c| language_matches(language, c)));
+            let Some(g) = listed.or_else(|| groups.iter().position(|g| g.languages.is_empty())) else { continue };
+            measured[g].0 += r.words;
+            if r.decision == LedgerDecision::Removed {
+                measured[g].1 += r.words;
+            }
+        }
+        for (g, (total, removed)) in groups.iter().zip(measured) {
+            let got = share(removed, total);
+            result.evidence(
+                format!("`{name}` words removed, {} (claimed {})", g.name, percent(g.claimed)),
+                format!("{removed} of {total} = {}", percent(got)),
+            );
+            if total == 0 {
+                result.undecided(format!("`{name}`: no document of group `{}`", g.name));
+            } else if (got - g.claimed).abs() > tolerance + 1e-12 {
+                result.fail(format!(
+                    "`{name}`: the filter removed {} of the words of group `{}`, not {} within {}",
+                    percent(got),
+                    g.name,
+                    percent(g.claimed),
+                    percent(tolerance)
+                ));
+            }
+        }
+        result.rechecked.push(format!(
+            "`{name}`: words per language group summed from the ledger rows (words are the volume unit until a tokenizer is pinned)"
+        ));
+    }
+    result
+}
+
 fn pii(cx: &RunContext<'_>, stage: Option<&str>, options: &AuditOptions<'_>) -> ClaimResult {
     let mut result = ClaimResult::new(
         "pii",
@@ -855,6 +914,7 @@ pub fn evaluate(cx: &RunContext<'_>, policy: &AuditPolicy, options: &AuditOption
             Claim::Robots { stage, agents, max_default_share } => {
                 robots(cx, stage.as_deref(), agents, *max_default_share)
             }
+            Claim::RobotsLoss { stage, groups, tolerance } => robots_loss(cx, stage.as_deref(), groups, *tolerance),
             Claim::Pii { stage } => pii(cx, stage.as_deref(), options),
             Claim::Toxicity { stage, removed_share, tolerance } => {
                 toxicity(cx, stage.as_deref(), *removed_share, *tolerance)

@@ -51,6 +51,17 @@ pub enum Claim {
         #[serde(default)]
         max_default_share: Option<f64>,
     },
+    /// The share of words the robots filter removed, per language group, is a claimed figure
+    /// within a tolerance.
+    RobotsLoss {
+        /// The stage to check; default: every `robots` stage of the run.
+        #[serde(default)]
+        stage: Option<String>,
+        /// The groups, each with its claimed loss.
+        groups: Vec<LanguageGroup>,
+        /// The largest allowed absolute difference between measured and claimed loss.
+        tolerance: f64,
+    },
     /// PII redaction covered every document, and a rescan of its output finds none.
     Pii {
         /// The stage to check; default: every `pii` stage of the run.
@@ -89,6 +100,21 @@ pub enum Claim {
     Replay {},
 }
 
+/// A group of languages and the share of its words that a filter is claimed to remove.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LanguageGroup {
+    /// The group's name, shown in the report (`english`).
+    pub name: String,
+    /// Language codes of the group; a document's `language` matches a code when it equals it
+    /// or starts with it followed by `-` or `_` (`de` matches `de-1996`). Empty: every
+    /// language no other group lists, documents without a language included.
+    #[serde(default)]
+    pub languages: Vec<String>,
+    /// The claimed share of the group's words removed.
+    pub claimed: f64,
+}
+
 fn default_license_policy() -> String {
     "permissive".into()
 }
@@ -98,6 +124,7 @@ impl Claim {
     pub fn kind(&self) -> &'static str {
         match self {
             Self::Robots { .. } => "robots",
+            Self::RobotsLoss { .. } => "robots-loss",
             Self::Pii { .. } => "pii",
             Self::Toxicity { .. } => "toxicity",
             Self::License { .. } => "license",
@@ -150,6 +177,17 @@ impl AuditPolicy {
                     share("tolerance", *tolerance)?;
                 }
                 Claim::Robots { max_default_share: Some(s), .. } => share("max_default_share", *s)?,
+                Claim::RobotsLoss { groups, tolerance, .. } => {
+                    share("tolerance", *tolerance)?;
+                    for g in groups {
+                        share("claimed", g.claimed)?;
+                    }
+                    if groups.is_empty() {
+                        let mut e = RecipeError::at_field(file, text, &[], "list at least one language group");
+                        e.field = Some(format!("claims[{i}].groups"));
+                        return Err(e);
+                    }
+                }
                 _ => {}
             }
         }
