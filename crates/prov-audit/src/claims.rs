@@ -352,6 +352,22 @@ fn load_filter(
     Some(Filter { ledger: l, input: *input, output: out.digest, docs })
 }
 
+/// Loads every stage of `kind` (or only the one named `stage`) with its checked ledger and
+/// datasets; a run without one leaves the claim undecided, and one that fails its checks
+/// fails the claim and is left out.
+fn filters<'c>(
+    cx: &'c RunContext<'_>,
+    kind: &str,
+    stage: Option<&str>,
+    result: &mut ClaimResult,
+) -> Vec<(&'c StageRecord, Filter)> {
+    let stages = cx.stages_of(kind, stage);
+    if stages.is_empty() {
+        no_stage(result, kind, stage);
+    }
+    stages.into_iter().filter_map(|(manifest, s)| load_filter(cx, manifest, s, result).map(|f| (s, f))).collect()
+}
+
 fn count_rules(ledger: &CheckedLedger, pred: impl Fn(&LedgerRow) -> bool) -> BTreeMap<String, u64> {
     let mut out = BTreeMap::new();
     for r in ledger.rows().filter(|r| pred(r)) {
@@ -398,13 +414,8 @@ fn robots(cx: &RunContext<'_>, stage: Option<&str>, agents: &[String], max_defau
         "robots",
         "no kept document is disallowed for a listed agent by the pinned robots.txt snapshot".into(),
     );
-    let stages = cx.stages_of("robots", stage);
-    if stages.is_empty() {
-        no_stage(&mut result, "robots", stage);
-    }
-    for (manifest, s) in stages {
+    for (s, f) in filters(cx, "robots", stage, &mut result) {
         let name = s.name.as_str();
-        let Some(f) = load_filter(cx, manifest, s, &mut result) else { continue };
         if let Some(snapshot) = s.inputs.get("snapshot") {
             result.evidence(format!("`{name}` robots.txt snapshot"), snapshot);
         }
@@ -493,13 +504,8 @@ fn robots_loss(cx: &RunContext<'_>, stage: Option<&str>, groups: &[LanguageGroup
             claimed.join(", ")
         ),
     );
-    let stages = cx.stages_of("robots", stage);
-    if stages.is_empty() {
-        no_stage(&mut result, "robots", stage);
-    }
-    for (manifest, s) in stages {
+    for (s, f) in filters(cx, "robots", stage, &mut result) {
         let name = s.name.as_str();
-        let Some(f) = load_filter(cx, manifest, s, &mut result) else { continue };
         // (total words, removed words) per group, in policy order.
         let mut measured = vec![(0u64, 0u64); groups.len()];
         for r in f.ledger.rows() {
@@ -541,13 +547,8 @@ fn pii(cx: &RunContext<'_>, stage: Option<&str>, options: &AuditOptions<'_>) -> 
         "pii",
         "PII redaction covered every non-exempt document, and a rescan of its output finds no PII".into(),
     );
-    let stages = cx.stages_of("pii", stage);
-    if stages.is_empty() {
-        no_stage(&mut result, "pii", stage);
-    }
-    for (manifest, s) in stages {
+    for (s, f) in filters(cx, "pii", stage, &mut result) {
         let name = s.name.as_str();
-        let Some(f) = load_filter(cx, manifest, s, &mut result) else { continue };
         check_rules(name, &f.ledger, LedgerDecision::Kept, &["pii:none", "pii:exempt"], &mut result);
         check_rules(name, &f.ledger, LedgerDecision::Modified, &["pii:redacted"], &mut result);
         check_rules(name, &f.ledger, LedgerDecision::Removed, &[], &mut result);
@@ -626,13 +627,8 @@ fn toxicity(cx: &RunContext<'_>, stage: Option<&str>, removed_share: f64, tolera
             percent(tolerance)
         ),
     );
-    let stages = cx.stages_of("toxicity", stage);
-    if stages.is_empty() {
-        no_stage(&mut result, "toxicity", stage);
-    }
-    for (manifest, s) in stages {
+    for (s, f) in filters(cx, "toxicity", stage, &mut result) {
         let name = s.name.as_str();
-        let Some(f) = load_filter(cx, manifest, s, &mut result) else { continue };
         if let Some(q) = number(s.stats.get("quantile")) {
             result.evidence(format!("`{name}` quantile applied"), q);
         }
@@ -713,13 +709,8 @@ fn license(cx: &RunContext<'_>, stage: Option<&str>, policy_name: &str) -> Claim
         }
     };
     result.evidence("license policy", format!("{} {}", policy.name(), policy.version()));
-    let stages = cx.stages_of("license", stage);
-    if stages.is_empty() {
-        no_stage(&mut result, "license", stage);
-    }
-    for (manifest, s) in stages {
+    for (s, f) in filters(cx, "license", stage, &mut result) {
         let name = s.name.as_str();
-        let Some(f) = load_filter(cx, manifest, s, &mut result) else { continue };
         check_rules(name, &f.ledger, LedgerDecision::Kept, &["license:allowed"], &mut result);
         // The verdicts: a tree of verdict records, one per declared string.
         let Some(tree) = s.outputs.get("verdicts") else {
@@ -815,13 +806,8 @@ fn decontamination(cx: &RunContext<'_>, stage: Option<&str>, benchmark: Option<&
         "decontamination",
         "no kept document overlaps the pinned benchmark beyond the decontamination rule".into(),
     );
-    let stages = cx.stages_of("decontaminate", stage);
-    if stages.is_empty() {
-        no_stage(&mut result, "decontaminate", stage);
-    }
-    for (manifest, s) in stages {
+    for (s, f) in filters(cx, "decontaminate", stage, &mut result) {
         let name = s.name.as_str();
-        let Some(f) = load_filter(cx, manifest, s, &mut result) else { continue };
         match (s.inputs.get("benchmark"), benchmark) {
             (Some(b), Some(want)) if b != want => {
                 result.fail(format!("`{name}` ran against benchmark `{b}`, not the pinned `{want}`"));
