@@ -256,6 +256,19 @@ mod tests {
     const GOOD: &str = "schema: 1\nname: t\nclaims:\n  - kind: robots\n    max_default_share: 0.5\n  - kind: toxicity\n    removed_share: 0.05\n    tolerance: 0.01\n  - kind: replay\n";
 
     #[test]
+    fn the_shipped_policies_parse() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../recipes/policies");
+        let mut n = 0;
+        for entry in fs_err::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let text = fs_err::read_to_string(&path).unwrap();
+            AuditPolicy::parse(&path, &text).unwrap_or_else(|e| panic!("{e}"));
+            n += 1;
+        }
+        assert!(n >= 2, "{n} policies in {}", dir.display());
+    }
+
+    #[test]
     fn a_policy_parses_and_typos_are_located() {
         let p = AuditPolicy::parse(Path::new("p.yaml"), GOOD).unwrap();
         assert_eq!(p.claims.iter().map(Claim::kind).collect::<Vec<_>>(), ["robots", "toxicity", "replay"]);
