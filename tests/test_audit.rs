@@ -13,6 +13,7 @@ seed: 20250131
 sources:
   docs:
     path: data/audit/docs.jsonl
+    license: MIT AND GPL-3.0-only
   snapshot:
     path: data/robots
     retrieved: \"2025-01-31\"
@@ -47,6 +48,7 @@ claims:
   - kind: pii
   - kind: license
     policy: permissive
+  - kind: compound-license
   - kind: decontamination
 ";
 
@@ -109,19 +111,20 @@ fn an_honest_run_holds_and_reports_in_every_format() {
     let r = p.prov(&["audit", "lockfiles/audited.lock", "--policy", "policy.yaml"]);
     r.success();
     let out = r.stdout();
-    for claim in ["robots: HOLDS", "pii: HOLDS", "license: HOLDS", "decontamination: HOLDS"] {
+    for claim in ["robots: HOLDS", "pii: HOLDS", "license: HOLDS", "compound-license: HOLDS", "decontamination: HOLDS"]
+    {
         assert!(out.contains(claim), "{claim}\n{}", r.describe());
     }
-    assert!(out.contains("4 of 4 claims hold"), "{}", r.describe());
+    assert!(out.contains("5 of 5 claims hold"), "{}", r.describe());
     assert!(out.contains("kept only by the opt-out default"), "{}", r.describe());
     assert!(out.contains("`robots` removed documents: 31"), "{}", r.describe());
 
     let lines = p.json(&["audit", "lockfiles/audited.lock", "--policy", "policy.yaml"]);
     let claims: Vec<_> = lines.iter().filter(|l| l["type"] == "claim").collect();
-    assert_eq!(claims.len(), 4);
+    assert_eq!(claims.len(), 5);
     assert!(claims.iter().all(|c| c["data"]["outcome"] == "holds"), "{claims:?}");
     let audit = lines.iter().find(|l| l["type"] == "audit").unwrap();
-    assert_eq!(audit["data"]["holds"], 4);
+    assert_eq!(audit["data"]["holds"], 5);
 
     p.prov(&["audit", "lockfiles/audited.lock", "--policy", "policy.yaml", "--format", "markdown", "--out", "a.md"])
         .success();
@@ -163,6 +166,22 @@ fn the_robots_word_loss_per_language_group_is_measured_beside_the_claim() {
         "{}",
         r.describe()
     );
+}
+
+#[test]
+fn a_source_that_re_licenses_its_documents_fails_the_compound_claim() {
+    let p = project();
+    p.write("recipes/audited.yaml", &RECIPE.replace("license: MIT AND GPL-3.0-only", "license: MIT"));
+    p.prov(&["run", "recipes/audited.yaml"]).success();
+    let r = p.prov(&["audit", "lockfiles/audited.lock", "--policy", "policy.yaml"]);
+    r.exit(4);
+    assert!(r.stdout().contains("compound-license: FAILS"), "{}", r.describe());
+    assert!(
+        r.stdout().contains("documents declaring `GPL-3.0`: constituent 0 (`GPL-3.0-only`) is share-alike"),
+        "{}",
+        r.describe()
+    );
+    assert!(r.stdout().contains("license: HOLDS"), "{}", r.describe());
 }
 
 #[test]

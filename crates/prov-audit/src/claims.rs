@@ -794,6 +794,74 @@ fn license(cx: &RunContext<'_>, stage: Option<&str>, policy_name: &str) -> Claim
     result
 }
 
+/// Returns the source record at the start of a stage's `docs` chain: the latest earlier stage
+/// that wrote its `docs` input, and so on up to a `source` stage.
+fn upstream_source(cx: &RunContext<'_>, stage: &StageRecord) -> Option<(Digest, prov_manifest::SourceRecord)> {
+    let mut here = cx.stages.iter().position(|(_, s)| std::ptr::eq(s, stage))?;
+    loop {
+        let (_, s) = &cx.stages[here];
+        if s.stage_kind == "source" {
+            let digest = s.outputs.get("source")?.digest;
+            return match get_record(cx.store, &digest).ok()? {
+                Record::Source(src) => Some((digest, src)),
+                _ => None,
+            };
+        }
+        let docs = s.inputs.get("docs")?;
+        here = cx.stages[..here].iter().rposition(|(_, p)| p.outputs.values().any(|o| o.digest == *docs))?;
+    }
+}
+
+fn compound_license(cx: &RunContext<'_>, stage: Option<&str>) -> ClaimResult {
+    let mut result = ClaimResult::new(
+        "compound-license",
+        "no source re-licenses its documents: its declared license is compatible with each of theirs".into(),
+    );
+    for (s, f) in filters(cx, "license", stage, &mut result) {
+        let name = s.name.as_str();
+        let Some((digest, source)) = upstream_source(cx, s) else {
+            result.undecided(format!("`{name}`: no `source` stage at the start of its `docs` chain"));
+            continue;
+        };
+        let Some(declared) = source.license.as_deref() else {
+            result.undecided(format!("`{name}`: source `{}` declares no license", source.name));
+            continue;
+        };
+        result.evidence(format!("source `{}` ({declared})", source.name), digest);
+        let mut strings = BTreeMap::new();
+        for r in f.ledger.rows() {
+            if let Some(d) = r.evidence.as_ref().and_then(|e| e.get("declared")).and_then(Value::as_str) {
+                *strings.entry(d.to_owned()).or_insert(0u64) += 1;
+            }
+        }
+        let constituents: Vec<prov_license::Normalized> = strings.keys().map(|d| prov_license::normalize(d)).collect();
+        for (d, n) in &strings {
+            result.evidence(format!("`{name}` documents declaring `{d}`"), n);
+        }
+        for c in prov_license::check_compound(&prov_license::normalize(declared), &constituents) {
+            let unclassified = matches!(
+                c.kind,
+                prov_license::ConflictKind::UnclassifiedMixture(_)
+                    | prov_license::ConflictKind::UnclassifiedConstituent(_)
+            );
+            let what = match c.constituent.and_then(|i| strings.keys().nth(i)) {
+                Some(d) => format!("`{name}`: source `{}` and documents declaring `{d}`: {c}", source.name),
+                None => format!("`{name}`: source `{}`: {c}", source.name),
+            };
+            if unclassified {
+                result.undecided(what);
+            } else {
+                result.fail(what);
+            }
+        }
+        result.rechecked.push(format!(
+            "`{name}`: the source's declared license against each of the {} license strings its documents declare (prov-license's compound check)",
+            strings.len()
+        ));
+    }
+    result
+}
+
 fn decision_name(d: prov_license::Decision) -> &'static str {
     match d {
         prov_license::Decision::Allow => "allow",
@@ -906,6 +974,7 @@ pub fn evaluate(cx: &RunContext<'_>, policy: &AuditPolicy, options: &AuditOption
                 toxicity(cx, stage.as_deref(), *removed_share, *tolerance)
             }
             Claim::License { stage, policy } => license(cx, stage.as_deref(), policy),
+            Claim::CompoundLicense { stage } => compound_license(cx, stage.as_deref()),
             Claim::Decontamination { stage, benchmark } => decontamination(cx, stage.as_deref(), benchmark.as_ref()),
             Claim::Replay {} => replay(cx),
         })

@@ -87,6 +87,13 @@ pub enum Claim {
         #[serde(default = "default_license_policy")]
         policy: String,
     },
+    /// No source re-licenses the documents it holds: the declared license of the source
+    /// upstream of a `license` stage is compatible with every license its documents declare.
+    CompoundLicense {
+        /// The stage to check; default: every `license` stage of the run.
+        #[serde(default)]
+        stage: Option<String>,
+    },
     /// No kept document overlaps the pinned benchmark.
     Decontamination {
         /// The stage to check; default: every `decontaminate` stage of the run.
@@ -128,6 +135,7 @@ impl Claim {
             Self::Pii { .. } => "pii",
             Self::Toxicity { .. } => "toxicity",
             Self::License { .. } => "license",
+            Self::CompoundLicense { .. } => "compound-license",
             Self::Decontamination { .. } => "decontamination",
             Self::Replay {} => "replay",
         }

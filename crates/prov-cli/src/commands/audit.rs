@@ -19,8 +19,8 @@ const EXIT_CLAIM: i32 = 4;
 
 /// Evaluate the claims of a policy file against a recorded run and write a report
 ///
-/// Each claim of the policy (robots, robots-loss, pii, toxicity, license, decontamination,
-/// replay) is evaluated from the run's stage records, ledgers, datasets and verdicts in the
+/// Each claim of the policy (robots, robots-loss, pii, toxicity, license, compound-license,
+/// decontamination, replay) is evaluated from the run's stage records, ledgers, datasets and verdicts in the
 /// store, and says `holds`, `fails` or `cannot-be-decided`, with the evidence (digests, counts)
 /// and what was re-checked. Every ledger a claim reads is checked against its recorded Merkle
 /// roots; a damaged or rewritten ledger, verdict or dataset shard makes its claim fail, naming
