@@ -112,17 +112,21 @@ fn python_reads_the_tokenizer_and_agrees_on_every_token() {
     let lines = p.json(&["run", "recipes/tok.yaml"]);
     let (_, texts) = docs();
 
-    // The tokenizer: its stats and the special tokens at 0, 1, 2.
+    // The tokenizer: its stats, the special tokens at 0, 1, 2 and the chat tokens at 3 to 7.
     let record = stats(&p, &lines, "tokenizer");
     assert_eq!(record["determinism"], "portable", "{record}");
     assert_eq!(record["config"], serde_json::json!({"vocab_size": 1024, "min_frequency": 2}), "{record}");
     let s = &record["stats"];
     assert_eq!(s["vocab_size"], 1024, "{s}");
-    assert_eq!(s["merges"], 1024 - 259, "every token beyond the specials and the 256 bytes is a merge: {s}");
+    assert_eq!(s["merges"], 1024 - 264, "every token beyond the 8 specials and the 256 bytes is a merge: {s}");
     assert_eq!(s["documents"], texts.len(), "{s}");
     let chars: usize = texts.iter().map(|t| t.chars().count()).sum();
     assert_eq!(s["characters"], chars, "{s}");
-    assert_eq!(s["special_tokens"], serde_json::json!({"<|bos|>": 0, "<|eos|>": 1, "<|pad|>": 2}), "{s}");
+    let special = serde_json::json!({
+        "<|bos|>": 0, "<|eos|>": 1, "<|pad|>": 2,
+        "<|system|>": 3, "<|developer|>": 4, "<|user|>": 5, "<|assistant|>": 6, "<|end|>": 7,
+    });
+    assert_eq!(s["special_tokens"], special, "{s}");
 
     // The token data.
     let store = open_store(&p);

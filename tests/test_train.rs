@@ -112,8 +112,8 @@ fn a_small_model_trains_exports_to_transformers_and_resumes_bit_for_bit() {
 }
 
 /// `prov export` writes a folder transformers loads as `ApertusForCausalLM`, whose float32
-/// logits on real tokens equal `prov eval --logits` within 1e-4; its tokenizer gives the
-/// token tree's ids.
+/// logits on real tokens equal `prov eval --logits` within 1e-4; its tokenizer knows the
+/// special tokens and renders the chat template.
 fn exported_logits_equal_transformers(p: &Project, lines: &[Value], model: &str) {
     let out = p.path("hf");
     p.prov(&["export", model, "--out", out.to_str().unwrap()]).success();
@@ -142,8 +142,10 @@ model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
 tok = AutoTokenizer.from_pretrained(folder)
 with torch.no_grad():
     logits = model(torch.tensor([ids[:-1]])).logits[0]
+chat = tok.apply_chat_template([{'role': 'user', 'content': 'Hallo'}, {'role': 'assistant', 'content': 'Bonjour'}],
+                               tokenize=True, return_dict=True)['input_ids']
 print(json.dumps({'class': type(model).__name__, 'logits': logits.tolist(),
-                  'bos': tok.bos_token_id, 'eos': tok.eos_token_id}))
+                  'bos': tok.bos_token_id, 'eos': tok.eos_token_id, 'chat': list(chat)}))
 ";
     let out_py = std::process::Command::new(python)
         .args(["-c", script, out.to_str().unwrap(), &serde_json::to_string(&ids).unwrap()])
@@ -153,6 +155,10 @@ print(json.dumps({'class': type(model).__name__, 'logits': logits.tolist(),
     let theirs: Value = serde_json::from_slice(&out_py.stdout).unwrap();
     assert_eq!(theirs["class"], "ApertusForCausalLM");
     assert_eq!((theirs["bos"].clone(), theirs["eos"].clone()), (json!(0), json!(1)));
+    // The folder carries the chat template: <|bos|> <|user|> … <|end|> <|assistant|> … <|end|> <|eos|>.
+    let chat: Vec<u64> = theirs["chat"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).collect();
+    assert_eq!((&chat[..2], &chat[chat.len() - 2..]), (&[0, 5][..], &[7, 1][..]), "{chat:?}");
+    assert_eq!(chat.iter().filter(|&&id| id == 6).count(), 1, "{chat:?}");
     let (a, b) = (ours.as_array().unwrap(), theirs["logits"].as_array().unwrap());
     assert_eq!(a.len(), b.len());
     let mut largest = 0.0f64;

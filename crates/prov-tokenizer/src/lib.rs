@@ -22,11 +22,14 @@ use tokenizers::models::bpe::{BPE, BpeTrainerBuilder};
 use tokenizers::pre_tokenizers::byte_level::ByteLevel;
 use tokenizers::{AddedToken, Tokenizer, TokenizerBuilder};
 
-/// The special tokens, in id order from 0, and their roles.
+pub mod chat;
+
+/// The special tokens that frame documents, in id order from 0, and their roles. The chat
+/// tokens ([`chat::CHAT_TOKENS`]) follow them.
 pub const SPECIAL_TOKENS: [(&str, &str); 3] = [("bos", "<|bos|>"), ("eos", "<|eos|>"), ("pad", "<|pad|>")];
 
-/// The smallest vocabulary: the special tokens, the 256 byte symbols and one merge.
-pub const MIN_VOCAB: u32 = 260;
+/// The smallest vocabulary: the special and chat tokens, the 256 byte symbols and one merge.
+pub const MIN_VOCAB: u32 = 265;
 
 /// The `tokenizer` stage's configuration.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -68,7 +71,8 @@ pub fn train_tokenizer<I>(config: &TokenizerConfig, texts: I) -> Result<Vec<u8>,
 where
     I: Iterator<Item = String> + Send,
 {
-    let special: Vec<AddedToken> = SPECIAL_TOKENS.iter().map(|(_, t)| AddedToken::from(*t, true)).collect();
+    let special: Vec<AddedToken> =
+        SPECIAL_TOKENS.iter().chain(&chat::CHAT_TOKENS).map(|(_, t)| AddedToken::from(*t, true)).collect();
     let mut trainer = BpeTrainerBuilder::new()
         .vocab_size(config.vocab_size as usize)
         .min_frequency(config.min_frequency)
@@ -99,7 +103,8 @@ impl Stage for TokenizerStage {
         "tokenizer"
     }
     fn version(&self) -> u32 {
-        1
+        // 2: the chat tokens (ids 3 to 7) join the vocabulary.
+        2
     }
     fn summary(&self) -> &'static str {
         "trains a byte-level BPE tokenizer (Hugging Face tokenizers) and writes tokenizer.json"
@@ -111,7 +116,7 @@ impl Stage for TokenizerStage {
                 &["vocab_size"],
                 format!("must be between {MIN_VOCAB} and 16777216, got {}", c.vocab_size),
             )
-            .with_hint("the vocabulary holds 3 special tokens and the 256 byte symbols before any merge"));
+            .with_hint("the vocabulary holds 3 special and 5 chat tokens and the 256 byte symbols before any merge"));
         }
         if c.min_frequency == 0 {
             return Err(ConfigError::at(&["min_frequency"], "must be at least 1"));
@@ -146,6 +151,7 @@ impl Stage for TokenizerStage {
         let merges = parsed["model"]["merges"].as_array().map_or(0, Vec::len);
         let special: serde_json::Map<String, Value> = SPECIAL_TOKENS
             .iter()
+            .chain(&chat::CHAT_TOKENS)
             .filter_map(|(_, t)| tokenizer.token_to_id(t).map(|id| ((*t).to_owned(), json!(id))))
             .collect();
         let mut out = StageOutput::default();
@@ -337,7 +343,7 @@ mod tests {
     fn configs_are_checked_with_their_field() {
         let e = TokenizerStage.resolve_config(&json!({"vocab_size": 100})).unwrap_err();
         assert_eq!(e.path, ["vocab_size"]);
-        assert!(e.message.contains("between 260 and"), "{e}");
+        assert!(e.message.contains("between 265 and"), "{e}");
         let e = TokenizeStage.resolve_config(&json!({"seq_len": 0})).unwrap_err();
         assert_eq!(e.path, ["seq_len"]);
         assert!(TokenizeStage.resolve_config(&json!({"seq_len": 64, "epochs": 2})).is_ok());

@@ -275,7 +275,8 @@ impl SplitMix64 {
 /// `model.safetensors` holds the weights under their stored names plus each layer's xIELU
 /// buffers (`beta`, `eps`, fixed constants that transformers keeps as persistent buffers),
 /// with the metadata `format: pt` that transformers requires. `tokenizer_config.json` names
-/// the fast tokenizer class and the special tokens, read from `tokenizer.json`.
+/// the fast tokenizer class and the special tokens, read from `tokenizer.json`, and holds the
+/// chat template when the tokenizer has the chat tokens.
 pub fn hf_folder(store: &Store, digest: &Digest) -> Result<BTreeMap<&'static str, Vec<u8>>, CheckpointError> {
     let loaded = load(store, digest)?;
     let tokenizer_digest = loaded.record.tokenizer.ok_or(CheckpointError::NoTokenizer(*digest))?;
@@ -286,8 +287,9 @@ pub fn hf_folder(store: &Store, digest: &Digest) -> Result<BTreeMap<&'static str
             tensors.0.insert(format!("model.layers.{layer}.mlp.act_fn.{buffer}"), (Vec::new(), vec![value as f32]));
         }
     }
-    let special = special_tokens(&tokenizer, &loaded.hf_config);
-    let tokenizer_config = json!({
+    let added = added_tokens(&tokenizer);
+    let special = special_tokens(&added, &loaded.hf_config);
+    let mut tokenizer_config = json!({
         "tokenizer_class": "PreTrainedTokenizerFast",
         "model_max_length": loaded.config.max_position_embeddings,
         "bos_token": special.get("bos_token_id"),
@@ -296,6 +298,12 @@ pub fn hf_folder(store: &Store, digest: &Digest) -> Result<BTreeMap<&'static str
         "add_bos_token": false,
         "add_eos_token": false,
     });
+    // A tokenizer with the chat tokens (`tokenizer` stage version 2) gets the chat template,
+    // so that `apply_chat_template` renders what `prov` trains on.
+    let has = |token: &str| added.iter().any(|t| t.get("content").and_then(Value::as_str) == Some(token));
+    if prov_tokenizer::chat::CHAT_TOKENS.iter().all(|(_, token)| has(token)) {
+        tokenizer_config["chat_template"] = json!(prov_tokenizer::chat::HF_CHAT_TEMPLATE);
+    }
     let pretty = |v: &Value| {
         let mut s = serde_json::to_string_pretty(v).expect("JSON values encode");
         s.push('\n');
@@ -309,11 +317,15 @@ pub fn hf_folder(store: &Store, digest: &Digest) -> Result<BTreeMap<&'static str
     ]))
 }
 
+/// `tokenizer.json`'s `added_tokens` (none when it cannot be read).
+fn added_tokens(tokenizer: &[u8]) -> Vec<Value> {
+    let parsed: Value = serde_json::from_slice(tokenizer).unwrap_or(Value::Null);
+    parsed.get("added_tokens").and_then(Value::as_array).cloned().unwrap_or_default()
+}
+
 /// The contents of the special tokens the config names by id, from `tokenizer.json`'s
 /// `added_tokens`, keyed by the config's field (`bos_token_id`, ...).
-fn special_tokens(tokenizer: &[u8], config: &Value) -> BTreeMap<&'static str, String> {
-    let parsed: Value = serde_json::from_slice(tokenizer).unwrap_or(Value::Null);
-    let added = parsed.get("added_tokens").and_then(Value::as_array).cloned().unwrap_or_default();
+fn special_tokens(added: &[Value], config: &Value) -> BTreeMap<&'static str, String> {
     let mut out = BTreeMap::new();
     for field in ["bos_token_id", "eos_token_id", "pad_token_id"] {
         let Some(id) = config.get(field).and_then(Value::as_u64) else { continue };
