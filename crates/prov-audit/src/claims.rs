@@ -9,7 +9,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use prov_dataset::{Document, LedgerDecision, LedgerRow, read_ledger_shard, read_shard};
+use prov_dataset::{Document, LedgerDecision, LedgerRow, read_ledger_shard, shard_documents};
 use prov_manifest::{DatasetRecord, LedgerRecord, Record, RunRecord, StageRecord, get_record};
 use prov_store::{Digest, Store, merkle_root};
 use serde::Serialize;
@@ -263,15 +263,17 @@ fn dataset(store: &Store, digest: &Digest) -> Result<DatasetRecord, String> {
     }
 }
 
-/// Reads every document of a dataset, shard by shard (each shard verified).
-fn documents(store: &Store, ds_digest: &Digest, ds: &DatasetRecord) -> Result<Vec<Vec<Document>>, String> {
-    ds.shards
-        .iter()
-        .enumerate()
-        .map(|(i, s)| {
-            read_shard(store, &s.digest).map_err(|e| format!("dataset `{ds_digest}`, shard {i} `{}`: {e}", s.digest))
-        })
-        .collect()
+/// Streams the documents of shard `i` of a dataset (its bytes verified), one record batch in
+/// memory at a time.
+fn shard_docs(
+    store: &Store,
+    ds_digest: &Digest,
+    i: usize,
+    shard: &Digest,
+) -> Result<impl Iterator<Item = Result<Document, String>>, String> {
+    let where_ = move |e: &dyn std::fmt::Display| format!("dataset `{ds_digest}`, shard {i} `{shard}`: {e}");
+    let docs = shard_documents(store, shard).map_err(|e| where_(&e))?;
+    Ok(docs.map(move |d| d.map_err(|e| where_(&e))))
 }
 
 /// What every ledger claim reads: the stage's ledger, input and output datasets, checked
@@ -280,9 +282,9 @@ struct Filter {
     ledger: CheckedLedger,
     /// The `docs` input dataset.
     input: Digest,
-    /// The output dataset and its documents, shard by shard.
+    /// The output dataset and its shards.
     output: Digest,
-    docs: Vec<Vec<Document>>,
+    output_shards: Vec<Digest>,
 }
 
 /// Loads a filter stage's ledger and datasets, and checks that the ledger has one row per
@@ -306,8 +308,16 @@ fn load_filter(
         let l = check_ledger(cx.store, &ledger.digest)?;
         let i = dataset(cx.store, input)?;
         let o = dataset(cx.store, &out.digest)?;
-        let docs = documents(cx.store, &out.digest, &o)?;
-        Ok::<_, String>((l, i, o, docs))
+        // Shard by shard, ids only: memory stays bounded by a shard.
+        let mut ids = Vec::new();
+        for (s, shard) in o.shards.iter().enumerate() {
+            ids.push(
+                shard_docs(cx.store, &out.digest, s, &shard.digest)?
+                    .map(|d| d.map(|d| d.id))
+                    .collect::<Result<Vec<_>, _>>()?,
+            );
+        }
+        Ok::<_, String>((l, i, o, ids))
     })();
     let (l, i, o, docs) = match checked {
         Ok(x) => x,
@@ -331,7 +341,7 @@ fn load_filter(
         for (s, (rows, out_docs)) in l.shards.iter().zip(&docs).enumerate() {
             let passed: BTreeSet<&str> =
                 rows.iter().filter(|r| r.decision != LedgerDecision::Removed).map(|r| r.id.as_str()).collect();
-            let found: BTreeSet<&str> = out_docs.iter().map(|d| d.id.as_str()).collect();
+            let found: BTreeSet<&str> = out_docs.iter().map(String::as_str).collect();
             if passed != found || out_docs.len() != found.len() {
                 let extra: Vec<&&str> = found.difference(&passed).take(3).collect();
                 result.fail(format!(
@@ -349,7 +359,12 @@ fn load_filter(
     } else {
         result.fail(format!("`{name}`: {} ledger shards but {} output shards", l.shards.len(), docs.len()));
     }
-    Some(Filter { ledger: l, input: *input, output: out.digest, docs })
+    Some(Filter {
+        ledger: l,
+        input: *input,
+        output: out.digest,
+        output_shards: o.shards.iter().map(|s| s.digest).collect(),
+    })
 }
 
 /// Loads every stage of `kind` (or only the one named `stage`) with its checked ledger and
@@ -563,13 +578,20 @@ fn pii(cx: &RunContext<'_>, stage: Option<&str>, options: &AuditOptions<'_>) -> 
             result.undecided(format!("`{name}`: no PII matcher was supplied for the rescan"));
             continue;
         };
-        let exempt: BTreeSet<&str> =
-            f.ledger.rows().filter(|r| r.rule == "pii:exempt").map(|r| r.id.as_str()).collect();
-        let mut candidates: Vec<&Document> =
-            f.docs.iter().flatten().filter(|d| !exempt.contains(d.id.as_str())).collect();
+        // The output's non-exempt documents, by (ledger shard, id): the ledger's passed rows,
+        // which `load_filter` checked to be exactly the output's documents.
+        let mut candidates: Vec<(usize, &str)> = f
+            .ledger
+            .shards
+            .iter()
+            .enumerate()
+            .flat_map(|(i, rows)| rows.iter().map(move |r| (i, r)))
+            .filter(|(_, r)| r.decision != LedgerDecision::Removed && r.rule != "pii:exempt")
+            .map(|(i, r)| (i, r.id.as_str()))
+            .collect();
         let population = candidates.len();
         if let Some((n, seed)) = options.sample {
-            candidates.sort_by_key(|d| (sample_key(seed, &d.id), d.id.as_str()));
+            candidates.sort_by_key(|&(i, id)| (sample_key(seed, id), i, id));
             candidates.truncate(n);
             result.evidence(
                 format!("`{name}` rescan sample (seed {seed})"),
@@ -580,26 +602,47 @@ fn pii(cx: &RunContext<'_>, stage: Option<&str>, options: &AuditOptions<'_>) -> 
                 percent(detection_probability(0.005, candidates.len())),
             );
         }
+        let chosen: BTreeSet<(usize, &str)> = candidates.iter().copied().collect();
         let mut found = 0u64;
         let mut first = Vec::new();
-        for d in &candidates {
-            match rescan.pii_matches(&s.config, &d.text) {
-                Ok(0) => {}
-                Ok(n) => {
-                    found += n;
-                    if first.len() < 3 {
-                        first.push(d.id.clone());
-                    }
-                }
+        let mut scanned = 0usize;
+        'shards: for (i, shard) in f.output_shards.iter().enumerate() {
+            let docs = match shard_docs(cx.store, &f.output, i, shard) {
+                Ok(d) => d,
                 Err(e) => {
-                    result.undecided(format!("`{name}`: {e}"));
+                    result.fail(format!("`{name}`: {e}"));
                     break;
+                }
+            };
+            for d in docs {
+                let d = match d {
+                    Ok(d) => d,
+                    Err(e) => {
+                        result.fail(format!("`{name}`: {e}"));
+                        break 'shards;
+                    }
+                };
+                if !chosen.contains(&(i, d.id.as_str())) {
+                    continue;
+                }
+                scanned += 1;
+                match rescan.pii_matches(&s.config, &d.text) {
+                    Ok(0) => {}
+                    Ok(n) => {
+                        found += n;
+                        if first.len() < 3 {
+                            first.push(d.id.clone());
+                        }
+                    }
+                    Err(e) => {
+                        result.undecided(format!("`{name}`: {e}"));
+                        break 'shards;
+                    }
                 }
             }
         }
         result.rechecked.push(format!(
-            "`{name}`: rescanned {} non-exempt documents of the output `{}` with the stage's mode",
-            candidates.len(),
+            "`{name}`: rescanned {scanned} non-exempt documents of the output `{}` with the stage's mode",
             f.output.short()
         ));
         result.evidence(format!("`{name}` PII matches in the rescan"), found);
