@@ -5,6 +5,7 @@
 mod common;
 
 mod test_audit;
+mod test_card;
 mod test_concurrency;
 mod test_decontaminate;
 mod test_dedup;

@@ -1,6 +1,7 @@
 //! One file per subcommand; this module holds the `Command` enum and the one dispatch.
 
 mod audit;
+mod card;
 mod diff;
 mod doctor;
 mod explain;
@@ -41,6 +42,7 @@ pub(crate) enum Command {
     Export(model::ExportArgs),
     Audit(audit::AuditArgs),
     Prove(prove::ProveArgs),
+    Card(card::CardArgs),
     VerifyProof(verify_proof::VerifyProofArgs),
     Gc(gc::GcArgs),
 }
@@ -64,6 +66,7 @@ pub(crate) fn dispatch(ui: &mut Ui, cx: &CommandContext, command: &Command) -> R
         Command::Export(a) => model::cmd_export(ui, cx, a),
         Command::Audit(a) => audit::cmd_audit(ui, cx, a),
         Command::Prove(a) => prove::cmd_prove(ui, cx, a),
+        Command::Card(a) => card::cmd_card(ui, cx, a),
         Command::VerifyProof(a) => verify_proof::cmd_verify_proof(ui, cx, a),
         Command::Gc(a) => gc::cmd_gc(ui, cx, a),
     }

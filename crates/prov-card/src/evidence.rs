@@ -1,0 +1,193 @@
+//! What a card is made of: a run's records, read from the store, and the manifest each
+//! number comes from.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use prov_manifest::{DatasetRecord, OutputType, Record, RunRecord, SourceRecord, StageRecord, get_record};
+use prov_store::{Digest, Store};
+use serde_json::Value;
+
+use crate::CardError;
+
+/// One stage of the run, in plan order, with the digest of its stage record.
+#[derive(Debug, Clone)]
+pub struct Stage {
+    /// The stage record's digest: the manifest its numbers come from.
+    pub manifest: Digest,
+    /// The stage record.
+    pub record: StageRecord,
+}
+
+/// A source of the run: its source record and the stage record that imported it.
+#[derive(Debug, Clone)]
+pub struct Source {
+    /// The source record's digest.
+    pub digest: Digest,
+    /// The source record.
+    pub record: SourceRecord,
+    /// Whether the source's documents flow into the output dataset (rather than being an
+    /// input of a filter, such as a robots.txt snapshot or a benchmark).
+    pub documents: bool,
+}
+
+/// The dataset a card describes: the last dataset output of the run, in plan order.
+#[derive(Debug, Clone)]
+pub struct Output {
+    /// The stage that wrote it.
+    pub stage: String,
+    /// The dataset record's digest.
+    pub digest: Digest,
+    /// The dataset record.
+    pub record: DatasetRecord,
+}
+
+/// Everything a card says, read from a run's records.
+#[derive(Debug, Clone)]
+pub struct Evidence {
+    /// The run record's digest.
+    pub run_manifest: Digest,
+    /// The run record.
+    pub run: RunRecord,
+    /// Every stage, in plan order.
+    pub stages: Vec<Stage>,
+    /// Every source, in plan order.
+    pub sources: Vec<Source>,
+    /// The output dataset.
+    pub output: Output,
+    /// The stages the output's documents went through, from the first (a `shard` stage, when
+    /// there is one) to the one that wrote the output, in order.
+    pub chain: Vec<usize>,
+}
+
+impl Evidence {
+    /// Reads a run record and every stage and source record it names.
+    pub fn read(store: &Store, run_manifest: &Digest) -> Result<Self, CardError> {
+        let run = match get_record(store, run_manifest)? {
+            Record::Run(r) => r,
+            other => return Err(CardError::wrong_record(*run_manifest, other.kind_name(), "run")),
+        };
+        let mut stages = Vec::new();
+        for s in &run.stages {
+            match get_record(store, &s.manifest)? {
+                Record::Stage(record) => stages.push(Stage { manifest: s.manifest, record }),
+                other => return Err(CardError::wrong_record(s.manifest, other.kind_name(), "stage")),
+            }
+        }
+        // The output: the last dataset in plan order that is not only a classifier's or a
+        // tokenizer's training input (the documents' own chain ends at a filter).
+        let (out_index, out_digest) = stages
+            .iter()
+            .enumerate()
+            .rev()
+            .find_map(|(i, s)| {
+                s.record.outputs.get("dataset").filter(|o| o.output_type == OutputType::Dataset).map(|o| (i, o.digest))
+            })
+            .ok_or(CardError::NoDataset { run: *run_manifest })?;
+        let record = match get_record(store, &out_digest)? {
+            Record::Dataset(d) => d,
+            other => return Err(CardError::wrong_record(out_digest, other.kind_name(), "dataset")),
+        };
+        let output = Output { stage: stages[out_index].record.name.as_str().to_owned(), digest: out_digest, record };
+        let chain = chain(&stages, out_index);
+        let ancestors = ancestors(&stages, out_index);
+        let doc_inputs: BTreeSet<Digest> =
+            chain.first().map(|&i| stages[i].record.inputs.values().copied().collect()).unwrap_or_default();
+        let mut sources = Vec::new();
+        for (i, s) in stages.iter().enumerate() {
+            if s.record.stage_kind != "source" || !ancestors.contains(&i) {
+                continue;
+            }
+            let Some(o) = s.record.outputs.get("source") else { continue };
+            match get_record(store, &o.digest)? {
+                Record::Source(record) => {
+                    sources.push(Source { digest: o.digest, record, documents: doc_inputs.contains(&o.digest) });
+                }
+                other => return Err(CardError::wrong_record(o.digest, other.kind_name(), "source")),
+            }
+        }
+        Ok(Self { run_manifest: *run_manifest, run, stages, sources, output, chain })
+    }
+
+    /// The stages of the chain, in order.
+    pub fn chain_stages(&self) -> impl Iterator<Item = &Stage> {
+        self.chain.iter().map(|&i| &self.stages[i])
+    }
+
+    /// The filter stages of the chain: those that record `by_rule` statistics.
+    pub fn filters(&self) -> impl Iterator<Item = &Stage> {
+        self.chain_stages().filter(|s| s.record.stats.contains_key("by_rule"))
+    }
+
+    /// The first stage of the chain of the given kind.
+    pub fn chain_stage(&self, kind: &str) -> Option<&Stage> {
+        self.chain_stages().find(|s| s.record.stage_kind == kind)
+    }
+
+    /// Documents per language in the output: the first stage's `languages` count less every
+    /// filter's `removed_by_language`. Returns the counts and whether they add up to the
+    /// output's rows (they do when every stage of the chain records its removals).
+    pub fn kept_languages(&self) -> (BTreeMap<String, u64>, bool) {
+        let mut counts: BTreeMap<String, u64> = BTreeMap::new();
+        if let Some(first) = self.chain_stages().next()
+            && let Some(Value::Object(langs)) = first.record.stats.get("languages")
+        {
+            for (l, n) in langs {
+                counts.insert(l.clone(), n.as_u64().unwrap_or(0));
+            }
+        }
+        for s in self.filters() {
+            if let Some(Value::Object(removed)) = s.record.stats.get("removed_by_language") {
+                for (l, v) in removed {
+                    let n = v.get("documents").and_then(Value::as_u64).unwrap_or(0);
+                    let c = counts.entry(l.clone()).or_default();
+                    *c = c.saturating_sub(n);
+                }
+            }
+        }
+        counts.retain(|_, n| *n > 0);
+        let total: u64 = counts.values().sum();
+        (counts, total == self.output.record.rows)
+    }
+}
+
+/// The last stage before `before` that wrote `digest`, if any. Two stages can write the same
+/// digest (a filter that keeps every document passes its input through byte for byte), and the
+/// consumer's input is the one planned last before it.
+fn producer(stages: &[Stage], digest: &Digest, before: usize) -> Option<usize> {
+    stages[..before].iter().rposition(|s| s.record.outputs.values().any(|o| o.digest == *digest))
+}
+
+/// Follows the `docs` input back from the stage at `last` while it names a dataset written by
+/// another stage.
+fn chain(stages: &[Stage], last: usize) -> Vec<usize> {
+    let mut out = vec![last];
+    let mut at = last;
+    while let Some(d) = stages[at].record.inputs.get("docs").copied() {
+        match producer(stages, &d, at) {
+            Some(p) if stages[p].record.stage_kind != "source" && !out.contains(&p) => {
+                out.push(p);
+                at = p;
+            }
+            _ => break,
+        }
+    }
+    out.reverse();
+    out
+}
+
+/// Every stage the stage at `last` depends on, itself included.
+fn ancestors(stages: &[Stage], last: usize) -> BTreeSet<usize> {
+    let mut seen = BTreeSet::new();
+    let mut todo = vec![last];
+    while let Some(i) = todo.pop() {
+        if !seen.insert(i) {
+            continue;
+        }
+        for d in stages[i].record.inputs.values() {
+            if let Some(p) = producer(stages, d, i) {
+                todo.push(p);
+            }
+        }
+    }
+    seen
+}

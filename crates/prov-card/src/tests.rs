@@ -1,0 +1,226 @@
+//! A small run built from records in a temporary store: the card's parts end to end.
+
+use std::collections::BTreeMap;
+
+use prov_manifest::{
+    Column, Content, DatasetRecord, Determinism, Envelope, OutputRef, OutputType, Record, RunRecord, RunStage,
+    ShardRef, SourceRecord, StageRecord, put_record,
+};
+use prov_store::{Digest, ObjectKind, Store};
+use serde_json::{Value, json};
+
+use crate::{CardOptions, Evidence, Format, group, hf, plots, primary_language, write_card};
+
+fn envelope() -> Envelope {
+    Envelope {
+        workbench_version: "0.1.0".into(),
+        os: "Linux".into(),
+        arch: "x86_64".into(),
+        cpu_model: "test".into(),
+        cpu_flags: vec![],
+        threads: 1,
+        device: "cpu".into(),
+        libtorch: None,
+        aten_cpu_capability: None,
+        mkl_cbwr: None,
+    }
+}
+
+fn stage(
+    name: &str,
+    kind: &str,
+    inputs: &[(&str, Digest)],
+    outputs: &[(&str, OutputType, Digest)],
+    stats: Value,
+) -> Record {
+    Record::Stage(StageRecord {
+        schema: 1,
+        name: name.parse().unwrap(),
+        stage_kind: kind.into(),
+        version: 1,
+        determinism: Determinism::Portable,
+        key: Digest::of(name.as_bytes()),
+        config: json!({"quantile": 0.95}),
+        inputs: inputs.iter().map(|(k, d)| ((*k).to_owned(), *d)).collect(),
+        seeds: BTreeMap::new(),
+        envelope: envelope(),
+        outputs: outputs.iter().map(|(k, t, d)| ((*k).to_owned(), OutputRef { output_type: *t, digest: *d })).collect(),
+        stats: serde_json::from_value(stats).unwrap(),
+    })
+}
+
+fn dataset(store: &Store, rows: u64, seed: &[u8]) -> Digest {
+    let shard = store.put_bytes(ObjectKind::Shard, seed).unwrap();
+    let columns = ["id", "text", "url", "date", "language"]
+        .iter()
+        .map(|n| Column { name: (*n).into(), data_type: "Utf8".into(), nullable: *n != "id" && *n != "text" })
+        .collect();
+    put_record(
+        store,
+        &Record::Dataset(DatasetRecord::new(
+            "parquet",
+            columns,
+            vec![ShardRef { digest: shard, rows, bytes: seed.len() as u64 }],
+        )),
+    )
+    .unwrap()
+}
+
+/// Returns the store and the run record's digest: source → shards → toxicity → license.
+fn run(store: &Store) -> Digest {
+    let src = put_record(
+        store,
+        &Record::Source(SourceRecord {
+            schema: 1,
+            name: "docs".parse().unwrap(),
+            origin: "data/docs.jsonl".into(),
+            content: Content::File { digest: Digest::of(b"docs"), size: 4 },
+            license: Some("MIT AND GPL-3.0-or-later".into()),
+            retrieved: Some("2025-01-31".into()),
+        }),
+    )
+    .unwrap();
+    let s0 =
+        put_record(store, &stage("docs", "source", &[], &[("source", OutputType::Source, src)], json!({"files": 1})))
+            .unwrap();
+    let d1 = dataset(store, 100, b"shard one");
+    let s1 = put_record(
+        store,
+        &stage(
+            "shards",
+            "shard",
+            &[("docs", src)],
+            &[("dataset", OutputType::Dataset, d1)],
+            json!({"documents": 100, "languages": {"de": 60, "pt-PT": 40}}),
+        ),
+    )
+    .unwrap();
+    let d2 = dataset(store, 97, b"shard two");
+    let s2 = put_record(
+        store,
+        &stage(
+            "toxicity",
+            "toxicity",
+            &[("docs", d1)],
+            &[("dataset", OutputType::Dataset, d2)],
+            json!({
+                "by_rule": {"toxicity:kept": {"documents": 57, "words": 570}, "toxicity:toxic": {"documents": 3, "words": 30}, "toxicity:no-classifier": {"documents": 40, "words": 400}},
+                "removed_by_language": {"de": {"documents": 3, "words": 30}},
+                "quantile": 0.95,
+                "thresholds": {"de": {"threshold": 1.25, "scored": 60, "removed": 3}},
+                "score_quantiles": {"de": (0..21).map(|i| f64::from(i) * 0.1 - 0.8).collect::<Vec<_>>()},
+                "total": {"documents": 100, "words": 1000}
+            }),
+        ),
+    )
+    .unwrap();
+    let d3 = dataset(store, 57, b"shard three");
+    let s3 = put_record(
+        store,
+        &stage(
+            "license",
+            "license",
+            &[("docs", d2)],
+            &[("dataset", OutputType::Dataset, d3)],
+            json!({
+                "by_rule": {"license:allowed": {"documents": 57, "words": 570}, "license:denied": {"documents": 40, "words": 400}},
+                "removed_by_language": {"pt-PT": {"documents": 40, "words": 400}},
+                "licenses": {"MIT": {"decision": "kept", "documents": 57, "spdx": "MIT", "policy_rule": "allow-list"},
+                             "GPL-3+": {"decision": "removed", "documents": 40, "spdx": "GPL-3.0-or-later", "policy_rule": "not-in-allow-list"}},
+                "policy": {"name": "permissive", "version": "1"},
+                "total": {"documents": 97, "words": 970}
+            }),
+        ),
+    )
+    .unwrap();
+    let stages = [("docs", s0), ("shards", s1), ("toxicity", s2), ("license", s3)]
+        .iter()
+        .map(|(n, m)| RunStage { name: n.parse().unwrap(), manifest: *m })
+        .collect();
+    put_record(store, &Record::Run(RunRecord::new("demo", Digest::of(b"lockfile"), stages))).unwrap()
+}
+
+fn store() -> (tempfile::TempDir, Store) {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Store::init(&dir.path().join(".prov")).unwrap();
+    (dir, s)
+}
+
+#[test]
+fn numbers_and_buckets() {
+    assert_eq!(group(0), "0");
+    assert_eq!(group(999), "999");
+    assert_eq!(group(1_000), "1,000");
+    assert_eq!(group(15_640), "15,640");
+    assert_eq!(hf::size_category(999), "n<1K");
+    assert_eq!(hf::size_category(1_000), "1K<n<10K");
+    assert_eq!(hf::size_category(2_000_000_000_000), "n>1T");
+    assert_eq!(primary_language("pt-PT"), "pt");
+    assert_eq!(primary_language("de"), "de");
+}
+
+#[test]
+fn evidence_follows_the_chain_and_derives_languages() {
+    let (_d, s) = store();
+    let run = run(&s);
+    let ev = Evidence::read(&s, &run).unwrap();
+    assert_eq!(ev.output.stage, "license");
+    let chain: Vec<&str> = ev.chain_stages().map(|st| st.record.name.as_str()).collect();
+    assert_eq!(chain, ["shards", "toxicity", "license"]);
+    assert_eq!(ev.sources.len(), 1);
+    assert!(ev.sources[0].documents);
+    let (langs, adds_up) = ev.kept_languages();
+    assert_eq!(langs.into_iter().collect::<Vec<_>>(), [("de".to_owned(), 57)]);
+    assert!(adds_up);
+}
+
+#[test]
+fn card_cites_a_manifest_for_every_number() {
+    let (_d, s) = store();
+    let run = run(&s);
+    let ev = Evidence::read(&s, &run).unwrap();
+    let card = hf::render(&ev, &[]);
+    let (front, body) = card.strip_prefix("---\n").unwrap().split_once("\n---\n").unwrap();
+    let meta: serde_yaml::Value = serde_yaml::from_str(front).unwrap();
+    assert_eq!(meta["license"][0].as_str(), Some("mit"));
+    assert_eq!(meta["language"][0].as_str(), Some("de"));
+    assert_eq!(meta["size_categories"][0].as_str(), Some("n<1K"));
+    let (text, _) = body.split_once("## Manifests").unwrap();
+    for line in text.lines().filter(|l| !l.starts_with('#') && l.chars().any(|c| c.is_ascii_digit())) {
+        assert!(line.contains("[^"), "no manifest: {line}");
+    }
+    assert!(text.contains("| `GPL-3+` | `GPL-3.0-or-later` | 40 | removed |"), "{text}");
+    assert!(text.contains("no classifier"), "{text}");
+}
+
+#[test]
+fn plots_render_to_svg_and_png() {
+    let (_d, s) = store();
+    let run = run(&s);
+    let ev = Evidence::read(&s, &run).unwrap();
+    let all = plots::plots(&ev, 10);
+    let stems: Vec<&str> = all.iter().map(|p| p.stem).collect();
+    assert_eq!(stems, ["languages", "toxicity", "funnel", "licenses"]);
+    for p in &all {
+        let png = plots::png(p.stem, &p.svg).unwrap();
+        assert!(png.starts_with(b"\x89PNG"), "{}", p.stem);
+        assert!(png.len() > 2_000, "{}: {} bytes", p.stem, png.len());
+    }
+}
+
+#[test]
+fn croissant_hashes_the_shards_and_fails_on_a_missing_one() {
+    let (dir, s) = store();
+    let run = run(&s);
+    let out = dir.path().join("card");
+    let options = CardOptions { format: Format::Croissant, top_languages: 10, with_data: true };
+    let written = write_card(&s, &run, &out, &options).unwrap();
+    assert!(written.iter().any(|w| w.path == "croissant.json"));
+    let doc: Value = serde_json::from_slice(&fs_err::read(out.join("croissant.json")).unwrap()).unwrap();
+    // SHA-256 of "shard three".
+    assert_eq!(doc["distribution"][0]["sha256"], "7f39aaa4654135df78d538b4fe20f35102d6ef09697cb5e73b436558851f60a8");
+    assert_eq!(fs_err::read(out.join("data/shard-00000.parquet")).unwrap(), b"shard three");
+    fs_err::remove_file(s.object_path(&Digest::of(b"shard three"))).unwrap();
+    let err = write_card(&s, &run, &out, &options).unwrap_err();
+    assert!(err.to_string().contains("is not in the store"), "{err}");
+}
