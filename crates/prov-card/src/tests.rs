@@ -224,3 +224,30 @@ fn croissant_hashes_the_shards_and_fails_on_a_missing_one() {
     let err = write_card(&s, &run, &out, &options).unwrap_err();
     assert!(err.to_string().contains("is not in the store"), "{err}");
 }
+
+#[test]
+fn a_pass_through_filter_stays_in_the_chain() {
+    // A filter that keeps everything outputs its input's digest; the next stage's input is
+    // then written by two stages, and the chain goes through the later one.
+    let (_d, s) = store();
+    let d1 = dataset(&s, 3, b"pass");
+    let s1 = put_record(
+        &s,
+        &stage("shards", "shard", &[], &[("dataset", OutputType::Dataset, d1)], json!({"languages": {"en": 3}})),
+    )
+    .unwrap();
+    let kept = json!({"by_rule": {"pii:none": {"documents": 3, "words": 9}}, "removed_by_language": {}});
+    let s2 =
+        put_record(&s, &stage("pii", "pii", &[("docs", d1)], &[("dataset", OutputType::Dataset, d1)], kept.clone()))
+            .unwrap();
+    let s3 = put_record(&s, &stage("dedup", "dedup", &[("docs", d1)], &[("dataset", OutputType::Dataset, d1)], kept))
+        .unwrap();
+    let stages = [("shards", s1), ("pii", s2), ("dedup", s3)]
+        .iter()
+        .map(|(n, m)| RunStage { name: n.parse().unwrap(), manifest: *m })
+        .collect();
+    let run = put_record(&s, &Record::Run(RunRecord::new("pass", Digest::of(b"lock"), stages))).unwrap();
+    let ev = Evidence::read(&s, &run).unwrap();
+    let chain: Vec<&str> = ev.chain_stages().map(|st| st.record.name.as_str()).collect();
+    assert_eq!(chain, ["shards", "pii", "dedup"]);
+}
