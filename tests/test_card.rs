@@ -1,7 +1,8 @@
 //! `prov card`: a Hugging Face card and a Croissant file for a run of the quickstart's
 //! documents through the robots, PII and dedup filters. The card's front matter parses as
 //! YAML, every number in it names a manifest, the Croissant file passes `mlcroissant
-//! validate`, and the plots are valid SVG and PNG.
+//! validate` and `mlcroissant load` reads its record set from the copied shards, and the plots
+//! are valid SVG and PNG.
 
 use crate::common::{Project, venv_python};
 
@@ -133,6 +134,19 @@ fn croissant_passes_mlcroissant_validate() {
         out.status.success(),
         "mlcroissant validate failed:\n{}\n{}",
         String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The record set reads the copied shards: mlcroissant yields the documents themselves.
+    let out = std::process::Command::new(&mlcroissant)
+        .args(["load", "--record_set", "documents", "--num_records", "2", "--jsonld"])
+        .arg(p.path("cr/croissant.json"))
+        .env("HOME", p.root.parent().unwrap())
+        .output()
+        .expect("mlcroissant starts");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("'documents/id': b'udhr-"),
+        "mlcroissant load failed:\n{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
 }
