@@ -30,7 +30,7 @@ pub fn size_category(n: u64) -> &'static str {
 }
 
 /// The SPDX ids the output's documents carry: the kept licenses of the chain's `license`
-/// stage, or else the declared licenses of the document sources.
+/// stage, or else the ids in the document sources' declared license expressions.
 pub fn kept_licenses(ev: &Evidence) -> (Vec<String>, Vec<Digest>) {
     if let Some(s) = ev.chain_stage("license")
         && let Some(Value::Object(licenses)) = s.record.stats.get("licenses")
@@ -46,7 +46,12 @@ pub fn kept_licenses(ev: &Evidence) -> (Vec<String>, Vec<Digest>) {
     let mut refs = Vec::new();
     for s in ev.sources.iter().filter(|s| s.documents) {
         if let Some(l) = &s.record.license {
-            ids.insert(l.clone());
+            // An expression's license ids, without its operators.
+            ids.extend(
+                l.split(|c: char| c.is_whitespace() || c == '(' || c == ')')
+                    .filter(|t| !t.is_empty() && !matches!(*t, "AND" | "OR" | "WITH"))
+                    .map(str::to_owned),
+            );
             refs.push(s.digest);
         }
     }

@@ -251,3 +251,15 @@ fn a_pass_through_filter_stays_in_the_chain() {
     let chain: Vec<&str> = ev.chain_stages().map(|st| st.record.name.as_str()).collect();
     assert_eq!(chain, ["shards", "pii", "dedup"]);
 }
+
+#[test]
+fn without_a_license_stage_the_sources_expressions_give_the_ids() {
+    let (_d, s) = store();
+    let run = run(&s);
+    let mut ev = Evidence::read(&s, &run).unwrap();
+    ev.chain.retain(|&i| ev.stages[i].record.stage_kind != "license");
+    ev.sources[0].documents = true;
+    let (ids, refs) = hf::kept_licenses(&ev);
+    assert_eq!(ids, ["GPL-3.0-or-later", "MIT"]);
+    assert_eq!(refs, [ev.sources[0].digest]);
+}
