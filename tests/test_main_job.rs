@@ -130,6 +130,12 @@ fn mini_apertus_runs_and_replays_bit_for_bit() {
 
     training_learned(&p, &lines);
     urls_are_proven_against_the_committed_run(&p);
+    // The Apertus compliance claims hold for the committed run, the replay above included.
+    let audit = p.prov(&["audit", "lockfiles/mini-apertus.lock", "--policy", "recipes/policies/apertus.yaml"]);
+    audit.success();
+    for claim in ["robots", "pii", "toxicity", "license", "decontamination", "replay"] {
+        assert!(audit.stdout().contains(claim), "{claim}: {}", audit.describe());
+    }
     p.prov(&["gc"]).success();
     p.prov(&["verify"]).success();
     p.prov(&["show", licenses["GPL-3+"]["verdict"].as_str().unwrap()]).success();

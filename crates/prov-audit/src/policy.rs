@@ -215,46 +215,29 @@ fn locate_claim_field(text: &str, index: usize, name: &str) -> Option<(usize, us
     )
 }
 
-/// Turns a `serde_yaml` error into a located [`RecipeError`]. Errors inside a claim lose
-/// their location in `serde_yaml` (the claim is buffered to read its `kind`), so an unknown
-/// field is then located by its name.
+/// Turns a `serde_yaml` error into a located [`RecipeError`] (as recipes do). A claim is
+/// buffered to read its `kind`, so `serde_yaml` locates an error inside it at the claim list;
+/// an unknown field is then located by its name, from there on.
 fn from_yaml_error(file: &Path, text: &str, e: &serde_yaml::Error) -> RecipeError {
-    let raw = e.to_string();
-    let message = match e.location() {
-        Some(l) => raw.replacen(&format!(" at line {} column {}", l.line(), l.column()), "", 1),
-        None => raw.clone(),
+    let mut err = prov_manifest::yaml_error(file, text, e);
+    let Some(name) = err.message.strip_prefix("unknown field `").and_then(|r| r.split('`').next()).map(str::to_owned)
+    else {
+        return err;
     };
-    let (field, message) = match message.split_once(": ") {
-        Some((path, rest)) if !path.contains(' ') && !path.is_empty() => (Some(path.to_owned()), rest.to_owned()),
-        _ => (None, message),
-    };
-    // A claim is buffered to read its `kind`, so `serde_yaml` locates an error inside it at
-    // the claim list; an unknown field is located by its name, from there on.
-    let reported = e.location().map(|l| (l.line(), l.column()));
-    let by_name = message.strip_prefix("unknown field `").and_then(|r| r.split('`').next()).and_then(|name| {
-        let from = reported.map_or(0, |(line, _)| line.saturating_sub(1));
-        text.lines().enumerate().skip(from).find_map(|(i, line)| {
-            let trimmed = line.trim_start().trim_start_matches("- ");
-            let rest = trimmed.strip_prefix(name)?;
-            rest.trim_start().starts_with(':').then(|| (i + 1, line.find(name).unwrap_or(0) + 1))
-        })
+    let from = e.location().map_or(0, |l| l.line().saturating_sub(1));
+    let by_name = text.lines().enumerate().skip(from).find_map(|(i, line)| {
+        let rest = line.trim_start().trim_start_matches("- ").strip_prefix(name.as_str())?;
+        rest.trim_start().starts_with(':').then(|| (i + 1, line.find(name.as_str()).unwrap_or(0) + 1))
     });
-    let located = by_name.or(reported);
-    let (line, column) = located.unwrap_or((1, 1));
-    let field = match (field, message.strip_prefix("unknown field `").and_then(|r| r.split('`').next())) {
-        (Some(f), Some(name)) => Some(format!("{f}.{name}")),
-        (None, Some(name)) => Some(name.to_owned()),
-        (f, None) => f,
-    };
-    RecipeError {
-        file: file.to_owned(),
-        line,
-        column,
-        field,
-        hint: prov_manifest::did_you_mean(&message).map(|s| format!("did you mean `{s}`?")),
-        message,
-        source_line: text.lines().nth(line.saturating_sub(1)).map(str::to_owned),
+    if let Some((line, column)) = by_name {
+        (err.line, err.column) = (line, column);
+        err.source_line = text.lines().nth(line - 1).map(str::to_owned);
     }
+    err.field = Some(match err.field.take() {
+        Some(f) => format!("{f}.{name}"),
+        None => name,
+    });
+    err
 }
 
 #[cfg(test)]

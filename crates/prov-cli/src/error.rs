@@ -15,6 +15,8 @@ pub(crate) enum ExitCode {
     Integrity = 2,
     /// 3: replay divergence.
     Divergence = 3,
+    /// 4: an audit claim does not hold (fails or cannot be decided).
+    ClaimNotHeld = 4,
 }
 
 /// An error to report, with its exit code and an optional hint.

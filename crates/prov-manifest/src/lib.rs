@@ -41,7 +41,8 @@ pub use canonical::{
 pub use lockfile::{InputRef, LockedSource, LockedStage, Lockfile, RecipeRef, derive_seed, run_id};
 pub use name::{MAX_NAME_LEN, Name, NameError, RelPath};
 pub use recipe::{
-    RECIPE_SCHEMA, Recipe, RecipeError, RecipeSource, RecipeStage, closest, did_you_mean, locate, yaml_to_json,
+    RECIPE_SCHEMA, Recipe, RecipeError, RecipeSource, RecipeStage, closest, did_you_mean, locate, yaml_error,
+    yaml_to_json,
 };
 pub use records::{
     CheckpointRecord, Column, Content, DatasetRecord, Decision, Determinism, Envelope, LedgerRecord, OutputRef,

@@ -129,7 +129,7 @@ impl RecipeError {
 impl Recipe {
     /// Parses a recipe from its text; `file` is used in error messages.
     pub fn parse(file: &Path, text: &str) -> Result<Self, RecipeError> {
-        let recipe: Self = serde_yaml::from_str(text).map_err(|e| from_yaml_error(file, text, &e))?;
+        let recipe: Self = serde_yaml::from_str(text).map_err(|e| yaml_error(file, text, &e))?;
         if recipe.schema != RECIPE_SCHEMA {
             return Err(RecipeError::at_field(
                 file,
@@ -156,7 +156,10 @@ impl Recipe {
     }
 }
 
-fn from_yaml_error(file: &Path, text: &str, e: &serde_yaml::Error) -> RecipeError {
+/// Turns a `serde_yaml` error in `text` (read from `file`) into a located [`RecipeError`]:
+/// line, column, the field path serde names, the source line, and a "did you mean" hint for an
+/// unknown field or variant. Recipes and other YAML inputs (audit policies) share it.
+pub fn yaml_error(file: &Path, text: &str, e: &serde_yaml::Error) -> RecipeError {
     let raw = e.to_string();
     // serde_yaml appends " at line L column C"; the location is reported separately, but any
     // further context ("while scanning a quoted scalar at line 3 column 7") is kept.
