@@ -6,10 +6,7 @@ use std::process::{Command, Output};
 
 pub const PROV: &str = env!("CARGO_BIN_EXE_prov");
 
-/// The repository root (for the shipped recipes and fixtures).
-pub fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("repository root exists")
-}
+pub use prov_testkit::repo_root;
 
 pub struct Project {
     _dir: tempfile::TempDir,
@@ -172,28 +169,5 @@ pub fn flip_byte(path: &Path, at: usize) {
     fs_err::write(path, bytes).unwrap();
 }
 
-/// Where the shared real data is, or why the test cannot run: in CI (CI=true) a missing
-/// directory is a failure, elsewhere the test is skipped with a message naming what is missing.
-pub fn shared_data(rel: &str) -> Option<PathBuf> {
-    let base = std::env::var_os("PROV_SHARED_DATA").map_or_else(|| repo_root().join("../shared/data"), PathBuf::from);
-    let path = base.join(rel);
-    if path.exists() {
-        return Some(path);
-    }
-    let msg = format!("real test data missing: {} (set PROV_SHARED_DATA to the shared data directory)", path.display());
-    assert!(!std::env::var("CI").is_ok_and(|v| v == "true"), "{msg}");
-    eprintln!("skipping: {msg}");
-    None
-}
-
-/// The project's Python with pyarrow, from `scripts/setup`; same CI rule as [`shared_data`].
-pub fn venv_python() -> Option<PathBuf> {
-    let p = repo_root().join(".venv/bin/python");
-    if p.is_file() {
-        return Some(p);
-    }
-    let msg = format!("{} missing: run `scripts/setup`", p.display());
-    assert!(!std::env::var("CI").is_ok_and(|v| v == "true"), "{msg}");
-    eprintln!("skipping: {msg}");
-    None
-}
+/// The shared real data and the project's Python, with the CI-fails / elsewhere-skips rule.
+pub use prov_testkit::{shared_data, venv_python};

@@ -9,26 +9,12 @@
 
 use std::collections::BTreeMap;
 use std::io::Write as _;
-use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use prov_tokenizer::chat::{ChatTemplate, HF_CHAT_TEMPLATE, Message, Role};
 use prov_tokenizer::{TokenizerConfig, train_tokenizer};
 use serde_json::{Value, json};
 use tokenizers::Tokenizer;
-
-/// The project's Python, or why the test cannot run: in CI (`CI=true`) its absence is a
-/// failure, elsewhere the test is skipped with a message.
-fn venv_python() -> Option<PathBuf> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.venv/bin/python");
-    if p.is_file() {
-        return Some(p);
-    }
-    let msg = format!("{} missing: run `scripts/setup`", p.display());
-    assert!(!std::env::var("CI").is_ok_and(|v| v == "true"), "{msg}");
-    eprintln!("skipping: {msg}");
-    None
-}
 
 const TRANSFORMERS: &str = r#"
 import json, sys
@@ -49,7 +35,7 @@ json.dump(out, sys.stdout)
 
 /// Article number -> language -> text, from the quickstart's UDHR sample.
 fn articles() -> BTreeMap<String, BTreeMap<String, String>> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../recipes/data/quickstart/udhr-sample.jsonl");
+    let path = prov_testkit::repo_root().join("recipes/data/quickstart/udhr-sample.jsonl");
     let mut out: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
     for line in fs_err::read_to_string(path).unwrap().lines() {
         let doc: Value = serde_json::from_str(line).unwrap();
@@ -64,7 +50,7 @@ fn articles() -> BTreeMap<String, BTreeMap<String, String>> {
 
 #[test]
 fn ids_and_loss_mask_equal_transformers_apply_chat_template() {
-    let Some(python) = venv_python() else { return };
+    let Some(python) = prov_testkit::venv_python() else { return };
     let articles = articles();
     let texts = articles.values().flat_map(|by_language| by_language.values().cloned()).collect::<Vec<_>>();
     let bytes = train_tokenizer(&TokenizerConfig { vocab_size: 1000, min_frequency: 2 }, texts.into_iter()).unwrap();

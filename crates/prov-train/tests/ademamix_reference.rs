@@ -10,24 +10,10 @@
 #![allow(clippy::unwrap_used, clippy::print_stderr, missing_docs)]
 
 use std::io::Write as _;
-use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use prov_train::ademamix::{AdEMAMix, AdEMAMixConfig};
 use tch::{Kind, Tensor};
-
-/// The project's Python, or why the test cannot run: in CI (`CI=true`) its absence is a
-/// failure, elsewhere the test is skipped with a message.
-fn venv_python() -> Option<PathBuf> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.venv/bin/python");
-    if p.is_file() {
-        return Some(p);
-    }
-    let msg = format!("{} missing: run `scripts/setup`", p.display());
-    assert!(!std::env::var("CI").is_ok_and(|v| v == "true"), "{msg}");
-    eprintln!("skipping: {msg}");
-    None
-}
 
 const REFERENCE: &str = r#"
 import json, math, struct, sys, torch
@@ -102,7 +88,7 @@ fn bits(t: &Tensor) -> Vec<u32> {
 
 #[test]
 fn steps_equal_the_reference_bit_for_bit() {
-    let Some(python) = venv_python() else { return };
+    let Some(python) = prov_testkit::venv_python() else { return };
     // Shapes that exercise ATen's vectorised loops and their scalar remainders; one parameter
     // without weight decay.
     let shapes: [(&[i64], bool); 3] = [(&[7, 5], true), (&[13], false), (&[64, 3], true)];

@@ -14,29 +14,15 @@
 #![allow(clippy::unwrap_used, clippy::print_stderr, clippy::cast_possible_wrap, missing_docs)]
 
 use std::io::Write as _;
-use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use prov_train::align::{Completions, DpoConfig, QrpoConfig, completion_log_probs, dpo_loss, qrpo_loss};
 use serde_json::{Value, json};
 use tch::{Kind, Tensor};
 
-/// The project's Python, or why the test cannot run: in CI (`CI=true`) its absence is a
-/// failure, elsewhere the test is skipped with a message.
-fn venv_python() -> Option<PathBuf> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.venv/bin/python");
-    if p.is_file() {
-        return Some(p);
-    }
-    let msg = format!("{} missing: run `scripts/setup`", p.display());
-    assert!(!std::env::var("CI").is_ok_and(|v| v == "true"), "{msg}");
-    eprintln!("skipping: {msg}");
-    None
-}
-
 /// Runs `script` on `input` (JSON on stdin) and parses its JSON output.
 fn python(script: &str, input: &Value) -> Option<Value> {
-    let python = venv_python()?;
+    let python = prov_testkit::venv_python()?;
     let mut child =
         Command::new(python).args(["-c", script]).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
     child.stdin.take().unwrap().write_all(input.to_string().as_bytes()).unwrap();
