@@ -88,7 +88,7 @@ pub fn render(ev: &Evidence, plots: &[(String, String)]) -> String {
     let _ = writeln!(
         s,
         "pretty_name: {}",
-        yaml_str(&format!("{} (Provenant run {})", ev.run.recipe, ev.run_manifest.short()))
+        yaml_str(&format!("{} (Provenant run manifest {})", ev.run.recipe, ev.run_manifest.short()))
     );
     s.push_str("license:\n");
     for l in &licenses {
