@@ -37,6 +37,24 @@ pub fn venv_python() -> Option<PathBuf> {
     require(repo_root().join(".venv/bin/python"), "run `scripts/setup`")
 }
 
+/// Runs `script` with `python -c`, writes `input` to its standard input and returns its
+/// standard output. Its standard error passes through; a failure fails the test.
+pub fn run_python(python: &Path, script: &str, input: &[u8]) -> Vec<u8> {
+    use std::io::Write as _;
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(python)
+        .args(["-c", script])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("the project's Python starts");
+    child.stdin.take().expect("stdin is piped").write_all(input).expect("Python reads its input");
+    let output = child.wait_with_output().expect("Python runs");
+    assert!(output.status.success(), "{} failed: {}", python.display(), output.status);
+    output.stdout
+}
+
 /// `rel` inside the shared real data: `PROV_SHARED_DATA`, or `../shared/data` beside the
 /// repository when it is unset.
 pub fn shared_data(rel: &str) -> Option<PathBuf> {

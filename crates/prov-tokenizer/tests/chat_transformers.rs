@@ -8,8 +8,6 @@
 #![allow(clippy::unwrap_used, clippy::print_stderr, missing_docs)]
 
 use std::collections::BTreeMap;
-use std::io::Write as _;
-use std::process::{Command, Stdio};
 
 use prov_tokenizer::chat::{ChatTemplate, HF_CHAT_TEMPLATE, Message, Role};
 use prov_tokenizer::{TokenizerConfig, train_tokenizer};
@@ -84,17 +82,8 @@ fn ids_and_loss_mask_equal_transformers_apply_chat_template() {
     assert!(conversations.len() >= 30, "{}", conversations.len());
 
     let case = json!({"tokenizer": file, "template": HF_CHAT_TEMPLATE, "conversations": conversations});
-    let mut child = Command::new(python)
-        .args(["-c", TRANSFORMERS])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(case.to_string().as_bytes()).unwrap();
-    let output = child.wait_with_output().unwrap();
-    assert!(output.status.success(), "transformers failed");
-    let theirs: Vec<Value> = serde_json::from_slice(&output.stdout).unwrap();
+    let stdout = prov_testkit::run_python(&python, TRANSFORMERS, case.to_string().as_bytes());
+    let theirs: Vec<Value> = serde_json::from_slice(&stdout).unwrap();
 
     let mut trained_tokens = 0;
     for (messages, hf) in conversations.iter().zip(&theirs) {

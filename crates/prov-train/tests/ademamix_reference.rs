@@ -9,9 +9,6 @@
 
 #![allow(clippy::unwrap_used, clippy::print_stderr, missing_docs)]
 
-use std::io::Write as _;
-use std::process::{Command, Stdio};
-
 use prov_train::ademamix::{AdEMAMix, AdEMAMixConfig};
 use tch::{Kind, Tensor};
 
@@ -115,17 +112,8 @@ fn steps_equal_the_reference_bit_for_bit() {
         "grads": grads.iter().map(|step| step.iter().map(|g| g.iter().map(|v| v.to_bits()).collect::<Vec<_>>()).collect::<Vec<_>>()).collect::<Vec<_>>(),
     });
 
-    let mut child = Command::new(python)
-        .args(["-c", REFERENCE])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(case.to_string().as_bytes()).unwrap();
-    let output = child.wait_with_output().unwrap();
-    assert!(output.status.success(), "the reference failed");
-    let reference: Vec<Vec<Vec<Vec<u32>>>> = serde_json::from_slice(&output.stdout).unwrap();
+    let stdout = prov_testkit::run_python(&python, REFERENCE, case.to_string().as_bytes());
+    let reference: Vec<Vec<Vec<Vec<u32>>>> = serde_json::from_slice(&stdout).unwrap();
 
     let named =
         params.iter().zip(&shapes).enumerate().map(|(i, (p, (_, decay)))| (format!("p{i}"), p.shallow_clone(), *decay));

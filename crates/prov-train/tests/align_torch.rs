@@ -13,9 +13,6 @@
 
 #![allow(clippy::unwrap_used, clippy::print_stderr, clippy::cast_possible_wrap, missing_docs)]
 
-use std::io::Write as _;
-use std::process::{Command, Stdio};
-
 use prov_train::align::{Completions, DpoConfig, QrpoConfig, completion_log_probs, dpo_loss, qrpo_loss};
 use serde_json::{Value, json};
 use tch::{Kind, Tensor};
@@ -23,12 +20,7 @@ use tch::{Kind, Tensor};
 /// Runs `script` on `input` (JSON on stdin) and parses its JSON output.
 fn python(script: &str, input: &Value) -> Option<Value> {
     let python = prov_testkit::venv_python()?;
-    let mut child =
-        Command::new(python).args(["-c", script]).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
-    child.stdin.take().unwrap().write_all(input.to_string().as_bytes()).unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "python failed");
-    Some(serde_json::from_slice(&out.stdout).unwrap())
+    Some(serde_json::from_slice(&prov_testkit::run_python(&python, script, input.to_string().as_bytes())).unwrap())
 }
 
 fn f64s(t: &Tensor) -> Vec<f64> {
