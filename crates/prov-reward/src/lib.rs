@@ -5,14 +5,14 @@
 //! a translation reward pinned in a manifest is the score a reader gets from sacrebleu; the
 //! completion data of a prompt with its rewards, its validation with errors that name the
 //! prompt and field, QRPO's quantile rewards and DPO's chosen/rejected pairs
-//! ([`preference`]). Does not own the losses (they need tensors: `prov-train`), sampling or
-//! the stages.
+//! ([`preference`]); the `reward` stage ([`stage`]). Does not own the losses (they need
+//! tensors: `prov-train`) or sampling.
 //!
 //! # Brief overview
 //!
 //! - [`chrf::Chrf`]: a chrF configuration (sacrebleu's parameters); `sentence_score`,
 //!   `corpus_score`, and the additive [`chrf::ChrfStats`] behind them.
-//! - [`preference::PromptCompletions`], [`preference::validate`],
+//! - [`preference::PromptCompletions`], [`preference::PromptRewards`], [`preference::validate`],
 //!   [`preference::quantile_reward`], [`preference::preference_pair`].
 //!
 //! ```
@@ -32,3 +32,4 @@
 
 pub mod chrf;
 pub mod preference;
+pub mod stage;

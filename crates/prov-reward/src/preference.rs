@@ -1,6 +1,18 @@
 //! Completion data for alignment: per prompt, the completions sampled from the reference
-//! policy and their rewards; its validation, the quantile rewards QRPO trains on, and the
-//! chosen/rejected pair DPO trains on, both derived from the rewards alone.
+//! policy (a completions file) and their rewards (a rewards file); their validation, the
+//! quantile rewards QRPO trains on, and the chosen/rejected pair DPO trains on, both derived
+//! from the rewards alone.
+//!
+//! Both files are JSON Lines, one prompt per line, in the same order:
+//!
+//! ```text
+//! completions: {"id": "...", "prompt_ids": [...], "reference": "...", "completions": [{"ids": [...], "text": "..."}, ...]}
+//! rewards:     {"id": "...", "rewards": [0.31, null, ...]}
+//! ```
+//!
+//! A completion is its token ids (what training computes log-probabilities of, closing
+//! `<|end|>` included when the sampler reached it) and their decoded text (what the reward
+//! reads). It is empty when it has no ids.
 //!
 //! The quantile reward of a reward `r` against a prompt's `n` reference rewards is the
 //! fraction of them at or below it: `R_q = |{j : r_j <= r}| / n`, so ties count as "at or
@@ -9,37 +21,78 @@
 
 use serde::{Deserialize, Serialize};
 
-/// One prompt's completions and their rewards, as a reference-completion stage stores them.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "snake_case")]
+/// One completion: its token ids and their text.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Completion {
+    /// Token ids, as sampled.
+    pub ids: Vec<u32>,
+    /// The ids decoded (special tokens left out).
+    pub text: String,
+}
+
+/// One line of a completions file: a prompt and the completions sampled for it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct PromptCompletions {
-    /// The prompt, as text.
-    pub prompt: String,
+    /// The prompt's identifier (the example it came from).
+    pub id: String,
+    /// The prompt's token ids, as the model was given them.
+    pub prompt_ids: Vec<u32>,
+    /// The answer rewards compare completions with.
+    pub reference: String,
     /// The completions, in sampling order.
-    pub completions: Vec<String>,
-    /// The reward of each completion; `None` (JSON `null`) where none was computed.
+    pub completions: Vec<Completion>,
+}
+
+/// One line of a rewards file: the reward of each completion of a prompt.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PromptRewards {
+    /// The prompt's identifier, as in the completions file.
+    pub id: String,
+    /// The reward of each completion, in order; `None` (JSON `null`) where none was computed.
     pub rewards: Vec<Option<f64>>,
 }
 
-/// Bad completion data: each error names the prompt (its index, from 0) and the field.
+/// Bad completion data: each error names the prompt (its index, from 0, which is its line
+/// number minus one) and the field.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum DataError {
     /// There are no prompts at all.
     #[error("no prompts")]
     NoPrompts,
-    /// A prompt is the empty string.
-    #[error("prompt {prompt}: `prompt` is empty")]
+    /// A prompt has no token ids.
+    #[error("prompt {prompt}: `prompt_ids` is empty")]
     EmptyPrompt {
         /// The prompt's index.
         prompt: usize,
     },
-    /// A completion is the empty string.
+    /// A completion has no token ids.
     #[error("prompt {prompt}: `completions[{completion}]` is empty")]
     EmptyCompletion {
         /// The prompt's index.
         prompt: usize,
         /// The completion's index.
         completion: usize,
+    },
+    /// The two files hold different numbers of prompts.
+    #[error("{completions} prompts have completions but {rewards} have rewards")]
+    PromptCount {
+        /// Lines of the completions file.
+        completions: usize,
+        /// Lines of the rewards file.
+        rewards: usize,
+    },
+    /// The rewards of a line are for another prompt.
+    #[error("prompt {prompt}: `id` is `{found}` where the completions have `{expected}`")]
+    IdMismatch {
+        /// The prompt's index.
+        prompt: usize,
+        /// The completions file's id.
+        expected: String,
+        /// The rewards file's id.
+        found: String,
     },
     /// `completions` and `rewards` differ in length.
     #[error("prompt {prompt}: {completions} `completions` but {rewards} `rewards`")]
@@ -69,48 +122,62 @@ pub enum DataError {
         /// The value found.
         value: f64,
     },
-    /// Fewer than two reference rewards: a quantile among them is meaningless.
-    #[error("prompt {prompt}: {n} reference rewards in `rewards`, a quantile needs at least 2")]
+    /// Fewer than two completions: a quantile among their rewards is meaningless.
+    #[error("prompt {prompt}: {n} completions in `completions`, a quantile needs at least 2 (n = 1 says nothing)")]
     TooFewReferences {
         /// The prompt's index.
         prompt: usize,
-        /// Rewards given.
+        /// Completions given.
         n: usize,
     },
 }
 
-/// Checks every prompt and returns its rewards, in order; the first problem found is the
-/// error (prompts in order, and within a prompt: the prompt, the lengths, the count, then each
-/// completion and its reward).
-pub fn validate(prompts: &[PromptCompletions]) -> Result<Vec<Vec<f64>>, DataError> {
+/// Checks a completions file's prompts: at least one, each with prompt ids, at least two
+/// completions, none empty. The first problem found is the error.
+pub fn validate_completions(prompts: &[PromptCompletions]) -> Result<(), DataError> {
     if prompts.is_empty() {
         return Err(DataError::NoPrompts);
     }
+    for (prompt, p) in prompts.iter().enumerate() {
+        if p.prompt_ids.is_empty() {
+            return Err(DataError::EmptyPrompt { prompt });
+        }
+        if p.completions.len() < 2 {
+            return Err(DataError::TooFewReferences { prompt, n: p.completions.len() });
+        }
+        if let Some(completion) = p.completions.iter().position(|c| c.ids.is_empty()) {
+            return Err(DataError::EmptyCompletion { prompt, completion });
+        }
+    }
+    Ok(())
+}
+
+/// Checks the completions, then that `rewards` has a finite reward for every completion,
+/// prompt by prompt with the same ids, and returns the rewards.
+pub fn validate(prompts: &[PromptCompletions], rewards: &[PromptRewards]) -> Result<Vec<Vec<f64>>, DataError> {
+    validate_completions(prompts)?;
+    if prompts.len() != rewards.len() {
+        return Err(DataError::PromptCount { completions: prompts.len(), rewards: rewards.len() });
+    }
     prompts
         .iter()
+        .zip(rewards)
         .enumerate()
-        .map(|(prompt, p)| {
-            if p.prompt.is_empty() {
-                return Err(DataError::EmptyPrompt { prompt });
+        .map(|(prompt, (p, r))| {
+            if p.id != r.id {
+                return Err(DataError::IdMismatch { prompt, expected: p.id.clone(), found: r.id.clone() });
             }
-            if p.completions.len() != p.rewards.len() {
+            if p.completions.len() != r.rewards.len() {
                 return Err(DataError::MismatchedLengths {
                     prompt,
                     completions: p.completions.len(),
-                    rewards: p.rewards.len(),
+                    rewards: r.rewards.len(),
                 });
             }
-            if p.rewards.len() < 2 {
-                return Err(DataError::TooFewReferences { prompt, n: p.rewards.len() });
-            }
-            p.completions
+            r.rewards
                 .iter()
-                .zip(&p.rewards)
                 .enumerate()
-                .map(|(completion, (text, reward))| {
-                    if text.is_empty() {
-                        return Err(DataError::EmptyCompletion { prompt, completion });
-                    }
+                .map(|(completion, reward)| {
                     let value = reward.ok_or(DataError::MissingReward { prompt, completion })?;
                     if !value.is_finite() {
                         return Err(DataError::NonFiniteReward { prompt, completion, value });
@@ -171,76 +238,92 @@ mod tests {
 
     use super::*;
 
-    fn prompt(completions: &[&str], rewards: &[Option<f64>]) -> PromptCompletions {
+    fn prompt(id: &str, completions: &[&[u32]]) -> PromptCompletions {
         PromptCompletions {
-            prompt: "Translate article 1 into French.".into(),
-            completions: completions.iter().map(|&s| s.to_owned()).collect(),
-            rewards: rewards.to_vec(),
+            id: id.into(),
+            prompt_ids: vec![1, 5, 40, 7, 6],
+            reference: "Tous les êtres humains naissent libres.".into(),
+            completions: completions.iter().map(|ids| Completion { ids: ids.to_vec(), text: "x".into() }).collect(),
         }
+    }
+
+    fn rewards(id: &str, rewards: &[Option<f64>]) -> PromptRewards {
+        PromptRewards { id: id.into(), rewards: rewards.to_vec() }
     }
 
     #[test]
     fn good_data_gives_its_rewards() {
-        let p = [
-            prompt(&["a", "b", "c"], &[Some(1.0), Some(-2.5), Some(1.0)]),
-            prompt(&["d", "e"], &[Some(0.0), Some(3.0)]),
-        ];
-        assert_eq!(validate(&p).unwrap(), vec![vec![1.0, -2.5, 1.0], vec![0.0, 3.0]]);
+        let p = [prompt("a", &[&[9], &[10, 7], &[7]]), prompt("b", &[&[9], &[7]])];
+        let r = [rewards("a", &[Some(1.0), Some(-2.5), Some(1.0)]), rewards("b", &[Some(0.0), Some(3.0)])];
+        assert_eq!(validate(&p, &r).unwrap(), vec![vec![1.0, -2.5, 1.0], vec![0.0, 3.0]]);
     }
 
     #[test]
     fn bad_data_names_the_prompt_and_field() {
-        let good = prompt(&["a", "b"], &[Some(1.0), Some(2.0)]);
-        let check = |bad: PromptCompletions, want: DataError, message: &str| {
-            let err = validate(&[good.clone(), bad]).unwrap_err();
+        let good = prompt("a", &[&[9], &[7]]);
+        let good_rewards = rewards("a", &[Some(1.0), Some(2.0)]);
+        let check = |bad: PromptCompletions, bad_rewards: PromptRewards, want: DataError, message: &str| {
+            let err = validate(&[good.clone(), bad], &[good_rewards.clone(), bad_rewards]).unwrap_err();
             assert_eq!(format!("{err:?}"), format!("{want:?}"), "NaN is not equal to itself: compare the debug text");
             assert_eq!(err.to_string(), message);
         };
         check(
-            prompt(&["a", ""], &[Some(1.0), Some(2.0)]),
+            prompt("b", &[&[9], &[]]),
+            rewards("b", &[Some(1.0), Some(2.0)]),
             DataError::EmptyCompletion { prompt: 1, completion: 1 },
             "prompt 1: `completions[1]` is empty",
         );
         check(
-            prompt(&["a", "b"], &[Some(1.0), None]),
+            prompt("b", &[&[9], &[8]]),
+            rewards("b", &[Some(1.0), None]),
             DataError::MissingReward { prompt: 1, completion: 1 },
             "prompt 1: `rewards[1]` is missing",
         );
         check(
-            prompt(&["a"], &[Some(1.0)]),
+            prompt("b", &[&[9]]),
+            rewards("b", &[Some(1.0)]),
             DataError::TooFewReferences { prompt: 1, n: 1 },
-            "prompt 1: 1 reference rewards in `rewards`, a quantile needs at least 2",
+            "prompt 1: 1 completions in `completions`, a quantile needs at least 2 (n = 1 says nothing)",
         );
         check(
-            prompt(&["a", "b"], &[Some(f64::NAN), Some(1.0)]),
+            prompt("b", &[&[9], &[8]]),
+            rewards("b", &[Some(f64::NAN), Some(1.0)]),
             DataError::NonFiniteReward { prompt: 1, completion: 0, value: f64::NAN },
             "prompt 1: `rewards[0]` is not finite: NaN",
         );
         check(
-            prompt(&["a", "b"], &[Some(1.0), Some(f64::NEG_INFINITY)]),
-            DataError::NonFiniteReward { prompt: 1, completion: 1, value: f64::NEG_INFINITY },
-            "prompt 1: `rewards[1]` is not finite: -inf",
-        );
-        check(
-            prompt(&["a", "b", "c"], &[Some(1.0), Some(2.0)]),
+            prompt("b", &[&[9], &[8], &[7]]),
+            rewards("b", &[Some(1.0), Some(2.0)]),
             DataError::MismatchedLengths { prompt: 1, completions: 3, rewards: 2 },
             "prompt 1: 3 `completions` but 2 `rewards`",
         );
-        let mut empty = good.clone();
-        empty.prompt.clear();
-        check(empty, DataError::EmptyPrompt { prompt: 1 }, "prompt 1: `prompt` is empty");
-        assert_eq!(validate(&[]).unwrap_err(), DataError::NoPrompts);
+        check(
+            prompt("b", &[&[9], &[8]]),
+            rewards("c", &[Some(1.0), Some(2.0)]),
+            DataError::IdMismatch { prompt: 1, expected: "b".into(), found: "c".into() },
+            "prompt 1: `id` is `c` where the completions have `b`",
+        );
+        let mut empty = prompt("b", &[&[9], &[8]]);
+        empty.prompt_ids.clear();
+        check(
+            empty,
+            rewards("b", &[Some(1.0), Some(2.0)]),
+            DataError::EmptyPrompt { prompt: 1 },
+            "prompt 1: `prompt_ids` is empty",
+        );
+        assert_eq!(validate(&[], &[]).unwrap_err(), DataError::NoPrompts);
+        assert_eq!(
+            validate(&[good.clone()], &[]).unwrap_err(),
+            DataError::PromptCount { completions: 1, rewards: 0 }
+        );
     }
 
     #[test]
     fn json_null_is_a_missing_reward() {
-        let p: PromptCompletions =
-            serde_json::from_str(r#"{"prompt": "p", "completions": ["a", "b"], "rewards": [0.5, null]}"#).unwrap();
-        assert_eq!(validate(&[p]).unwrap_err(), DataError::MissingReward { prompt: 0, completion: 1 });
-        assert!(
-            serde_json::from_str::<PromptCompletions>(r#"{"prompt": "p", "completions": [], "rewards": [], "x": 1}"#)
-                .is_err()
-        );
+        let r: PromptRewards = serde_json::from_str(r#"{"id": "a", "rewards": [0.5, null]}"#).unwrap();
+        let p = prompt("a", &[&[9], &[7]]);
+        assert_eq!(validate(&[p], &[r]).unwrap_err(), DataError::MissingReward { prompt: 0, completion: 1 });
+        assert!(serde_json::from_str::<PromptRewards>(r#"{"id": "a", "rewards": [], "x": 1}"#).is_err());
     }
 
     #[test]

@@ -261,6 +261,7 @@ fn loop_config(total_steps: u64) -> LoopConfig {
         lr: 3e-3,
         warmup_steps: steps / 10,
         cooldown_steps: steps / 5,
+        schedule: prov_train::trainer::ScheduleKind::Wsd,
         optimizer,
         clip: 0.1,
         goldfish_k: Some(50),

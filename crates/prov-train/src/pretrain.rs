@@ -164,6 +164,7 @@ impl PretrainStage {
             lr: c.lr,
             warmup_steps: c.warmup_steps.unwrap_or(c.steps / 10),
             cooldown_steps: c.cooldown_steps.unwrap_or(c.steps / 5),
+            schedule: crate::trainer::ScheduleKind::Wsd,
             optimizer: c.optimizer.clone(),
             clip: c.clip,
             goldfish_k: c.goldfish.map(|g| g.k),

@@ -11,6 +11,9 @@
 //! ```
 //!
 //! so the first step runs at 10% of the peak and the last at exactly 10%.
+//!
+//! Fine-tuning and alignment use [`Linear`] instead: the linear warmup and decay of
+//! transformers' `get_linear_schedule_with_warmup`, which the Apertus report's SFT settings name.
 
 /// A WSD schedule over a fixed number of steps.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -48,10 +51,75 @@ impl Wsd {
     }
 }
 
+/// Linear warmup from 0 and linear decay towards 0, as transformers'
+/// `get_linear_schedule_with_warmup` computes it, with `t = step - 1` the steps taken before:
+///
+/// ```text
+/// t <  W   lr = peak * t / W
+/// t >= W   lr = peak * max(0, (T - t) / (T - W))
+/// ```
+///
+/// so without warmup the first step runs at the peak and the last at `peak / (T - W)`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Linear {
+    peak: f64,
+    steps: u64,
+    warmup: u64,
+}
+
+impl Linear {
+    /// The schedule; `warmup` must be below `steps` (the stage's configuration checks it).
+    pub fn new(peak: f64, steps: u64, warmup: u64) -> Self {
+        debug_assert!(warmup < steps);
+        Self { peak, steps, warmup }
+    }
+
+    /// The learning rate of step `step` (from 1).
+    pub fn lr(&self, step: u64) -> f64 {
+        let t = step.saturating_sub(1);
+        let share = if t < self.warmup {
+            t as f64 / self.warmup as f64
+        } else {
+            (self.steps.saturating_sub(t) as f64 / (self.steps - self.warmup) as f64).max(0.0)
+        };
+        self.peak * share
+    }
+}
+
+/// The learning-rate schedule a training loop follows.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Schedule {
+    /// Pretraining's warmup-stable-decay.
+    Wsd(Wsd),
+    /// Fine-tuning's linear warmup and decay.
+    Linear(Linear),
+}
+
+impl Schedule {
+    /// The learning rate of step `step` (from 1).
+    pub fn lr(&self, step: u64) -> f64 {
+        match self {
+            Self::Wsd(s) => s.lr(step),
+            Self::Linear(s) => s.lr(step),
+        }
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::float_cmp)] // the stable phase is exactly the peak
 mod tests {
     use super::*;
+
+    #[test]
+    fn linear_decays_as_transformers_does() {
+        // get_linear_schedule_with_warmup(opt, 0, 4) with lr 1: 1, 0.75, 0.5, 0.25.
+        let s = Linear::new(1.0, 4, 0);
+        assert_eq!((1..=4).map(|t| s.lr(t)).collect::<Vec<_>>(), vec![1.0, 0.75, 0.5, 0.25]);
+        // With 2 warmup steps of 6: 0, 0.5, then (6 - t) / 4 for t = 2..5.
+        let s = Linear::new(2.0, 6, 2);
+        assert_eq!((1..=6).map(|t| s.lr(t)).collect::<Vec<_>>(), vec![0.0, 1.0, 2.0, 1.5, 1.0, 0.5]);
+        assert_eq!(Schedule::Linear(s).lr(3), 2.0);
+    }
 
     #[test]
     fn phases() {

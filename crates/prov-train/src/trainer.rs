@@ -15,7 +15,7 @@ use tch::{Device, Kind, Reduction, Tensor};
 use crate::ademamix::{AdEMAMix, AdEMAMixConfig};
 use crate::goldfish;
 use crate::model::{Decoder, ModelConfig, decays};
-use crate::schedule::Wsd;
+use crate::schedule::{Linear, Schedule, Wsd};
 
 /// The label value the loss ignores (transformers' and Megatron's convention).
 pub const IGNORE_INDEX: i64 = -100;
@@ -32,8 +32,11 @@ pub struct LoopConfig {
     pub lr: f64,
     /// Warmup steps (from 10% of the peak).
     pub warmup_steps: u64,
-    /// Cooldown steps at the end (1-sqrt, to 10% of the peak).
+    /// Cooldown steps at the end (1-sqrt, to 10% of the peak); the linear schedule has none.
     pub cooldown_steps: u64,
+    /// The learning-rate schedule's shape.
+    #[serde(default)]
+    pub schedule: ScheduleKind,
     /// `AdEMAMix`'s settings.
     pub optimizer: AdEMAMixConfig,
     /// Largest global gradient norm; larger gradients are scaled down to it.
@@ -42,6 +45,17 @@ pub struct LoopConfig {
     pub goldfish_k: Option<u64>,
     /// Goldfish context width `h`.
     pub goldfish_h: u64,
+}
+
+/// Which learning-rate schedule a loop follows.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ScheduleKind {
+    /// Warmup-stable-decay (pretraining).
+    #[default]
+    Wsd,
+    /// Linear warmup and decay (fine-tuning and alignment).
+    Linear,
 }
 
 /// A source of training samples: each `seq_len + 1` token ids.
@@ -78,7 +92,7 @@ pub struct Trainer {
     /// Parameters in name order, with their names.
     params: Vec<(String, Tensor)>,
     optimizer: AdEMAMix,
-    schedule: Wsd,
+    schedule: Schedule,
     step: u64,
     log: Vec<StepLog>,
 }
@@ -97,8 +111,22 @@ impl Trainer {
         let with_decay: Vec<(String, Tensor, bool)> =
             params.iter().map(|(n, t)| (n.clone(), t.shallow_clone(), decays(&t.size()))).collect();
         let optimizer = AdEMAMix::new(config.optimizer.clone(), with_decay);
-        let schedule = Wsd::new(config.lr, config.steps, config.warmup_steps, config.cooldown_steps);
+        let schedule = match config.schedule {
+            ScheduleKind::Wsd => {
+                Schedule::Wsd(Wsd::new(config.lr, config.steps, config.warmup_steps, config.cooldown_steps))
+            }
+            ScheduleKind::Linear => Schedule::Linear(Linear::new(config.lr, config.steps, config.warmup_steps)),
+        };
         Self { config: config.clone(), vs, model, params, optimizer, schedule, step: 0, log: Vec::new() }
+    }
+
+    /// A model holding `weights` (a checkpoint's, in name order) with a fresh optimizer: where
+    /// fine-tuning and alignment start. Nothing is drawn at random: the initialisation that
+    /// [`Trainer::new`] draws is overwritten.
+    pub fn from_weights(model_config: &ModelConfig, config: &LoopConfig, weights: &NamedTensors) -> Result<Self, String> {
+        let mut trainer = Self::new(model_config, config, 0);
+        trainer.load_weights(weights)?;
+        Ok(trainer)
     }
 
     /// Steps taken.
@@ -144,24 +172,47 @@ impl Trainer {
             }
             labels.extend(target);
         }
+        let time = i64::try_from(seq_plus_one - 1).expect("a sample's length fits in i64");
+        Ok(self.train_on_labels(&inputs, &labels, time, dropped))
+    }
+
+    /// One optimizer step of the next-token loss on a batch given as rows of `time` input ids
+    /// (`inputs`, row after row) and their labels (`labels`, the same layout, [`IGNORE_INDEX`]
+    /// where the loss does not train); `dropped` labels were removed by Goldfish.
+    pub fn train_on_labels(&mut self, inputs: &[i64], labels: &[i64], time: i64, dropped: u64) -> &StepLog {
         let tokens = labels.iter().filter(|&&t| t != IGNORE_INDEX).count() as u64;
         let device = self.vs.device();
-        let time = i64::try_from(seq_plus_one - 1).expect("a sample's length fits in i64");
-        let inputs = Tensor::from_slice(&inputs).view([-1, time]).to_device(device);
-        let labels = Tensor::from_slice(&labels).view([-1]).to_device(device);
+        let inputs = Tensor::from_slice(inputs).view([-1, time]).to_device(device);
+        let labels = Tensor::from_slice(labels).view([-1]).to_device(device);
+        let step: Result<&StepLog, std::convert::Infallible> = self.step_with(tokens, dropped, |model| {
+            let logits = model.forward(&inputs);
+            let vocab = logits.size()[2];
+            Ok(logits.view([-1, vocab]).to_kind(Kind::Float).cross_entropy_loss::<Tensor>(
+                &labels,
+                None,
+                Reduction::Mean,
+                IGNORE_INDEX,
+                0.0,
+            ))
+        });
+        match step {
+            Ok(log) => log,
+        }
+    }
 
-        self.step += 1;
-        let lr = self.schedule.lr(self.step);
+    /// One optimizer step on the loss `loss` computes from the model: zero the gradients,
+    /// back-propagate, clip, update at this step's learning rate, log. `tokens` and `dropped`
+    /// go to the log as they are.
+    pub fn step_with<E>(
+        &mut self,
+        tokens: u64,
+        dropped: u64,
+        loss: impl FnOnce(&Decoder) -> Result<Tensor, E>,
+    ) -> Result<&StepLog, E> {
+        let lr = self.schedule.lr(self.step + 1);
         self.optimizer.zero_grad();
-        let logits = self.model.forward(&inputs);
-        let vocab = logits.size()[2];
-        let loss = logits.view([-1, vocab]).to_kind(Kind::Float).cross_entropy_loss::<Tensor>(
-            &labels,
-            None,
-            Reduction::Mean,
-            IGNORE_INDEX,
-            0.0,
-        );
+        let loss = loss(&self.model)?;
+        self.step += 1;
         loss.backward();
         let grad_norm = self.optimizer.clip_grad_norm(self.config.clip);
         self.optimizer
@@ -169,6 +220,11 @@ impl Trainer {
             .expect("every gradient and optimizer state has its parameter's shape, dtype and device");
         self.log.push(StepLog { step: self.step, loss: loss.double_value(&[]), grad_norm, lr, tokens, dropped });
         Ok(self.log.last().expect("just pushed"))
+    }
+
+    /// The device the model lives on.
+    pub fn device(&self) -> Device {
+        self.vs.device()
     }
 
     /// The weights, by name.
@@ -194,6 +250,15 @@ impl Trainer {
         optimizer: &NamedTensors,
         log: Vec<StepLog>,
     ) -> Result<(), String> {
+        self.load_weights(weights)?;
+        self.optimizer.load_state(optimizer, log.len() as u64)?;
+        self.step = log.len() as u64;
+        self.log = log;
+        Ok(())
+    }
+
+    /// Overwrites the parameters with `weights`, which must hold exactly the model's tensors.
+    fn load_weights(&mut self, weights: &NamedTensors) -> Result<(), String> {
         let names: Vec<&String> = self.params.iter().map(|(n, _)| n).collect();
         let stored: Vec<&String> = weights.0.keys().collect();
         if names != stored {
@@ -204,11 +269,7 @@ impl Trainer {
                 crate::copy_stored(t, name, &weights.0[name])?;
             }
             Ok::<(), String>(())
-        })?;
-        self.optimizer.load_state(optimizer, log.len() as u64)?;
-        self.step = log.len() as u64;
-        self.log = log;
-        Ok(())
+        })
     }
 
     /// The Goldfish share of labels dropped so far.
@@ -314,6 +375,7 @@ mod tests {
             lr: 1e-2,
             warmup_steps: 3,
             cooldown_steps: 6,
+            schedule: ScheduleKind::Wsd,
             optimizer,
             clip: 1.0,
             goldfish_k: Some(4),
