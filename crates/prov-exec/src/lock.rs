@@ -222,7 +222,9 @@ fn lock_inputs(
     let n = name.as_str();
     let spec = kind.inputs();
     if let InputSpec::Named(expected) = &spec
-        && let Some((want, _)) = expected.iter().find(|(want, _)| !stage.inputs.contains_key(*want))
+        && let Some((want, _)) = expected
+            .iter()
+            .find(|(want, _)| !stage.inputs.contains_key(*want) && !kind.optional_inputs().contains(want))
     {
         return Err(loc
             .err(&["stages", n], format!("stage kind `{}` needs input `{want}`", stage.kind))

@@ -222,6 +222,12 @@ pub trait Stage: Send + Sync {
     /// The inputs it takes.
     fn inputs(&self) -> InputSpec;
 
+    /// Names among [`InputSpec::Named`] that a recipe may leave out (the `license` stage's
+    /// reviewer `verdicts`). A stage reads them with `cx.inputs.get(name)`.
+    fn optional_inputs(&self) -> &'static [&'static str] {
+        &[]
+    }
+
     /// Declared outputs for a resolved configuration.
     fn outputs(&self, config: &Value) -> Vec<(String, OutputType)>;
 

@@ -25,6 +25,12 @@
 //!
 //! Attribution is checked although it is the mildest: re-licensing MIT data as CC0 drops a
 //! condition the MIT license attaches to every copy.
+//!
+//! A constituent whose license is the mixture's license, or one operand of the mixture's
+//! top-level `AND`, is carried, not re-licensed: whoever uses the mixture must comply with
+//! that license. It needs no classification, so a mixture declared
+//! `MIT AND LicenseRef-public-domain` is checked against `MIT` constituents even though its
+//! `LicenseRef-` has no tabulated terms; only the other constituents need the mixture's class.
 
 use std::fmt;
 
@@ -132,9 +138,11 @@ pub fn check_compound(mixture: &Normalized, constituents: &[Normalized]) -> Vec<
         mixture_license: mixture_license.clone(),
         kind,
     };
+    let conjuncts = mixture.expression().map(crate::LicenseExpression::conjuncts).unwrap_or_default();
+    let carried = |c: &Normalized| c.expression().is_some_and(|e| conjuncts.iter().any(|m| m == e.as_str()));
     let m = match classify(mixture) {
         Ok(m) => m,
-        Err(why) => {
+        Err(why) if constituents.is_empty() || !constituents.iter().all(carried) => {
             return vec![Conflict {
                 constituent: None,
                 constituent_license: String::new(),
@@ -142,9 +150,13 @@ pub fn check_compound(mixture: &Normalized, constituents: &[Normalized]) -> Vec<
                 kind: ConflictKind::UnclassifiedMixture(why),
             }];
         }
+        Err(_) => return Vec::new(),
     };
     let mut out = Vec::new();
     for (i, constituent) in constituents.iter().enumerate() {
+        if carried(constituent) {
+            continue;
+        }
         let c: Class = match classify(constituent) {
             Ok(c) => c,
             Err(why) => {
@@ -250,6 +262,24 @@ mod tests {
         assert!(kinds("CC-BY-SA-4.0 AND LicenseRef-OANC", &["CC BY-SA 4.0", "OANC"]).is_empty());
         // Flan's `dart` is MIT over WikiSQL (BSD-3-Clause AND Apache-2.0): permissive over permissive.
         assert!(kinds("MIT License", &["BSD-3-Clause AND Apache-2.0"]).is_empty());
+    }
+
+    /// The main job's corpus: a mixture naming each constituent's license as an `AND` operand
+    /// carries them all, including a `LicenseRef-` without terms.
+    #[test]
+    fn constituents_carried_by_the_mixture() {
+        let mixture = "MIT AND GPL-3.0-or-later AND GPL-2.0-or-later AND LicenseRef-public-domain";
+        assert!(kinds(mixture, &["MIT", "GPL-3+", "GPL-2+", "LicenseRef-public-domain"]).is_empty());
+        // A constituent that is not carried still needs the mixture's class.
+        assert_eq!(kinds(mixture, &["MIT", "CC BY-NC 4.0"]), [(None, "unclassified-mixture")]);
+        assert_eq!(kinds(mixture, &["MIT", "public-domain"]), [(None, "unclassified-mixture")]);
+        assert_eq!(
+            kinds("MIT AND GPL-2.0-only", &["GPL-2.0-only", "GPL-3.0-only"]),
+            [(Some(1), "share-alike-mismatch")]
+        );
+        // `A OR B` as an operand is carried as a whole, not by one branch.
+        assert!(kinds("(MIT OR Apache-2.0) AND LicenseRef-X", &["MIT OR Apache-2.0"]).is_empty());
+        assert_eq!(kinds("(MIT OR Apache-2.0) AND LicenseRef-X", &["MIT"]), [(None, "unclassified-mixture")]);
     }
 
     #[test]

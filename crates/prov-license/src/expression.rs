@@ -77,6 +77,15 @@ impl LicenseExpression {
         &self.root
     }
 
+    /// Returns the canonical text of each operand of a top-level `AND`, or of the whole
+    /// expression when it is not one: the licenses that all apply.
+    pub(crate) fn conjuncts(&self) -> Vec<String> {
+        match &self.root {
+            Node::And(xs) => xs.iter().map(|x| x.render(false)).collect(),
+            other => vec![other.render(false)],
+        }
+    }
+
     /// Builds an expression from a single requirement (used for candidate lists).
     pub(crate) fn from_node(root: Node) -> Self {
         let text = root.render(false);

@@ -17,7 +17,8 @@
 //! - detect licenses from text (no license-text scanning), fetch anything, or read files and
 //!   environment variables;
 //! - write verdicts or ledgers: a [`PolicyDecision`] carries the decision, rule and reason that
-//!   the caller puts into a `prov_manifest::VerdictRecord`, whose [`Decision`] it shares;
+//!   the caller puts into a `prov_manifest::VerdictRecord`, whose [`Decision`] it shares; a
+//!   reviewer's verdict is built by [`reviewer_verdict`] and stored and committed by the caller;
 //! - give legal advice: the tables say which reading was chosen and why, so that a reviewer can
 //!   disagree with a specific line.
 //!
@@ -31,6 +32,8 @@
 //! - [`classify()`] → [`Class`]: commercial, attribution, [`ShareAlike`], no-derivatives.
 //! - [`check_compound`] → [`Conflict`]s: where a mixture is more permissive than a constituent.
 //! - [`dpi`]: the Data Provenance Initiative's license strings and their readings.
+//! - [`review`]: [`Status`] (allow, deny, review), reviewer verdicts and their
+//!   [`ReviewedVerdicts`] index, license policy files ([`parse_policy`]) and [`diff`].
 //!
 //! # Files
 //!
@@ -42,6 +45,7 @@
 //! | `classify.rs` | license terms and [`classify()`] |
 //! | `policy.rs` | [`Policy`], the permissive preset, [`evaluate`] |
 //! | `compound.rs` | [`check_compound`] |
+//! | `review.rs` | reviewer verdicts, policy files, policy diffs |
 //! | `version.rs` | license families and later versions |
 //!
 //! # Example
@@ -81,6 +85,7 @@ pub mod dpi;
 pub mod expression;
 pub mod normalize;
 pub mod policy;
+pub mod review;
 mod version;
 
 pub use classify::{Class, ShareAlike, Unclassified, classify, classify_expression};
@@ -92,6 +97,10 @@ pub use policy::{
     evaluate_expression,
 };
 pub use prov_manifest::Decision;
+pub use review::{
+    Comparison, MANUAL_RULE, Review, ReviewError, Reviewed, ReviewedVerdicts, Side, Status, VerdictFileError, diff,
+    encode_file_name, license_key, parse_policy, reviewer_verdict, status, verdict_path,
+};
 pub use spdx;
 
 /// Returns the version of the SPDX license list the ids come from (e.g. `3.29.0`); record it

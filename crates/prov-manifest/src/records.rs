@@ -338,8 +338,13 @@ pub struct VerdictRecord {
     pub schema: u32,
     /// The source or dataset manifest decided on.
     pub subject: Digest,
-    /// SPDX expression the decision is about.
+    /// SPDX expression the decision is about (for a string that does not normalise, the
+    /// string as declared, trimmed).
     pub spdx: String,
+    /// The id of the one record (document) of the subject that a reviewer's verdict is about;
+    /// absent when the verdict is about every record that declares `spdx`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub record: Option<String>,
     /// Allow or deny.
     pub decision: Decision,
     /// Version of the policy applied.
@@ -659,6 +664,7 @@ mod tests {
                 schema: 1,
                 subject: d,
                 spdx: "Apache-2.0".into(),
+                record: None,
                 decision: Decision::Allow,
                 policy_version: "1".into(),
                 rule: "permissive".into(),

@@ -20,15 +20,39 @@
 //! absent): the run's execution log holds it, and the stage stays bit-for-bit reproducible.
 //! The stage's stats list every distinct string with its normalisation, decision, document
 //! count and verdict record.
+//!
+//! # Reviewer verdicts
+//!
+//! The optional input `verdicts` is a source whose directory holds reviewer verdicts (written
+//! by `prov license decide`, see `prov_license::review`): one canonical verdict record per
+//! `.json` file, at `licenses/<key>.json` (every document declaring a license with that key)
+//! or `records/<id>.json` (one document). Being a source, the directory is pinned by content
+//! hash when the recipe is locked and its tree digest enters the stage key: a new or changed
+//! verdict re-runs this stage (and whatever its outputs change downstream), an unchanged one
+//! keeps the cache, and a replay reads the same verdicts. A reviewer verdict decides before the
+//! policy (a record's before a license's):
+//!
+//! | rule | decision | when |
+//! | --- | --- | --- |
+//! | `license:reviewer-allowed` | kept | a reviewer verdict allows the document's license (evidence: as above, plus `verdict` and `reviewer`) |
+//! | `license:reviewer-denied` | removed | a reviewer verdict denies it |
+//!
+//! The `verdicts` output then names, for a string a reviewer decided, the reviewer's verdict
+//! record instead of the policy's, and holds each record verdict that decided a document as
+//! `@<id>.json` (`@` is encoded in every string's file name, so the names cannot collide). A
+//! verdicts file that is not a canonical reviewer verdict at its own path fails the stage,
+//! naming the file. Without the input the stage's outputs are byte for byte those of a stage
+//! without reviewer support, so existing runs keep their cache.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use prov_dataset::{Document, LedgerDecision, LedgerRow, ShardWriter, shard_documents, word_count};
 use prov_exec::{ConfigError, InputSpec, Stage, StageContext, StageError, StageOutput, parse_params};
-use prov_license::{Decision, Normalized, Policy, evaluate, normalize};
+use prov_license::{Decision, Normalized, Policy, Reviewed, ReviewedVerdicts, evaluate, normalize};
 use prov_manifest::{
-    Determinism, OutputRef, OutputType, Record, SCHEMA_VERSION, TreeEntry, TreeRecord, VerdictRecord, put_record,
+    Content, Determinism, OutputRef, OutputType, Record, SCHEMA_VERSION, TreeEntry, TreeRecord, VerdictRecord,
+    get_record, put_record,
 };
 use prov_store::Digest;
 use rayon::prelude::*;
@@ -101,6 +125,41 @@ fn verdict(raw: &str, policy: &Policy) -> Verdict {
     }
 }
 
+/// Applies a reviewer's verdict to the policy's evidence about a string.
+fn reviewed(policy_verdict: &Verdict, r: &Reviewed<Digest>) -> Verdict {
+    let mut evidence = policy_verdict.2.clone();
+    evidence.insert("verdict".into(), Value::String(r.id.to_string()));
+    evidence.insert("reviewer".into(), Value::String(r.verdict.reviewer.clone()));
+    match r.verdict.decision {
+        Decision::Allow => (LedgerDecision::Kept, "license:reviewer-allowed", evidence),
+        Decision::Deny => (LedgerDecision::Removed, "license:reviewer-denied", evidence),
+    }
+}
+
+/// Reads the reviewer verdicts of the optional `verdicts` input: a source directory.
+fn reviewer_verdicts(cx: &StageContext<'_>) -> Result<ReviewedVerdicts<Digest>, StageError> {
+    let Some(input) = cx.inputs.get("verdicts") else { return Ok(ReviewedVerdicts::default()) };
+    let bad = |message: String| StageError::Input { input: "verdicts".into(), message };
+    let tree = match get_record(cx.store, &input.digest)? {
+        Record::Source(s) => match s.content {
+            Content::Tree { digest, .. } => digest,
+            Content::File { .. } => {
+                return Err(bad(format!("source `{}` is a file; reviewer verdicts are a directory", s.name)));
+            }
+        },
+        Record::Tree(_) => input.digest,
+        other => return Err(bad(format!("a {} record, not a directory of verdicts", other.kind_name()))),
+    };
+    let Record::Tree(tree) = get_record(cx.store, &tree)? else {
+        return Err(bad(format!("`{tree}` is not a tree record")));
+    };
+    let mut files = Vec::with_capacity(tree.entries.len());
+    for e in &tree.entries {
+        files.push((e.path.as_str(), e.digest, cx.store.read(&e.digest)?));
+    }
+    ReviewedVerdicts::from_files(files.iter().map(|(p, d, b)| (*p, *d, b.as_slice()))).map_err(|e| bad(e.to_string()))
+}
+
 /// The policy's verdict on one declared string, which `documents` documents of `subject` (the
 /// input dataset) declare. Deterministic: no time, no order but the caller's.
 fn verdict_record(subject: Digest, raw: &str, documents: u64, policy: &Policy) -> VerdictRecord {
@@ -127,6 +186,7 @@ fn verdict_record(subject: Digest, raw: &str, documents: u64, policy: &Policy) -
         schema: SCHEMA_VERSION,
         subject,
         spdx,
+        record: None,
         decision: decision.decision,
         policy_version: format!("{} {}", policy.name(), policy.version()),
         rule: decision.rule.as_str().to_owned(),
@@ -140,16 +200,7 @@ fn verdict_record(subject: Digest, raw: &str, documents: u64, policy: &Policy) -
 /// byte but ASCII letters, digits and `+-._` percent-encoded, then `.json`. Injective, and
 /// always a valid one-component path.
 fn verdict_file_name(raw: &str) -> String {
-    let mut out = String::with_capacity(raw.len() + 5);
-    for b in raw.bytes() {
-        if b.is_ascii_alphanumeric() || b"+-._".contains(&b) {
-            out.push(char::from(b));
-        } else {
-            let _ = write!(out, "%{b:02X}");
-        }
-    }
-    out.push_str(".json");
-    out
+    format!("{}.json", prov_license::encode_file_name(raw))
 }
 
 /// Stores one verdict record per declared string (with its document count) and the tree that
@@ -159,16 +210,27 @@ fn write_verdicts(
     subject: Digest,
     strings: &BTreeMap<String, u64>,
     policy: &Policy,
+    reviewers: &ReviewedVerdicts<Digest>,
+    record_verdicts: &BTreeMap<String, Digest>,
 ) -> Result<(Digest, BTreeMap<String, Digest>), StageError> {
     let mut digests = BTreeMap::new();
-    let mut entries = Vec::with_capacity(strings.len());
+    let mut entries = Vec::with_capacity(strings.len() + record_verdicts.len());
     for (raw, &n) in strings {
-        let record = Record::Verdict(verdict_record(subject, raw, n, policy));
+        let record = match reviewers.decide(None, raw) {
+            Some(r) => Record::Verdict(r.verdict.clone()),
+            None => Record::Verdict(verdict_record(subject, raw, n, policy)),
+        };
         let size = record.to_bytes().map_err(prov_manifest::StoredError::from)?.len() as u64;
         let digest = put_record(cx.store, &record)?;
         let path = verdict_file_name(raw).parse().expect("an encoded name with a suffix is a valid path");
         entries.push(TreeEntry { path, digest, size, executable: false });
         digests.insert(raw.clone(), digest);
+    }
+    for (id, digest) in record_verdicts {
+        let size = cx.store.read(digest)?.len() as u64;
+        let path =
+            format!("@{}", verdict_file_name(id)).parse().expect("an encoded name with a suffix is a valid path");
+        entries.push(TreeEntry { path, digest: *digest, size, executable: false });
     }
     // Tree entries are sorted by path, which is not the strings' order (`%` sorts first).
     entries.sort_by(|a, b| a.path.as_str().cmp(b.path.as_str()));
@@ -180,6 +242,10 @@ fn declared(doc: &Document, field: &str) -> Option<String> {
     let meta: Value = serde_json::from_str(doc.metadata.as_deref()?).ok()?;
     meta.get(field)?.as_str().map(str::to_owned)
 }
+
+/// One shard's result: the counted shard, its declared strings with document counts, and the
+/// record verdicts that decided its documents.
+type ShardResult = (crate::filter::CountedShard, BTreeMap<String, u64>, BTreeMap<String, Digest>);
 
 /// Filters documents by their declared license.
 pub struct LicenseStage;
@@ -208,7 +274,13 @@ impl Stage for LicenseStage {
         Determinism::Portable
     }
     fn inputs(&self) -> InputSpec {
-        InputSpec::Named(vec![("docs", vec![OutputType::Dataset])])
+        InputSpec::Named(vec![
+            ("docs", vec![OutputType::Dataset]),
+            ("verdicts", vec![OutputType::Source, OutputType::Tree]),
+        ])
+    }
+    fn optional_inputs(&self) -> &'static [&'static str] {
+        &["verdicts"]
     }
     fn outputs(&self, _config: &Value) -> Vec<(String, OutputType)> {
         let mut outputs = crate::filter::outputs();
@@ -220,13 +292,15 @@ impl Stage for LicenseStage {
         let policy = policy_of(&config.policy)?;
         let ds = crate::filter::input_dataset(cx, "docs")?;
         let subject = cx.input("docs")?.digest;
-        let results: Vec<(crate::filter::CountedShard, BTreeMap<String, u64>)> = cx.pool.install(|| {
+        let reviewers = reviewer_verdicts(cx)?;
+        let results: Vec<ShardResult> = cx.pool.install(|| {
             ds.shards
                 .par_iter()
                 .map(|s| {
                     let mut kept = ShardWriter::new(cx.store)?;
                     let mut rows = Vec::new();
                     let mut strings: BTreeMap<String, u64> = BTreeMap::new();
+                    let mut by_record: BTreeMap<String, Digest> = BTreeMap::new();
                     // Distinct strings repeat: decide each once per shard.
                     let mut decided: BTreeMap<String, Verdict> = BTreeMap::new();
                     for doc in shard_documents(cx.store, &s.digest)? {
@@ -242,7 +316,16 @@ impl Stage for LicenseStage {
                             Some(raw) => {
                                 *strings.entry(raw.clone()).or_default() += 1;
                                 let v = decided.entry(raw.clone()).or_insert_with(|| verdict(&raw, &policy));
-                                (v.0, v.1, Some(v.2.clone()))
+                                match reviewers.decide(Some(&doc.id), &raw) {
+                                    Some(r) => {
+                                        if r.verdict.record.is_some() {
+                                            by_record.insert(doc.id.clone(), r.id);
+                                        }
+                                        let (d, rule, e) = reviewed(v, r);
+                                        (d, rule, Some(e))
+                                    }
+                                    None => (v.0, v.1, Some(v.2.clone())),
+                                }
                             }
                         };
                         rows.push(LedgerRow {
@@ -258,23 +341,29 @@ impl Stage for LicenseStage {
                         }
                     }
                     let (ledger, stats) = crate::filter::write_counted_ledger(cx, rows)?;
-                    Ok::<_, StageError>(((kept.finish()?, ledger, stats), strings))
+                    Ok::<_, StageError>(((kept.finish()?, ledger, stats), strings, by_record))
                 })
                 .collect::<Result<_, _>>()
         })?;
         let mut strings: BTreeMap<String, u64> = BTreeMap::new();
+        let mut by_record: BTreeMap<String, Digest> = BTreeMap::new();
         let mut shards = Vec::with_capacity(results.len());
-        for (shard, counts) in results {
+        for (shard, counts, records) in results {
             for (k, n) in counts {
                 *strings.entry(k).or_default() += n;
             }
+            by_record.extend(records);
             shards.push(shard);
         }
-        let (tree, records) = write_verdicts(cx, subject, &strings, &policy)?;
+        let (tree, records) = write_verdicts(cx, subject, &strings, &policy, &reviewers, &by_record)?;
         let verdicts: Map<String, Value> = strings
             .into_iter()
             .map(|(raw, n)| {
-                let (decision, _, mut e) = verdict(&raw, &policy);
+                let policy_verdict = verdict(&raw, &policy);
+                let (decision, _, mut e) = match reviewers.decide(None, &raw) {
+                    Some(r) => reviewed(&policy_verdict, r),
+                    None => policy_verdict,
+                };
                 e.remove("declared");
                 e.insert("decision".into(), Value::String(decision.as_str().into()));
                 e.insert("documents".into(), Value::from(n));
@@ -285,6 +374,11 @@ impl Stage for LicenseStage {
         let mut out = crate::filter::finish_counted(cx, shards)?;
         out.outputs.insert("verdicts".into(), OutputRef { output_type: OutputType::Tree, digest: tree });
         out.stats.insert("licenses".into(), Value::Object(verdicts));
+        if !by_record.is_empty() {
+            let records: Map<String, Value> =
+                by_record.into_iter().map(|(id, d)| (id, Value::String(d.to_string()))).collect();
+            out.stats.insert("record_verdicts".into(), Value::Object(records));
+        }
         out.stats.insert("policy".into(), json!({ "name": policy.name(), "version": policy.version() }));
         Ok(out)
     }
@@ -351,6 +445,16 @@ mod tests {
     /// Runs the stage on one dataset of two shards; returns the store's directory (kept alive),
     /// the store, the input digest and the output.
     fn run(docs: &[Vec<Document>]) -> (tempfile::TempDir, Store, Digest, StageOutput) {
+        let (dir, store, input, out) = run_with(docs, &[]);
+        (dir, store, input, out.unwrap())
+    }
+
+    /// Runs the stage with reviewer verdict files `(path, bytes)` as its `verdicts` input (a
+    /// tree); without files, without the input.
+    fn run_with(
+        docs: &[Vec<Document>],
+        verdict_files: &[(&str, Vec<u8>)],
+    ) -> (tempfile::TempDir, Store, Digest, Result<StageOutput, StageError>) {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::init(&dir.path().join(".prov")).unwrap();
         let mut shards = Vec::new();
@@ -363,8 +467,23 @@ mod tests {
         }
         let (input, _) = write_dataset(&store, shards).unwrap();
         let config = LicenseStage.resolve_config(&serde_json::json!({})).unwrap();
-        let inputs =
+        let mut inputs =
             BTreeMap::from([("docs".to_owned(), StageInput { output_type: OutputType::Dataset, digest: input })]);
+        if !verdict_files.is_empty() {
+            let mut entries = Vec::new();
+            for (path, bytes) in verdict_files {
+                let digest = store.put_bytes(prov_store::ObjectKind::Blob, bytes).unwrap();
+                entries.push(TreeEntry {
+                    path: path.parse().unwrap(),
+                    digest,
+                    size: bytes.len() as u64,
+                    executable: false,
+                });
+            }
+            entries.sort_by(|a, b| a.path.as_str().cmp(b.path.as_str()));
+            let tree = put_record(&store, &Record::Tree(TreeRecord { schema: SCHEMA_VERSION, entries })).unwrap();
+            inputs.insert("verdicts".into(), StageInput { output_type: OutputType::Tree, digest: tree });
+        }
         let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
         let out = {
             let cx = StageContext {
@@ -378,9 +497,73 @@ mod tests {
                 pool: &pool,
                 allow_commands: false,
             };
-            LicenseStage.run(&cx).unwrap()
+            LicenseStage.run(&cx)
         };
         (dir, store, input, out)
+    }
+
+    fn reviewed_file(license: &str, record: Option<&str>, decision: VerdictDecision) -> (String, Vec<u8>) {
+        let policy = permissive();
+        let review = prov_license::Review {
+            license,
+            record,
+            decision,
+            policy: &policy,
+            reviewer: "Ada Reviewer <ada@example.org>",
+            reason: "read the package's copyright file",
+            decided_at: "2026-11-22T10:00:00Z",
+        };
+        let v = prov_license::reviewer_verdict(Digest::of(b"reviewed"), &review).unwrap();
+        (prov_license::verdict_path(&v), Record::Verdict(v).to_bytes().unwrap())
+    }
+
+    #[test]
+    fn reviewer_verdicts_decide_before_the_policy_a_record_before_its_license() {
+        let docs = vec![
+            vec![doc("a", Some("public-domain")), doc("b", Some("public-domain"))],
+            vec![doc("c", Some("GPL-2+")), doc("d", Some("MIT")), doc("e", Some("GPL-2+"))],
+        ];
+        let files = [
+            reviewed_file("public-domain", None, VerdictDecision::Allow),
+            reviewed_file("public-domain", Some("a"), VerdictDecision::Deny),
+            reviewed_file("GPL-2.0-or-later", Some("c"), VerdictDecision::Allow),
+        ];
+        let files: Vec<(&str, Vec<u8>)> = files.iter().map(|(p, b)| (p.as_str(), b.clone())).collect();
+        let (_dir, store, _, out) = run_with(&docs, &files);
+        let out = out.unwrap();
+        let by_rule = &out.stats["by_rule"];
+        assert_eq!(by_rule["license:reviewer-allowed"]["documents"], 2, "{by_rule}");
+        assert_eq!(by_rule["license:reviewer-denied"]["documents"], 1, "{by_rule}");
+        assert_eq!(by_rule["license:allowed"]["documents"], 1, "{by_rule}");
+        assert_eq!(by_rule["license:denied"]["documents"], 1, "{by_rule}");
+        let licenses = &out.stats["licenses"];
+        assert_eq!(licenses["public-domain"]["decision"], "kept", "{licenses}");
+        assert_eq!(licenses["public-domain"]["reviewer"], "Ada Reviewer <ada@example.org>");
+        assert_eq!(licenses["GPL-2+"]["decision"], "removed", "the record's verdict is not the license's");
+        assert_eq!(out.stats["record_verdicts"].as_object().unwrap().keys().collect::<Vec<_>>(), ["a", "c"]);
+        let Record::Tree(t) = get_record(&store, &out.outputs["verdicts"].digest).unwrap() else { panic!("a tree") };
+        let names: Vec<&str> = t.entries.iter().map(|e| e.path.as_str()).collect();
+        assert_eq!(names, ["@a.json", "@c.json", "GPL-2+.json", "MIT.json", "public-domain.json"]);
+        let Record::Verdict(v) = get_record(&store, &t.entries[4].digest).unwrap() else { panic!("a verdict") };
+        assert_eq!((v.reviewer.as_str(), v.rule.as_str()), ("Ada Reviewer <ada@example.org>", "manual"));
+
+        // Without the input, nothing changes: the same outputs as a stage without reviewers.
+        let (_d1, _s1, _, plain) = run_with(&docs, &[]);
+        let (_d2, _s2, _, readme_only) = run_with(&docs, &[("README.md", b"reviewer verdicts".to_vec())]);
+        let (plain, readme_only) = (plain.unwrap(), readme_only.unwrap());
+        assert_eq!(plain.outputs["dataset"], readme_only.outputs["dataset"]);
+        assert_eq!(plain.stats["licenses"], readme_only.stats["licenses"]);
+    }
+
+    #[test]
+    fn a_misplaced_verdict_file_fails_the_stage_naming_it() {
+        let (_, bytes) = reviewed_file("public-domain", None, VerdictDecision::Allow);
+        let (_dir, _store, _, out) = run_with(&[vec![doc("a", Some("MIT"))]], &[("licenses/pd.json", bytes)]);
+        let err = out.unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "input `verdicts`: verdict file `licenses/pd.json` decides `public-domain`, so it must be named `licenses/public-domain.json`"
+        );
     }
 
     #[test]
