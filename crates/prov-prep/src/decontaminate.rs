@@ -288,12 +288,18 @@ impl BenchmarkIndex {
     }
 }
 
-/// The benchmark files of a source, in path order: (object path, format, display name).
-fn benchmark_files(store: &Store, source: &Digest) -> Result<Vec<(PathBuf, InputFormat, String)>, StageError> {
-    let bad = |message: String| StageError::Input { input: "benchmark".into(), message };
+/// The document files of a source given as input `input` (`what` names it in messages: "a
+/// benchmark source"), in path order: (object path, format, display name).
+pub(crate) fn source_files(
+    store: &Store,
+    source: &Digest,
+    input: &str,
+    what: &str,
+) -> Result<Vec<(PathBuf, InputFormat, String)>, StageError> {
+    let bad = |message: String| StageError::Input { input: input.into(), message };
     let format_of = |name: &str| {
         InputFormat::from_path(Path::new(name)).ok_or_else(|| {
-            bad(format!("`{name}` is not JSON Lines (`.jsonl`, `.json`, optionally `.gz`) or `.parquet`; a benchmark source holds only those"))
+            bad(format!("`{name}` is not JSON Lines (`.jsonl`, `.json`, optionally `.gz`) or `.parquet`; {what} holds only those"))
         })
     };
     let Record::Source(src) = get_record(store, source)? else {
@@ -362,7 +368,8 @@ impl Stage for DecontaminateStage {
             return Err(StageError::Input { input: "docs".into(), message: "expected a dataset record".into() });
         };
         let mut index = BenchmarkIndex::new(&config);
-        for (path, format, display) in benchmark_files(cx.store, &cx.input("benchmark")?.digest)? {
+        let files = source_files(cx.store, &cx.input("benchmark")?.digest, "benchmark", "a benchmark source")?;
+        for (path, format, display) in files {
             for doc in read_documents_as(&path, format, Path::new(&display))? {
                 let doc = doc?;
                 index.add(&doc.id, &doc.text).map_err(|m| StageError::Input {

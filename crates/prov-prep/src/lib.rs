@@ -16,6 +16,10 @@
 //!   that `prov-toxicity` trains with libtorch; the embedding and the scoring live here, in
 //!   plain Rust, so that the filter itself is portable.
 //!
+//! [`TranslationPairsStage`] turns parallel documents (ids `<prefix>-<translation>-<unit>`, the
+//! UDHR's translations) into [`TranslationExample`]s for supervised fine-tuning, which
+//! [`read_examples`] reads back.
+//!
 //! Stages read documents through `prov-dataset` and never touch anything but their
 //! [`prov_exec::StageContext`].
 //!
@@ -38,6 +42,7 @@ mod robots_filter;
 mod sample;
 mod shard;
 pub mod toxicity;
+mod translation_pairs;
 mod url_index;
 
 pub use decontaminate::{BenchmarkIndex, Contamination, DecontaminateConfig, DecontaminateStage, ngram_tokens};
@@ -48,6 +53,10 @@ pub use robots_filter::{APERTUS_AGENTS, RobotsConfig, RobotsMode, RobotsStage, u
 pub use sample::{SampleConfig, SampleStage, sample_key};
 pub use shard::{ShardConfig, ShardStage};
 pub use toxicity::{ToxicityConfig, ToxicityStage};
+pub use translation_pairs::{
+    DEFAULT_TEMPLATE, ExamplesError, PairCounts, ParallelDocuments, ParallelId, TranslationExample,
+    TranslationPairsConfig, TranslationPairsStage, TranslationSide, parse_parallel_id, read_examples, write_examples,
+};
 pub use url_index::{UrlIndexConfig, UrlIndexStage};
 
 use std::sync::Arc;
@@ -63,4 +72,5 @@ pub fn register(registry: &mut prov_exec::Registry) {
     registry.register(Arc::new(LicenseStage));
     registry.register(Arc::new(ToxicityStage));
     registry.register(Arc::new(UrlIndexStage));
+    registry.register(Arc::new(TranslationPairsStage));
 }
