@@ -49,6 +49,7 @@ pub mod url_index;
 
 pub use claims::{
     AuditError, AuditOptions, ClaimResult, Evidence, Outcome, Rescan, RunContext, check_ledger, evaluate,
+    upstream_source,
 };
 pub use policy::{AuditPolicy, Claim, POLICY_SCHEMA};
 pub use proof::{

@@ -1,4 +1,5 @@
-//! `prov run --commit`: the lockfile and the run's manifests, committed with git2.
+//! Commits with git2: `prov run --commit` (the lockfile and the run's manifests) and `prov license
+//! decide` (one reviewer verdict file).
 
 use std::path::Path;
 
@@ -22,15 +23,10 @@ pub(crate) fn commit_run(
     loaded: &LoadedLockfile,
     run_manifest: &Digest,
 ) -> Result<CommitOutcome, CommandError> {
-    let git_err = |e: git2::Error| CommandError::input(format!("git: {}", e.message()));
-    let repo = git2::Repository::discover(root).map_err(|e| {
-        CommandError::input(format!("`--commit` needs a git repository: {}", e.message()))
-            .with_hint("run `git init` in the project root, or run without `--commit`")
+    let (repo, workdir) = open_repo(root, "`--commit`").map_err(|e| {
+        let hint = "run `git init` in the project root, or run without `--commit`";
+        e.with_hint(hint)
     })?;
-    let workdir = repo
-        .workdir()
-        .ok_or_else(|| CommandError::input("`--commit` needs a repository with a work tree"))?
-        .to_path_buf();
     let recipe = loaded.lockfile.recipe.name.to_string();
     let tmp = store.root().join("tmp");
     let lock_rel = format!("lockfiles/{recipe}.lock");
@@ -62,15 +58,62 @@ pub(crate) fn commit_run(
     prov_store::write_atomically(&tmp, &workdir.join(&run_rel), format!("{run_manifest}\n").as_bytes())?;
     paths.push(run_rel);
 
-    // The commit holds HEAD's tree plus exactly these paths, whatever else the user staged.
+    let run_id = prov_manifest::run_id(&loaded.bytes);
+    let message =
+        format!("prov run {recipe}: run {}\n\nrun id: {run_id}\nrun manifest: {run_manifest}\n", run_id.short());
+    // Stale manifests of an earlier run of this recipe leave the tree.
+    let oid = commit_paths(&repo, &workdir, &paths, Some(&manifest_dir_rel), &message)?;
+    Ok(CommitOutcome { commit: oid.to_string(), files: paths.len() })
+}
+
+/// Returns the git repository enclosing `root` and its work tree, or an error saying what
+/// `what` needs.
+pub(crate) fn open_repo(root: &Path, what: &str) -> Result<(git2::Repository, std::path::PathBuf), CommandError> {
+    let repo = git2::Repository::discover(root).map_err(|e| {
+        CommandError::input(format!("{what} needs a git repository: {}", e.message()))
+            .with_hint("run `git init` in the project root")
+    })?;
+    let workdir = repo
+        .workdir()
+        .ok_or_else(|| CommandError::input(format!("{what} needs a repository with a work tree")))?
+        .to_path_buf();
+    Ok((repo, workdir))
+}
+
+/// Returns `Name <email>` from git's configuration (repository, then global).
+pub(crate) fn identity(repo: &git2::Repository) -> Result<String, CommandError> {
+    let unset = |what: &str| {
+        CommandError::input(format!("git has no {what} to record as the reviewer"))
+            .with_hint("set `git config user.name \"Your Name\"` and `git config user.email you@example.org`")
+    };
+    let config = repo.config().map_err(|e| CommandError::input(format!("git: {}", e.message())))?;
+    let name =
+        config.get_string("user.name").ok().filter(|n| !n.trim().is_empty()).ok_or_else(|| unset("user.name"))?;
+    let email =
+        config.get_string("user.email").ok().filter(|n| !n.trim().is_empty()).ok_or_else(|| unset("user.email"))?;
+    Ok(format!("{} <{}>", name.trim(), email.trim()))
+}
+
+/// Commits HEAD's tree plus exactly `paths` (relative to `workdir`, read from the work tree),
+/// whatever else the user staged, with `remove_dir` first removed from the tree; keeps the
+/// work tree's index in step for these paths. Returns the commit's id.
+pub(crate) fn commit_paths(
+    repo: &git2::Repository,
+    workdir: &Path,
+    paths: &[String],
+    remove_dir: Option<&str>,
+    message: &str,
+) -> Result<git2::Oid, CommandError> {
+    let git_err = |e: git2::Error| CommandError::input(format!("git: {}", e.message()));
     let head_tree = repo.head().ok().and_then(|h| h.peel_to_tree().ok());
     let mut staging = git2::Index::new().map_err(git_err)?;
     if let Some(t) = &head_tree {
         staging.read_tree(t).map_err(git_err)?;
     }
-    // Stale manifests of an earlier run of this recipe leave the tree.
-    staging.remove_dir(Path::new(&manifest_dir_rel), 0).map_err(git_err)?;
-    for p in &paths {
+    if let Some(d) = remove_dir {
+        staging.remove_dir(Path::new(d), 0).map_err(git_err)?;
+    }
+    for p in paths {
         let bytes = fs_err::read(workdir.join(p))?;
         let blob = repo.blob(&bytes).map_err(git_err)?;
         let entry = git2::IndexEntry {
@@ -89,11 +132,12 @@ pub(crate) fn commit_run(
         };
         staging.add(&entry).map_err(git_err)?;
     }
-    let tree_id = staging.write_tree_to(&repo).map_err(git_err)?;
-    // Keep the work tree's index in step for these paths; other staged changes stay staged.
+    let tree_id = staging.write_tree_to(repo).map_err(git_err)?;
     let mut index = repo.index().map_err(git_err)?;
-    index.remove_dir(Path::new(&manifest_dir_rel), 0).map_err(git_err)?;
-    for p in &paths {
+    if let Some(d) = remove_dir {
+        index.remove_dir(Path::new(d), 0).map_err(git_err)?;
+    }
+    for p in paths {
         index.add_path(Path::new(p)).map_err(git_err)?;
     }
     index.write().map_err(git_err)?;
@@ -107,9 +151,5 @@ pub(crate) fn commit_run(
         Err(_) => None,
     };
     let parents: Vec<&git2::Commit<'_>> = parent.iter().collect();
-    let run_id = prov_manifest::run_id(&loaded.bytes);
-    let message =
-        format!("prov run {recipe}: run {}\n\nrun id: {run_id}\nrun manifest: {run_manifest}\n", run_id.short());
-    let oid = repo.commit(Some("HEAD"), &sig, &sig, &message, &tree, &parents).map_err(git_err)?;
-    Ok(CommitOutcome { commit: oid.to_string(), files: paths.len() })
+    repo.commit(Some("HEAD"), &sig, &sig, message, &tree, &parents).map_err(git_err)
 }

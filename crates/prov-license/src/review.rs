@@ -600,6 +600,20 @@ mod tests {
         );
     }
 
+    /// The shipped license policies parse, and `permissive.yaml` is the preset.
+    #[test]
+    fn the_shipped_policy_files() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../recipes/license-policies");
+        let read = |name: &str| {
+            let path = dir.join(name);
+            parse_policy(&path, &fs_err::read_to_string(&path).unwrap()).unwrap_or_else(|e| panic!("{e}"))
+        };
+        assert_eq!(read("permissive.yaml"), Policy::permissive());
+        let sa = read("share-alike.yaml");
+        assert!(Policy::permissive().allowed().all(|id| sa.allowed().any(|x| x == id)));
+        assert_eq!(sa.ambiguous_rule(), AmbiguousRule::AllowIfEveryCandidateAllowed);
+    }
+
     #[test]
     fn diff_names_the_rule_on_each_side() {
         let open = Policy::builder("open", "2").allow("MIT").unwrap().allow("GPL-2.0-only").unwrap().build();

@@ -7,6 +7,7 @@ mod doctor;
 mod explain;
 mod gc;
 mod init;
+mod license;
 mod lineage;
 mod lock;
 mod log;
@@ -43,6 +44,7 @@ pub(crate) enum Command {
     Audit(audit::AuditArgs),
     Prove(prove::ProveArgs),
     Card(card::CardArgs),
+    License(license::LicenseArgs),
     VerifyProof(verify_proof::VerifyProofArgs),
     Gc(gc::GcArgs),
 }
@@ -67,6 +69,7 @@ pub(crate) fn dispatch(ui: &mut Ui, cx: &CommandContext, command: &Command) -> R
         Command::Audit(a) => audit::cmd_audit(ui, cx, a),
         Command::Prove(a) => prove::cmd_prove(ui, cx, a),
         Command::Card(a) => card::cmd_card(ui, cx, a),
+        Command::License(a) => license::cmd_license(ui, cx, a),
         Command::VerifyProof(a) => verify_proof::cmd_verify_proof(ui, cx, a),
         Command::Gc(a) => gc::cmd_gc(ui, cx, a),
     }

@@ -1,0 +1,119 @@
+//! `prov license queue`.
+
+use std::path::PathBuf;
+
+use prov_store::Access;
+use serde_json::json;
+
+use crate::context::CommandContext;
+use crate::error::CommandError;
+use crate::review::{Subject, gather, load_policy, load_run, reading, verdicts_dir};
+use crate::ui::Ui;
+
+/// List the licenses, records and sources of a run that a reviewer still has to decide
+///
+/// Reads the run's `license` stages: every distinct license (declared strings grouped by
+/// their SPDX reading), every record that declares a lineage (`derived_from` in its metadata:
+/// the datasets it is derived from, each with its license) and the source upstream. A subject
+/// is queued when the policy denies it or cannot judge it (`review`: unknown, ambiguous), or
+/// when its lineage or its documents conflict with its declared license, and no reviewer
+/// verdict decides it. Each comes with its evidence: the declared strings and how many
+/// documents declare them, the SPDX reading and the rule that recognised it, the policy's rule
+/// and reason, example record ids, the constituents and the compound check's findings.
+/// Reviewer verdicts are those pinned in the run and those in the verdicts directory.
+#[derive(Debug, clap::Args)]
+pub(crate) struct QueueArgs {
+    /// Run id (full or a prefix of at least 6 hex digits) or lockfile; default: the latest run
+    run: Option<String>,
+    /// License policy file (YAML), or the preset `permissive` (default)
+    #[arg(long, value_name = "FILE")]
+    policy: Option<String>,
+    /// Also list the subjects that are allowed or already decided
+    #[arg(long)]
+    all: bool,
+    /// The verdicts directory (default: `verdicts/` at the top of the git work tree)
+    #[arg(long, value_name = "DIR")]
+    verdicts: Option<PathBuf>,
+}
+
+pub(crate) fn cmd_license_queue(ui: &mut Ui, cx: &CommandContext, args: &QueueArgs) -> Result<(), CommandError> {
+    let (store, root) = cx.open_store(Access::Shared, true)?;
+    let policy = load_policy(&cx.cwd, args.policy.as_deref().unwrap_or("permissive"))?;
+    let (run_manifest, run) = load_run(&store, args.run.as_deref())?;
+    let review = gather(&store, run_manifest, &run, &policy, &verdicts_dir(&root, args.verdicts.as_deref()))?;
+    ui.line(format!(
+        "license review of run {run_manifest} (recipe `{}`), policy `{}` {}",
+        run.recipe,
+        policy.name(),
+        policy.version()
+    ))?;
+    let mut queued = 0;
+    for s in &review.subjects {
+        if s.pending().is_some() {
+            queued += 1;
+        } else if !args.all {
+            continue;
+        }
+        ui.json("subject", s.to_json())?;
+        render(ui, s)?;
+    }
+    let decided = review.subjects.iter().filter(|s| s.verdict.is_some()).count();
+    ui.json(
+        "queue",
+        json!({
+            "run_manifest": run_manifest.to_string(),
+            "recipe": run.recipe,
+            "policy": format!("{} {}", policy.name(), policy.version()),
+            "subjects": review.subjects.len(),
+            "queued": queued,
+            "decided": decided,
+        }),
+    )?;
+    ui.line(format!("\n{queued} of {} subjects to review, {decided} decided by a reviewer", review.subjects.len()))?;
+    if queued > 0 {
+        ui.line("decide with `prov license decide SUBJECT --allow|--deny --reason TEXT`")?;
+    }
+    Ok(())
+}
+
+fn render(ui: &mut Ui, s: &Subject) -> Result<(), CommandError> {
+    let state = s.pending().map_or("decided", prov_license::Status::as_str);
+    let documents: u64 = s.declared.values().sum();
+    ui.line(format!("\n{state:<7} {}  ({} in stage `{}`, subject {})", s.id(), count(documents), s.stage, s.digest))?;
+    let by = if s.kind == crate::review::Kind::Source { "its documents declare" } else { "declared" };
+    for (d, n) in &s.declared {
+        ui.line(format!("  {by:<12} `{d}` ({})", count(*n)))?;
+    }
+    ui.line(format!("  reading      {}", reading(&s.license)))?;
+    ui.line(format!(
+        "  policy       {} by `{}`: {}",
+        prov_license::status(&s.policy).as_str(),
+        s.policy.rule,
+        s.policy.reason
+    ))?;
+    if !s.records.is_empty() && s.kind != crate::review::Kind::Record {
+        ui.line(format!("  records      {}", s.records.join(", ")))?;
+    }
+    for (name, license) in &s.constituents {
+        ui.line(format!("  derived from {name}: `{license}` ({})", reading(license)))?;
+    }
+    for c in &s.conflicts {
+        ui.line(format!("  conflict     {c}"))?;
+    }
+    if let Some((d, v)) = &s.verdict {
+        let decision = match v.decision {
+            prov_license::Decision::Allow => "allow",
+            prov_license::Decision::Deny => "deny",
+        };
+        ui.line(format!(
+            "  verdict      {decision} by {} at {} ({d})",
+            v.reviewer,
+            v.decided_at.as_deref().unwrap_or("?")
+        ))?;
+    }
+    Ok(())
+}
+
+fn count(n: u64) -> String {
+    crate::ui::count(usize::try_from(n).unwrap_or(usize::MAX), "document")
+}

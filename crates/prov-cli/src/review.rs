@@ -1,0 +1,507 @@
+//! The operations behind `prov license queue | decide | diff`: what a recorded run says about
+//! licenses (its license stages' strings, records with a declared lineage, the sources
+//! upstream), which of them a reviewer still has to decide, and recording a decision.
+//!
+//! Reviewer verdicts are read from two places: those pinned in the run (the license stages'
+//! `verdicts` input) and those in the verdicts directory of the work tree, which may be newer
+//! than the run; a verdict in the directory wins.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use prov_audit::RunContext;
+use prov_license::{
+    Policy, PolicyDecision, ReviewedVerdicts, Status, check_compound, evaluate, license_key, normalize, status,
+};
+use prov_manifest::{DatasetRecord, Record, RunRecord, StageRecord, VerdictRecord, get_record};
+use prov_store::{Digest, Store};
+use serde_json::{Value, json};
+
+use crate::error::CommandError;
+use crate::resolve::load_lockfile;
+
+/// The metadata field in which a record lists the datasets it is derived from: an array of
+/// `{"name": …, "license": …}` (the Data Provenance Initiative's "Derived from Datasets", with
+/// each constituent's license).
+pub(crate) const DERIVED_FROM: &str = "derived_from";
+
+/// How many record ids a license subject shows as examples.
+const SAMPLE_IDS: usize = 5;
+
+/// Returns the run named by `arg` (a run id, prefix or lockfile), or the store's latest
+/// completed run.
+pub(crate) fn load_run(store: &Store, arg: Option<&str>) -> Result<(Digest, RunRecord), CommandError> {
+    let run_manifest = if let Some(arg) = arg {
+        let loaded = load_lockfile(store, arg)?;
+        let run_id = prov_manifest::run_id(&loaded.bytes);
+        prov_exec::recorded_run(store, &run_id)?
+            .ok_or_else(|| {
+                CommandError::input(format!("no completed run of `{arg}` in this store"))
+                    .with_hint("run it with `prov run` first; the review reads a recorded run")
+            })?
+            .0
+    } else {
+        store
+            .index()
+            .executions()?
+            .into_iter()
+            .find_map(|e| (e.mode == "run" && e.status == "ok").then_some(e.run_manifest).flatten())
+            .ok_or_else(|| {
+                CommandError::input("no completed run in this store")
+                    .with_hint("run a recipe with a `license` stage first (`prov run RECIPE`)")
+            })?
+    };
+    match get_record(store, &run_manifest)? {
+        Record::Run(run) => Ok((run_manifest, run)),
+        other => Err(CommandError::integrity(format!("`{run_manifest}` is a {} record, not a run", other.kind_name()))),
+    }
+}
+
+/// Returns a policy: the preset `permissive`, or a license policy file (YAML).
+pub(crate) fn load_policy(cwd: &Path, arg: &str) -> Result<Policy, CommandError> {
+    if arg == "permissive" {
+        return Ok(Policy::permissive());
+    }
+    let path = cwd.join(arg);
+    let text = fs_err::read_to_string(&path).map_err(|e| {
+        CommandError::input(format!("reading the license policy: {e}"))
+            .with_hint("give a license policy file (YAML) or the preset `permissive`")
+    })?;
+    Ok(prov_license::parse_policy(Path::new(arg), &text)?)
+}
+
+/// Where reviewer verdicts live: `verdicts/` at the top of the git work tree enclosing the
+/// project, or of the project when it is not in a git repository.
+pub(crate) fn verdicts_dir(root: &Path, flag: Option<&Path>) -> PathBuf {
+    let top = git2::Repository::discover(root)
+        .ok()
+        .and_then(|r| r.workdir().map(Path::to_path_buf))
+        .unwrap_or_else(|| root.to_path_buf());
+    match flag {
+        Some(f) if f.is_absolute() => f.to_path_buf(),
+        Some(f) => top.join(f),
+        None => top.join("verdicts"),
+    }
+}
+
+/// What a subject is: a license (every record declaring it), one record, or a source.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Kind {
+    License,
+    Record,
+    Source,
+}
+
+impl Kind {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::License => "license",
+            Self::Record => "record",
+            Self::Source => "source",
+        }
+    }
+}
+
+/// One thing a reviewer can decide, with its evidence.
+#[derive(Debug, Clone)]
+pub(crate) struct Subject {
+    pub kind: Kind,
+    /// The license key, record id or source name.
+    pub name: String,
+    /// The license string the verdict is about (a declared string; a source's declaration).
+    pub license: String,
+    /// The digest a verdict names as its subject: the dataset or source record examined.
+    pub digest: Digest,
+    /// The `license` stage it was found in.
+    pub stage: String,
+    /// Declared strings with their document counts.
+    pub declared: BTreeMap<String, u64>,
+    /// Example record ids.
+    pub records: Vec<String>,
+    /// `(name, license)` of each constituent: a record's lineage, a source's documents.
+    pub constituents: Vec<(String, String)>,
+    /// The compound check's findings.
+    pub conflicts: Vec<String>,
+    /// What the policy says.
+    pub policy: PolicyDecision,
+    /// The reviewer verdict that decides it, if any.
+    pub verdict: Option<(Digest, VerdictRecord)>,
+}
+
+impl Subject {
+    /// Returns `kind:name`.
+    pub fn id(&self) -> String {
+        format!("{}:{}", self.kind.as_str(), self.name)
+    }
+
+    /// Returns what keeps it in the queue, if anything: the policy's state, or the compound
+    /// check's findings (as `review`).
+    pub fn pending(&self) -> Option<Status> {
+        if self.verdict.is_some() {
+            return None;
+        }
+        match status(&self.policy) {
+            Status::Allow if self.conflicts.is_empty() => None,
+            Status::Allow => Some(Status::Review),
+            other => Some(other),
+        }
+    }
+
+    /// Returns the subject as the JSON of `prov license queue`.
+    pub fn to_json(&self) -> Value {
+        json!({
+            "subject": self.id(),
+            "kind": self.kind.as_str(),
+            "name": self.name,
+            "license": self.license,
+            "key": license_key(&self.license),
+            "reading": reading(&self.license),
+            "status": self.pending().map_or("decided", Status::as_str),
+            "policy": {
+                "decision": status(&self.policy).as_str(),
+                "rule": self.policy.rule.as_str(),
+                "reason": self.policy.reason,
+            },
+            "stage": self.stage,
+            "digest": self.digest.to_string(),
+            "declared": self.declared,
+            "records": self.records,
+            "constituents": self.constituents.iter().map(|(n, l)| json!({"name": n, "license": l, "reading": reading(l)})).collect::<Vec<_>>(),
+            "conflicts": self.conflicts,
+            "verdict": self.verdict.as_ref().map(|(d, v)| json!({
+                "digest": d.to_string(),
+                "decision": v.decision,
+                "reviewer": v.reviewer,
+                "decided_at": v.decided_at,
+            })),
+        })
+    }
+}
+
+/// Returns what a license string normalises to: `SPDX (rule)` or `unknown: why`.
+pub(crate) fn reading(license: &str) -> String {
+    match normalize(license) {
+        prov_license::Normalized::Spdx { expression, via } => format!("{expression} ({})", via.as_str()),
+        prov_license::Normalized::Unknown { reason } => format!("unknown: {reason}"),
+    }
+}
+
+/// Every subject of a run's `license` stages, sorted by kind and name.
+pub(crate) struct Review {
+    pub subjects: Vec<Subject>,
+    /// The reviewer verdicts considered (pinned in the run, then the directory's).
+    pub verdicts: ReviewedVerdicts<Digest>,
+}
+
+/// Reads the reviewer verdicts pinned in a stage's `verdicts` input: `(path, digest, bytes)`.
+fn pinned_files(store: &Store, stage: &StageRecord) -> Result<Vec<(String, Digest, Vec<u8>)>, CommandError> {
+    let Some(input) = stage.inputs.get("verdicts") else { return Ok(Vec::new()) };
+    let tree = match get_record(store, input)? {
+        Record::Source(s) => s.content.digest(),
+        _ => *input,
+    };
+    let Record::Tree(tree) = get_record(store, &tree)? else {
+        return Err(CommandError::integrity(format!(
+            "`{tree}`, the `verdicts` input of `{}`, is not a tree",
+            stage.name
+        )));
+    };
+    let mut out = Vec::new();
+    for e in tree.entries {
+        out.push((e.path.as_str().to_owned(), e.digest, store.read(&e.digest)?));
+    }
+    Ok(out)
+}
+
+/// Reads the `.json` files of a verdicts directory (recursively): `(relative path, digest, bytes)`.
+fn directory_files(dir: &Path) -> Result<Vec<(String, Digest, Vec<u8>)>, CommandError> {
+    let mut out = Vec::new();
+    if !dir.is_dir() {
+        return Ok(out);
+    }
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in fs_err::read_dir(&d)? {
+            let path = entry?.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|e| e == "json") {
+                let bytes = fs_err::read(&path)?;
+                let rel = path.strip_prefix(dir).unwrap_or(&path).to_string_lossy().replace('\\', "/");
+                out.push((rel, Digest::of(&bytes), bytes));
+            }
+        }
+    }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(out)
+}
+
+fn verdict_error(where_: &str, e: &prov_license::VerdictFileError) -> CommandError {
+    CommandError::input(format!("{where_}: {e}")).with_hint(
+        "verdict files are written by `prov license decide`; restore the file from git rather than editing it",
+    )
+}
+
+/// Gathers the subjects of every `license` stage of a run, with the reviewer verdicts pinned
+/// in the run and those in `dir`.
+pub(crate) fn gather(
+    store: &Store,
+    run_manifest: Digest,
+    run: &RunRecord,
+    policy: &Policy,
+    dir: &Path,
+) -> Result<Review, CommandError> {
+    let cx = RunContext::new(store, run_manifest, run).map_err(|e| {
+        if e.is_integrity_failure() {
+            CommandError::integrity(e.to_string())
+        } else {
+            CommandError::input(e.to_string())
+        }
+    })?;
+    let stages: Vec<&StageRecord> = cx.stages.iter().map(|(_, s)| s).filter(|s| s.stage_kind == "license").collect();
+    if stages.is_empty() {
+        return Err(CommandError::input(format!(
+            "run `{run_manifest}` (recipe `{}`) has no `license` stage",
+            run.recipe
+        ))
+        .with_hint("the review queue reads the decisions of a `license` stage"));
+    }
+    let mut files = Vec::new();
+    for s in &stages {
+        files.extend(pinned_files(store, s)?);
+    }
+    // Each place checked on its own first, so that an error names it.
+    ReviewedVerdicts::from_files(files.iter().map(|(p, d, b)| (p.as_str(), *d, b.as_slice())))
+        .map_err(|e| verdict_error("a verdict pinned in the run", &e))?;
+    let on_disk = directory_files(dir)?;
+    ReviewedVerdicts::from_files(on_disk.iter().map(|(p, d, b)| (p.as_str(), *d, b.as_slice())))
+        .map_err(|e| verdict_error(&dir.display().to_string(), &e))?;
+    let verdicts = ReviewedVerdicts::from_files(
+        files
+            .iter()
+            .filter(|(p, _, _)| !on_disk.iter().any(|(q, _, _)| q == p))
+            .chain(on_disk.iter())
+            .map(|(p, d, b)| (p.as_str(), *d, b.as_slice())),
+    )
+    .map_err(|e| verdict_error("reviewer verdicts", &e))?;
+
+    let mut subjects: BTreeMap<(Kind, String), Subject> = BTreeMap::new();
+    for stage in stages {
+        stage_subjects(store, &cx, stage, policy, &verdicts, &mut subjects)?;
+    }
+    Ok(Review { subjects: subjects.into_values().collect(), verdicts })
+}
+
+fn decided_by(
+    verdicts: &ReviewedVerdicts<Digest>,
+    record: Option<&str>,
+    license: &str,
+) -> Option<(Digest, VerdictRecord)> {
+    verdicts
+        .decide(record, license)
+        .filter(|r| record.is_none() || r.verdict.record.is_some())
+        .map(|r| (r.id, r.verdict.clone()))
+}
+
+/// Adds one `license` stage's subjects: its declared strings, its records with a lineage and
+/// the source upstream.
+fn stage_subjects(
+    store: &Store,
+    cx: &RunContext<'_>,
+    stage: &StageRecord,
+    policy: &Policy,
+    verdicts: &ReviewedVerdicts<Digest>,
+    subjects: &mut BTreeMap<(Kind, String), Subject>,
+) -> Result<(), CommandError> {
+    let name = stage.name.to_string();
+    let Some(&dataset) = stage.inputs.get("docs") else { return Ok(()) };
+    let Record::Dataset(input) = get_record(store, &dataset)? else {
+        return Err(CommandError::integrity(format!("`{dataset}`, the `docs` input of `{name}`, is not a dataset")));
+    };
+    let mut by_key: BTreeMap<String, (BTreeMap<String, u64>, Vec<String>)> = BTreeMap::new();
+    for_each_document(store, &input, |id, meta| {
+        let Some(declared) = meta.get("license").and_then(Value::as_str) else { return };
+        let e = by_key.entry(license_key(declared)).or_default();
+        *e.0.entry(declared.to_owned()).or_default() += 1;
+        if e.1.len() < SAMPLE_IDS {
+            e.1.push(id.to_owned());
+        }
+        let lineage = lineage(meta);
+        if lineage.is_empty() {
+            return;
+        }
+        let constituents: Vec<_> = lineage.iter().map(|(_, l)| normalize(l)).collect();
+        let conflicts: Vec<String> = check_compound(&normalize(declared), &constituents)
+            .iter()
+            .map(|c| match c.constituent.and_then(|i| lineage.get(i)) {
+                Some((n, _)) => format!("`{n}`: {c}"),
+                None => c.to_string(),
+            })
+            .collect();
+        subjects.insert(
+            (Kind::Record, id.to_owned()),
+            Subject {
+                kind: Kind::Record,
+                name: id.to_owned(),
+                license: declared.to_owned(),
+                digest: dataset,
+                stage: name.clone(),
+                declared: BTreeMap::from([(declared.to_owned(), 1)]),
+                records: vec![id.to_owned()],
+                constituents: lineage.clone(),
+                conflicts,
+                policy: evaluate(policy, &normalize(declared)),
+                verdict: decided_by(verdicts, Some(id), declared),
+            },
+        );
+    })?;
+    for (key, (declared, records)) in &by_key {
+        let first = declared.keys().next().cloned().unwrap_or_default();
+        subjects.entry((Kind::License, key.clone())).or_insert_with(|| Subject {
+            kind: Kind::License,
+            name: key.clone(),
+            license: first.clone(),
+            digest: dataset,
+            stage: name.clone(),
+            declared: declared.clone(),
+            records: records.clone(),
+            constituents: Vec::new(),
+            conflicts: Vec::new(),
+            policy: evaluate(policy, &normalize(&first)),
+            verdict: decided_by(verdicts, None, &first),
+        });
+    }
+    if let Some((digest, source)) = prov_audit::upstream_source(cx, stage)
+        && let Some(declared) = source.license.clone()
+    {
+        let counts: BTreeMap<String, u64> = by_key.values().flat_map(|(d, _)| d.clone()).collect();
+        // As the audit's compound claim: a string without tabulated terms that a reviewer
+        // decided is not checked again.
+        let strings: Vec<&String> = counts
+            .keys()
+            .filter(|s| prov_license::classify(&normalize(s)).is_ok() || verdicts.decide(None, s).is_none())
+            .collect();
+        let constituents: Vec<_> = strings.iter().map(|s| normalize(s)).collect();
+        let conflicts = check_compound(&normalize(&declared), &constituents)
+            .iter()
+            .map(|c| match c.constituent.and_then(|i| strings.get(i)) {
+                Some(s) => format!("documents declaring `{s}`: {c}"),
+                None => c.to_string(),
+            })
+            .collect();
+        subjects.insert(
+            (Kind::Source, source.name.to_string()),
+            Subject {
+                kind: Kind::Source,
+                name: source.name.to_string(),
+                license: declared.clone(),
+                digest,
+                stage: name.clone(),
+                declared: counts.clone(),
+                records: Vec::new(),
+                constituents: Vec::new(),
+                conflicts,
+                policy: evaluate(policy, &normalize(&declared)),
+                verdict: decided_by(verdicts, None, &declared),
+            },
+        );
+    }
+    Ok(())
+}
+
+/// Returns a record's lineage from its metadata: `(name, license)` of each constituent with a
+/// license.
+fn lineage(meta: &serde_json::Map<String, Value>) -> Vec<(String, String)> {
+    let Some(Value::Array(items)) = meta.get(DERIVED_FROM) else { return Vec::new() };
+    items
+        .iter()
+        .filter_map(|i| {
+            let name = i.get("name").and_then(Value::as_str)?;
+            let license = i.get("license").and_then(Value::as_str)?;
+            Some((name.to_owned(), license.to_owned()))
+        })
+        .collect()
+}
+
+/// Calls `f(id, metadata)` for every document of a dataset, shard by shard.
+fn for_each_document(
+    store: &Store,
+    dataset: &DatasetRecord,
+    mut f: impl FnMut(&str, &serde_json::Map<String, Value>),
+) -> Result<(), CommandError> {
+    let empty = serde_json::Map::new();
+    for shard in &dataset.shards {
+        let docs =
+            prov_dataset::shard_documents(store, &shard.digest).map_err(|e| CommandError::input(e.to_string()))?;
+        for doc in docs {
+            let doc = doc.map_err(|e| CommandError::input(e.to_string()))?;
+            let meta: Option<serde_json::Map<String, Value>> =
+                doc.metadata.as_deref().and_then(|m| serde_json::from_str(m).ok());
+            f(&doc.id, meta.as_ref().unwrap_or(&empty));
+        }
+    }
+    Ok(())
+}
+
+/// Finds the subject a reviewer named: `license:KEY`, `record:ID`, `source:NAME`, or a bare
+/// name matching exactly one of them (a license string in any spelling that normalises to a
+/// key, a record id, a source name).
+pub(crate) fn find_subject<'r>(review: &'r Review, arg: &str) -> Result<&'r Subject, CommandError> {
+    let (kind, name) = match arg.split_once(':') {
+        Some(("license", n)) => (Some(Kind::License), n),
+        Some(("record", n)) => (Some(Kind::Record), n),
+        Some(("source", n)) => (Some(Kind::Source), n),
+        _ => (None, arg),
+    };
+    let key = license_key(name);
+    let matches: Vec<&Subject> = review
+        .subjects
+        .iter()
+        .filter(|s| kind.is_none_or(|k| k == s.kind))
+        .filter(|s| match s.kind {
+            Kind::License => s.name == key || s.declared.contains_key(name),
+            Kind::Record | Kind::Source => s.name == name,
+        })
+        .collect();
+    match matches.as_slice() {
+        [one] => Ok(one),
+        [] => {
+            let known: Vec<String> = review.subjects.iter().map(Subject::id).collect();
+            let names: Vec<&str> = known.iter().map(String::as_str).collect();
+            let e = CommandError::input(format!("no license, record or source `{arg}` in the run's license stages"));
+            Err(match prov_manifest::closest(arg, &names) {
+                Some(c) => e.with_hint(format!("did you mean `{c}`? (`prov license queue --all` lists every subject)")),
+                None => e.with_hint("`prov license queue --all` lists every subject"),
+            })
+        }
+        many => Err(CommandError::input(format!(
+            "`{arg}` is ambiguous: {}",
+            many.iter().map(|s| format!("`{}`", s.id())).collect::<Vec<_>>().join(", ")
+        ))
+        .with_hint("prefix it with its kind: `license:`, `record:` or `source:`")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lineage_is_read_from_metadata() {
+        let meta: serde_json::Map<String, Value> = serde_json::from_str(
+            r#"{"derived_from":[{"name":"snli","license":"CC BY-SA 4.0"},{"name":"anli"},{"name":"mnli","license":"OANC"}]}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            lineage(&meta),
+            [("snli".to_owned(), "CC BY-SA 4.0".to_owned()), ("mnli".to_owned(), "OANC".to_owned())]
+        );
+        assert!(lineage(&serde_json::Map::new()).is_empty());
+    }
+
+    #[test]
+    fn readings_name_the_rule_or_the_reason() {
+        assert_eq!(reading("GPL-2+"), "GPL-2.0-or-later (debian)");
+        assert!(reading("Unspecified").starts_with("unknown: not a license"), "{}", reading("Unspecified"));
+    }
+}
