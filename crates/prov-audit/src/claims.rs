@@ -1091,8 +1091,11 @@ fn replay(cx: &RunContext<'_>) -> ClaimResult {
     // The latest replay of each stage: equal (with the execution's id) or divergent.
     let mut latest: BTreeMap<String, (i64, bool)> = BTreeMap::new();
     let mut replays = 0;
+    // The log lists the newest execution first; oldest first here, so that a later replay's
+    // result replaces an earlier one's.
     for e in executions
         .iter()
+        .rev()
         .filter(|e| e.mode == "replay" && e.run_id == cx.run.lockfile && e.run_manifest == Some(cx.run_manifest))
     {
         replays += 1;
