@@ -14,6 +14,7 @@
 //! | `alias-table` | hand-written prose names | `BSD 3-Clause License`, `GNU General Public License v3.0`, `new BSD license` |
 //! | `spdx-name` | the full names of the SPDX license list | `MIT License`, `Apache License, Version 2.0` |
 //! | `name-version` | a family name and a version | `Apache 2.0`, `GPL v3`, `MPL 2` |
+//! | `compound` | names that the rules above read, joined by ` AND ` / ` OR ` (`AND` binding tighter) | `Apache License 2.0 AND CC BY 4.0` |
 //!
 //! Anything else is [`Normalized::Unknown`] with an [`UnknownReason`]: empty, not a license,
 //! ambiguous (with the candidate expressions), or unrecognised (with the input quoted and the
@@ -102,6 +103,8 @@ pub enum Rule {
     SpdxName,
     /// A family name followed by a version.
     NameVersion,
+    /// Names that other rules read, joined by `AND` / `OR`.
+    Compound,
 }
 
 impl Rule {
@@ -116,6 +119,7 @@ impl Rule {
             Self::AliasTable => "alias-table",
             Self::SpdxName => "spdx-name",
             Self::NameVersion => "name-version",
+            Self::Compound => "compound",
         }
     }
 }
@@ -318,6 +322,11 @@ fn normalize_trimmed(input: &str) -> Normalized {
         .or_else(|| creative_commons(input).map(|o| (o, Rule::CreativeCommons)))
         .or_else(|| debian(input).map(|o| (o, Rule::Debian)))
         .or_else(|| prose(input));
+    if found.is_none()
+        && let Some(expression) = compound(input)
+    {
+        return Normalized::Spdx { expression, via: Rule::Compound };
+    }
     match found {
         Some((Outcome::Expr(expression), via)) => Normalized::Spdx { expression, via },
         Some((Outcome::NotALicense(kind), _)) => {
@@ -334,6 +343,30 @@ fn normalize_trimmed(input: &str) -> Normalized {
             },
         },
     }
+}
+
+/// Reads `A AND B OR C` where each operand is a name another rule reads (`Apache License 2.0
+/// AND CC BY 4.0`: several licenses that all apply, as data set catalogues list them). Only the
+/// upper-case SPDX operators between spaces split, so that a name containing `and` (`Creative
+/// Commons Attribution and ShareAlike`) stays whole; `AND` binds tighter than `OR`, as in SPDX.
+/// Parentheses are left to the SPDX parser. `None` unless every operand is a license:
+/// `OpenAI AND CC BY 4.0` stays unknown, since one of the terms that apply cannot be read.
+fn compound(input: &str) -> Option<LicenseExpression> {
+    if input.contains(['(', ')']) || !(input.contains(" AND ") || input.contains(" OR ")) {
+        return None;
+    }
+    let operand = |text: &str| match normalize_trimmed(text.trim()) {
+        Normalized::Spdx { expression, .. } => Some(format!("({expression})")),
+        Normalized::Unknown { .. } => None,
+    };
+    let alternatives = input
+        .split(" OR ")
+        .map(|alternative| {
+            let all: Option<Vec<String>> = alternative.split(" AND ").map(operand).collect();
+            all.map(|parts| format!("({})", parts.join(" AND ")))
+        })
+        .collect::<Option<Vec<String>>>()?;
+    LicenseExpression::parse(&alternatives.join(" OR ")).ok()
 }
 
 /// What a rule found.
@@ -981,6 +1014,25 @@ mod tests {
         assert_eq!(term, "Artistic");
         assert_eq!(candidates[1].as_str(), "GPL-2.0-or-later OR Artistic-1.0-Perl");
         assert_eq!(unknown("GPL-2+ and public-domain").code(), "not-a-license");
+    }
+
+    #[test]
+    fn names_joined_by_spdx_operators() {
+        // Data Provenance Initiative data sets list several licenses that all apply.
+        assert_eq!(spdx("Apache License 2.0 AND CC BY 4.0"), ("Apache-2.0 AND CC-BY-4.0".into(), Rule::Compound));
+        assert_eq!(
+            spdx("MIT License OR CC BY-SA 4.0 AND BSD 3-Clause License"),
+            ("MIT OR (CC-BY-SA-4.0 AND BSD-3-Clause)".into(), Rule::Compound),
+            "AND binds tighter than OR"
+        );
+        assert_eq!(spdx("GNU General Public License v3.0 AND MIT").0, "GPL-3.0-only AND MIT");
+        // One operand that is not a license leaves the whole unknown: its terms apply too.
+        assert_eq!(unknown("OpenAI AND CC BY-NC 4.0").code(), "unrecognised");
+        assert_eq!(unknown("Apache License 2.0 AND Unspecified").code(), "unrecognised");
+        // `NOASSERTION` inside a compound asserts nothing either.
+        assert_eq!(unknown("MIT License AND NOASSERTION").code(), "not-a-license");
+        // Lower-case words inside a name do not split it.
+        assert_eq!(spdx("Creative Commons Attribution Share Alike 4.0 International").0, "CC-BY-SA-4.0");
     }
 
     #[test]
