@@ -127,6 +127,7 @@ pub(crate) fn registry() -> Registry {
     prov_prep::register(&mut r);
     r.register(std::sync::Arc::new(prov_toxicity::ToxicityTrainStage));
     prov_tokenizer::register(&mut r);
-    r.register(std::sync::Arc::new(prov_train::pretrain::PretrainStage));
+    prov_train::register(&mut r);
+    r.register(std::sync::Arc::new(prov_reward::stage::RewardStage));
     r
 }

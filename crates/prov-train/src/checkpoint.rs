@@ -222,6 +222,60 @@ impl LoadedCheckpoint {
     }
 }
 
+impl LoadedCheckpoint {
+    /// Continues one `prompt` in `seeds.len()` ways at once, as one batch: row `r` draws its
+    /// tokens with [`LoadedCheckpoint::sample`]'s rule from its own `SplitMix64` stream seeded
+    /// with `seeds[r]`, and stops after `stop` or `max_new` tokens. A row that has stopped keeps
+    /// its place in the batch (so the others compute as before) and draws nothing more. The
+    /// same checkpoint, prompt, seeds and envelope give the same tokens.
+    pub fn sample_batch(
+        &self,
+        prompt: &[i64],
+        seeds: &[u64],
+        max_new: usize,
+        temperature: f64,
+        stop: Option<i64>,
+    ) -> Vec<Vec<i64>> {
+        let n = seeds.len();
+        let mut rngs: Vec<SplitMix64> = seeds.iter().map(|&s| SplitMix64(s)).collect();
+        let mut rows: Vec<Vec<i64>> = vec![prompt.to_vec(); n];
+        let mut done = vec![false; n];
+        let window = self.config.max_position_embeddings as usize;
+        let rows_i64 = i64::try_from(n).expect("a batch size fits in i64");
+        for _ in 0..max_new {
+            if done.iter().all(|&d| d) {
+                break;
+            }
+            let len = rows[0].len();
+            let start = len.saturating_sub(window);
+            let flat: Vec<i64> = rows.iter().flat_map(|r| r[start..].iter().copied()).collect();
+            let input = Tensor::from_slice(&flat).view([rows_i64, -1]).to_device(self.vs.device());
+            let logits = tch::no_grad(|| self.model.forward(&input));
+            let last = logits.select(1, -1).to_kind(Kind::Float).to_device(Device::Cpu);
+            for (r, row) in rows.iter_mut().enumerate() {
+                if done[r] {
+                    // Padding that keeps the batch rectangular; cut off below.
+                    row.push(stop.unwrap_or(0));
+                    continue;
+                }
+                let values = prov_torch::f32_values(&last.get(i64::try_from(r).expect("a row index fits in i64")));
+                let next = pick(&values, temperature, rngs[r].next_f64());
+                row.push(next);
+                done[r] = Some(next) == stop;
+            }
+        }
+        rows.into_iter()
+            .map(|row| {
+                let mut new = row[prompt.len()..].to_vec();
+                if let Some(end) = stop.and_then(|s| new.iter().position(|&t| t == s)) {
+                    new.truncate(end + 1);
+                }
+                new
+            })
+            .collect()
+    }
+}
+
 /// The token a uniform `u` in `[0, 1)` selects from `logits / temperature`.
 fn pick(logits: &[f32], temperature: f64, u: f64) -> i64 {
     let id = |i: usize| i64::try_from(i).expect("a vocabulary index fits in i64");

@@ -1,18 +1,37 @@
-//! Pretraining with libtorch, replayable step by step: the Apertus-style decoder
-//! ([`model`]), the Goldfish loss ([`goldfish`]), the `AdEMAMix` optimizer ([`ademamix`]),
-//! the warmup-stable-decay learning-rate schedule ([`schedule`]).
+//! Training with libtorch, replayable step by step: the Apertus-style decoder ([`model`]),
+//! the Goldfish loss ([`goldfish`]), the `AdEMAMix` optimizer ([`ademamix`]), the learning-rate
+//! schedules ([`schedule`]), and the stages: `pretrain` ([`pretrain`]), supervised
+//! fine-tuning ([`sft`]), reference completions ([`completions`]), preference alignment with
+//! DPO and QRPO ([`alignment`], losses in [`align`]) and translation evaluation ([`evaluate`]).
 //!
 //! Every tensor that reaches hashed bytes goes through `prov_torch::NamedTensors`, in name
 //! order; every random draw comes from a generator seeded from the stage's seed.
 
 pub mod ademamix;
 pub mod align;
+pub mod alignment;
 pub mod checkpoint;
+pub mod completions;
+pub mod evaluate;
 pub mod goldfish;
 pub mod model;
+pub mod post;
 pub mod pretrain;
 pub mod schedule;
+pub mod sft;
 pub mod trainer;
+
+/// Registers the training stage kinds: `pretrain`, `sft`, `sample-completions`, `dpo`,
+/// `qrpo` and `chrf-eval`.
+pub fn register(registry: &mut prov_exec::Registry) {
+    use std::sync::Arc;
+    registry.register(Arc::new(pretrain::PretrainStage));
+    registry.register(Arc::new(sft::SftStage));
+    registry.register(Arc::new(completions::SampleCompletionsStage));
+    registry.register(Arc::new(alignment::AlignStage(alignment::Method::Dpo)));
+    registry.register(Arc::new(alignment::AlignStage(alignment::Method::Qrpo)));
+    registry.register(Arc::new(evaluate::ChrfEvalStage));
+}
 
 /// Overwrites `target` (under `no_grad`) with a stored tensor of the same shape; the error
 /// names the tensor.

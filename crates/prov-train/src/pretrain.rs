@@ -464,7 +464,10 @@ pub fn train(
     let mut trainer = Trainer::new(&model_config, &loop_config, inputs.seed);
     let hf = encode_value(&hf_config(&model_config, &meta.special_ids()));
     let config_digest = store.put_bytes(ObjectKind::Blob, &hf)?;
-    let writer = CheckpointWriter { store, config: config_digest, tokenizer: inputs.tokenizer, seed: inputs.seed };
+    // Nothing after initialisation draws a random number: the generator's seed is the
+    // whole RNG state a resumed run needs (and it needs none, since it loads the weights).
+    let rng = json!({ "init_seed": inputs.seed, "draws_after_init": 0 });
+    let writer = CheckpointWriter { store, config: config_digest, tokenizer: inputs.tokenizer, rng };
 
     let mut written = continued(store, config, &writer, resume);
     if let Some((_, last)) = written.last() {
@@ -500,7 +503,7 @@ fn continued(
             && record.step < config.steps
             && record.config == writer.config
             && record.tokenizer == Some(writer.tokenizer)
-            && rng.as_ref().and_then(|r| r.get("init_seed")).and_then(Value::as_u64) == Some(writer.seed)
+            && rng.as_ref() == Some(&writer.rng)
             && record.log.is_some();
         if !ours {
             break;
@@ -579,25 +582,24 @@ pub fn model_config(p: &ModelParams, vocab_size: i64, seq_len: i64) -> ModelConf
 }
 
 /// Writes a trainer's state as a checkpoint record's objects.
-struct CheckpointWriter<'a> {
-    store: &'a Store,
-    config: Digest,
-    tokenizer: Digest,
-    seed: u64,
+pub(crate) struct CheckpointWriter<'a> {
+    pub(crate) store: &'a Store,
+    /// The stored `config.json`.
+    pub(crate) config: Digest,
+    pub(crate) tokenizer: Digest,
+    /// The random state a resumed run needs, as JSON.
+    pub(crate) rng: Value,
 }
 
 impl CheckpointWriter<'_> {
     /// Stores the weights, optimizer state, RNG state and log; returns the record naming them.
-    fn record(&self, trainer: &Trainer, batch_size: u64) -> Result<CheckpointRecord, StageError> {
+    pub(crate) fn record(&self, trainer: &Trainer, batch_size: u64) -> Result<CheckpointRecord, StageError> {
         let store = self.store;
         let weights = trainer.weights();
         let config_text = String::from_utf8(store.read(&self.config)?).expect("canonical JSON is UTF-8");
         let weights_digest = store.put_bytes(ObjectKind::Blob, &weights.to_safetensors(&config_text))?;
         let optimizer_digest = store.put_bytes(ObjectKind::Blob, &trainer.optimizer_state().to_safetensors("{}"))?;
-        // Nothing after initialisation draws a random number: the generator's seed is the
-        // whole RNG state a resumed run needs (and it needs none, since it loads the weights).
-        let rng = json!({ "init_seed": self.seed, "draws_after_init": 0 });
-        let rng_digest = store.put_bytes(ObjectKind::Blob, &encode_value(&rng))?;
+        let rng_digest = store.put_bytes(ObjectKind::Blob, &encode_value(&self.rng))?;
         let log_digest = store.put_bytes(ObjectKind::Blob, &trainer.log_bytes())?;
         let tensors = weights
             .0

@@ -123,7 +123,11 @@ impl Trainer {
     /// A model holding `weights` (a checkpoint's, in name order) with a fresh optimizer: where
     /// fine-tuning and alignment start. Nothing is drawn at random: the initialisation that
     /// [`Trainer::new`] draws is overwritten.
-    pub fn from_weights(model_config: &ModelConfig, config: &LoopConfig, weights: &NamedTensors) -> Result<Self, String> {
+    pub fn from_weights(
+        model_config: &ModelConfig,
+        config: &LoopConfig,
+        weights: &NamedTensors,
+    ) -> Result<Self, String> {
         let mut trainer = Self::new(model_config, config, 0);
         trainer.load_weights(weights)?;
         Ok(trainer)

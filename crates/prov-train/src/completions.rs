@@ -1,0 +1,202 @@
+//! `sample-completions`: the reference completions of alignment. For each prompt, `n`
+//! completions (default 10, as the Apertus report samples) drawn from the reference policy at
+//! `temperature` (default 1) with pinned seeds, stored as a completions file
+//! (`prov_reward::preference`'s format) that the `reward`, `dpo` and `qrpo` stages read.
+//!
+//! Inputs: `model` (the reference policy, usually the `sft` stage's model; its recorded
+//! tokenizer renders the prompts) and `examples` (chat examples: the conversation without its
+//! last message is the prompt, that message the reference answer). With `prompts: N`, the
+//! first `N` of a seeded permutation of the examples are used (seed `prompts`), in file order.
+//!
+//! Completion `j` of the prompt with id `id` draws from `SplitMix64` seeded with
+//! `derive_seed(sample, id, "completion-j")` (BLAKE3, see the lockfile chapter), so a
+//! completion does not depend on which other prompts were chosen. The `n` completions of a
+//! prompt are computed as one batch. A completion ends with `<|end|>` (kept in its ids) or
+//! after `max_new_tokens`; its text is its ids decoded without special tokens.
+
+use std::collections::BTreeMap;
+
+use prov_exec::{ConfigError, InputSpec, Stage, StageContext, StageError, StageOutput, parse_params};
+use prov_manifest::{Determinism, OutputRef, OutputType, derive_seed};
+use prov_reward::preference::{Completion, PromptCompletions};
+use prov_store::ObjectKind;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::post;
+
+/// The `sample-completions` stage's configuration.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SampleConfig {
+    /// Completions per prompt.
+    #[serde(default = "default_n")]
+    pub n: u64,
+    /// Softmax temperature (0: the most likely token).
+    #[serde(default = "default_temperature")]
+    pub temperature: f64,
+    /// Longest completion, in tokens.
+    #[serde(default = "default_max_new_tokens")]
+    pub max_new_tokens: u64,
+    /// How many prompts to use (all when absent).
+    #[serde(default)]
+    pub prompts: Option<u64>,
+    /// libtorch's intra-op threads (part of the envelope).
+    #[serde(default = "default_threads")]
+    pub threads: u32,
+}
+
+fn default_n() -> u64 {
+    10
+}
+fn default_temperature() -> f64 {
+    1.0
+}
+fn default_max_new_tokens() -> u64 {
+    128
+}
+fn default_threads() -> u32 {
+    1
+}
+
+/// The `sample-completions` stage kind.
+pub struct SampleCompletionsStage;
+
+impl Stage for SampleCompletionsStage {
+    fn kind(&self) -> &'static str {
+        "sample-completions"
+    }
+    fn version(&self) -> u32 {
+        1
+    }
+    fn summary(&self) -> &'static str {
+        "samples n reference completions per prompt from a checkpoint with pinned seeds"
+    }
+    fn resolve_config(&self, params: &Value) -> Result<Value, ConfigError> {
+        let c: SampleConfig = parse_params(params)?;
+        if c.n < 2 {
+            return Err(ConfigError::at(&["n"], format!("must be at least 2, got {}", c.n))
+                .with_hint("quantile rewards and preference pairs compare a prompt's completions with each other"));
+        }
+        if !(c.temperature.is_finite() && c.temperature >= 0.0) {
+            return Err(ConfigError::at(&["temperature"], format!("must be 0 or more, got {}", c.temperature)));
+        }
+        for (field, v) in [("max_new_tokens", c.max_new_tokens), ("threads", u64::from(c.threads))] {
+            if v == 0 {
+                return Err(ConfigError::at(&[field], "must be at least 1"));
+            }
+        }
+        if c.prompts == Some(0) {
+            return Err(ConfigError::at(&["prompts"], "must be at least 1"));
+        }
+        Ok(serde_json::to_value(c).expect("finite numbers encode"))
+    }
+    fn determinism(&self, _config: &Value) -> Determinism {
+        Determinism::Envelope
+    }
+    fn inputs(&self) -> InputSpec {
+        InputSpec::Named(vec![("model", vec![OutputType::Checkpoint]), ("examples", vec![OutputType::File])])
+    }
+    fn outputs(&self, _config: &Value) -> Vec<(String, OutputType)> {
+        vec![("completions".into(), OutputType::File)]
+    }
+    fn seed_names(&self) -> &'static [&'static str] {
+        &["prompts", "sample"]
+    }
+    fn run(&self, cx: &StageContext<'_>) -> Result<StageOutput, StageError> {
+        let config: SampleConfig = parse_params(cx.config).map_err(StageError::Config)?;
+        let model = post::load_checkpoint(cx, "model")?;
+        let (_, tokenizer, template) = post::chat_template(cx.store, "model", &model)?;
+        let examples = post::read_examples(cx, "examples")?;
+        let chosen = choose(examples.len() as u64, config.prompts, cx.seed("prompts")?);
+        let sample_seed = cx.seed("sample")?;
+        let end = i64::from(template.end_id());
+        prov_torch::pin_threads(config.threads as usize);
+        prov_torch::set_deterministic_algorithms(true);
+
+        let mut lines = Vec::with_capacity(chosen.len());
+        let (mut stopped, mut tokens) = (0u64, 0u64);
+        for index in chosen {
+            let example = &examples[index];
+            let bad = |message: String| StageError::Input {
+                input: "examples".into(),
+                message: format!("line {} (`{}`): {message}", index + 1, example.id),
+            };
+            let (prompt, reference) = example
+                .prompt_and_reference()
+                .ok_or_else(|| bad("does not end with an `assistant` answer after a prompt".into()))?;
+            let prompt_ids = template.render_prompt(prompt).map_err(|e| bad(e.to_string()))?;
+            let seeds: Vec<u64> =
+                (0..config.n).map(|j| derive_seed(sample_seed, &example.id, &format!("completion-{j}"))).collect();
+            let prompt_i64: Vec<i64> = prompt_ids.iter().map(|&t| i64::from(t)).collect();
+            let max_new = usize::try_from(config.max_new_tokens).expect("a length fits in memory");
+            let sampled = model.sample_batch(&prompt_i64, &seeds, max_new, config.temperature, Some(end));
+            let mut completions = Vec::with_capacity(sampled.len());
+            for ids in sampled {
+                let ids: Vec<u32> =
+                    ids.iter().map(|&t| u32::try_from(t).expect("token ids are vocabulary indices")).collect();
+                stopped += u64::from(ids.last() == Some(&template.end_id()));
+                tokens += ids.len() as u64;
+                let text = tokenizer.decode(&ids, true).map_err(|e| bad(format!("decoding a completion: {e}")))?;
+                completions.push(Completion { ids, text });
+            }
+            lines.push(PromptCompletions {
+                id: example.id.clone(),
+                prompt_ids,
+                reference: reference.to_owned(),
+                completions,
+            });
+        }
+        let count = lines.iter().map(|l| l.completions.len() as u64).sum::<u64>();
+        let digest = cx.store.put_bytes(ObjectKind::Blob, &prov_reward::stage::write_lines(&lines))?;
+        let mut out = StageOutput::default();
+        out.outputs.insert("completions".into(), OutputRef { output_type: OutputType::File, digest });
+        out.stats = BTreeMap::from([
+            ("prompts".into(), json!(lines.len())),
+            ("completions".into(), json!(count)),
+            ("completions_ended".into(), json!(stopped)),
+            ("mean_completion_tokens".into(), json!(tokens as f64 / count as f64)),
+        ]);
+        Ok(out)
+    }
+}
+
+/// Which of `n` examples to use: all, or the first `prompts` of a seeded permutation, in
+/// file order.
+fn choose(n: u64, prompts: Option<u64>, seed: u64) -> Vec<usize> {
+    let mut picked: Vec<u64> = match prompts {
+        Some(k) if k < n => {
+            let mut state = seed;
+            prov_dataset::tokens::permutation(n, &mut state).into_iter().take(k as usize).collect()
+        }
+        _ => (0..n).collect(),
+    };
+    picked.sort_unstable();
+    picked.into_iter().map(|i| usize::try_from(i).expect("an index fits in memory")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn choosing_prompts_is_seeded_and_in_file_order() {
+        let c = choose(100, Some(10), 5);
+        assert_eq!(c.len(), 10);
+        assert!(c.windows(2).all(|w| w[0] < w[1]));
+        assert_eq!(choose(100, Some(10), 5), c);
+        assert_ne!(choose(100, Some(10), 6), c);
+        assert_eq!(choose(4, Some(10), 5), vec![0, 1, 2, 3], "more than there are: all");
+        assert_eq!(choose(3, None, 5), vec![0, 1, 2]);
+    }
+
+    #[test]
+    fn n_below_two_is_refused_with_a_reason() {
+        let err = SampleCompletionsStage.resolve_config(&json!({"n": 1})).unwrap_err();
+        assert_eq!(err.path, ["n"]);
+        assert!(err.hint.unwrap().contains("quantile"));
+        let resolved = SampleCompletionsStage.resolve_config(&json!({})).unwrap();
+        assert_eq!(resolved["n"], json!(10));
+        assert_eq!(resolved["temperature"], json!(1.0));
+    }
+}
