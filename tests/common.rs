@@ -96,6 +96,12 @@ impl Project {
             .collect()
     }
 
+    /// The store file of the object `digest` (`blake3:<hex>`).
+    pub fn object_file(&self, digest: &str) -> PathBuf {
+        let hex = digest.strip_prefix("blake3:").expect("a `blake3:` digest");
+        self.path(&format!(".prov/objects/{}/{}", &hex[..2], &hex[2..]))
+    }
+
     /// Every object file in the store, sorted.
     pub fn object_files(&self) -> Vec<PathBuf> {
         let mut out = Vec::new();

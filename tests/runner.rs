@@ -14,6 +14,7 @@ mod test_explain_pii;
 mod test_goldfish;
 mod test_kill;
 mod test_license;
+mod test_license_review;
 mod test_main_job;
 mod test_pii;
 mod test_prove;

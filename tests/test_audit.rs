@@ -100,11 +100,6 @@ fn record(p: &Project, digest: &str) -> serde_json::Value {
     serde_json::from_slice(&store.read(&d).unwrap()).unwrap()
 }
 
-fn object_file(p: &Project, digest: &str) -> std::path::PathBuf {
-    let hex = digest.strip_prefix("blake3:").unwrap();
-    p.path(&format!(".prov/objects/{}/{}", &hex[..2], &hex[2..]))
-}
-
 #[test]
 fn an_honest_run_holds_and_reports_in_every_format() {
     let p = project();
@@ -208,7 +203,7 @@ fn a_tampered_ledger_shard_fails_its_claim_naming_the_shard() {
     let p = project();
     let ledger = output_of(&p, "robots", "ledger");
     let shard = record(&p, &ledger)["shards"][1]["digest"].as_str().unwrap().to_owned();
-    flip_byte(&object_file(&p, &shard), 200);
+    flip_byte(&p.object_file(&shard), 200);
     let r = p.prov(&["audit", "lockfiles/audited.lock", "--policy", "policy.yaml"]);
     r.exit(4);
     assert!(r.stdout().contains("robots: FAILS"), "{}", r.describe());
@@ -233,7 +228,7 @@ fn rewritten_ledger_rows_fail_their_claim_naming_the_shard() {
     let forged = prov_dataset::write_ledger_shard(&store, rows).unwrap();
     let forged_bytes = store.read(&forged.shard.digest).unwrap();
     drop(store);
-    let path = object_file(&p, &shard.to_string());
+    let path = p.object_file(&shard.to_string());
     flip_byte(&path, 0);
     fs_err::write(&path, &forged_bytes).unwrap();
     // The audit reads the shard by its recorded digest and refuses the forged bytes. (Rows
@@ -252,7 +247,7 @@ fn a_tampered_verdict_or_dataset_shard_fails_the_claim_that_reads_it() {
     let tree = record(&p, &verdicts);
     let mit = tree["entries"].as_array().unwrap().iter().find(|e| e["path"] == "MIT.json").expect("MIT verdict");
     let mit = mit["digest"].as_str().unwrap().to_owned();
-    flip_byte(&object_file(&p, &mit), 40);
+    flip_byte(&p.object_file(&mit), 40);
     let r = p.prov(&["audit", "lockfiles/audited.lock", "--policy", "policy.yaml"]);
     r.exit(4);
     assert!(r.stdout().contains("license: FAILS"), "{}", r.describe());
@@ -261,7 +256,7 @@ fn a_tampered_verdict_or_dataset_shard_fails_the_claim_that_reads_it() {
     let p = project();
     let dataset = output_of(&p, "decontaminate", "dataset");
     let shard = record(&p, &dataset)["shards"][2]["digest"].as_str().unwrap().to_owned();
-    flip_byte(&object_file(&p, &shard), 100);
+    flip_byte(&p.object_file(&shard), 100);
     let r = p.prov(&["audit", "lockfiles/audited.lock", "--policy", "policy.yaml"]);
     r.exit(4);
     assert!(r.stdout().contains("decontamination: FAILS"), "{}", r.describe());

@@ -145,9 +145,6 @@ pub fn shard_files(p: &Project, record: &serde_json::Value) -> Vec<String> {
         .as_array()
         .expect("a dataset or ledger record")
         .iter()
-        .map(|s| {
-            let hex = s["digest"].as_str().unwrap().trim_start_matches("blake3:").to_owned();
-            p.path(&format!(".prov/objects/{}/{}", &hex[..2], &hex[2..])).display().to_string()
-        })
+        .map(|s| p.object_file(s["digest"].as_str().unwrap()).display().to_string())
         .collect()
 }
