@@ -11,6 +11,7 @@ mod test_decontaminate;
 mod test_dedup;
 mod test_explain;
 mod test_explain_pii;
+mod test_extends;
 mod test_goldfish;
 mod test_kill;
 mod test_license;

@@ -6,7 +6,7 @@ use std::path::{Component, Path, PathBuf};
 
 use prov_manifest::{
     Content, InputRef, LockedSource, LockedStage, Lockfile, Name, OutputType, Recipe, RecipeError, RecipeRef,
-    RecipeStage, SCHEMA_VERSION, closest, derive_seed, to_canonical_bytes, yaml_to_json,
+    RecipeSource, RecipeStage, SCHEMA_VERSION, closest, derive_seed, to_canonical_bytes, yaml_to_json,
 };
 use serde_json::Value;
 
@@ -57,6 +57,85 @@ fn with_closest(e: RecipeError, got: &str, candidates: &[&str]) -> RecipeError {
     }
 }
 
+/// One file of a recipe: the recipe itself, or one that it `extends`.
+struct RecipeFile {
+    path: PathBuf,
+    text: String,
+}
+
+/// A recipe with the recipes it extends merged in. Each source and stage keeps the index (in
+/// the list of files, the recipe itself first) of the file that declares it, which locates its
+/// errors and resolves its paths.
+struct Merged {
+    name: Name,
+    seed: u64,
+    allow_commands: bool,
+    sources: BTreeMap<Name, (RecipeSource, usize)>,
+    stages: BTreeMap<Name, (RecipeStage, usize)>,
+}
+
+/// The longest chain of `extends`.
+const MAX_EXTENDS: usize = 8;
+
+/// Reads the chain of recipes that `recipe` extends, and merges them: the base's sources and
+/// stages, each replaced by one of the same name further down the chain; the first `seed` and
+/// `allow_commands` found from the recipe itself upwards.
+fn merge(recipe_path: &Path, text: &str) -> Result<(Vec<RecipeFile>, Merged), RecipeError> {
+    let mut files = vec![RecipeFile { path: recipe_path.to_owned(), text: text.to_owned() }];
+    let mut recipes = vec![Recipe::parse(recipe_path, text)?];
+    let mut seen = vec![absolute(recipe_path)];
+    while let Some(base) = recipes.last().and_then(|r| r.extends.clone()) {
+        let child = files.last().expect("the recipe itself is first");
+        let loc = Locator { file: &child.path, text: &child.text };
+        let path = normalize(&child.path.parent().unwrap_or(Path::new(".")).join(&base));
+        if seen.contains(&absolute(&path)) {
+            return Err(loc
+                .err(&["extends"], format!("`{base}` extends, directly or not, this recipe"))
+                .with_hint("a chain of `extends` must end in a recipe that extends nothing"));
+        }
+        if files.len() > MAX_EXTENDS {
+            return Err(loc.err(&["extends"], format!("more than {MAX_EXTENDS} recipes extend one another")));
+        }
+        let text = fs_err::read_to_string(&path).map_err(|e| {
+            loc.err(&["extends"], format!("cannot read recipe `{}`: {}", path.display(), io_reason(&e)))
+                .with_hint("`extends` is relative to the recipe's directory")
+        })?;
+        recipes.push(Recipe::parse(&path, &text)?);
+        seen.push(absolute(&path));
+        files.push(RecipeFile { path, text });
+    }
+    let top = &recipes[0];
+    let mut merged = Merged {
+        name: top.name.clone(),
+        seed: recipes.iter().find_map(|r| r.seed).expect("a recipe that extends nothing has a seed (checked by parse)"),
+        allow_commands: recipes.iter().find_map(|r| r.allow_commands).unwrap_or(false),
+        sources: BTreeMap::new(),
+        stages: BTreeMap::new(),
+    };
+    for (i, r) in recipes.iter().enumerate().rev() {
+        merged.sources.extend(r.sources.iter().map(|(n, s)| (n.clone(), (s.clone(), i))));
+        merged.stages.extend(r.stages.iter().map(|(n, s)| (n.clone(), (s.clone(), i))));
+    }
+    // As within one file, a name is a source or a stage, not both.
+    for (name, (_, at)) in &merged.stages {
+        if let Some((_, source_at)) = merged.sources.get(name) {
+            let i = (*at).min(*source_at);
+            let (file, text) = (&files[i].path, &files[i].text);
+            let field = if i == *at { "stages" } else { "sources" };
+            return Err(RecipeError::at_field(
+                file,
+                text,
+                &[field, name.as_str()],
+                format!("`{name}` names both a source and a stage"),
+            )
+            .with_hint(
+                "sources and stages share one namespace, across the recipes a recipe extends; rename one of them",
+            ));
+        }
+    }
+    Ok((files, merged))
+}
+
 /// Locks recipe text; `recipe_path` locates errors and the sources.
 pub fn lock_text(
     registry: &Registry,
@@ -64,24 +143,25 @@ pub fn lock_text(
     text: &str,
     project_root: &Path,
 ) -> Result<Locked, RecipeError> {
-    let recipe = Recipe::parse(recipe_path, text)?;
-    let loc = Locator { file: recipe_path, text };
+    let (files, recipe) = merge(recipe_path, text)?;
+    let loc_in = |i: usize| Locator { file: &files[i].path, text: &files[i].text };
     let root = absolute(project_root);
-    let sources = lock_sources(&loc, &recipe, &absolute(recipe_path.parent().unwrap_or(Path::new("."))), &root)?;
+    let sources = lock_sources(&files, &recipe, &root)?;
 
     // Every output of every source and stage, so that inputs can be checked in any order.
     let source_stage = registry.get("source").expect("the source stage kind is always registered");
     let mut outputs_of: BTreeMap<Name, Vec<(String, OutputType)>> =
         sources.iter().map(|s| (s.name.clone(), source_stage.outputs(&Value::Null))).collect();
     let mut configs = BTreeMap::new();
-    for (name, stage) in &recipe.stages {
-        let (kind, config) = resolve_stage(&loc, registry, recipe.allow_commands, name, stage)?;
+    for (name, (stage, at)) in &recipe.stages {
+        let (kind, config) = resolve_stage(&loc_in(*at), registry, recipe.allow_commands, name, stage)?;
         outputs_of.insert(name.clone(), kind.outputs(&config));
         configs.insert(name.clone(), (kind, config));
     }
 
     let mut stages = BTreeMap::new();
-    for (name, stage) in &recipe.stages {
+    for (name, (stage, at)) in &recipe.stages {
+        let loc = loc_in(*at);
         let (kind, config) = configs.remove(name).expect("resolved above");
         let inputs = lock_inputs(&loc, kind.as_ref(), name, stage, &outputs_of)?;
         let seeds = lock_seeds(&loc, kind.as_ref(), recipe.seed, name, stage)?;
@@ -101,7 +181,9 @@ pub fn lock_text(
 
     let order = plan_order(&stages).map_err(|cycle| {
         let names: Vec<&str> = cycle.iter().map(Name::as_str).collect();
-        loc.err(&["stages", names[0], "inputs"], format!("stages form a cycle: {}", names.join(" -> ")))
+        let at = cycle.first().and_then(|n| recipe.stages.get(n)).map_or(0, |(_, at)| *at);
+        loc_in(at)
+            .err(&["stages", names[0], "inputs"], format!("stages form a cycle: {}", names.join(" -> ")))
             .with_hint("a stage cannot depend, directly or not, on its own outputs")
     })?;
     let ordered = order.into_iter().map(|n| stages.remove(&n).expect("every planned stage exists")).collect();
@@ -116,19 +198,18 @@ pub fn lock_text(
     };
     let bytes = prov_manifest::Record::Lockfile(lockfile.clone())
         .to_bytes()
-        .map_err(|e| loc.err(&[], format!("cannot encode the lockfile: {e}")))?;
+        .map_err(|e| loc_in(0).err(&[], format!("cannot encode the lockfile: {e}")))?;
     Ok(Locked { lockfile, bytes })
 }
 
 /// Hashes every source (files, and directories as tree records) and checks expected hashes.
-fn lock_sources(
-    loc: &Locator<'_>,
-    recipe: &Recipe,
-    recipe_dir: &Path,
-    root: &Path,
-) -> Result<Vec<LockedSource>, RecipeError> {
+/// Each source's path is relative to the directory of the recipe file that declares it.
+fn lock_sources(files: &[RecipeFile], recipe: &Merged, root: &Path) -> Result<Vec<LockedSource>, RecipeError> {
     let mut sources = Vec::new();
-    for (name, src) in &recipe.sources {
+    for (name, (src, i)) in &recipe.sources {
+        let file = &files[*i];
+        let loc = Locator { file: &file.path, text: &file.text };
+        let recipe_dir = absolute(file.path.parent().unwrap_or(Path::new(".")));
         let at = ["sources", name.as_str(), "path"];
         let resolved = normalize(&recipe_dir.join(&src.path));
         let meta = fs_err::metadata(&resolved).map_err(|e| {

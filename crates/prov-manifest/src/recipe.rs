@@ -25,11 +25,18 @@ pub struct Recipe {
     /// Free text for people.
     #[serde(default)]
     pub description: Option<String>,
-    /// Master seed from which every seed not given explicitly is derived.
-    pub seed: u64,
-    /// Whether `external` stages may run commands.
+    /// Another recipe (a path relative to this one's directory) whose sources and stages this
+    /// one starts from: a variant. Its `seed` and `allow_commands` apply unless this recipe
+    /// sets them; a source or stage of the same name here replaces the base's.
     #[serde(default)]
-    pub allow_commands: bool,
+    pub extends: Option<String>,
+    /// Master seed from which every seed not given explicitly is derived; required unless the
+    /// recipe `extends` another.
+    #[serde(default)]
+    pub seed: Option<u64>,
+    /// Whether `external` stages may run commands (default false, or the base's).
+    #[serde(default)]
+    pub allow_commands: Option<bool>,
     /// Inputs pinned from outside, by name.
     #[serde(default)]
     pub sources: BTreeMap<Name, RecipeSource>,
@@ -139,6 +146,11 @@ impl Recipe {
                     "unsupported recipe schema version (v{}, but only v{RECIPE_SCHEMA} is supported)",
                     recipe.schema
                 ),
+            ));
+        }
+        if recipe.seed.is_none() && recipe.extends.is_none() {
+            return Err(RecipeError::at_field(file, text, &[], "missing field `seed`").with_hint(
+                "give the master seed, e.g. `seed: 20250131` (a recipe that `extends` another inherits it)",
             ));
         }
         for name in recipe.sources.keys() {
@@ -374,6 +386,14 @@ stages:
         let e = parse(&bad).unwrap_err();
         assert_eq!((e.line, e.field.as_deref()), (3, Some("seed")), "{e}");
         assert!(e.message.contains("invalid type"), "{e}");
+    }
+
+    #[test]
+    fn only_a_variant_may_leave_out_the_seed() {
+        let e = parse(&GOOD.replace("seed: 42\n", "")).unwrap_err();
+        assert!(e.message.contains("missing field `seed`"), "{e}");
+        let variant = parse("schema: 1\nname: v\nextends: demo.yaml\nstages: {}\n").unwrap();
+        assert_eq!((variant.extends.as_deref(), variant.seed), (Some("demo.yaml"), None));
     }
 
     #[test]

@@ -1,0 +1,104 @@
+//! A recipe that `extends` another: a variant with the base's sources, stages and seed, some
+//! stages replaced or added. Its stages that equal the base's lock to the same stage keys, so
+//! a variant run reuses the base run's outputs.
+
+use serde_json::Value;
+
+use crate::common::Project;
+
+const VARIANT: &str = "\
+schema: 1
+name: quickstart-quarter
+extends: quickstart.yaml
+stages:
+  half:
+    kind: sample
+    inputs: {docs: shards}
+    params:
+      fraction: 0.25
+  quarter-sums:
+    kind: external
+    inputs: {sample: half}
+    params:
+      command: [sh, -c, \"cat inputs/sample/*.parquet | wc -c > BYTES\"]
+      outputs:
+        bytes: BYTES
+";
+
+fn lockfile(p: &Project, name: &str) -> Value {
+    serde_json::from_str(&fs_err::read_to_string(p.path(&format!("lockfiles/{name}.lock"))).unwrap()).unwrap()
+}
+
+fn locked_stage<'a>(lock: &'a Value, name: &str) -> &'a Value {
+    lock["stages"].as_array().unwrap().iter().find(|s| s["name"] == name).unwrap_or_else(|| panic!("{name}"))
+}
+
+#[test]
+fn a_variant_inherits_replaces_and_adds_and_reuses_the_base_run() {
+    let p = Project::with_recipes();
+    p.write("recipes/quickstart-quarter.yaml", VARIANT);
+    p.prov(&["lock", "recipes/quickstart.yaml"]).success();
+    p.prov(&["lock", "recipes/quickstart-quarter.yaml"]).success();
+    let (base, variant) = (lockfile(&p, "quickstart"), lockfile(&p, "quickstart-quarter"));
+    assert_eq!(variant["recipe"]["name"], "quickstart-quarter");
+    assert_eq!(variant["recipe"]["path"], "recipes/quickstart-quarter.yaml");
+    assert_eq!((&variant["seed"], &variant["allow_commands"]), (&base["seed"], &base["allow_commands"]), "inherited");
+    assert_eq!(variant["sources"], base["sources"], "paths relative to the base's directory");
+    for same in ["shards", "checksums"] {
+        assert_eq!(locked_stage(&variant, same), locked_stage(&base, same), "{same}");
+    }
+    assert_eq!(locked_stage(&variant, "half")["config"]["fraction"], 0.25);
+    assert_eq!(locked_stage(&variant, "half")["seeds"], locked_stage(&base, "half")["seeds"], "same master seed");
+    assert!(locked_stage(&base, "half")["config"]["fraction"] == 0.5);
+    assert_eq!(variant["stages"].as_array().unwrap().len(), base["stages"].as_array().unwrap().len() + 1);
+
+    p.prov(&["run", "lockfiles/quickstart.lock"]).success();
+    let run = p.json(&["run", "lockfiles/quickstart-quarter.lock"]);
+    let status = |name: &str| -> String {
+        let s = run.iter().find(|l| l["type"] == "stage" && l["data"]["name"] == name).unwrap();
+        s["data"]["status"].as_str().unwrap().to_owned()
+    };
+    assert_eq!(status("shards"), "cached", "the base run's outputs are reused");
+    assert_eq!(status("half"), "executed");
+    assert_eq!(status("quarter-sums"), "executed");
+    p.prov(&["replay", "lockfiles/quickstart-quarter.lock"]).success();
+}
+
+#[test]
+fn errors_in_a_base_name_the_base_file() {
+    let p = Project::with_recipes();
+    p.write("recipes/base.yaml", "schema: 1\nname: base\nseed: 1\nstages:\n  s:\n    kind: shardd\n");
+    p.write("recipes/child.yaml", "schema: 1\nname: child\nextends: base.yaml\n");
+    let r = p.prov(&["lock", "recipes/child.yaml"]);
+    r.exit(1);
+    assert!(
+        r.stderr().contains("recipes/base.yaml:6:5: stages.s.kind: unknown stage kind `shardd`"),
+        "{}",
+        r.describe()
+    );
+    // A stage of the variant may not take a name the base gives a source.
+    p.write(
+        "recipes/base.yaml",
+        "schema: 1\nname: base\nseed: 1\nsources:\n  s: {path: data/quickstart/udhr-sample.jsonl}\n",
+    );
+    p.write(
+        "recipes/child.yaml",
+        "schema: 1\nname: child\nextends: base.yaml\nstages:\n  s: {kind: shard, inputs: {docs: s}}\n",
+    );
+    let r = p.prov(&["lock", "recipes/child.yaml"]);
+    r.exit(1);
+    assert!(
+        r.stderr().contains("recipes/child.yaml:5:3: stages.s: `s` names both a source and a stage"),
+        "{}",
+        r.describe()
+    );
+    // Two recipes that extend each other.
+    p.write("recipes/base.yaml", "schema: 1\nname: base\nextends: child.yaml\n");
+    let r = p.prov(&["lock", "recipes/child.yaml"]);
+    r.exit(1);
+    assert!(
+        r.stderr().contains("recipes/base.yaml:3:1: extends: `child.yaml` extends, directly or not, this recipe"),
+        "{}",
+        r.describe()
+    );
+}
