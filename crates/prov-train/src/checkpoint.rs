@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use tch::nn::VarStore;
 use tch::{Device, Kind, Tensor};
 
-use crate::model::{Decoder, ModelConfig, XIELU_BETA, XIELU_EPS};
+use crate::model::{Decoder, KvCache, ModelConfig, XIELU_BETA, XIELU_EPS};
 
 /// Why a checkpoint cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -205,29 +205,19 @@ impl LoadedCheckpoint {
     /// `SplitMix64` seeded with `seed`; temperature 0 takes the most likely token (lowest id on
     /// ties). The same checkpoint, prompt, seed and envelope give the same tokens.
     pub fn sample(&self, prompt: &[i64], max_new: usize, temperature: f64, seed: u64, stop: Option<i64>) -> Vec<i64> {
-        let mut ids = prompt.to_vec();
-        let mut rng = SplitMix64(seed);
-        let window = self.config.max_position_embeddings as usize;
-        for _ in 0..max_new {
-            let start = ids.len().saturating_sub(window);
-            let logits = self.logits(&ids[start..]);
-            let last = prov_torch::f32_values(&logits.get(logits.size()[0] - 1));
-            let next = pick(&last, temperature, rng.next_f64());
-            ids.push(next);
-            if Some(next) == stop {
-                break;
-            }
-        }
-        ids.split_off(prompt.len())
+        self.sample_batch(prompt, &[seed], max_new, temperature, stop).remove(0)
     }
-}
 
-impl LoadedCheckpoint {
     /// Continues one `prompt` in `seeds.len()` ways at once, as one batch: row `r` draws its
     /// tokens with [`LoadedCheckpoint::sample`]'s rule from its own `SplitMix64` stream seeded
     /// with `seeds[r]`, and stops after `stop` or `max_new` tokens. A row that has stopped keeps
     /// its place in the batch (so the others compute as before) and draws nothing more. The
     /// same checkpoint, prompt, seeds and envelope give the same tokens.
+    ///
+    /// The prompt is computed once and each new token is one cached step
+    /// ([`crate::model::Decoder::forward_cached`]). A row never sees more than the model's
+    /// `max_position_embeddings` tokens: once it would, each step recomputes the last that
+    /// many tokens without the cache.
     pub fn sample_batch(
         &self,
         prompt: &[i64],
@@ -236,44 +226,67 @@ impl LoadedCheckpoint {
         temperature: f64,
         stop: Option<i64>,
     ) -> Vec<Vec<i64>> {
-        let n = seeds.len();
-        let mut rngs: Vec<SplitMix64> = seeds.iter().map(|&s| SplitMix64(s)).collect();
-        let mut rows: Vec<Vec<i64>> = vec![prompt.to_vec(); n];
-        let mut done = vec![false; n];
         let window = self.config.max_position_embeddings as usize;
-        let rows_i64 = i64::try_from(n).expect("a batch size fits in i64");
-        for _ in 0..max_new {
-            if done.iter().all(|&d| d) {
-                break;
-            }
-            let len = rows[0].len();
-            let start = len.saturating_sub(window);
-            let flat: Vec<i64> = rows.iter().flat_map(|r| r[start..].iter().copied()).collect();
-            let input = Tensor::from_slice(&flat).view([rows_i64, -1]).to_device(self.vs.device());
-            let logits = tch::no_grad(|| self.model.forward(&input));
-            let last = logits.select(1, -1).to_kind(Kind::Float).to_device(Device::Cpu);
-            for (r, row) in rows.iter_mut().enumerate() {
-                if done[r] {
-                    // Padding that keeps the batch rectangular; cut off below.
-                    row.push(stop.unwrap_or(0));
-                    continue;
-                }
-                let values = prov_torch::f32_values(&last.get(i64::try_from(r).expect("a row index fits in i64")));
-                let next = pick(&values, temperature, rngs[r].next_f64());
-                row.push(next);
-                done[r] = Some(next) == stop;
-            }
-        }
-        rows.into_iter()
-            .map(|row| {
-                let mut new = row[prompt.len()..].to_vec();
-                if let Some(end) = stop.and_then(|s| new.iter().position(|&t| t == s)) {
-                    new.truncate(end + 1);
-                }
-                new
-            })
-            .collect()
+        generate(&self.model, self.vs.device(), window, prompt, seeds, max_new, temperature, stop)
     }
+}
+
+/// [`LoadedCheckpoint::sample_batch`] on `model`, whose rows see at most `window` tokens.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn generate(
+    model: &Decoder,
+    device: Device,
+    window: usize,
+    prompt: &[i64],
+    seeds: &[u64],
+    max_new: usize,
+    temperature: f64,
+    stop: Option<i64>,
+) -> Vec<Vec<i64>> {
+    let n = seeds.len();
+    let mut rngs: Vec<SplitMix64> = seeds.iter().map(|&s| SplitMix64(s)).collect();
+    let mut rows: Vec<Vec<i64>> = vec![prompt.to_vec(); n];
+    let mut done = vec![false; n];
+    let rows_i64 = i64::try_from(n).expect("a batch size fits in i64");
+    let mut cache = KvCache::default();
+    for _ in 0..max_new {
+        if done.iter().all(|&d| d) {
+            break;
+        }
+        let len = rows[0].len();
+        // The tokens the cache does not hold yet: the whole (windowed) rows at first or
+        // past the window, else the last token of each.
+        let fresh = if cache.is_empty() || len > window {
+            cache = KvCache::default();
+            len - len.saturating_sub(window)
+        } else {
+            1
+        };
+        let flat: Vec<i64> = rows.iter().flat_map(|r| r[len - fresh..].iter().copied()).collect();
+        let input = Tensor::from_slice(&flat).view([rows_i64, -1]).to_device(device);
+        let logits = tch::no_grad(|| model.forward_cached(&input, &mut cache));
+        let last = logits.select(1, -1).to_kind(Kind::Float).to_device(Device::Cpu);
+        for (r, row) in rows.iter_mut().enumerate() {
+            if done[r] {
+                // Padding that keeps the batch rectangular; cut off below.
+                row.push(stop.unwrap_or(0));
+                continue;
+            }
+            let values = prov_torch::f32_values(&last.get(i64::try_from(r).expect("a row index fits in i64")));
+            let next = pick(&values, temperature, rngs[r].next_f64());
+            row.push(next);
+            done[r] = Some(next) == stop;
+        }
+    }
+    rows.into_iter()
+        .map(|row| {
+            let mut new = row[prompt.len()..].to_vec();
+            if let Some(end) = stop.and_then(|s| new.iter().position(|&t| t == s)) {
+                new.truncate(end + 1);
+            }
+            new
+        })
+        .collect()
 }
 
 /// The token a uniform `u` in `[0, 1)` selects from `logits / temperature`.
@@ -404,6 +417,45 @@ mod tests {
         let mut r = SplitMix64(0);
         assert_eq!(r.next_u64(), 0xE220_A839_7B1D_CDAF);
         assert_eq!(r.next_u64(), 0x6E78_9E6A_A1B9_65F4);
+    }
+
+    #[test]
+    fn cached_generation_follows_the_windowed_full_forward() {
+        let config = ModelConfig {
+            vocab_size: 40,
+            hidden_size: 32,
+            intermediate_size: 48,
+            num_hidden_layers: 2,
+            num_attention_heads: 4,
+            num_key_value_heads: 2,
+            rope_theta: 10_000.0,
+            rms_norm_eps: 1e-5,
+            init_std: 0.5,
+            max_position_embeddings: 12,
+        };
+        tch::manual_seed(11);
+        let vs = VarStore::new(Device::Cpu);
+        let model = Decoder::new(&vs.root(), &config);
+        let prompt = [3_i64, 17, 5, 29, 8];
+        // 20 new tokens: the rows outgrow the window of 12 after 7.
+        let cached = generate(&model, Device::Cpu, 12, &prompt, &[1, 2], 20, 0.0, None);
+        let mut ids = prompt.to_vec();
+        for _ in 0..20 {
+            let seen = &ids[ids.len().saturating_sub(12)..];
+            let input = Tensor::from_slice(seen).view([1, -1]);
+            let logits = tch::no_grad(|| model.forward(&input)).select(1, -1).squeeze_dim(0);
+            ids.push(pick(&prov_torch::f32_values(&logits), 0.0, 0.0));
+        }
+        assert_eq!(cached[0], ids[prompt.len()..], "greedy decoding with the cache");
+        assert_eq!(cached[1], cached[0], "temperature 0 ignores the seed");
+        // Sampled rows differ by seed and repeat for the same seed; a stop token ends a row.
+        let sampled = generate(&model, Device::Cpu, 12, &prompt, &[1, 2], 20, 1.0, None);
+        assert_ne!(sampled[0], sampled[1]);
+        assert_eq!(generate(&model, Device::Cpu, 12, &prompt, &[2], 20, 1.0, None)[0], sampled[1]);
+        let stop = sampled[0][3];
+        let stopped = generate(&model, Device::Cpu, 12, &prompt, &[1], 20, 1.0, Some(stop));
+        let first = sampled[0].iter().position(|&t| t == stop).unwrap();
+        assert_eq!(stopped[0], sampled[0][..=first]);
     }
 
     #[test]

@@ -178,14 +178,34 @@ impl Decoder {
 
     /// Logits `[batch, time, vocab]` for token ids `[batch, time]`.
     pub fn forward(&self, ids: &Tensor) -> Tensor {
+        self.run(ids, None)
+    }
+
+    /// Logits `[batch, time, vocab]` for token ids `[batch, time]` that follow the positions
+    /// `cache` holds (none at first); appends their keys and values to `cache`. Continuing a
+    /// sequence one token at a time this way computes each position once instead of once per
+    /// later token. The logits are those of [`Decoder::forward`] on the whole sequence up to
+    /// rounding: the matrix products have other shapes.
+    pub fn forward_cached(&self, ids: &Tensor, cache: &mut KvCache) -> Tensor {
+        if cache.layers.is_empty() {
+            cache.layers = self.layers.iter().map(|_| None).collect();
+        }
+        let logits = self.run(ids, Some(cache));
+        cache.len += ids.size2().expect("token ids are [batch, time]").1;
+        logits
+    }
+
+    fn run(&self, ids: &Tensor, mut cache: Option<&mut KvCache>) -> Tensor {
         let c = &self.config;
         let (_, time) = ids.size2().expect("token ids are [batch, time]");
-        let (cos, sin) = rope_tables(c, time, ids.device());
-        let mask = causal_mask(time, ids.device());
+        let start = cache.as_ref().map_or(0, |k| k.len);
+        let (cos, sin) = rope_tables(c, start, time, ids.device());
+        let mask = causal_mask(time, start, ids.device());
         let mut h = Tensor::embedding(&self.embed_tokens, ids, -1, false, false);
-        for layer in &self.layers {
+        for (i, layer) in self.layers.iter().enumerate() {
             let x = rms_norm(&h, &layer.attention_norm, c.rms_norm_eps);
-            h = &h + self.attention(layer, &x, &cos, &sin, &mask);
+            let past = cache.as_mut().map(|k| &mut k.layers[i]);
+            h = &h + self.attention(layer, &x, &cos, &sin, &mask, past);
             let x = rms_norm(&h, &layer.feedforward_norm, c.rms_norm_eps);
             let up = x.linear::<Tensor>(&layer.up_proj, None);
             h = &h + xielu(&up, &layer.alpha_p, &layer.alpha_n).linear::<Tensor>(&layer.down_proj, None);
@@ -195,7 +215,15 @@ impl Decoder {
 
     // q, k, v, x and c are the names the papers and transformers use; longer ones would hide that.
     #[allow(clippy::many_single_char_names)]
-    fn attention(&self, layer: &Layer, x: &Tensor, cos: &Tensor, sin: &Tensor, mask: &Tensor) -> Tensor {
+    fn attention(
+        &self,
+        layer: &Layer,
+        x: &Tensor,
+        cos: &Tensor,
+        sin: &Tensor,
+        mask: &Tensor,
+        past: Option<&mut Option<(Tensor, Tensor)>>,
+    ) -> Tensor {
         let c = &self.config;
         let (batch, time, _) = x.size3().expect("hidden states are [batch, time, width]");
         let head_dim = c.head_dim();
@@ -204,6 +232,18 @@ impl Decoder {
         let k = rms_norm(&heads(&layer.k_proj, c.num_key_value_heads), &layer.k_norm, c.rms_norm_eps);
         let v = heads(&layer.v_proj, c.num_key_value_heads);
         let (q, k) = (apply_rope(&q, cos, sin), apply_rope(&k, cos, sin));
+        // With a cache, attend over the earlier positions' keys and values too.
+        let (k, v) = match past {
+            None => (k, v),
+            Some(slot) => {
+                let (k, v) = match slot.take() {
+                    None => (k, v),
+                    Some((pk, pv)) => (Tensor::cat(&[&pk, &k], 2), Tensor::cat(&[&pv, &v], 2)),
+                };
+                *slot = Some((k.shallow_clone(), v.shallow_clone()));
+                (k, v)
+            }
+        };
         // Grouped-query attention: each key-value head serves consecutive query heads.
         let group = c.num_attention_heads / c.num_key_value_heads;
         let (k, v) = if group == 1 {
@@ -239,15 +279,37 @@ pub fn xielu(x: &Tensor, p: &Tensor, n: &Tensor) -> Tensor {
     positive.where_self(&x.gt(0.0), &negative)
 }
 
-/// RoPE's cosine and sine tables `[time, head_dim]`, in the half-split layout (the first
-/// half of a head pairs with the second): frequency `theta^(-2i/head_dim)` for `i` below
-/// `head_dim/2`, each repeated for both halves.
-fn rope_tables(c: &ModelConfig, time: i64, device: Device) -> (Tensor, Tensor) {
+/// Keys and values of the positions a [`Decoder`] has seen, layer by layer, for
+/// [`Decoder::forward_cached`]. Empty at first.
+#[derive(Default)]
+pub struct KvCache {
+    /// Per layer, keys and values `[batch, kv_heads, len, head_dim]` after RoPE.
+    layers: Vec<Option<(Tensor, Tensor)>>,
+    /// Positions held.
+    len: i64,
+}
+
+impl KvCache {
+    /// Positions held.
+    pub fn len(&self) -> i64 {
+        self.len
+    }
+
+    /// Whether it holds no position.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+/// RoPE's cosine and sine tables `[time, head_dim]` for positions `start..start + time`, in
+/// the half-split layout (the first half of a head pairs with the second): frequency
+/// `theta^(-2i/head_dim)` for `i` below `head_dim/2`, each repeated for both halves.
+fn rope_tables(c: &ModelConfig, start: i64, time: i64, device: Device) -> (Tensor, Tensor) {
     let head_dim = c.head_dim();
     let exponents =
         Tensor::arange_start_step(0, head_dim, 2, (Kind::Int64, device)).to_kind(Kind::Float) / head_dim as f64;
     let inv_freq = Tensor::from(c.rope_theta).to_kind(Kind::Float).to_device(device).pow(&exponents).reciprocal();
-    let positions = Tensor::arange(time, (Kind::Float, device));
+    let positions = Tensor::arange_start(start, start + time, (Kind::Float, device));
     let freqs = positions.unsqueeze(1).matmul(&inv_freq.unsqueeze(0));
     let angles = Tensor::cat(&[&freqs, &freqs], -1);
     (angles.cos(), angles.sin())
@@ -261,9 +323,10 @@ fn apply_rope(x: &Tensor, cos: &Tensor, sin: &Tensor) -> Tensor {
     x * cos + rotated * sin
 }
 
-/// `[time, time]`: 0 on and below the diagonal, minus infinity above it.
-fn causal_mask(time: i64, device: Device) -> Tensor {
-    Tensor::full([time, time], f64::NEG_INFINITY, (Kind::Float, device)).triu(1)
+/// `[time, start + time]` for queries at positions `start..start + time` over keys at
+/// `0..start + time`: 0 where the key is not after the query, minus infinity where it is.
+fn causal_mask(time: i64, start: i64, device: Device) -> Tensor {
+    Tensor::full([time, start + time], f64::NEG_INFINITY, (Kind::Float, device)).triu(1 + start)
 }
 
 /// Whether the optimizer decays a parameter: matrices (the projections and both embeddings)
@@ -331,6 +394,28 @@ mod tests {
     }
 
     #[test]
+    fn cached_decoding_gives_the_full_forward_s_logits() {
+        tch::manual_seed(5);
+        let vs = nn::VarStore::new(Device::Cpu);
+        let model = Decoder::new(&vs.root(), &tiny());
+        let ids = Tensor::from_slice(&[5_i64, 9, 11, 3, 7, 1, 40, 2, 9, 9, 33, 12]).view([2, 6]);
+        let full = model.forward(&ids);
+        let mut cache = KvCache::default();
+        let mut steps = vec![model.forward_cached(&ids.narrow(1, 0, 3), &mut cache)];
+        for t in 3..6 {
+            steps.push(model.forward_cached(&ids.narrow(1, t, 1), &mut cache));
+        }
+        assert_eq!(cache.len(), 6);
+        let cached = Tensor::cat(&steps, 1);
+        assert_eq!(cached.size(), full.size());
+        let gap = (&cached - &full).abs().max().double_value(&[]);
+        assert!(gap < 1e-5, "cached and full logits differ by {gap}");
+        // Positions matter: the same token at another position gives other logits.
+        let again = model.forward_cached(&ids.narrow(1, 5, 1), &mut cache);
+        assert!(!again.equal(&steps[3]));
+    }
+
+    #[test]
     fn xielu_matches_its_formula() {
         let p = Tensor::from(softplus_inverse(0.8)).view([1]);
         let n = Tensor::from(softplus_inverse(0.3)).view([1]);
@@ -347,7 +432,7 @@ mod tests {
     #[test]
     fn rope_rotates_pairs_by_position() {
         let c = ModelConfig { hidden_size: 8, num_attention_heads: 2, num_key_value_heads: 2, ..tiny() };
-        let (cos, sin) = rope_tables(&c, 3, Device::Cpu);
+        let (cos, sin) = rope_tables(&c, 0, 3, Device::Cpu);
         assert_eq!(cos.size(), [3, 4]);
         // Position 0 does not rotate.
         assert!(cos.get(0).allclose(&Tensor::ones([4], (Kind::Float, Device::Cpu)), 0.0, 0.0, false));
