@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use prov_exec::{ExecOptions, RunReport, StageReport};
 use prov_store::Access;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::commands::lock::{display_path, lock_to_file};
 use crate::context::{CommandContext, registry};
@@ -123,6 +123,9 @@ pub(crate) fn render_report(ui: &mut Ui, report: &RunReport, mode: &str) -> Resu
     for s in &report.stages {
         render_filter_stats(ui, s)?;
     }
+    for s in &report.stages {
+        render_evaluation(ui, report, s)?;
+    }
     if let Some(m) = report.run_manifest {
         ui.line(format!("run manifest {m}"))?;
     }
@@ -157,6 +160,50 @@ fn render_filter_stats(ui: &mut Ui, s: &StageReport) -> Result<(), CommandError>
     if more > 0 {
         ui.line(format!("… and {more} more languages: `prov show {}` lists them all", s.manifest))?;
     }
+    Ok(())
+}
+
+/// Prints an evaluation stage's scores (`chrf-eval`: the model's corpus chrF beside its
+/// baseline's), naming the stages whose checkpoints were compared; in `--json` mode one
+/// `evaluation` line.
+fn render_evaluation(ui: &mut Ui, report: &RunReport, s: &StageReport) -> Result<(), CommandError> {
+    let stats = &s.record.stats;
+    let (Some(model), Some(baseline)) =
+        (stats.get("chrf").and_then(Value::as_f64), stats.get("baseline_chrf").and_then(Value::as_f64))
+    else {
+        return Ok(());
+    };
+    // The stage (and output) of this run that produced an input's checkpoint.
+    let producer = |input: &str| -> String {
+        let Some(digest) = s.record.inputs.get(input) else { return input.to_owned() };
+        report
+            .stages
+            .iter()
+            .find_map(|p| {
+                p.record.outputs.iter().find(|(_, o)| o.digest == *digest).map(|(n, _)| format!("{}.{n}", p.name))
+            })
+            .unwrap_or_else(|| digest.short())
+    };
+    let (model_stage, baseline_stage) = (producer("model"), producer("baseline"));
+    let examples = stats.get("examples").and_then(Value::as_u64).unwrap_or(0);
+    ui.json(
+        "evaluation",
+        json!({
+            "stage": s.name.to_string(),
+            "metric": "chrF",
+            "examples": examples,
+            "model": {"checkpoint": model_stage, "score": model},
+            "baseline": {"checkpoint": baseline_stage, "score": baseline},
+            "difference": model - baseline,
+        }),
+    )?;
+    ui.line(format!("\n{} ({}): chrF of greedy translations of {examples} held-out examples", s.name, s.stage_kind))?;
+    let rows = vec![
+        vec![model_stage, format!("{model:.2}"), String::new()],
+        vec![baseline_stage, format!("{baseline:.2}"), "baseline".into()],
+    ];
+    ui.line(table(&["model", "chrF", ""], &rows))?;
+    ui.line(format!("difference {:+.2} chrF points", model - baseline))?;
     Ok(())
 }
 
