@@ -18,6 +18,7 @@ mod test_license;
 mod test_license_review;
 mod test_main_job;
 mod test_pii;
+mod test_post_training;
 mod test_prove;
 mod test_quickstart;
 mod test_real_data;

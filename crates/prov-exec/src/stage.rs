@@ -161,6 +161,26 @@ impl StageContext<'_> {
             .ok_or_else(|| StageError::Input { input: name.to_owned(), message: "missing".into() })
     }
 
+    /// Returns the bytes of a file input: another stage's `file` output, or a source that is
+    /// one file (its content). A source directory, or any other record, is an error naming the
+    /// input. Reads are verified against the digest, as every store read is.
+    pub fn read_file_input(&self, name: &str) -> Result<Vec<u8>, StageError> {
+        let input = self.input(name)?;
+        if input.output_type != OutputType::Source {
+            return Ok(self.store.read(&input.digest)?);
+        }
+        let bad = |message: String| StageError::Input { input: name.to_owned(), message };
+        match prov_manifest::get_record(self.store, &input.digest)? {
+            prov_manifest::Record::Source(s) => match s.content {
+                prov_manifest::Content::File { digest, .. } => Ok(self.store.read(&digest)?),
+                prov_manifest::Content::Tree { .. } => {
+                    Err(bad(format!("source `{}` is a directory; this input takes one file", s.name)))
+                }
+            },
+            other => Err(bad(format!("a {} record, not a source", other.kind_name()))),
+        }
+    }
+
     /// Returns the seed with this name.
     pub fn seed(&self, name: &str) -> Result<u64, StageError> {
         self.seeds.get(name).copied().ok_or_else(|| {

@@ -90,7 +90,7 @@ pub fn data_error(input: &str, e: &DataError) -> StageError {
 
 /// Reads and validates the completions file `digest` of input `input`.
 pub fn read_completions(cx: &StageContext<'_>, input: &str) -> Result<Vec<PromptCompletions>, StageError> {
-    let bytes = cx.store.read(&cx.input(input)?.digest)?;
+    let bytes = cx.read_file_input(input)?;
     let prompts: Vec<PromptCompletions> =
         read_lines(&bytes).map_err(|message| StageError::Input { input: input.to_owned(), message })?;
     validate_completions(&prompts).map_err(|e| data_error(input, &e))?;
@@ -118,7 +118,7 @@ impl Stage for RewardStage {
         Determinism::Portable
     }
     fn inputs(&self) -> InputSpec {
-        InputSpec::Named(vec![("completions", vec![OutputType::File])])
+        InputSpec::Named(vec![("completions", vec![OutputType::File, OutputType::Source])])
     }
     fn outputs(&self, _config: &Value) -> Vec<(String, OutputType)> {
         vec![("rewards".into(), OutputType::File)]

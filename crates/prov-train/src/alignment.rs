@@ -135,8 +135,8 @@ impl Stage for AlignStage {
     fn inputs(&self) -> InputSpec {
         InputSpec::Named(vec![
             ("model", vec![OutputType::Checkpoint]),
-            ("completions", vec![OutputType::File]),
-            ("rewards", vec![OutputType::File]),
+            ("completions", vec![OutputType::File, OutputType::Source]),
+            ("rewards", vec![OutputType::File, OutputType::Source]),
         ])
     }
     fn outputs(&self, _config: &Value) -> Vec<(String, OutputType)> {
@@ -151,7 +151,7 @@ impl Stage for AlignStage {
     }
     fn run(&self, cx: &StageContext<'_>) -> Result<StageOutput, StageError> {
         let prompts = read_completions(cx, "completions")?;
-        let reward_lines: Vec<PromptRewards> = read_lines(&cx.store.read(&cx.input("rewards")?.digest)?)
+        let reward_lines: Vec<PromptRewards> = read_lines(&cx.read_file_input("rewards")?)
             .map_err(|message| StageError::Input { input: "rewards".into(), message })?;
         let rewards = validate(&prompts, &reward_lines).map_err(|e| data_error("rewards", &e))?;
         let reference = post::load_checkpoint(cx, "model")?;

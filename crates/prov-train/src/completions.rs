@@ -5,8 +5,11 @@
 //!
 //! Inputs: `model` (the reference policy, usually the `sft` stage's model; its recorded
 //! tokenizer renders the prompts) and `examples` (chat examples: the conversation without its
-//! last message is the prompt, that message the reference answer). With `prompts: N`, the
-//! first `N` of a seeded permutation of the examples are used (seed `prompts`), in file order.
+//! last message is the prompt, that message the reference answer). A prompt is eligible when
+//! its rendering leaves room for `max_new_tokens` in the model's `max_position_embeddings`
+//! (a longer one would be sampled from a cut prompt; counted as `prompts_too_long`). With
+//! `prompts: N`, the first `N` of a seeded permutation of the eligible examples are used (seed
+//! `prompts`), in file order.
 //!
 //! Completion `j` of the prompt with id `id` draws from `SplitMix64` seeded with
 //! `derive_seed(sample, id, "completion-j")` (BLAKE3, see the lockfile chapter), so a
@@ -66,8 +69,9 @@ impl Stage for SampleCompletionsStage {
     fn kind(&self) -> &'static str {
         "sample-completions"
     }
+    // 2: only the prompts that leave room for `max_new_tokens` in the model's window.
     fn version(&self) -> u32 {
-        1
+        2
     }
     fn summary(&self) -> &'static str {
         "samples n reference completions per prompt from a checkpoint with pinned seeds"
@@ -95,7 +99,10 @@ impl Stage for SampleCompletionsStage {
         Determinism::Envelope
     }
     fn inputs(&self) -> InputSpec {
-        InputSpec::Named(vec![("model", vec![OutputType::Checkpoint]), ("examples", vec![OutputType::File])])
+        InputSpec::Named(vec![
+            ("model", vec![OutputType::Checkpoint]),
+            ("examples", vec![OutputType::File, OutputType::Source]),
+        ])
     }
     fn outputs(&self, _config: &Value) -> Vec<(String, OutputType)> {
         vec![("completions".into(), OutputType::File)]
@@ -108,16 +115,12 @@ impl Stage for SampleCompletionsStage {
         let model = post::load_checkpoint(cx, "model")?;
         let (_, tokenizer, template) = post::chat_template(cx.store, "model", &model)?;
         let examples = post::read_examples(cx, "examples")?;
-        let chosen = choose(examples.len() as u64, config.prompts, cx.seed("prompts")?);
-        let sample_seed = cx.seed("sample")?;
-        let end = i64::from(template.end_id());
-        prov_torch::pin_threads(config.threads as usize);
-        prov_torch::set_deterministic_algorithms(true);
-
-        let mut lines = Vec::with_capacity(chosen.len());
-        let (mut stopped, mut tokens) = (0u64, 0u64);
-        for index in chosen {
-            let example = &examples[index];
+        let max_new = usize::try_from(config.max_new_tokens).expect("a length fits in memory");
+        let window = usize::try_from(model.config.max_position_embeddings).expect("a window fits in memory");
+        // Every prompt rendered; those that leave room for `max_new_tokens` in the model's
+        // window are eligible (a longer one would be sampled from a cut prompt).
+        let mut eligible = Vec::with_capacity(examples.len());
+        for (index, example) in examples.iter().enumerate() {
             let bad = |message: String| StageError::Input {
                 input: "examples".into(),
                 message: format!("line {} (`{}`): {message}", index + 1, example.id),
@@ -126,10 +129,33 @@ impl Stage for SampleCompletionsStage {
                 .prompt_and_reference()
                 .ok_or_else(|| bad("does not end with an `assistant` answer after a prompt".into()))?;
             let prompt_ids = template.render_prompt(prompt).map_err(|e| bad(e.to_string()))?;
+            if prompt_ids.len() + max_new <= window {
+                eligible.push((example, prompt_ids, reference));
+            }
+        }
+        if eligible.is_empty() {
+            return Err(StageError::Input {
+                input: "examples".into(),
+                message: format!(
+                    "no prompt of the {} examples leaves room for `max_new_tokens` {max_new} in the model's {window} positions",
+                    examples.len()
+                ),
+            });
+        }
+        let too_long = examples.len() - eligible.len();
+        let chosen = choose(eligible.len() as u64, config.prompts, cx.seed("prompts")?);
+        let sample_seed = cx.seed("sample")?;
+        let end = i64::from(template.end_id());
+        prov_torch::pin_threads(config.threads as usize);
+        prov_torch::set_deterministic_algorithms(true);
+
+        let mut lines = Vec::with_capacity(chosen.len());
+        let (mut stopped, mut tokens) = (0u64, 0u64);
+        for index in chosen {
+            let (example, prompt_ids, reference) = &eligible[index];
             let seeds: Vec<u64> =
                 (0..config.n).map(|j| derive_seed(sample_seed, &example.id, &format!("completion-{j}"))).collect();
             let prompt_i64: Vec<i64> = prompt_ids.iter().map(|&t| i64::from(t)).collect();
-            let max_new = usize::try_from(config.max_new_tokens).expect("a length fits in memory");
             let sampled = model.sample_batch(&prompt_i64, &seeds, max_new, config.temperature, Some(end));
             let mut completions = Vec::with_capacity(sampled.len());
             for ids in sampled {
@@ -137,13 +163,16 @@ impl Stage for SampleCompletionsStage {
                     ids.iter().map(|&t| u32::try_from(t).expect("token ids are vocabulary indices")).collect();
                 stopped += u64::from(ids.last() == Some(&template.end_id()));
                 tokens += ids.len() as u64;
-                let text = tokenizer.decode(&ids, true).map_err(|e| bad(format!("decoding a completion: {e}")))?;
+                let text = tokenizer.decode(&ids, true).map_err(|e| StageError::Input {
+                    input: "model".into(),
+                    message: format!("decoding a completion of `{}`: {e}", example.id),
+                })?;
                 completions.push(Completion { ids, text });
             }
             lines.push(PromptCompletions {
                 id: example.id.clone(),
-                prompt_ids,
-                reference: reference.to_owned(),
+                prompt_ids: prompt_ids.clone(),
+                reference: (*reference).to_owned(),
                 completions,
             });
         }
@@ -156,6 +185,7 @@ impl Stage for SampleCompletionsStage {
             ("completions".into(), json!(count)),
             ("completions_ended".into(), json!(stopped)),
             ("mean_completion_tokens".into(), json!(tokens as f64 / count as f64)),
+            ("prompts_too_long".into(), json!(too_long)),
         ]);
         Ok(out)
     }

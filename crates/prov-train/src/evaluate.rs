@@ -110,7 +110,7 @@ impl Stage for ChrfEvalStage {
         InputSpec::Named(vec![
             ("model", vec![OutputType::Checkpoint]),
             ("baseline", vec![OutputType::Checkpoint]),
-            ("examples", vec![OutputType::File]),
+            ("examples", vec![OutputType::File, OutputType::Source]),
         ])
     }
     fn outputs(&self, _config: &Value) -> Vec<(String, OutputType)> {

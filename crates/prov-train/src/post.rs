@@ -42,7 +42,7 @@ impl ChatExample {
 
 /// Reads the chat-examples file of input `input`; errors name the line.
 pub fn read_examples(cx: &StageContext<'_>, input: &str) -> Result<Vec<ChatExample>, StageError> {
-    let bytes = cx.store.read(&cx.input(input)?.digest)?;
+    let bytes = cx.read_file_input(input)?;
     let examples: Vec<ChatExample> = prov_reward::stage::read_lines(&bytes)
         .map_err(|message| StageError::Input { input: input.to_owned(), message })?;
     if examples.is_empty() {

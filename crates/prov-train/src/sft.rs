@@ -124,7 +124,10 @@ impl Stage for SftStage {
         Determinism::Envelope
     }
     fn inputs(&self) -> InputSpec {
-        InputSpec::Named(vec![("model", vec![OutputType::Checkpoint]), ("examples", vec![OutputType::File])])
+        InputSpec::Named(vec![
+            ("model", vec![OutputType::Checkpoint]),
+            ("examples", vec![OutputType::File, OutputType::Source]),
+        ])
     }
     fn outputs(&self, _config: &Value) -> Vec<(String, OutputType)> {
         vec![("model".into(), OutputType::Checkpoint), ("log".into(), OutputType::File)]
