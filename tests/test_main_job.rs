@@ -2,7 +2,8 @@
 //! npm, `PyPI` and Debian, pinned by version and hash): it runs, every document gets a ledger
 //! row, the Debian documents' real e-mail addresses are redacted, each `HateCheck` language's
 //! most toxic 5% removed, the copyleft licenses removed with a verdict record per declared
-//! license, a tokenizer and a small model trained on what is left, and all of it reproduces,
+//! license, a tokenizer and a small model trained on what is left, fine-tuned on translation
+//! pairs and aligned with QRPO (and, in the DPO variant, with DPO), and all of it reproduces,
 //! in an empty store, every output of the committed run (`manifests/mini-apertus/`), bit for
 //! bit: the proof that the run reproduces on another machine.
 
@@ -35,8 +36,11 @@ fn mini_apertus_runs_and_replays_bit_for_bit() {
     let p = Project::new();
     copy_dir(&repo_root().join("recipes"), &p.path("recipes"));
     copy_dir(&repo_root().join("manifests/mini-apertus"), &p.path("manifests/mini-apertus"));
+    copy_dir(&repo_root().join("manifests/mini-apertus-dpo"), &p.path("manifests/mini-apertus-dpo"));
     fs_err::create_dir_all(p.path("lockfiles")).unwrap();
-    fs_err::copy(repo_root().join("lockfiles/mini-apertus.lock"), p.path("lockfiles/mini-apertus.lock")).unwrap();
+    for lock in ["mini-apertus.lock", "mini-apertus-dpo.lock"] {
+        fs_err::copy(repo_root().join("lockfiles").join(lock), p.path("lockfiles").join(lock)).unwrap();
+    }
     // The committed lockfile is what the recipe locks to today.
     let committed = fs_err::read_to_string(p.path("lockfiles/mini-apertus.lock")).unwrap();
     p.prov(&["lock", "recipes/mini-apertus.yaml"]).success();
@@ -47,7 +51,7 @@ fn mini_apertus_runs_and_replays_bit_for_bit() {
     let lines = p.json(&["replay", "lockfiles/mini-apertus.lock", "--against", "manifests/mini-apertus"]);
     let run = lines.iter().find(|l| l["type"] == "run").expect("a run summary");
     assert_eq!(run["data"]["diverged"], false, "{run}");
-    assert_eq!(lines.iter().filter(|l| l["type"] == "stage" && l["data"]["status"] == "replayed").count(), 17);
+    assert_eq!(lines.iter().filter(|l| l["type"] == "stage" && l["data"]["status"] == "replayed").count(), 23);
 
     let shards = record(&p, &stage(&lines, "shards")["data"]["manifest"]);
     assert_eq!(shards["stats"]["documents"], UDHR_DOCUMENTS + DEBIAN_DOCUMENTS, "{}", shards["stats"]);
@@ -129,6 +133,8 @@ fn mini_apertus_runs_and_replays_bit_for_bit() {
     assert!(by_rule["decontaminate:contaminated"]["documents"].as_u64().unwrap() >= 10, "{by_rule}");
 
     training_learned(&p, &lines);
+    post_training_is_pinned_and_evaluated(&p, &lines);
+    the_dpo_variant_reproduces_from_its_own_stages(&p);
     urls_are_proven_against_the_committed_run(&p);
     // The Apertus compliance claims hold for the committed run, the replay above included.
     let audit = p.prov(&["audit", "lockfiles/mini-apertus.lock", "--policy", "recipes/policies/apertus.yaml"]);
@@ -217,6 +223,67 @@ fn training_learned(p: &Project, lines: &[Value]) {
     let checkpoints = p.json(&["show", stage(lines, "pretrain")["data"]["outputs"]["checkpoints"].as_str().unwrap()]);
     let entries = checkpoints[0]["data"]["record"]["entries"].as_array().unwrap().len();
     assert_eq!(entries, 3, "a checkpoint every 100 steps");
+}
+
+/// SFT, the reference completions, their rewards, QRPO and the evaluation of the main job:
+/// the aligned model's manifest pins its reference checkpoint, completions and rewards, and the
+/// replay reports the aligned model's chrF beside the SFT model's.
+fn post_training_is_pinned_and_evaluated(p: &Project, lines: &[Value]) {
+    let output = |name: &str, output: &str| stage(lines, name)["data"]["outputs"][output].clone();
+    let sft = record(p, &stage(lines, "sft")["data"]["manifest"]);
+    assert_eq!(sft["inputs"]["model"], output("pretrain", "model"));
+    assert_eq!(sft["inputs"]["examples"], output("sft-data", "train"));
+    let stats = &sft["stats"];
+    assert!(stats["final_loss"].as_f64().unwrap() < stats["first_loss"].as_f64().unwrap() - 1.0, "{stats}");
+    let sampled = record(p, &stage(lines, "reference-completions")["data"]["manifest"]);
+    assert_eq!(sampled["inputs"]["model"], output("sft", "model"), "sampled from the SFT model");
+    assert_eq!((sampled["stats"]["prompts"].as_u64(), sampled["stats"]["completions"].as_u64()), (Some(16), Some(160)));
+    let qrpo = record(p, &stage(lines, "qrpo")["data"]["manifest"]);
+    assert_eq!(qrpo["inputs"]["model"], output("sft", "model"), "the reference checkpoint");
+    assert_eq!(qrpo["inputs"]["completions"], output("reference-completions", "completions"));
+    assert_eq!(qrpo["inputs"]["rewards"], output("rewards", "rewards"));
+    assert_eq!(qrpo["config"]["beta"], 5.0);
+    assert_eq!(qrpo["config"]["length_normalised"], true);
+    let evaluation = lines.iter().find(|l| l["type"] == "evaluation").expect("the replay reports the evaluation");
+    let e = &evaluation["data"];
+    assert_eq!(
+        (e["model"]["checkpoint"].as_str(), e["baseline"]["checkpoint"].as_str()),
+        (Some("qrpo.model"), Some("sft.model"))
+    );
+    assert_eq!(e["examples"], 20, "article 30 in 5 languages, every ordered pair");
+    let eval = record(p, &stage(lines, "eval")["data"]["manifest"]);
+    assert_eq!(
+        (&e["model"]["score"], &e["baseline"]["score"]),
+        (&eval["stats"]["chrf"], &eval["stats"]["baseline_chrf"])
+    );
+}
+
+/// The DPO variant extends the main job: in the store the replay filled, only its own stages
+/// (and those after them in plan order) are re-executed, to the committed bytes.
+fn the_dpo_variant_reproduces_from_its_own_stages(p: &Project) {
+    let committed = fs_err::read_to_string(p.path("lockfiles/mini-apertus-dpo.lock")).unwrap();
+    p.prov(&["lock", "recipes/mini-apertus-dpo.yaml"]).success();
+    assert_eq!(fs_err::read_to_string(p.path("lockfiles/mini-apertus-dpo.lock")).unwrap(), committed, "stale");
+    let lines = p.json(&[
+        "replay",
+        "lockfiles/mini-apertus-dpo.lock",
+        "--against",
+        "manifests/mini-apertus-dpo",
+        "--from",
+        "dpo",
+    ]);
+    let run = lines.iter().find(|l| l["type"] == "run").expect("a run summary");
+    assert_eq!(run["data"]["diverged"], false, "{run}");
+    let status = |name: &str| stage(&lines, name)["data"]["status"].as_str().unwrap().to_owned();
+    assert_eq!(
+        (status("dpo"), status("dpo-eval"), status("pretrain")),
+        ("replayed".into(), "replayed".into(), "reused".into())
+    );
+    let dpo = record(p, &stage(&lines, "dpo")["data"]["manifest"]);
+    assert_eq!(dpo["inputs"]["rewards"], stage(&lines, "rewards")["data"]["outputs"]["rewards"]);
+    assert!(dpo["stats"]["pairs"].as_u64().unwrap() > 0, "{}", dpo["stats"]);
+    let evaluations: Vec<&Value> = lines.iter().filter(|l| l["type"] == "evaluation").map(|l| &l["data"]).collect();
+    assert!(evaluations.iter().any(|e| e["model"]["checkpoint"] == "dpo.model"), "{evaluations:?}");
 }
 
 /// With the project's Python: every row of the license ledger is `license:denied` exactly when

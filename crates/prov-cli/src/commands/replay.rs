@@ -32,8 +32,10 @@ pub(crate) struct ReplayArgs {
     /// `prov run --commit`) instead of a run recorded in this store: each `<hex>.json` must
     /// hash to its name, `RUN` names the run. Envelopes are compared on the fields that
     /// decide results (arch, device, libtorch, `ATen` capability, MKL path), so a run recorded
-    /// on one machine can be reproduced on another.
-    #[arg(long, value_name = "DIR", conflicts_with_all = ["from", "until"])]
+    /// on one machine can be reproduced on another. With `--from`, the stages before it reuse
+    /// outputs this store already holds (verified), as after replaying a run they share: a
+    /// variant of a replayed recipe is reproduced by re-executing only what it adds.
+    #[arg(long, value_name = "DIR")]
     against: Option<std::path::PathBuf>,
     /// Re-execute `envelope` stages even in a different envelope and compare anyway, to see
     /// where (which step, which tensor) a different thread count or ATen capability diverges
