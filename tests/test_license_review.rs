@@ -78,8 +78,9 @@ fn data_sets(dir: &std::path::Path) -> Vec<DataSet> {
     out
 }
 
-/// Writes the collection as JSON Lines; returns how many documents declare each string.
-fn write_corpus(p: &Project, sets: &[DataSet]) -> BTreeMap<String, u64> {
+/// Writes the collection as JSON Lines beside its LICENSE file (from `dir`, the summaries'
+/// directory); returns how many documents declare each string.
+fn write_corpus(p: &Project, dir: &std::path::Path, sets: &[DataSet]) -> BTreeMap<String, u64> {
     let mut licenses_of: BTreeMap<&str, String> = BTreeMap::new();
     for s in sets.iter().filter(|s| !s.licenses.is_empty()) {
         licenses_of.insert(&s.name, s.licenses.join(" AND "));
@@ -103,6 +104,9 @@ fn write_corpus(p: &Project, sets: &[DataSet]) -> BTreeMap<String, u64> {
         lines.push('\n');
     }
     p.write("recipes/data/dpi/collection.jsonl", &lines);
+    // The collection's own license file, beside its data as on a data set hub.
+    let license = dir.parent().unwrap().join("LICENSE");
+    fs_err::copy(license, p.path("recipes/data/dpi/LICENSE")).unwrap();
     counts
 }
 
@@ -138,7 +142,7 @@ fn a_review_cycle_on_the_data_provenance_collection() {
     git(&p, &["init", "-q"]);
     git(&p, &["config", "user.name", "Rita Reviewer"]);
     git(&p, &["config", "user.email", "rita@example.org"]);
-    let counts = write_corpus(&p, &sets);
+    let counts = write_corpus(&p, &dir, &sets);
     p.write("recipes/dpi-review.yaml", RECIPE);
     p.write("verdicts/README.md", "Reviewer verdicts, written by `prov license decide`.\n");
     p.write("policy.yaml", POLICY);
@@ -168,6 +172,12 @@ fn a_review_cycle_on_the_data_provenance_collection() {
     let conflict = relicensed["conflicts"][0].as_str().unwrap();
     assert!(conflict.contains("`snli`") && conflict.contains("share-alike"), "{conflict}");
     assert!(!queue.contains_key("license:MIT"), "allowed licenses are not queued");
+    // The source's license file is read against the SPDX texts: the Apache License 2.0 that
+    // the recipe declares (the shard stage passed over it: it is not a document).
+    let source = &subjects(&p, true)["source:collection"];
+    assert_eq!(source["license_files"][0]["path"], "LICENSE", "{source}");
+    assert_eq!(source["license_files"][0]["matches"], json!(["Apache-2.0"]), "{source}");
+    assert!(!source["conflicts"].to_string().contains("license file"), "{source}");
     let afl = &queue["license:AFL-3.0"];
     assert_eq!((afl["status"].as_str(), afl["policy"]["rule"].as_str()), (Some("deny"), Some("not-in-allow-list")));
     let afl_documents = afl["declared"]["Academic Free License v3.0"].as_u64().unwrap();
@@ -242,7 +252,7 @@ fn a_review_cycle_on_the_data_provenance_collection() {
 fn a_policy_diff_names_the_decisions_that_flip() {
     let Some(dir) = shared_data("licenses/data-provenance-collection/data_summaries") else { return };
     let p = Project::new();
-    write_corpus(&p, &data_sets(&dir));
+    write_corpus(&p, &dir, &data_sets(&dir));
     p.write("recipes/dpi-review.yaml", RECIPE);
     p.write("verdicts/README.md", "Reviewer verdicts.\n");
     let share_alike = crate::common::repo_root().join("recipes/license-policies/share-alike.yaml");
@@ -261,4 +271,21 @@ fn a_policy_diff_names_the_decisions_that_flip() {
     let human = p.prov(&["license", "diff", "permissive", "share-alike.yaml"]);
     human.success();
     assert!(human.stdout().contains("CC-BY-SA-4.0"), "{}", human.describe());
+
+    // Declared MIT, the LICENSE file beside the data says otherwise: a conflict to review.
+    p.write("recipes/dpi-review.yaml", &RECIPE.replace("license: Apache-2.0", "license: MIT"));
+    p.prov(&["run", "recipes/dpi-review.yaml"]).success();
+    let source = &subjects(&p, false)["source:collection"];
+    let conflicts = source["conflicts"].to_string();
+    assert!(
+        conflicts.contains("license file `LICENSE` is the text of `Apache-2.0`")
+            && conflicts.contains("the declared `MIT` does not name"),
+        "{source}"
+    );
+    let human = p.prov(&["license", "queue"]);
+    assert!(
+        human.stdout().contains("license file LICENSE: the text of `Apache-2.0` (score 1.000)"),
+        "{}",
+        human.describe()
+    );
 }

@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use prov_audit::RunContext;
+use prov_license::detect::{LicenseTexts, TextMatch, is_license_file};
 use prov_license::{
     Policy, PolicyDecision, ReviewedVerdicts, Status, check_compound, evaluate, license_key, normalize, status,
 };
@@ -120,7 +121,9 @@ pub(crate) struct Subject {
     pub records: Vec<String>,
     /// `(name, license)` of each constituent: a record's lineage, a source's documents.
     pub constituents: Vec<(String, String)>,
-    /// The compound check's findings.
+    /// The license files of a source directory and what their texts match.
+    pub license_files: Vec<(String, TextMatch)>,
+    /// The compound check's findings, and license files that contradict the declaration.
     pub conflicts: Vec<String>,
     /// What the policy says.
     pub policy: PolicyDecision,
@@ -167,6 +170,11 @@ impl Subject {
             "declared": self.declared,
             "records": self.records,
             "constituents": self.constituents.iter().map(|(n, l)| json!({"name": n, "license": l, "reading": reading(l)})).collect::<Vec<_>>(),
+            "license_files": self.license_files.iter().map(|(path, m)| json!({
+                "path": path,
+                "matches": m.licenses,
+                "nearest": {"license": m.nearest.0, "score": m.nearest.1},
+            })).collect::<Vec<_>>(),
             "conflicts": self.conflicts,
             "verdict": self.verdict.as_ref().map(|(d, v)| json!({
                 "digest": d.to_string(),
@@ -286,8 +294,9 @@ pub(crate) fn gather(
     .map_err(|e| verdict_error("reviewer verdicts", &e))?;
 
     let mut subjects: BTreeMap<(Kind, String), Subject> = BTreeMap::new();
+    let texts = LazyTexts::default();
     for stage in stages {
-        stage_subjects(store, &cx, stage, policy, &verdicts, &mut subjects)?;
+        stage_subjects(store, &cx, stage, policy, &verdicts, &texts, &mut subjects)?;
     }
     Ok(Review { subjects: subjects.into_values().collect(), verdicts })
 }
@@ -311,6 +320,7 @@ fn stage_subjects(
     stage: &StageRecord,
     policy: &Policy,
     verdicts: &ReviewedVerdicts<Digest>,
+    texts: &LazyTexts,
     subjects: &mut BTreeMap<(Kind, String), Subject>,
 ) -> Result<(), CommandError> {
     let name = stage.name.to_string();
@@ -349,6 +359,7 @@ fn stage_subjects(
                 declared: BTreeMap::from([(declared.to_owned(), 1)]),
                 records: vec![id.to_owned()],
                 constituents: lineage.clone(),
+                license_files: Vec::new(),
                 conflicts,
                 policy: evaluate(policy, &normalize(declared)),
                 verdict: decided_by(verdicts, Some(id), declared),
@@ -366,6 +377,7 @@ fn stage_subjects(
             declared: declared.clone(),
             records: records.clone(),
             constituents: Vec::new(),
+            license_files: Vec::new(),
             conflicts: Vec::new(),
             policy: evaluate(policy, &normalize(&first)),
             verdict: decided_by(verdicts, None, &first),
@@ -382,13 +394,15 @@ fn stage_subjects(
             .filter(|s| prov_license::classify(&normalize(s)).is_ok() || verdicts.decide(None, s).is_none())
             .collect();
         let constituents: Vec<_> = strings.iter().map(|s| normalize(s)).collect();
-        let conflicts = check_compound(&normalize(&declared), &constituents)
+        let mut conflicts: Vec<String> = check_compound(&normalize(&declared), &constituents)
             .iter()
             .map(|c| match c.constituent.and_then(|i| strings.get(i)) {
                 Some(s) => format!("documents declaring `{s}`: {c}"),
                 None => c.to_string(),
             })
             .collect();
+        let license_files = license_files(store, &source, texts)?;
+        conflicts.extend(contradicting_files(&declared, &license_files));
         subjects.insert(
             (Kind::Source, source.name.to_string()),
             Subject {
@@ -400,6 +414,7 @@ fn stage_subjects(
                 declared: counts.clone(),
                 records: Vec::new(),
                 constituents: Vec::new(),
+                license_files,
                 conflicts,
                 policy: evaluate(policy, &normalize(&declared)),
                 verdict: decided_by(verdicts, None, &declared),
@@ -407,6 +422,62 @@ fn stage_subjects(
         );
     }
     Ok(())
+}
+
+/// The license files of a source directory (`LICENSE`, `COPYING`, …), in path order, each
+/// with the SPDX license texts it matches. A file source has none.
+fn license_files(
+    store: &Store,
+    source: &prov_manifest::SourceRecord,
+    texts: &LazyTexts,
+) -> Result<Vec<(String, TextMatch)>, CommandError> {
+    let prov_manifest::Content::Tree { digest, .. } = source.content else { return Ok(Vec::new()) };
+    let Record::Tree(tree) = get_record(store, &digest)? else {
+        return Err(CommandError::integrity(format!(
+            "`{digest}`, the tree of source `{}`, is not a tree",
+            source.name
+        )));
+    };
+    let mut out = Vec::new();
+    for e in tree.entries.iter().filter(|e| is_license_file(e.path.as_str())) {
+        let text = String::from_utf8_lossy(&store.read(&e.digest)?).into_owned();
+        out.push((e.path.as_str().to_owned(), texts.get()?.matches(&text)));
+    }
+    Ok(out)
+}
+
+/// A finding for each license file whose text is a license that the declared expression does
+/// not name (a file that matches no text says nothing either way).
+fn contradicting_files(declared: &str, files: &[(String, TextMatch)]) -> Vec<String> {
+    let named: Vec<String> = normalize(declared)
+        .expression()
+        .map(|e| e.requirements().iter().map(|r| r.license.to_string()).collect())
+        .unwrap_or_default();
+    files
+        .iter()
+        .filter(|(_, m)| !m.licenses.is_empty() && !m.licenses.iter().any(|l| named.contains(l)))
+        .map(|(path, m)| {
+            format!(
+                "license file `{path}` is the text of `{}` (score {:.3}), which the declared `{declared}` does not name",
+                m.licenses.join("` or `"),
+                m.nearest.1
+            )
+        })
+        .collect()
+}
+
+/// The SPDX license texts, loaded the first time a license file is read.
+#[derive(Default)]
+pub(crate) struct LazyTexts(std::sync::OnceLock<LicenseTexts>);
+
+impl LazyTexts {
+    fn get(&self) -> Result<&LicenseTexts, CommandError> {
+        if let Some(t) = self.0.get() {
+            return Ok(t);
+        }
+        let loaded = LicenseTexts::load().map_err(|e| CommandError::integrity(e.to_string()))?;
+        Ok(self.0.get_or_init(|| loaded))
+    }
 }
 
 /// Returns a record's lineage from its metadata: `(name, license)` of each constituent with a

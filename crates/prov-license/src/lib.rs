@@ -14,8 +14,8 @@
 //! - decide which licenses are acceptable: that is a [`Policy`] value chosen, versioned and
 //!   recorded by the caller (`prov-prep`'s license filter, `prov-audit`);
 //!   [`Policy::permissive`] is a preset, not a default;
-//! - detect licenses from text (no license-text scanning), fetch anything, or read files and
-//!   environment variables;
+//! - fetch anything, or read files and environment variables: [`detect`] matches the text of
+//!   a license file the caller has read;
 //! - write verdicts or ledgers: a [`PolicyDecision`] carries the decision, rule and reason that
 //!   the caller puts into a `prov_manifest::VerdictRecord`, whose [`Decision`] it shares; a
 //!   reviewer's verdict is built by [`reviewer_verdict`] and stored and committed by the caller;
@@ -32,6 +32,7 @@
 //! - [`classify()`] → [`Class`]: commercial, attribution, [`ShareAlike`], no-derivatives.
 //! - [`check_compound`] → [`Conflict`]s: where a mixture is more permissive than a constituent.
 //! - [`dpi`]: the Data Provenance Initiative's license strings and their readings.
+//! - [`detect`]: which SPDX license texts a license file's text matches ([`detect::LicenseTexts`]).
 //! - [`review`]: [`Status`] (allow, deny, review), reviewer verdicts and their
 //!   [`ReviewedVerdicts`] index, license policy files ([`parse_policy`]) and [`diff`].
 //!
@@ -42,6 +43,7 @@
 //! | `expression.rs` | [`LicenseExpression`]: case-insensitive SPDX parsing, deprecated ids rewritten, canonical text |
 //! | `normalize.rs` | the normalisation rules and their tables (not-a-license words, prose aliases, Debian names) |
 //! | `dpi.rs` | the DPI table (generated left column, reviewed right column) |
+//! | `detect.rs` | license files and their matching against the SPDX license texts |
 //! | `classify.rs` | license terms and [`classify()`] |
 //! | `policy.rs` | [`Policy`], the permissive preset, [`evaluate`] |
 //! | `compound.rs` | [`check_compound`] |
@@ -81,6 +83,7 @@
 
 pub mod classify;
 pub mod compound;
+pub mod detect;
 pub mod dpi;
 pub mod expression;
 pub mod normalize;

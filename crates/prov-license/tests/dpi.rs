@@ -299,3 +299,13 @@ fn dpi_lineage_compound_checks() {
         "{conflicts:?}"
     );
 }
+
+/// The collection's own LICENSE file reads as the Apache License 2.0 it is.
+#[test]
+fn the_collection_s_license_file_is_apache_2() {
+    let Some(dir) = dpi_dir() else { return };
+    let text = fs_err::read_to_string(dir.join("LICENSE")).unwrap();
+    let found = prov_license::detect::LicenseTexts::load().unwrap().matches(&text);
+    assert_eq!(found.licenses, ["Apache-2.0"], "{found:?}");
+    assert!(found.nearest.1 > 0.99, "{found:?}");
+}

@@ -289,7 +289,10 @@ impl BenchmarkIndex {
 }
 
 /// The document files of a source given as input `input` (`what` names it in messages: "a
-/// benchmark source"), in path order: (object path, format, display name).
+/// benchmark source"), in path order: (object path, format, display name). In a directory,
+/// the license files beside the data (`LICENSE`, `COPYING`, …, see
+/// [`prov_license::detect::is_license_file`]) are not documents and are passed over; the license
+/// review reads them.
 pub(crate) fn source_files(
     store: &Store,
     source: &Digest,
@@ -316,7 +319,7 @@ pub(crate) fn source_files(
                 return Err(bad(format!("`{digest}` is not a tree record")));
             };
             let mut files = Vec::new();
-            for e in tree.entries {
+            for e in tree.entries.into_iter().filter(|e| !prov_license::detect::is_license_file(e.path.as_str())) {
                 let format = format_of(e.path.as_str())?;
                 store.verify(&e.digest)?;
                 files.push((store.object_path(&e.digest), format, format!("{}/{}", src.origin, e.path)));

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use prov_dataset::{Document, InputFormat, ShardWriter, read_documents_as, shard_documents, write_dataset};
 use prov_exec::{ConfigError, InputSpec, Stage, StageContext, StageError, StageOutput, parse_params};
-use prov_manifest::{Content, Determinism, OutputRef, OutputType, Record, get_record};
+use prov_manifest::{Determinism, OutputRef, OutputType, Record, get_record};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -36,34 +36,15 @@ enum Origin {
 
 fn origin(cx: &StageContext<'_>) -> Result<Origin, StageError> {
     let input = cx.input("docs")?;
-    let bad = |message: String| StageError::Input { input: "docs".into(), message };
-    let format_of = |name: &str| {
-        InputFormat::from_path(std::path::Path::new(name)).ok_or_else(|| {
-            bad(format!("`{name}` is not JSON Lines (`.jsonl`, `.json`, optionally `.gz`) or `.parquet`; a `shard` source holds only those"))
-        })
-    };
     match get_record(cx.store, &input.digest)? {
-        Record::Source(src) => match src.content {
-            Content::File { digest, .. } => {
-                let format = format_of(&src.origin)?;
-                cx.store.verify(&digest)?;
-                Ok(Origin::Files(vec![(cx.store.object_path(&digest), format, src.origin.clone())]))
-            }
-            Content::Tree { digest, .. } => {
-                let Record::Tree(tree) = get_record(cx.store, &digest)? else {
-                    return Err(bad(format!("`{digest}` is not a tree record")));
-                };
-                let mut files = Vec::new();
-                for e in tree.entries {
-                    let format = format_of(e.path.as_str())?;
-                    cx.store.verify(&e.digest)?;
-                    files.push((cx.store.object_path(&e.digest), format, format!("{}/{}", src.origin, e.path)));
-                }
-                Ok(Origin::Files(files))
-            }
-        },
+        Record::Source(_) => {
+            Ok(Origin::Files(crate::decontaminate::source_files(cx.store, &input.digest, "docs", "a `shard` source")?))
+        }
         Record::Dataset(ds) => Ok(Origin::Dataset(ds.shards.iter().map(|s| s.digest).collect())),
-        other => Err(bad(format!("expected a source or a dataset, found a {} record", other.kind_name()))),
+        other => Err(StageError::Input {
+            input: "docs".into(),
+            message: format!("expected a source or a dataset, found a {} record", other.kind_name()),
+        }),
     }
 }
 

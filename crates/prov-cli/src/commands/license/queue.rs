@@ -19,7 +19,9 @@ use crate::ui::Ui;
 /// when its lineage or its documents conflict with its declared license, and no reviewer
 /// verdict decides it. Each comes with its evidence: the declared strings and how many
 /// documents declare them, the SPDX reading and the rule that recognised it, the policy's rule
-/// and reason, example record ids, the constituents and the compound check's findings.
+/// and reason, example record ids, the constituents and the compound check's findings, and for
+/// a source directory its license files (`LICENSE`, `COPYING`, …) matched against the SPDX
+/// license texts: a file whose text is a license the declaration does not name is a conflict.
 /// Reviewer verdicts are those pinned in the run and those in the verdicts directory.
 #[derive(Debug, clap::Args)]
 pub(crate) struct QueueArgs {
@@ -96,6 +98,14 @@ fn render(ui: &mut Ui, s: &Subject) -> Result<(), CommandError> {
     }
     for (name, license) in &s.constituents {
         ui.line(format!("  derived from {name}: `{license}` ({})", reading(license)))?;
+    }
+    for (path, m) in &s.license_files {
+        let what = if m.licenses.is_empty() {
+            format!("matches no SPDX license text (nearest `{}`, score {:.3})", m.nearest.0, m.nearest.1)
+        } else {
+            format!("the text of `{}` (score {:.3})", m.licenses.join("` or `"), m.nearest.1)
+        };
+        ui.line(format!("  license file {path}: {what}"))?;
     }
     for c in &s.conflicts {
         ui.line(format!("  conflict     {c}"))?;
