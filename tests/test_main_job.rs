@@ -67,23 +67,7 @@ fn mini_apertus_runs_and_replays_bit_for_bit() {
     assert!(stats["replaced"]["email"].as_u64().unwrap() > 1_000, "{stats}");
     assert!(stats["by_rule"]["pii:redacted"]["documents"].as_u64().unwrap() > 500, "{stats}");
 
-    // Toxicity: one classifier per HateCheck language; in each, the documents at or above
-    // the language's 95th percentile are removed (within one document of 5%), and the
-    // languages without a classifier are kept and counted.
-    let stats = record(&p, &stage(&lines, "toxicity")["data"]["manifest"])["stats"].clone();
-    let thresholds = stats["thresholds"].as_object().unwrap();
-    let languages: Vec<&str> = thresholds.keys().map(String::as_str).collect();
-    assert_eq!(languages, ["ar", "de", "en", "es", "fr", "hi", "it", "nl", "pl", "pt", "zh"], "{stats}");
-    let mut removed = 0;
-    for (lang, t) in thresholds {
-        let (scored, n) = (t["scored"].as_u64().unwrap(), t["removed"].as_u64().unwrap());
-        assert!(t["threshold"].is_f64(), "{lang}: {t}");
-        assert!((n as f64 - 0.05 * scored as f64).abs() <= 1.0, "{lang}: {n} of {scored} removed");
-        removed += n;
-    }
-    assert_eq!(stats["by_rule"]["toxicity:toxic"]["documents"], removed, "{stats}");
-    assert!(stats["by_rule"]["toxicity:no-classifier"]["documents"].as_u64().unwrap() > 10_000, "{stats}");
-    assert_eq!(stats["quantile"], 0.95);
+    toxicity_removes_five_percent_per_language(&p, &lines);
 
     // The license stage keeps the MIT documents and removes every Debian one (GPL-3+, GPL-2+
     // and a public-domain claim), each distinct string decided once by a verdict record.
@@ -223,6 +207,26 @@ fn training_learned(p: &Project, lines: &[Value]) {
     let checkpoints = p.json(&["show", stage(lines, "pretrain")["data"]["outputs"]["checkpoints"].as_str().unwrap()]);
     let entries = checkpoints[0]["data"]["record"]["entries"].as_array().unwrap().len();
     assert_eq!(entries, 3, "a checkpoint every 100 steps");
+}
+
+/// Toxicity: one classifier per `HateCheck` language; in each, the documents at or above the
+/// language's 95th percentile are removed (within one document of 5%), and the languages
+/// without a classifier are kept and counted.
+fn toxicity_removes_five_percent_per_language(p: &Project, lines: &[Value]) {
+    let stats = record(p, &stage(lines, "toxicity")["data"]["manifest"])["stats"].clone();
+    let thresholds = stats["thresholds"].as_object().unwrap();
+    let languages: Vec<&str> = thresholds.keys().map(String::as_str).collect();
+    assert_eq!(languages, ["ar", "de", "en", "es", "fr", "hi", "it", "nl", "pl", "pt", "zh"], "{stats}");
+    let mut removed = 0;
+    for (lang, t) in thresholds {
+        let (scored, n) = (t["scored"].as_u64().unwrap(), t["removed"].as_u64().unwrap());
+        assert!(t["threshold"].is_f64(), "{lang}: {t}");
+        assert!((n as f64 - 0.05 * scored as f64).abs() <= 1.0, "{lang}: {n} of {scored} removed");
+        removed += n;
+    }
+    assert_eq!(stats["by_rule"]["toxicity:toxic"]["documents"], removed, "{stats}");
+    assert!(stats["by_rule"]["toxicity:no-classifier"]["documents"].as_u64().unwrap() > 10_000, "{stats}");
+    assert_eq!(stats["quantile"], 0.95);
 }
 
 /// SFT, the reference completions, their rewards, QRPO and the evaluation of the main job:

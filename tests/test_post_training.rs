@@ -154,7 +154,7 @@ fn post_training_pins_its_data_reports_chrf_and_replays_bit_for_bit() {
 /// Variants of the recipe (`extends`, so the trained stages are reused) whose `qrpo` reads
 /// preference data from pinned files with one fault each.
 fn bad_preference_data_is_refused_naming_line_and_field(p: &Project, sampled: &[Value], scored: &[Value]) {
-    let jsonl = |values: &[Value]| values.iter().map(|v| format!("{v}\n")).collect::<String>();
+    let jsonl = |values: &[Value]| values.iter().map(|v| v.to_string() + "\n").collect::<String>();
     let variant = |completions: &[Value], rewards: &[Value]| {
         p.write("recipes/data/post/completions.jsonl", &jsonl(completions));
         p.write("recipes/data/post/rewards.jsonl", &jsonl(rewards));

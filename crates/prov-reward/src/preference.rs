@@ -312,7 +312,10 @@ mod tests {
             "prompt 1: `prompt_ids` is empty",
         );
         assert_eq!(validate(&[], &[]).unwrap_err(), DataError::NoPrompts);
-        assert_eq!(validate(&[good.clone()], &[]).unwrap_err(), DataError::PromptCount { completions: 1, rewards: 0 });
+        assert_eq!(
+            validate(std::slice::from_ref(&good), &[]).unwrap_err(),
+            DataError::PromptCount { completions: 1, rewards: 0 }
+        );
     }
 
     #[test]
