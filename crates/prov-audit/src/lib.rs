@@ -5,8 +5,9 @@
 //! a run's ledger Merkle trees, what each filter stage did with one document (kept, removed or
 //! modified, by which rule, on what evidence) and whether it reached the training data, or
 //! that it never entered the pipeline at all. It builds proofs from the store and checks them
-//! from the proof's bytes alone. It does not run stages, decide policies, or write reports
-//! (audit claims and reports come later, here too).
+//! from the proof's bytes alone. It also gathers, for a license reviewer, what a run's license
+//! stages could not decide ([`review`]). It does not run stages, decide policies, or write and
+//! commit verdicts (the CLI does).
 //!
 //! # Brief overview
 //!
@@ -18,6 +19,7 @@
 //! - [`policy`]: the audit policy file ([`AuditPolicy`], [`Claim`]) with located errors.
 //! - [`claims`]: evaluating claims ([`evaluate`], [`ClaimResult`], [`check_ledger`]).
 //! - [`report`]: the [`Report`] and its text, Markdown and HTML renderings.
+//! - [`review`]: the license review queue ([`review::gather`], [`review::Subject`]).
 //! - [`url_index`]: the sorted, Merkle-rooted `BLAKE3(url) -> id` index that lets a URL be
 //!   proven absent.
 //!
@@ -45,6 +47,7 @@ pub mod proof;
 mod prove;
 pub mod range;
 pub mod report;
+pub mod review;
 pub mod url_index;
 
 pub use claims::{

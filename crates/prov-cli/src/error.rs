@@ -116,6 +116,25 @@ impl From<RecipeError> for CommandError {
     }
 }
 
+impl From<prov_audit::review::ReviewError> for CommandError {
+    fn from(e: prov_audit::review::ReviewError) -> Self {
+        use prov_audit::review::ReviewError;
+        match e {
+            ReviewError::Input { message, hint } => {
+                let error = Self::input(message);
+                match hint {
+                    Some(h) => error.with_hint(h),
+                    None => error,
+                }
+            }
+            ReviewError::Integrity(message) => Self::integrity(message),
+            ReviewError::Store(e) => e.into(),
+            ReviewError::Stored(e) => e.into(),
+            ReviewError::Io(e) => e.into(),
+        }
+    }
+}
+
 impl From<std::io::Error> for CommandError {
     fn from(e: std::io::Error) -> Self {
         Self::input(e.to_string())

@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 
+use prov_audit::review::{Kind, find_subject, gather};
 use prov_license::{Decision, Review, reviewer_verdict, verdict_path};
 use prov_manifest::{Record, put_record};
 use prov_store::Access;
@@ -9,7 +10,7 @@ use serde_json::json;
 
 use crate::context::CommandContext;
 use crate::error::CommandError;
-use crate::review::{Kind, find_subject, gather, load_policy, load_run, verdicts_dir};
+use crate::review::{load_policy, load_run, verdicts_dir};
 use crate::ui::{Ui, format_time};
 
 /// Record a reviewer's verdict on a license, a record or a source, and commit it

@@ -2,12 +2,13 @@
 
 use std::path::PathBuf;
 
+use prov_audit::review::{Kind, gather};
 use prov_store::Access;
 use serde_json::json;
 
 use crate::context::CommandContext;
 use crate::error::CommandError;
-use crate::review::{gather, load_policy, load_run, verdicts_dir};
+use crate::review::{load_policy, load_run, verdicts_dir};
 use crate::ui::{Ui, table};
 
 /// Show which license decisions flip between two license policies
@@ -45,9 +46,9 @@ pub(crate) fn cmd_license_diff(ui: &mut Ui, cx: &CommandContext, args: &DiffArgs
     let licenses: Vec<&str> = review
         .subjects
         .iter()
-        .filter(|s| s.kind != crate::review::Kind::Record)
+        .filter(|s| s.kind != Kind::Record)
         .flat_map(|s| match s.kind {
-            crate::review::Kind::Source => vec![s.license.as_str()],
+            Kind::Source => vec![s.license.as_str()],
             _ => s.declared.keys().map(String::as_str).collect(),
         })
         .collect();

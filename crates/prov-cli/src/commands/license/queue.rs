@@ -2,12 +2,13 @@
 
 use std::path::PathBuf;
 
+use prov_audit::review::{Kind, Subject, gather, reading};
 use prov_store::Access;
 use serde_json::json;
 
 use crate::context::CommandContext;
 use crate::error::CommandError;
-use crate::review::{Subject, gather, load_policy, load_run, reading, verdicts_dir};
+use crate::review::{load_policy, load_run, verdicts_dir};
 use crate::ui::Ui;
 
 /// List the licenses, records and sources of a run that a reviewer still has to decide
@@ -82,7 +83,7 @@ fn render(ui: &mut Ui, s: &Subject) -> Result<(), CommandError> {
     let state = s.pending().map_or("decided", prov_license::Status::as_str);
     let documents: u64 = s.declared.values().sum();
     ui.line(format!("\n{state:<7} {}  ({} in stage `{}`, subject {})", s.id(), count(documents), s.stage, s.digest))?;
-    let by = if s.kind == crate::review::Kind::Source { "its documents declare" } else { "declared" };
+    let by = if s.kind == Kind::Source { "its documents declare" } else { "declared" };
     for (d, n) in &s.declared {
         ui.line(format!("  {by:<12} `{d}` ({})", count(*n)))?;
     }
@@ -93,7 +94,7 @@ fn render(ui: &mut Ui, s: &Subject) -> Result<(), CommandError> {
         s.policy.rule,
         s.policy.reason
     ))?;
-    if !s.records.is_empty() && s.kind != crate::review::Kind::Record {
+    if !s.records.is_empty() && s.kind != Kind::Record {
         ui.line(format!("  records      {}", s.records.join(", ")))?;
     }
     for (name, license) in &s.constituents {
