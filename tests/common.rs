@@ -102,6 +102,21 @@ impl Project {
         self.path(&format!(".prov/objects/{}/{}", &hex[..2], &hex[2..]))
     }
 
+    /// Runs git in the project directory and returns its standard output; fails the test if
+    /// git does.
+    pub fn git(&self, args: &[&str]) -> String {
+        let out = Command::new("git").args(args).current_dir(&self.root).output().unwrap();
+        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// Makes the project a git repository with a committer, as `prov run --commit` needs.
+    pub fn git_init(&self, name: &str, email: &str) {
+        self.git(&["init", "-q"]);
+        self.git(&["config", "user.name", name]);
+        self.git(&["config", "user.email", email]);
+    }
+
     /// Every object file in the store, sorted.
     pub fn object_files(&self) -> Vec<PathBuf> {
         let mut out = Vec::new();
@@ -177,3 +192,78 @@ pub fn flip_byte(path: &Path, at: usize) {
 
 /// The shared real data and the project's Python, with the CI-fails / elsewhere-skips rule.
 pub use prov_testkit::{shared_data, venv_python};
+
+/// Writes to `to` a copy of the committed run in `from` (a `manifests/<recipe>/` folder that
+/// `prov run --commit` wrote) whose stage records `edit` changed: each changed record is
+/// encoded again and named by its new digest, and the run record (its stages and root) and
+/// `RUN` follow, so that the copy is as well-formed as the original. Returns the new `RUN`.
+///
+/// This is how the tests make a run "recorded elsewhere" (another CPU, another kernel) or a
+/// forged one that hashes correctly everywhere.
+pub fn recommit(from: &Path, to: &Path, edit: impl Fn(&mut prov_manifest::StageRecord)) -> prov_store::Digest {
+    use prov_manifest::{Record, RunRecord};
+    use prov_store::Digest;
+    fs_err::create_dir_all(to).unwrap();
+    let name = |d: &Digest| format!("{}.json", d.to_hex());
+    let mut renamed: std::collections::BTreeMap<Digest, Digest> = std::collections::BTreeMap::new();
+    let mut runs = Vec::new();
+    let mut paths: Vec<PathBuf> = fs_err::read_dir(from).unwrap().map(|e| e.unwrap().path()).collect();
+    paths.sort();
+    for path in paths.iter().filter(|p| p.extension().is_some_and(|e| e == "json")) {
+        let bytes = fs_err::read(path).unwrap();
+        let digest = Digest::of(&bytes);
+        match Record::from_bytes(&bytes).unwrap() {
+            Record::Stage(mut s) => {
+                edit(&mut s);
+                let again = Record::Stage(s).to_bytes().unwrap();
+                let new = Digest::of(&again);
+                renamed.insert(digest, new);
+                fs_err::write(to.join(name(&new)), again).unwrap();
+            }
+            Record::Run(r) => runs.push((digest, r)),
+            _ => {
+                fs_err::write(to.join(name(&digest)), bytes).unwrap();
+            }
+        }
+    }
+    let committed: Digest = fs_err::read_to_string(from.join("RUN")).unwrap().trim().parse().unwrap();
+    let mut run = None;
+    for (digest, r) in runs {
+        let mut stages = r.stages.clone();
+        for s in &mut stages {
+            s.manifest = renamed.get(&s.manifest).copied().unwrap_or(s.manifest);
+        }
+        let bytes = Record::Run(RunRecord::new(&r.recipe, r.lockfile, stages)).to_bytes().unwrap();
+        let new = Digest::of(&bytes);
+        fs_err::write(to.join(name(&new)), bytes).unwrap();
+        if digest == committed {
+            run = Some(new);
+        }
+    }
+    let run = run.expect("RUN names a run record of the folder");
+    fs_err::write(to.join("RUN"), format!("{run}\n")).unwrap();
+    run
+}
+
+/// The envelope of a machine unlike any the tests run on: another CPU model without AVX-512,
+/// another kernel, another core count. The fields that decide what libtorch computes (arch,
+/// device, libtorch, `ATen` capability, MKL path) stay as recorded.
+pub fn on_another_machine(stage: &mut prov_manifest::StageRecord) {
+    let e = &mut stage.envelope;
+    e.cpu_model = "Intel(R) Xeon(R) Platinum 8375C CPU @ 2.90GHz (recorded elsewhere)".into();
+    e.cpu_flags.retain(|f| !f.starts_with("avx512"));
+    e.cpu_flags.push("x-recorded-elsewhere".into());
+    e.cpu_flags.sort();
+    e.os = "Linux 5.10.0-33-cloud-amd64".into();
+    e.threads += 6;
+    // The key of a stage whose class keys on the envelope is what that machine computed.
+    let key_envelope = prov_exec::key_envelope(stage.determinism, &stage.envelope);
+    stage.key = prov_exec::stage_key(
+        &stage.stage_kind,
+        stage.version,
+        &stage.config,
+        &stage.inputs,
+        &stage.seeds,
+        &key_envelope,
+    );
+}

@@ -4,7 +4,7 @@
 //! verdict or dataset shard makes the claim that reads it fail, naming the object; a policy
 //! with a typo is exit 1 with its file, line and field.
 
-use crate::common::{Project, flip_byte};
+use crate::common::{Project, flip_byte, on_another_machine, recommit};
 
 const RECIPE: &str = "\
 schema: 1
@@ -180,22 +180,98 @@ fn a_source_that_re_licenses_its_documents_fails_the_compound_claim() {
 }
 
 #[test]
-fn replay_is_decided_from_the_execution_log_or_a_fresh_replay() {
+fn replay_is_decided_from_replay_records_or_a_fresh_replay() {
     let p = project();
     p.write("replay.yaml", "schema: 1\nname: r\nclaims:\n  - kind: replay\n");
     let r = p.prov(&["audit", "lockfiles/audited.lock", "--policy", "replay.yaml"]);
     r.exit(4);
     assert!(r.stdout().contains("replay: CANNOT-BE-DECIDED"), "{}", r.describe());
     assert!(
-        r.stdout().contains("no recorded replay of stage(s) bench, docs, snapshot, shards, robots"),
+        r.stdout().contains("no replay record re-executed stage(s) bench, docs, snapshot, shards, robots"),
         "{}",
         r.describe()
     );
     let r = p.prov(&["audit", "lockfiles/audited.lock", "--policy", "replay.yaml", "--replay"]);
     r.success();
     assert!(r.stdout().contains("stage `decontaminate`: replayed identical"), "{}", r.describe());
-    // The replay is recorded: later audits decide from the log.
+    assert!(r.stdout().contains("in the recording's envelope"), "{}", r.describe());
+    // The replay is recorded: later audits decide from its record.
     p.prov(&["audit", "lockfiles/audited.lock", "--policy", "replay.yaml"]).success();
+
+    // The execution log is an index: rewriting it (the replay marked as diverged, its stage
+    // events pointing elsewhere) changes nothing the claim decides from.
+    let sql = "import sqlite3, sys\n\
+               db = sqlite3.connect(sys.argv[1])\n\
+               db.execute(\"UPDATE executions SET status = 'diverged', detail = 'first divergent stage: robots' WHERE mode = 'replay'\")\n\
+               db.execute(\"UPDATE stage_events SET manifest = NULL\")\n\
+               db.commit()\n";
+    let out =
+        std::process::Command::new("python3").arg("-c").arg(sql).arg(p.path(".prov/index.sqlite")).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let r = p.prov(&["audit", "lockfiles/audited.lock", "--policy", "replay.yaml"]);
+    r.success();
+    assert!(r.stdout().contains("replay: HOLDS"), "{}", r.describe());
+}
+
+/// A small language model's run: a portable data pipeline and a libtorch training stage of
+/// class `envelope`.
+const LM: &str = "schema: 1\nname: lm\nseed: 3\nsources:\n  udhr:\n    path: data/quickstart/udhr-sample.jsonl\n    license: MIT\n\
+stages:\n  shards:\n    kind: shard\n    inputs: {docs: udhr}\n    params: {shards: 2}\n\
+\x20 tokenizer:\n    kind: tokenizer\n    inputs: {docs: shards}\n    params: {vocab_size: 300}\n\
+\x20 tokens:\n    kind: tokenize\n    inputs: {docs: shards, tokenizer: tokenizer.tokenizer}\n    params: {seq_len: 32}\n\
+\x20 pretrain:\n    kind: pretrain\n    inputs: {tokens: tokens.tokens, order: tokens.order, tokenizer: tokenizer.tokenizer}\n\
+\x20   params:\n      steps: 6\n      batch_size: 2\n      checkpoint_every: 3\n\
+\x20     model: {hidden_size: 32, intermediate_size: 64, num_hidden_layers: 1, num_attention_heads: 2, num_key_value_heads: 1}\n";
+
+/// The README's path for a run committed on another machine (another CPU model and flags,
+/// another kernel and core count): reproduce it in an empty store with `--against`, then
+/// audit. The committed manifests are re-recorded with that machine's envelope, so the test
+/// does not depend on the machine it runs on: before replay records, the replay claim
+/// compared stage manifest digests, which hold the envelope, and failed for every stage here.
+#[test]
+fn a_run_recorded_on_another_machine_reproduces_and_its_replay_claim_holds() {
+    let recorder = Project::with_recipes();
+    recorder.git_init("Recorder", "recorder@example.org");
+    recorder.write("recipes/lm.yaml", LM);
+    recorder.prov(&["run", "recipes/lm.yaml", "--commit"]).success();
+
+    let auditor = Project::with_recipes();
+    auditor.write("recipes/lm.yaml", LM);
+    fs_err::create_dir_all(auditor.path("lockfiles")).unwrap();
+    fs_err::copy(recorder.path("lockfiles/lm.lock"), auditor.path("lockfiles/lm.lock")).unwrap();
+    let elsewhere = recommit(&recorder.path("manifests/lm"), &auditor.path("manifests/lm"), on_another_machine);
+    let committed = fs_err::read_to_string(recorder.path("manifests/lm/RUN")).unwrap();
+    assert_ne!(committed.trim(), elsewhere.to_string(), "every stage record holds its envelope");
+
+    let lines = auditor.json(&["replay", "lockfiles/lm.lock", "--against", "manifests/lm"]);
+    let run = lines.iter().find(|l| l["type"] == "run").expect("a run summary");
+    assert_eq!(run["data"]["diverged"], false, "{run}");
+    assert!(run["data"]["replay_record"].is_string(), "{run}");
+    let replayed: Vec<&str> = lines
+        .iter()
+        .filter(|l| l["type"] == "stage" && l["data"]["status"] == "replayed")
+        .map(|l| l["data"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(replayed, ["udhr", "shards", "tokenizer", "tokens", "pretrain"]);
+
+    auditor.write("replay.yaml", "schema: 1\nname: r\nclaims:\n  - kind: replay\n");
+    let audit = |p: &Project| {
+        let r = p.prov(&["audit", "lockfiles/lm.lock", "--policy", "replay.yaml"]);
+        r.success();
+        let out = r.stdout();
+        assert!(out.contains("replay: HOLDS"), "{}", r.describe());
+        assert!(
+            out.contains("stage `pretrain`: replayed identical (replay record")
+                && out.contains("in another envelope than the recording's (os, cpu_model, cpu_flags, threads differ)"),
+            "{}",
+            r.describe()
+        );
+        assert!(out.contains("evidence of portability): 5 of 5"), "{}", r.describe());
+    };
+    audit(&auditor);
+    // The replay's evidence is a root: collecting garbage keeps it.
+    auditor.prov(&["gc"]).success();
+    audit(&auditor);
 }
 
 #[test]

@@ -110,12 +110,6 @@ fn write_corpus(p: &Project, dir: &std::path::Path, sets: &[DataSet]) -> BTreeMa
     counts
 }
 
-fn git(p: &Project, args: &[&str]) -> String {
-    let out = std::process::Command::new("git").args(args).current_dir(&p.root).output().unwrap();
-    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).unwrap()
-}
-
 /// The license stage's line of a `prov --json run`, and its manifest's statistics.
 fn license_stage(p: &Project) -> (Value, Value) {
     let lines = p.json(&["run", "recipes/dpi-review.yaml"]);
@@ -139,9 +133,7 @@ fn a_review_cycle_on_the_data_provenance_collection() {
     let sets = data_sets(&dir);
     assert!(sets.len() > 2_000, "{} data sets", sets.len());
     let p = Project::new();
-    git(&p, &["init", "-q"]);
-    git(&p, &["config", "user.name", "Rita Reviewer"]);
-    git(&p, &["config", "user.email", "rita@example.org"]);
+    p.git_init("Rita Reviewer", "rita@example.org");
     let counts = write_corpus(&p, &dir, &sets);
     p.write("recipes/dpi-review.yaml", RECIPE);
     p.write("verdicts/README.md", "Reviewer verdicts, written by `prov license decide`.\n");
@@ -205,12 +197,12 @@ fn a_review_cycle_on_the_data_provenance_collection() {
         "e-SNLI keeps SNLI's CC BY-SA 4.0; the corpus is released under it",
     ])
     .success();
-    let log = git(&p, &["log", "--format=%s", "--", "verdicts"]);
+    let log = p.git(&["log", "--format=%s", "--", "verdicts"]);
     assert_eq!(
         log.lines().collect::<Vec<_>>(),
         ["prov license decide: allow record:fc-cot-stream_esnli", "prov license decide: allow license:AFL-3.0"],
     );
-    assert!(git(&p, &["status", "--porcelain", "verdicts"]).lines().all(|l| l.contains("README")), "committed");
+    assert!(p.git(&["status", "--porcelain", "verdicts"]).lines().all(|l| l.contains("README")), "committed");
     let queue = subjects(&p, false);
     assert!(!queue.contains_key("license:AFL-3.0") && !queue.contains_key("record:fc-cot-stream_esnli"));
     let all = subjects(&p, true);

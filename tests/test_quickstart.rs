@@ -136,14 +136,8 @@ fn the_shards_are_readable_by_pyarrow() {
 #[test]
 fn commit_writes_lockfile_and_manifests_into_git() {
     let p = Project::with_recipes();
-    let git = |args: &[&str]| {
-        let out = std::process::Command::new("git").args(args).current_dir(&p.root).output().unwrap();
-        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    };
-    git(&["init", "-q"]);
-    git(&["config", "user.name", "Test Reviewer"]);
-    git(&["config", "user.email", "reviewer@example.org"]);
+    let git = |args: &[&str]| p.git(args);
+    p.git_init("Test Reviewer", "reviewer@example.org");
     // Something the user staged is not swept into prov's commit.
     p.write("notes.txt", "work in progress");
     git(&["add", "notes.txt"]);

@@ -67,7 +67,7 @@ pub struct ClaimResult {
 }
 
 impl ClaimResult {
-    fn new(kind: &str, statement: String) -> Self {
+    pub(crate) fn new(kind: &str, statement: String) -> Self {
         Self {
             kind: kind.into(),
             statement,
@@ -78,16 +78,16 @@ impl ClaimResult {
         }
     }
 
-    fn evidence(&mut self, name: impl Into<String>, value: impl std::fmt::Display) {
+    pub(crate) fn evidence(&mut self, name: impl Into<String>, value: impl std::fmt::Display) {
         self.evidence.push(Evidence { name: name.into(), value: value.to_string() });
     }
 
-    fn fail(&mut self, reason: impl Into<String>) {
+    pub(crate) fn fail(&mut self, reason: impl Into<String>) {
         self.outcome = Outcome::Fails;
         self.reasons.push(reason.into());
     }
 
-    fn undecided(&mut self, reason: impl Into<String>) {
+    pub(crate) fn undecided(&mut self, reason: impl Into<String>) {
         if self.outcome == Outcome::Holds {
             self.outcome = Outcome::CannotBeDecided;
         }
@@ -1078,71 +1078,6 @@ fn decontamination(cx: &RunContext<'_>, stage: Option<&str>, benchmark: Option<&
     result
 }
 
-fn replay(cx: &RunContext<'_>) -> ClaimResult {
-    let mut result = ClaimResult::new("replay", "every stage of the run replays bit for bit".into());
-    result.evidence("run manifest", cx.run_manifest);
-    let executions = match cx.store.index().executions() {
-        Ok(e) => e,
-        Err(e) => {
-            result.undecided(format!("the execution log cannot be read: {e}"));
-            return result;
-        }
-    };
-    // The latest replay of each stage: equal (with the execution's id) or divergent.
-    let mut latest: BTreeMap<String, (i64, bool)> = BTreeMap::new();
-    let mut replays = 0;
-    // The log lists the newest execution first; oldest first here, so that a later replay's
-    // result replaces an earlier one's.
-    for e in executions
-        .iter()
-        .rev()
-        .filter(|e| e.mode == "replay" && e.run_id == cx.run.lockfile && e.run_manifest == Some(cx.run_manifest))
-    {
-        replays += 1;
-        let events = match cx.store.index().stage_events(e.id) {
-            Ok(ev) => ev,
-            Err(err) => {
-                result.undecided(format!("the execution log cannot be read: {err}"));
-                return result;
-            }
-        };
-        for ev in events.iter().filter(|ev| ev.status == "replayed") {
-            let recorded = cx.stages.iter().find(|(_, s)| s.name.as_str() == ev.stage).map(|(d, _)| *d);
-            latest.insert(ev.stage.clone(), (e.id, ev.manifest.is_some() && ev.manifest == recorded));
-        }
-        if e.status == "diverged"
-            && let Some(stage) = e.detail.as_deref().and_then(|d| d.strip_prefix("first divergent stage: "))
-        {
-            latest.insert(stage.to_owned(), (e.id, false));
-        }
-    }
-    result.evidence("replays of this run in the execution log", replays);
-    let mut missing = Vec::new();
-    for (_, s) in &cx.stages {
-        match latest.get(s.name.as_str()) {
-            Some((id, true)) => {
-                result.evidence(format!("stage `{}`", s.name), format!("replayed identical (execution {id})"));
-            }
-            Some((id, false)) => {
-                result.evidence(format!("stage `{}`", s.name), format!("diverged (execution {id})"));
-                result.fail(format!("stage `{}` diverged in its latest replay (execution {id})", s.name));
-            }
-            None => missing.push(s.name.to_string()),
-        }
-    }
-    if !missing.is_empty() {
-        result.undecided(format!(
-            "no recorded replay of stage(s) {}: replay the run (`prov replay`, or `prov audit --replay`)",
-            missing.join(", ")
-        ));
-    }
-    result.rechecked.push(
-        "the store's execution log (an index, not a manifest): each stage's latest replay and its stage record digest"
-            .into(),
-    );
-    result
-}
-
 /// Evaluates every claim of `policy` against a run.
 pub fn evaluate(cx: &RunContext<'_>, policy: &AuditPolicy, options: &AuditOptions<'_>) -> Vec<ClaimResult> {
     policy
@@ -1160,7 +1095,7 @@ pub fn evaluate(cx: &RunContext<'_>, policy: &AuditPolicy, options: &AuditOption
             Claim::License { stage, policy } => license(cx, stage.as_deref(), policy),
             Claim::CompoundLicense { stage } => compound_license(cx, stage.as_deref()),
             Claim::Decontamination { stage, benchmark } => decontamination(cx, stage.as_deref(), benchmark.as_ref()),
-            Claim::Replay {} => replay(cx),
+            Claim::Replay {} => crate::replay_claim::replay(cx),
         })
         .collect()
 }

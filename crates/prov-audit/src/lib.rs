@@ -17,7 +17,8 @@
 //! - [`proof`]: the [`DocumentProof`] format and [`verify`], its check.
 //! - [`prove()`]: building a proof from a run in the store.
 //! - [`policy`]: the audit policy file ([`AuditPolicy`], [`Claim`]) with located errors.
-//! - [`claims`]: evaluating claims ([`evaluate`], [`ClaimResult`], [`check_ledger`]).
+//! - [`claims`]: evaluating claims ([`evaluate`], [`ClaimResult`], [`check_ledger`]); the
+//!   `replay` claim judges the store's replay records again, field by field.
 //! - [`report`]: the [`Report`] and its text, Markdown and HTML renderings.
 //! - [`review`]: the license review queue ([`review::gather`], [`review::Subject`]).
 //! - [`url_index`]: the sorted, Merkle-rooted `BLAKE3(url) -> id` index that lets a URL be
@@ -46,6 +47,7 @@ pub mod policy;
 pub mod proof;
 mod prove;
 pub mod range;
+mod replay_claim;
 pub mod report;
 pub mod review;
 pub mod url_index;

@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::PathBuf;
 
-use prov_manifest::{Record, RunRecord, closure, looks_like_record};
+use prov_manifest::{Record, RunRecord, closure, find_records, is_manifest};
 use prov_store::{Digest, Mismatch, Store, StoreError};
 
 /// A run touched by a damaged object.
@@ -83,7 +83,7 @@ pub fn check_store(store: &Store, threads: usize) -> Result<StoreCheck, StoreErr
         if corrupt.contains_key(d) {
             continue;
         }
-        if !is_manifest(store, kinds.get(d), d) {
+        if !is_manifest(store, kinds.get(d).map(String::as_str), d) {
             continue;
         }
         manifests += 1;
@@ -167,33 +167,13 @@ fn ancestors(parents: &BTreeMap<Digest, BTreeSet<Digest>>, start: &Digest) -> BT
     seen
 }
 
-/// Decides from the index, or from the bytes when the object was never indexed (a process
-/// killed between writing it and recording it).
-fn is_manifest(store: &Store, kind: Option<&String>, d: &Digest) -> bool {
-    if let Some(kind) = kind {
-        kind == "manifest"
-    } else {
-        let path = store.object_path(d);
-        let small = fs_err::metadata(&path).is_ok_and(|m| m.len() < 64 << 20);
-        small && fs_err::read(&path).is_ok_and(|b| looks_like_record(&b))
-    }
-}
-
 /// Returns every run record in the store, found from the objects themselves (the index is
 /// consulted for kinds, and objects it does not know are sniffed), sorted by digest.
 pub fn run_records(store: &Store) -> Result<Vec<(Digest, RunRecord)>, StoreError> {
-    let kinds = store.index().all_kinds()?;
-    let mut out = Vec::new();
-    for d in store.list_objects()? {
-        if !is_manifest(store, kinds.get(&d), &d) {
-            continue;
-        }
-        // Damaged manifests are `prov verify`'s to report; here they are simply not runs.
-        if let Ok(Record::Run(r)) = prov_manifest::get_record(store, &d) {
-            out.push((d, r));
-        }
-    }
-    Ok(out)
+    find_records(store, |r| match r {
+        Record::Run(r) => Some(r),
+        _ => None,
+    })
 }
 
 /// Why `gc` refused or failed.
@@ -225,9 +205,10 @@ pub struct GcReport {
     pub tmp_cleaned: usize,
 }
 
-/// Removes every object that no logged run references: roots are the lockfiles of all
-/// logged executions and the run manifests of completed ones. Needs the store opened with
-/// exclusive access, so that no run is writing meanwhile.
+/// Removes every object that no run or replay references: roots are the lockfiles of all
+/// logged executions, the run manifests of completed ones, and every run and replay record in
+/// the store. Needs the store opened with exclusive access, so that no run is writing
+/// meanwhile.
 pub fn gc(store: &Store, dry_run: bool) -> Result<GcReport, GcError> {
     let mut roots = BTreeSet::new();
     for e in store.index().executions()? {
@@ -236,12 +217,12 @@ pub fn gc(store: &Store, dry_run: bool) -> Result<GcReport, GcError> {
             roots.insert(m);
         }
     }
-    // Every run record in the store is a root too, so that a lost or replaced index (whose
-    // execution log is empty) cannot make gc delete the runs themselves.
-    for (digest, run) in run_records(store)? {
-        roots.insert(digest);
-        roots.insert(run.lockfile);
-    }
+    // Every run record and every replay record in the store is a root too, so that a lost or
+    // replaced index (whose execution log is empty) cannot make gc delete the runs themselves,
+    // and a replay's evidence (the stage records it produced) stays for audits.
+    // (Both reference their lockfile.)
+    let records = find_records(store, |r| matches!(r, Record::Run(_) | Record::Replay(_)).then_some(()))?;
+    roots.extend(records.into_iter().map(|(digest, ())| digest));
     let roots: Vec<Digest> = roots.into_iter().filter(|d| store.contains(d)).collect();
     let (live, problems) = closure(store, &roots);
     // A damaged manifest hides what it references: collecting now could delete live data.

@@ -12,7 +12,8 @@ use std::time::Instant;
 
 use prov_dataset::{DatasetDifference, first_difference};
 use prov_manifest::{
-    Determinism, Envelope, LockedStage, Lockfile, Name, OutputRef, OutputType, Record, RunRecord, RunStage,
+    Determinism, Envelope, EnvelopeCheck, EnvelopeDifference, LockedStage, Lockfile, Name, OutputRef, OutputType,
+    Record, ReplayDifference, ReplayDivergence, ReplayRecord, ReplayStage, ReplayStatus, RunRecord, RunStage,
     SCHEMA_VERSION, StageRecord, StoredError, closure, get_record, put_record,
 };
 use prov_store::{Digest, ObjectKind, Store, StoreError};
@@ -84,6 +85,8 @@ pub enum Divergence {
         located: Option<crate::stage::Located>,
         /// Envelope fields that differed and were ignored (`ignore_envelope`).
         envelope: Vec<(String, String, String)>,
+        /// The stage record the re-execution produced.
+        manifest: Digest,
     },
     /// The outputs are equal but a statistic differs.
     Stats {
@@ -95,6 +98,10 @@ pub enum Divergence {
         expected: Option<Value>,
         /// Replayed value.
         actual: Option<Value>,
+        /// Envelope fields that differed and were ignored (`ignore_envelope`).
+        envelope: Vec<(String, String, String)>,
+        /// The stage record the re-execution produced.
+        manifest: Digest,
     },
     /// A stage of class `envelope` ran in a different envelope: equality cannot be claimed.
     Envelope {
@@ -112,6 +119,33 @@ impl Divergence {
             Self::Output { stage, .. } | Self::Stats { stage, .. } | Self::Envelope { stage, .. } => stage,
         }
     }
+
+    /// The form a replay record keeps (without the dataset and stage-kind locations, which
+    /// a reader derives again from the two stage records).
+    fn to_record(&self) -> ReplayDivergence {
+        let fields = |v: &[(String, String, String)]| EnvelopeDifference::from_triples(v.to_vec());
+        match self {
+            Self::Output { stage, output, expected, actual, envelope, manifest, .. } => ReplayDivergence::Output {
+                stage: stage.clone(),
+                output: output.clone(),
+                recorded: *expected,
+                replayed: *actual,
+                manifest: *manifest,
+                envelope_ignored: fields(envelope),
+            },
+            Self::Stats { stage, field, expected, actual, envelope, manifest } => ReplayDivergence::Stats {
+                stage: stage.clone(),
+                field: field.clone(),
+                recorded: expected.clone(),
+                replayed: actual.clone(),
+                manifest: *manifest,
+                envelope_ignored: fields(envelope),
+            },
+            Self::Envelope { stage, differences } => {
+                ReplayDivergence::Envelope { stage: stage.clone(), differences: fields(differences) }
+            }
+        }
+    }
 }
 
 /// The outcome of one execution.
@@ -127,6 +161,8 @@ pub struct RunReport {
     pub stages: Vec<StageReport>,
     /// Replay only: the first divergence.
     pub divergence: Option<Divergence>,
+    /// Replay only: the replay record written when the replay ended (identical or diverged).
+    pub replay_record: Option<Digest>,
     /// Row id of the execution in the store's log.
     pub execution: i64,
 }
@@ -459,7 +495,15 @@ pub fn run(store: &Store, lockfile: &Lockfile, bytes: &[u8], opts: &ExecOptions<
     let recipe = lockfile.recipe.name.to_string();
     let execution = store.index().begin_execution(&run_id, "run", &recipe, opts.lockfile_display, (opts.clock)())?;
     let mut ex = Executor { store, opts, lockfile, pool: new_pool(opts.threads)?, outputs: BTreeMap::new() };
-    let mut report = RunReport { run_id, recipe, run_manifest: None, stages: Vec::new(), divergence: None, execution };
+    let mut report = RunReport {
+        run_id,
+        recipe,
+        run_manifest: None,
+        stages: Vec::new(),
+        divergence: None,
+        replay_record: None,
+        execution,
+    };
     let result = (|| {
         for (i, node) in nodes.iter().enumerate() {
             let stage = &node.stage;
@@ -603,6 +647,7 @@ pub fn replay(
         run_manifest: Some(recorded_manifest),
         stages: Vec::new(),
         divergence: None,
+        replay_record: None,
         execution,
     };
     let result = (|| {
@@ -646,8 +691,8 @@ pub fn replay(
                     return Err(ExecError::DamagedRecording { stage: stage.name.clone(), source, located });
                 }
                 let (manifest, record) = ex.execute(stage, &inputs, key)?;
-                if let Some(mut d) = compare(store, kind.as_ref(), &stage.name, &expected, &record)? {
-                    if let Divergence::Output { envelope, .. } = &mut d {
+                if let Some(mut d) = compare(store, kind.as_ref(), &stage.name, &expected, &record, manifest)? {
+                    if let Divergence::Output { envelope, .. } | Divergence::Stats { envelope, .. } = &mut d {
                         *envelope = envelope_differences;
                     }
                     report.divergence = Some(d);
@@ -666,6 +711,11 @@ pub fn replay(
         }
         Ok::<_, ExecError>(())
     })();
+    // The outcome as a record, identical or diverged: the evidence an audit reads.
+    let result = result.and_then(|()| {
+        report.replay_record = Some(write_replay_record(store, &report, range, &opts.envelope)?);
+        Ok(())
+    });
     let now = (opts.clock)();
     match result {
         Ok(()) => {
@@ -683,67 +733,105 @@ pub fn replay(
     }
 }
 
+/// Writes the replay record of a replay that ended (identical or diverged).
+fn write_replay_record(
+    store: &Store,
+    report: &RunReport,
+    range: &ReplayRange,
+    envelope: &Envelope,
+) -> Result<Digest, StoredError> {
+    let envelope_check = if range.ignore_envelope {
+        EnvelopeCheck::Ignored
+    } else if range.across_machines {
+        EnvelopeCheck::ResultFields
+    } else {
+        EnvelopeCheck::Full
+    };
+    let stages = report
+        .stages
+        .iter()
+        .map(|s| {
+            let status = if s.status == StageStatus::Replayed { ReplayStatus::Replayed } else { ReplayStatus::Reused };
+            ReplayStage { name: s.name.clone(), status, manifest: s.manifest }
+        })
+        .collect();
+    let record = ReplayRecord {
+        schema: SCHEMA_VERSION,
+        lockfile: report.run_id,
+        recording: report.run_manifest.expect("a replay reports its recording"),
+        envelope: envelope.clone(),
+        envelope_check,
+        stages,
+        divergence: report.divergence.as_ref().map(Divergence::to_record),
+    };
+    put_record(store, &Record::Replay(record))
+}
+
+/// Compares a replayed stage with its recording ([`StageRecord::replay_difference`]); for a
+/// differing output, says where: the first differing shard, row and column of a dataset, or
+/// what the stage kind can tell.
 fn compare(
     store: &Store,
     kind: &dyn crate::stage::Stage,
     stage: &Name,
     expected: &StageRecord,
     actual: &StageRecord,
+    manifest: Digest,
 ) -> Result<Option<Divergence>, ExecError> {
-    let names: std::collections::BTreeSet<&String> = expected.outputs.keys().chain(actual.outputs.keys()).collect();
-    for name in names {
-        let (e, a) = (expected.outputs.get(name).copied(), actual.outputs.get(name).copied());
-        if e == a {
-            continue;
-        }
-        let dataset = match (e, a) {
-            (Some(e), Some(a)) if e.output_type == OutputType::Dataset && a.output_type == OutputType::Dataset => {
-                match (get_record(store, &e.digest)?, get_record(store, &a.digest)?) {
-                    // A recording imported from committed manifests has no shards to compare.
-                    (Record::Dataset(de), Record::Dataset(_))
-                        if de.shards.iter().any(|s| !store.contains(&s.digest)) =>
-                    {
-                        None
-                    }
-                    (Record::Dataset(de), Record::Dataset(da)) => {
-                        first_difference(store, &de, &da).map_err(|err| ExecError::Stage {
-                            stage: stage.clone(),
-                            kind: expected.stage_kind.clone(),
-                            source: StageError::Dataset(err),
-                        })?
-                    }
-                    _ => None,
-                }
-            }
-            _ => None,
-        };
-        let located = match (e, a, &dataset) {
-            (Some(e), Some(a), None) => kind.locate_difference(store, name, &e, &a),
-            _ => None,
-        };
-        return Ok(Some(Divergence::Output {
+    let Some(difference) = expected.replay_difference(actual) else { return Ok(None) };
+    match difference {
+        // The lockfile decides these fields and the recording is of the same lockfile; a
+        // difference here is a fault of this build, not of the bytes.
+        ReplayDifference::Stage { field } => Err(ExecError::Incompatible {
             stage: stage.clone(),
-            output: name.clone(),
-            expected: e,
-            actual: a,
-            dataset,
-            located,
+            message: format!("the re-executed stage record differs from the recording in `{field}`"),
+        }),
+        ReplayDifference::Stats { field, recorded, replayed } => Ok(Some(Divergence::Stats {
+            stage: stage.clone(),
+            field,
+            expected: recorded,
+            actual: replayed,
             envelope: Vec::new(),
-        }));
-    }
-    let fields: std::collections::BTreeSet<&String> = expected.stats.keys().chain(actual.stats.keys()).collect();
-    for field in fields {
-        let (e, a) = (expected.stats.get(field), actual.stats.get(field));
-        if e != a {
-            return Ok(Some(Divergence::Stats {
+            manifest,
+        })),
+        ReplayDifference::Output { output, recorded: e, replayed: a } => {
+            let dataset = match (e, a) {
+                (Some(e), Some(a)) if e.output_type == OutputType::Dataset && a.output_type == OutputType::Dataset => {
+                    match (get_record(store, &e.digest)?, get_record(store, &a.digest)?) {
+                        // A recording imported from committed manifests has no shards to compare.
+                        (Record::Dataset(de), Record::Dataset(_))
+                            if de.shards.iter().any(|s| !store.contains(&s.digest)) =>
+                        {
+                            None
+                        }
+                        (Record::Dataset(de), Record::Dataset(da)) => {
+                            first_difference(store, &de, &da).map_err(|err| ExecError::Stage {
+                                stage: stage.clone(),
+                                kind: expected.stage_kind.clone(),
+                                source: StageError::Dataset(err),
+                            })?
+                        }
+                        _ => None,
+                    }
+                }
+                _ => None,
+            };
+            let located = match (e, a, &dataset) {
+                (Some(e), Some(a), None) => kind.locate_difference(store, &output, &e, &a),
+                _ => None,
+            };
+            Ok(Some(Divergence::Output {
                 stage: stage.clone(),
-                field: field.clone(),
-                expected: e.cloned(),
-                actual: a.cloned(),
-            }));
+                output,
+                expected: e,
+                actual: a,
+                dataset,
+                located,
+                envelope: Vec::new(),
+                manifest,
+            }))
         }
     }
-    Ok(None)
 }
 
 #[cfg(test)]
@@ -839,6 +927,20 @@ mod tests {
         assert_eq!(second.run_manifest, first.run_manifest);
 
         let report = replay(&store, &locked.lockfile, &locked.bytes, &ReplayRange::default(), &opts).unwrap();
+        // The replay record keeps the divergence, and names the stage record that shows it.
+        let Record::Replay(evidence) = get_record(&store, &report.replay_record.unwrap()).unwrap() else {
+            panic!("a replay record")
+        };
+        assert_eq!((evidence.recording, evidence.lockfile), (first.run_manifest.unwrap(), first.run_id));
+        assert!(evidence.stages.is_empty(), "{evidence:?}");
+        let Some(ReplayDivergence::Output { stage, recorded, replayed, manifest, .. }) = evidence.divergence else {
+            panic!("{evidence:?}")
+        };
+        assert_eq!(stage.as_str(), "d");
+        assert_eq!(recorded, first.stages[0].record.outputs.get("dataset").copied());
+        let Record::Stage(divergent) = get_record(&store, &manifest).unwrap() else { panic!("a stage record") };
+        assert_eq!(replayed, divergent.outputs.get("dataset").copied());
+        assert_ne!(recorded, replayed);
         let Some(Divergence::Output { stage, output, dataset: Some(d), .. }) = report.divergence else {
             panic!("expected a dataset divergence, got {:?}", report.divergence);
         };
@@ -860,5 +962,21 @@ mod tests {
         let b = replay(&store, &locked.lockfile, &locked.bytes, &ReplayRange::default(), &opts).unwrap();
         assert!(b.divergence.is_none());
         assert_eq!(a.stages[0].manifest, b.stages[0].manifest, "a different clock gives the same stage record");
+        // The replay record too: a replay leaves the same evidence whenever it runs.
+        opts.clock = &|| 2_000_000;
+        let c = replay(&store, &locked.lockfile, &locked.bytes, &ReplayRange::default(), &opts).unwrap();
+        assert_eq!(b.replay_record, c.replay_record);
+        let Record::Replay(r) = get_record(&store, &b.replay_record.unwrap()).unwrap() else {
+            panic!("a replay record")
+        };
+        assert_eq!(r.envelope_check, EnvelopeCheck::Full);
+        assert_eq!(
+            r.stages,
+            vec![ReplayStage {
+                name: "f".parse().unwrap(),
+                status: ReplayStatus::Replayed,
+                manifest: a.stages[0].manifest
+            }]
+        );
     }
 }

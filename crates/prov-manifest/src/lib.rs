@@ -1,7 +1,7 @@
 //! The records of Provenant and their one canonical encoding.
 //!
 //! `prov-manifest` owns what a manifest says: the typed records (source, tree, dataset,
-//! verdict, stage, checkpoint, run, lockfile), canonical JSON (RFC 8785 style, with a written
+//! verdict, stage, checkpoint, run, lockfile, replay), canonical JSON (RFC 8785 style, with a written
 //! rule for integers and floats), the recipe schema with line-precise errors, the lockfile
 //! schema and seed derivation. It stores and reads records through `prov-store`, and walks
 //! the reference graph between them.
@@ -33,6 +33,7 @@ mod lockfile;
 mod name;
 mod recipe;
 mod records;
+mod replay;
 mod stored;
 
 pub use canonical::{
@@ -49,4 +50,9 @@ pub use records::{
     OutputType, Record, RunRecord, RunStage, SCHEMA_VERSION, ShardRef, SourceRecord, StageRecord, TreeEntry,
     TreeRecord, VerdictRecord,
 };
-pub use stored::{StoredError, closure, get_record, looks_like_record, put_record};
+pub use replay::{
+    EnvelopeCheck, EnvelopeDifference, ReplayDifference, ReplayDivergence, ReplayRecord, ReplayStage, ReplayStatus,
+};
+pub use stored::{
+    StoredError, closure, find_records, get_record, is_manifest, looks_like_record, put_record, replays_of,
+};

@@ -41,6 +41,8 @@ pub enum Record {
     Lockfile(crate::Lockfile),
     /// Per-document decisions of a filter stage.
     Ledger(LedgerRecord),
+    /// The outcome of one replay of a run.
+    Replay(crate::replay::ReplayRecord),
 }
 
 impl Record {
@@ -56,6 +58,7 @@ impl Record {
             Self::Run(_) => "run",
             Self::Lockfile(_) => "lockfile",
             Self::Ledger(_) => "ledger",
+            Self::Replay(_) => "replay",
         }
     }
 
@@ -115,6 +118,7 @@ impl Record {
             }
             Self::Lockfile(l) => l.validate(),
             Self::Ledger(l) => l.validate(),
+            Self::Replay(r) => r.validate(),
             _ => Ok(()),
         }
     }
@@ -145,6 +149,7 @@ impl Record {
             // imported copies through the source stages).
             Self::Lockfile(_) => Vec::new(),
             Self::Ledger(l) => l.shards.iter().map(|s| s.digest).collect(),
+            Self::Replay(r) => r.references(),
         };
         out.sort();
         out.dedup();

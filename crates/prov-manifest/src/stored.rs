@@ -6,6 +6,7 @@ use prov_store::{Digest, ObjectKind, Store, StoreError};
 
 use crate::canonical::{DecodeError, EncodeError};
 use crate::records::Record;
+use crate::replay::ReplayRecord;
 
 /// An error reading or writing a stored record.
 #[derive(Debug, thiserror::Error)]
@@ -52,6 +53,44 @@ pub fn get_record(store: &Store, digest: &Digest) -> Result<Record, StoredError>
 /// validating it; used to tell manifests from data when the index is not trusted.
 pub fn looks_like_record(bytes: &[u8]) -> bool {
     bytes.starts_with(b"{\"") && bytes.ends_with(b"}") && bytes.windows(7).any(|w| w == b"\"kind\":")
+}
+
+/// Decides whether an object is a manifest: from the kind the index recorded for it, or,
+/// when the index does not know it (a process killed between writing the object and
+/// recording it), from its bytes (small, and shaped like a record).
+pub fn is_manifest(store: &Store, indexed_kind: Option<&str>, digest: &Digest) -> bool {
+    if let Some(kind) = indexed_kind {
+        kind == "manifest"
+    } else {
+        let path = store.object_path(digest);
+        let small = fs_err::metadata(&path).is_ok_and(|m| m.len() < 64 << 20);
+        small && fs_err::read(&path).is_ok_and(|b| looks_like_record(&b))
+    }
+}
+
+/// Returns every record in the store that `pick` keeps, found from the objects themselves
+/// rather than from what the index says about runs, sorted by digest. A damaged or invalid
+/// manifest is skipped: reporting it is `prov verify`'s job.
+pub fn find_records<T>(store: &Store, pick: impl Fn(Record) -> Option<T>) -> Result<Vec<(Digest, T)>, StoreError> {
+    let kinds = store.index().all_kinds()?;
+    let mut out = Vec::new();
+    for d in store.list_objects()? {
+        if !is_manifest(store, kinds.get(&d).map(String::as_str), &d) {
+            continue;
+        }
+        if let Some(t) = get_record(store, &d).ok().and_then(&pick) {
+            out.push((d, t));
+        }
+    }
+    Ok(out)
+}
+
+/// Every replay record of the run record `recording`, sorted by digest.
+pub fn replays_of(store: &Store, recording: &Digest) -> Result<Vec<(Digest, ReplayRecord)>, StoreError> {
+    find_records(store, |r| match r {
+        Record::Replay(r) if r.recording == *recording => Some(r),
+        _ => None,
+    })
 }
 
 /// Walks everything reachable from `roots` through record references. Objects that are not

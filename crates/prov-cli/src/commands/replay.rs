@@ -112,7 +112,7 @@ pub(crate) fn cmd_replay(ui: &mut Ui, cx: &CommandContext, args: &ReplayArgs) ->
 /// Returns a one-line summary, detail lines, and the JSON form of a divergence.
 fn describe(d: &Divergence) -> (String, String, serde_json::Value) {
     match d {
-        Divergence::Output { stage, output, expected, actual, dataset, located, envelope } => {
+        Divergence::Output { stage, output, expected, actual, dataset, located, envelope, .. } => {
             let show =
                 |o: &Option<prov_manifest::OutputRef>| o.map_or_else(|| "(none)".to_owned(), |o| o.digest.to_string());
             let mut detail = format!("  recorded: {}\n  replayed: {}", show(expected), show(actual));
@@ -149,13 +149,20 @@ fn describe(d: &Divergence) -> (String, String, serde_json::Value) {
             });
             (format!("replay diverged at stage `{stage}`, output `{output}`"), detail, data)
         }
-        Divergence::Stats { stage, field, expected, actual } => {
+        Divergence::Stats { stage, field, expected, actual, envelope, .. } => {
             let show =
                 |v: &Option<serde_json::Value>| v.as_ref().map_or_else(|| "(none)".to_owned(), ToString::to_string);
+            let mut detail = format!("  recorded: {}\n  replayed: {}", show(expected), show(actual));
+            for (f, a, b) in envelope {
+                let _ = write!(detail, "\n  (envelope ignored: {f} recorded `{a}`, now `{b}`)");
+            }
             (
                 format!("replay diverged at stage `{stage}`: statistic `{field}` differs"),
-                format!("  recorded: {}\n  replayed: {}", show(expected), show(actual)),
-                json!({ "kind": "stats", "stage": stage.to_string(), "field": field, "expected": expected, "actual": actual }),
+                detail,
+                json!({
+                    "kind": "stats", "stage": stage.to_string(), "field": field, "expected": expected, "actual": actual,
+                    "envelope_ignored": envelope.iter().map(|(f, a, b)| json!({"field": f, "recorded": a, "current": b})).collect::<Vec<_>>(),
+                }),
             )
         }
         Divergence::Envelope { stage, differences } => {

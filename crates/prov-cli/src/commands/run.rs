@@ -101,6 +101,7 @@ pub(crate) fn render_report(ui: &mut Ui, report: &RunReport, mode: &str) -> Resu
             "stages": report.stages.len(),
             "executed": executed,
             "diverged": report.divergence.is_some(),
+            "replay_record": report.replay_record.map(|d| d.to_string()),
         }),
     )?;
     ui.line(format!("{mode} {} ({})", report.run_id, report.recipe))?;
@@ -128,6 +129,9 @@ pub(crate) fn render_report(ui: &mut Ui, report: &RunReport, mode: &str) -> Resu
     }
     if let Some(m) = report.run_manifest {
         ui.line(format!("run manifest {m}"))?;
+    }
+    if let Some(m) = report.replay_record {
+        ui.line(format!("replay record {m}"))?;
     }
     Ok(())
 }

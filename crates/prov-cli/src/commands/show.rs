@@ -122,6 +122,16 @@ fn show_record(ui: &mut Ui, store: &Store, digest: &Digest, bytes: &[u8]) -> Res
         Record::Source(s) => {
             ui.line(format!("  {} from {}: {}", s.name, s.origin, content_summary(&s.content)))?;
         }
+        Record::Replay(r) => {
+            ui.line(format!("  run id    {}", r.lockfile))?;
+            ui.line(format!("  recording {}", r.recording))?;
+            let replayed = r.stages.iter().filter(|s| s.status == prov_manifest::ReplayStatus::Replayed).count();
+            ui.line(format!("  stages    {replayed} re-executed, {} reused", r.stages.len() - replayed))?;
+            match &r.divergence {
+                None => ui.line("  outcome   identical")?,
+                Some(d) => ui.line(format!("  outcome   diverged at stage `{}`", d.stage()))?,
+            }
+        }
         _ => {}
     }
     referrers_line(ui, &referrers)?;
