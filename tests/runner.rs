@@ -9,6 +9,7 @@ mod test_card;
 mod test_concurrency;
 mod test_decontaminate;
 mod test_dedup;
+mod test_exit_codes;
 mod test_explain;
 mod test_explain_pii;
 mod test_extends;

@@ -1,7 +1,7 @@
 //! `prov replay`: divergence is exit 3 and names the first divergent stage; envelope-class
 //! stages refuse equality across envelopes; `--from` and `--until` bound the replay.
 
-use crate::common::Project;
+use crate::common::{Project, recommit, repo_root};
 
 const NONDETERMINISTIC: &str = "\
 schema: 1
@@ -83,4 +83,105 @@ fn replay_without_a_recording_says_what_to_do() {
     r.exit(1);
     assert!(r.stderr().contains("has no completed recording"), "{}", r.describe());
     assert!(r.stderr().contains("hint: run it with `prov run` first"), "{}", r.describe());
+}
+
+/// A copy of the committed quickstart whose `half` stage claims another dataset: the stage
+/// record rewritten and renamed to its new digest, the run record and its root recomputed,
+/// `RUN` updated. Every file hashes to its name; only the claim is false.
+fn forged_quickstart(p: &Project) -> prov_store::Digest {
+    let forged_output = prov_store::Digest::of(b"a dataset the quickstart never made");
+    recommit(&repo_root().join("manifests/quickstart"), &p.path("forged"), |s| {
+        if s.name.as_str() == "half" {
+            s.outputs.get_mut("dataset").unwrap().digest = forged_output;
+        }
+    });
+    forged_output
+}
+
+/// `--against DIR` compares with DIR's run and nothing else: a forged DIR is a divergence
+/// (exit 3) naming the stage, the output and both digests, whether or not the store already
+/// holds an honest run of the lockfile (which used to be compared instead, and matched).
+#[test]
+fn against_a_forged_manifest_folder_is_a_divergence_whatever_the_store_holds() {
+    for store_holds_a_run in [true, false] {
+        let p = Project::with_recipes();
+        fs_err::create_dir_all(p.path("lockfiles")).unwrap();
+        fs_err::copy(repo_root().join("lockfiles/quickstart.lock"), p.path("lockfiles/quickstart.lock")).unwrap();
+        if store_holds_a_run {
+            p.prov(&["run", "lockfiles/quickstart.lock"]).success();
+        }
+        let forged = forged_quickstart(&p);
+        let r = p.prov(&["replay", "lockfiles/quickstart.lock", "--against", "forged"]);
+        r.exit(3);
+        let err = r.stderr();
+        assert!(err.contains("replay diverged at stage `half`, output `dataset`"), "{}", r.describe());
+        assert!(err.contains(&format!("recorded: {forged}")), "{}", r.describe());
+        let lines = p.json(&["replay", "lockfiles/quickstart.lock", "--against", "forged"]);
+        let div = &lines.iter().find(|l| l["type"] == "divergence").expect("a divergence")["data"];
+        assert_eq!(
+            (div["stage"].as_str(), div["expected"].as_str()),
+            (Some("half"), Some(forged.to_string().as_str()))
+        );
+        let committed = committed_output("half", "dataset");
+        assert_eq!(div["actual"], committed, "the replay made what the quickstart makes");
+        // The committed folder, beside it, replays identical.
+        let r = p.prov(&[
+            "replay",
+            "lockfiles/quickstart.lock",
+            "--against",
+            &repo_root().join("manifests/quickstart").display().to_string(),
+        ]);
+        r.success();
+    }
+}
+
+/// The digest of an output of the committed quickstart run.
+fn committed_output(stage: &str, output: &str) -> String {
+    for entry in fs_err::read_dir(repo_root().join("manifests/quickstart")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "json") {
+            let record: serde_json::Value = serde_json::from_slice(&fs_err::read(&path).unwrap()).unwrap();
+            if record["kind"] == "stage" && record["name"] == stage {
+                return record["outputs"][output]["digest"].as_str().unwrap().to_owned();
+            }
+        }
+    }
+    panic!("no stage {stage}")
+}
+
+/// A folder whose `RUN` names a run of another lockfile is refused before anything runs.
+#[test]
+fn against_a_folder_of_another_lockfile_is_refused() {
+    let p = Project::with_recipes();
+    p.prov(&["lock", "recipes/quickstart.yaml"]).success();
+    let mut lock = fs_err::read_to_string(p.path("lockfiles/quickstart.lock")).unwrap();
+    lock = lock.replacen("\"fraction\":0.5", "\"fraction\":0.25", 1);
+    p.write("lockfiles/other.lock", &lock);
+    let r = p.prov(&[
+        "replay",
+        "lockfiles/other.lock",
+        "--against",
+        &repo_root().join("manifests/quickstart").display().to_string(),
+    ]);
+    r.exit(1);
+    assert!(r.stderr().contains("names a run of lockfile"), "{}", r.describe());
+}
+
+/// With `--against`, the store's copies of the recorded outputs are still checked before a
+/// stage re-executes: a damaged shard of an earlier local run is exit 2, not rewritten
+/// in silence.
+#[test]
+fn against_keeps_checking_what_the_store_holds() {
+    let p = Project::with_recipes();
+    fs_err::create_dir_all(p.path("lockfiles")).unwrap();
+    fs_err::copy(repo_root().join("lockfiles/quickstart.lock"), p.path("lockfiles/quickstart.lock")).unwrap();
+    p.prov(&["run", "lockfiles/quickstart.lock"]).success();
+    let dataset = committed_output("half", "dataset");
+    let shown = p.json(&["show", &dataset]);
+    let shard = shown[0]["data"]["record"]["shards"][0]["digest"].as_str().unwrap().to_owned();
+    crate::common::flip_byte(&p.object_file(&shard), 100);
+    let committed = repo_root().join("manifests/quickstart").display().to_string();
+    let r = p.prov(&["replay", "lockfiles/quickstart.lock", "--against", &committed]);
+    r.exit(2);
+    assert!(r.stderr().contains("the recorded outputs of stage `half` are damaged"), "{}", r.describe());
 }

@@ -55,9 +55,6 @@ fn main() -> std::process::ExitCode {
     match context::pin_aten_capability().and_then(|()| commands::dispatch(&mut ui, &cx, &cli.command)) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            if e.message.contains("Broken pipe") {
-                return std::process::ExitCode::SUCCESS;
-            }
             if e.message.is_empty() {
                 return std::process::ExitCode::from(e.code as u8);
             }

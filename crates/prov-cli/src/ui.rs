@@ -18,13 +18,16 @@ use serde_json::Value;
 pub(crate) struct Ui {
     json: bool,
     progress: bool,
+    /// Set when stdout was closed by its reader (`prov log | head`): later output is dropped,
+    /// and the command goes on to its real outcome and exit code.
+    stdout_closed: bool,
 }
 
 impl Ui {
     pub fn new(json: bool) -> Self {
         let progress =
             !json && io::stderr().is_terminal() && crate::env_vars::get(crate::env_vars::PROV_NO_PROGRESS).is_none();
-        Self { json, progress }
+        Self { json, progress, stdout_closed: false }
     }
 
     /// True in `--json` mode.
@@ -42,8 +45,30 @@ impl Ui {
         if self.json {
             return Ok(());
         }
+        self.write_stdout(format!("{}\n", text.as_ref()).as_bytes())
+    }
+
+    /// Writes bytes to stdout exactly as given, no newline added, in either mode (data that
+    /// must arrive byte for byte, such as redacted text).
+    pub fn raw(&mut self, bytes: &[u8]) -> io::Result<()> {
+        self.write_stdout(bytes)
+    }
+
+    /// Writes a line to stdout. A reader that closed stdout has seen all it wanted: that is
+    /// not an error of the command (its exit code still says how it ended); any other write
+    /// error is.
+    fn write_stdout(&mut self, bytes: &[u8]) -> io::Result<()> {
+        if self.stdout_closed {
+            return Ok(());
+        }
         let mut out = io::stdout().lock();
-        writeln!(out, "{}", text.as_ref())
+        match out.write_all(bytes).and_then(|()| out.flush()) {
+            Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {
+                self.stdout_closed = true;
+                Ok(())
+            }
+            other => other,
+        }
     }
 
     /// Writes one JSON Lines message (only in `--json` mode).
@@ -54,8 +79,7 @@ impl Ui {
             return Ok(());
         }
         let msg = serde_json::json!({ "type": kind, "data": data });
-        let mut out = io::stdout().lock();
-        writeln!(out, "{msg}")
+        self.write_stdout(format!("{msg}\n").as_bytes())
     }
 
     /// Writes a status message to stderr.

@@ -461,11 +461,24 @@ impl Executor<'_> {
 
 /// Verifies every object reachable from `roots`; returns the first failure.
 pub fn verify_closure(store: &Store, pool: &rayon::ThreadPool, roots: &[Digest]) -> Result<(), StoredError> {
-    let (reachable, mut problems) = closure(store, roots);
-    if let Some((_, e)) = problems.pop() {
+    verify_closure_as_far_as_stored(store, pool, roots, false)
+}
+
+/// Verifies every object reachable from `roots`; with `missing_allowed`, an object that is
+/// not in the store is not a failure (a recording imported from committed manifests holds
+/// the records, not the data), while one whose bytes do not match its digest still is.
+fn verify_closure_as_far_as_stored(
+    store: &Store,
+    pool: &rayon::ThreadPool,
+    roots: &[Digest],
+    missing_allowed: bool,
+) -> Result<(), StoredError> {
+    let (reachable, problems) = closure(store, roots);
+    let absent = |e: &StoredError| matches!(e, StoredError::Store(StoreError::NotFound(_)));
+    if let Some((_, e)) = problems.into_iter().find(|(_, e)| !(missing_allowed && absent(e))) {
         return Err(e);
     }
-    let reachable: Vec<Digest> = reachable.into_iter().collect();
+    let reachable: Vec<Digest> = reachable.into_iter().filter(|d| !missing_allowed || store.contains(d)).collect();
     pool.install(|| reachable.par_iter().try_for_each(|d| store.verify(d).map(|_| ())))?;
     Ok(())
 }
@@ -570,6 +583,9 @@ pub struct ReplayRange {
     /// Re-execute `envelope` stages even when the envelope differs, and compare their
     /// outputs anyway, to see where a different envelope makes a run diverge.
     pub ignore_envelope: bool,
+    /// Compare with this run record (a recording imported from committed manifests) rather
+    /// than with the latest run of the lockfile in this store, whatever the store holds.
+    pub recording: Option<Digest>,
 }
 
 /// Reads the stage records of a recorded run, by stage name.
@@ -622,6 +638,43 @@ fn check_range(nodes: &[Node], range: &ReplayRange) -> Result<(), ExecError> {
     Ok(())
 }
 
+/// Checks a recorded stage's outputs before a replay re-executes it (re-executing would
+/// rewrite damaged objects and hide the damage), naming what the stage kind can locate.
+fn check_recording(
+    store: &Store,
+    pool: &rayon::ThreadPool,
+    kind: &dyn crate::stage::Stage,
+    expected: &StageRecord,
+    imported: bool,
+) -> Result<(), ExecError> {
+    let recorded: Vec<Digest> = expected.outputs.values().map(|o| o.digest).collect();
+    verify_closure_as_far_as_stored(store, pool, &recorded, imported).map_err(|source| {
+        let located = expected
+            .outputs
+            .iter()
+            .filter_map(|(name, o)| kind.locate_damage(store, name, o))
+            .flat_map(|l| l.lines)
+            .collect();
+        ExecError::DamagedRecording { stage: expected.name.clone(), source, located }
+    })
+}
+
+/// The run record a replay compares with: the one `range` names, else the latest completed
+/// run of the lockfile in the store. Either way it must be a run of this lockfile.
+fn recording_of(store: &Store, run_id: Digest, range: &ReplayRange) -> Result<(Digest, RunRecord), ExecError> {
+    let (manifest, run) = match range.recording {
+        Some(m) => match get_record(store, &m)? {
+            Record::Run(r) => (m, r),
+            _ => return Err(ExecError::WrongRecord { digest: m, expected: "run" }),
+        },
+        None => recorded_run(store, &run_id)?.ok_or(ExecError::NotRecorded(run_id))?,
+    };
+    if run.lockfile != run_id {
+        return Err(ExecError::WrongRecord { digest: manifest, expected: "run of this lockfile" });
+    }
+    Ok((manifest, run))
+}
+
 /// Re-executes a recorded run ignoring the cache and compares every stage with the recording.
 pub fn replay(
     store: &Store,
@@ -633,10 +686,7 @@ pub fn replay(
     let run_id = store_lockfile(store, lockfile, bytes)?;
     let nodes = plan(lockfile, opts.registry)?;
     check_range(&nodes, range)?;
-    let (recorded_manifest, recorded) = recorded_run(store, &run_id)?.ok_or(ExecError::NotRecorded(run_id))?;
-    if recorded.lockfile != run_id {
-        return Err(ExecError::WrongRecord { digest: recorded_manifest, expected: "run of this lockfile" });
-    }
+    let (recorded_manifest, recorded) = recording_of(store, run_id, range)?;
     let recorded_stages = stage_records(store, &recorded)?;
     let recipe = lockfile.recipe.name.to_string();
     let execution = store.index().begin_execution(&run_id, "replay", &recipe, opts.lockfile_display, (opts.clock)())?;
@@ -678,18 +728,10 @@ pub fn replay(
                     }
                 }
                 let kind = opts.registry.get(&stage.stage_kind).expect("planned kinds exist");
-                let recorded: Vec<Digest> = expected.outputs.values().map(|o| o.digest).collect();
-                // A recording imported from committed manifests has only its records here.
-                let check = if range.across_machines { Ok(()) } else { verify_closure(store, &ex.pool, &recorded) };
-                if let Err(source) = check {
-                    let located = expected
-                        .outputs
-                        .iter()
-                        .filter_map(|(name, o)| kind.locate_damage(store, name, o))
-                        .flat_map(|l| l.lines)
-                        .collect();
-                    return Err(ExecError::DamagedRecording { stage: stage.name.clone(), source, located });
-                }
+                // A recording imported from committed manifests has its records here but not
+                // the data they name: what is here is checked, what is missing is no damage.
+                let imported = range.recording.is_some() || range.across_machines;
+                check_recording(store, &ex.pool, kind.as_ref(), &expected, imported)?;
                 let (manifest, record) = ex.execute(stage, &inputs, key)?;
                 if let Some(mut d) = compare(store, kind.as_ref(), &stage.name, &expected, &record, manifest)? {
                     if let Divergence::Output { envelope, .. } | Divergence::Stats { envelope, .. } = &mut d {
@@ -796,7 +838,13 @@ fn compare(
         })),
         ReplayDifference::Output { output, recorded: e, replayed: a } => {
             let dataset = match (e, a) {
-                (Some(e), Some(a)) if e.output_type == OutputType::Dataset && a.output_type == OutputType::Dataset => {
+                // A recording imported from committed manifests may name a dataset whose
+                // record it does not hold (a forged one): the digests are all there is.
+                (Some(e), Some(a))
+                    if e.output_type == OutputType::Dataset
+                        && a.output_type == OutputType::Dataset
+                        && store.contains(&e.digest) =>
+                {
                     match (get_record(store, &e.digest)?, get_record(store, &a.digest)?) {
                         // A recording imported from committed manifests has no shards to compare.
                         (Record::Dataset(de), Record::Dataset(_))

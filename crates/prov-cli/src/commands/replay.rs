@@ -30,7 +30,8 @@ pub(crate) struct ReplayArgs {
     until: Option<String>,
     /// Replay against committed manifests (a `manifests/<recipe>/` folder written by
     /// `prov run --commit`) instead of a run recorded in this store: each `<hex>.json` must
-    /// hash to its name, `RUN` names the run. Envelopes are compared on the fields that
+    /// hash to its name, `RUN` names the run, which every stage is compared with, whatever
+    /// this store holds. Envelopes are compared on the fields that
     /// decide results (arch, device, libtorch, `ATen` capability, MKL path), so a run recorded
     /// on one machine can be reproduced on another. With `--from`, the stages before it reuse
     /// outputs this store already holds (verified), as after replaying a run they share: a
@@ -79,15 +80,40 @@ fn import_manifests(store: &prov_store::Store, dir: &std::path::Path) -> Result<
 pub(crate) fn cmd_replay(ui: &mut Ui, cx: &CommandContext, args: &ReplayArgs) -> Result<(), CommandError> {
     let (store, root) = cx.open_store(Access::Shared, true)?;
     let loaded = load_lockfile(&store, &args.run)?;
-    if let Some(dir) = &args.against {
-        let run = import_manifests(&store, dir)?;
-        ui.status(format!("imported the manifests of run {run} from {}", dir.display()));
-    }
+    let recording = match &args.against {
+        Some(dir) => {
+            let run = import_manifests(&store, dir)?;
+            let run_id = prov_manifest::run_id(&loaded.bytes);
+            match prov_manifest::get_record(&store, &run)? {
+                prov_manifest::Record::Run(r) if r.lockfile == run_id => {}
+                prov_manifest::Record::Run(r) => {
+                    return Err(CommandError::input(format!(
+                        "{}: names a run of lockfile {}, not of `{}` ({run_id})",
+                        dir.join("RUN").display(),
+                        r.lockfile,
+                        loaded.display
+                    ))
+                    .with_hint("give the manifests folder that `prov run --commit` wrote with this lockfile"));
+                }
+                other => {
+                    return Err(CommandError::input(format!(
+                        "{}: names a {} record, not a run record",
+                        dir.join("RUN").display(),
+                        other.kind_name()
+                    )));
+                }
+            }
+            ui.status(format!("imported the manifests of run {run} from {}", dir.display()));
+            Some(run)
+        }
+        None => None,
+    };
     let range = ReplayRange {
         from: args.from.clone(),
         until: args.until.clone(),
         across_machines: args.against.is_some(),
         ignore_envelope: args.ignore_envelope,
+        recording,
     };
     let result = with_exec_options(ui, cx, &root, &loaded.display, |opts| {
         prov_exec::replay(&store, &loaded.lockfile, &loaded.bytes, &range, opts)

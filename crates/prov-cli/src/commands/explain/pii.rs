@@ -1,6 +1,6 @@
 //! `prov explain pii`: redacts stdin in one PII mode and says what it replaced.
 
-use std::io::{Read as _, Write as _};
+use std::io::Read as _;
 
 use prov_prep::pii::{Mode, Redactor, StrictOptions};
 use serde_json::json;
@@ -64,10 +64,7 @@ pub(super) fn cmd_explain_pii(ui: &mut Ui, args: &PiiArgs) -> Result<(), Command
     }
     // The redacted text is data that must arrive byte for byte, without the newline that
     // `Ui::line` adds.
-    let mut out = std::io::stdout().lock();
-    out.write_all(redaction.text.as_bytes())?;
-    out.flush()?;
-    drop(out);
+    ui.raw(redaction.text.as_bytes())?;
     for m in &redaction.matches {
         ui.status(format!("{} {}..{}", m.kind, m.start, m.end));
     }
