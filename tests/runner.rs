@@ -17,6 +17,7 @@ mod test_goldfish;
 mod test_kill;
 mod test_license;
 mod test_license_review;
+mod test_lockfile_edits;
 mod test_main_job;
 mod test_pii;
 mod test_post_training;

@@ -179,6 +179,19 @@ fn bad_preference_data_is_refused_naming_line_and_field(p: &Project, sampled: &[
         r.describe()
     );
 
+    // A token id the model has no embedding for: a typed error, not a libtorch abort.
+    let mut unknown = sampled.to_vec();
+    unknown[2]["completions"][1]["ids"][0] = 70_000.into();
+    let r = variant(&unknown, scored);
+    r.exit(1);
+    assert!(
+        r.stderr().contains(
+            "input `completions`: prompt 2: `completions[1].ids[0]` is 70000, outside the model's vocabulary of 512 ids (line 3)"
+        ),
+        "{}",
+        r.describe()
+    );
+
     let mut missing = scored.to_vec();
     missing[2]["rewards"][3] = Value::Null;
     let r = variant(sampled, &missing);

@@ -39,6 +39,22 @@ impl CommandError {
     pub fn divergence(message: impl Into<String>) -> Self {
         Self { code: ExitCode::Divergence, message: message.into(), detail: None, hint: None }
     }
+    /// A bug of `prov` (a caught panic), with where it happened and what to do.
+    pub fn internal(message: impl Into<String>) -> Self {
+        let mut message = message.into();
+        if let Some((location, payload)) = last_panic() {
+            if let Some(p) = payload.filter(|p| !message.contains(p.as_str())) {
+                message = format!("{message}: {p}");
+            }
+            if let Some(l) = location {
+                message = format!("{message} (at {l})");
+            }
+        }
+        Self::input(message).with_hint(
+            "this is a bug in prov, not in your input: please report it with `prov --version` and the command; \
+             the store holds only whole objects (`prov verify` checks it)",
+        )
+    }
     /// An exit with `code` and nothing printed (`prov diff --exit-code` when runs differ).
     pub fn silent(code: ExitCode) -> Self {
         Self { code, message: String::new(), detail: None, hint: None }
@@ -79,14 +95,33 @@ impl From<StoredError> for CommandError {
     }
 }
 
+/// The last panic's location and message, kept by the panic hook for [`CommandError::internal`].
+static LAST_PANIC: std::sync::Mutex<Option<(Option<String>, Option<String>)>> = std::sync::Mutex::new(None);
+
+pub(crate) fn record_panic(location: Option<String>, payload: Option<String>) {
+    if let Ok(mut last) = LAST_PANIC.lock() {
+        *last = Some((location, payload));
+    }
+}
+
+fn last_panic() -> Option<(Option<String>, Option<String>)> {
+    LAST_PANIC.lock().ok().and_then(|mut last| last.take())
+}
+
 impl From<ExecError> for CommandError {
     fn from(e: ExecError) -> Self {
+        if let ExecError::Internal { .. } = &e {
+            return Self::internal(e.to_string());
+        }
         let integrity = e.is_integrity_failure();
         let hint = match &e {
             ExecError::NotRecorded(_) => {
                 Some("run it with `prov run` first; replay compares against a recording".to_owned())
             }
             ExecError::Incompatible { .. } => Some("re-lock the recipe with `prov lock`".to_owned()),
+            ExecError::InvalidLockfile { .. } => Some(
+                "a lockfile is what `prov lock` writes: re-lock the recipe rather than editing the lockfile".to_owned(),
+            ),
             ExecError::Stage { source: prov_exec::StageError::SourceChanged { .. }, .. } => {
                 Some("re-lock the recipe if the new bytes are intended".to_owned())
             }

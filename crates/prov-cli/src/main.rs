@@ -40,6 +40,16 @@ struct Cli {
     command: commands::Command,
 }
 
+/// A panic is a bug of `prov`, and is caught (at the stage boundary, else around the command)
+/// and reported as an internal error with a hint; the hook only keeps where it happened, for
+/// that report, instead of printing Rust's own message.
+fn install_panic_hook() {
+    std::panic::set_hook(Box::new(|info| {
+        let location = info.location().map(|l| format!("{}:{}", l.file(), l.line()));
+        error::record_panic(location, info.payload_as_str().map(str::to_owned));
+    }));
+}
+
 fn main() -> std::process::ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
@@ -51,8 +61,13 @@ fn main() -> std::process::ExitCode {
     let mut ui = ui::Ui::new(cli.json);
     let cwd = std::env::current_dir().unwrap_or_else(|_| std::path::PathBuf::from("."));
     let cx = context::CommandContext { store_flag: cli.store, threads_flag: cli.threads, cwd };
+    install_panic_hook();
     // Before any command, so before libtorch computes anything.
-    match context::pin_aten_capability().and_then(|()| commands::dispatch(&mut ui, &cx, &cli.command)) {
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        context::pin_aten_capability().and_then(|()| commands::dispatch(&mut ui, &cx, &cli.command))
+    }))
+    .unwrap_or_else(|_| Err(error::CommandError::internal("a panic outside any stage")));
+    match outcome {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             if e.message.is_empty() {

@@ -33,6 +33,7 @@
 //! ```
 
 mod builtin;
+mod check;
 mod envelope;
 mod key;
 mod lock;
@@ -41,7 +42,8 @@ mod run;
 mod stage;
 mod tree;
 
-pub use builtin::{ExternalStage, SourceStage};
+pub use builtin::{ExternalStage, SourcePathError, SourceStage, confine_source};
+pub use check::check_lockfile;
 pub use envelope::{TorchFacts, WORKBENCH_VERSION, capture as capture_envelope, key_envelope};
 pub use key::stage_key;
 pub use lock::{Locked, absolute, lock_recipe, lock_text, lockfile_bytes, plan_order, relative_to};

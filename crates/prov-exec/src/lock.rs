@@ -6,7 +6,7 @@ use std::path::{Component, Path, PathBuf};
 
 use prov_manifest::{
     Content, InputRef, LockedSource, LockedStage, Lockfile, Name, OutputType, Recipe, RecipeError, RecipeRef,
-    RecipeSource, RecipeStage, SCHEMA_VERSION, closest, derive_seed, to_canonical_bytes, yaml_to_json,
+    RecipeSource, RecipeStage, RelPath, SCHEMA_VERSION, closest, derive_seed, to_canonical_bytes, yaml_to_json,
 };
 use serde_json::Value;
 
@@ -212,16 +212,25 @@ fn lock_sources(files: &[RecipeFile], recipe: &Merged, root: &Path) -> Result<Ve
         let recipe_dir = absolute(file.path.parent().unwrap_or(Path::new(".")));
         let at = ["sources", name.as_str(), "path"];
         let resolved = normalize(&recipe_dir.join(&src.path));
-        let meta = fs_err::metadata(&resolved).map_err(|e| {
-            loc.err(&at, format!("cannot read source `{}`: {}", resolved.display(), io_reason(&e)))
-                .with_hint("paths are relative to the recipe's directory")
+        let path: RelPath = relative_to(&resolved, root).parse().map_err(|_| {
+            loc.err(&at, format!("source `{}` is outside the project root `{}`", src.path, root.display()))
+                .with_hint("sources are pinned by their path in the project: copy or move the data into it")
         })?;
-        let content = if meta.is_dir() {
-            let tree = tree_record(&resolved, &mut |p| Ok(hash_file(p)?)).map_err(|e| loc.err(&at, e.to_string()))?;
+        let (real, is_dir) = crate::confine_source(root, &path).map_err(|e| {
+            let e = match e {
+                crate::SourcePathError::Io { source, .. } => {
+                    format!("cannot read source `{}`: {}", resolved.display(), io_reason(&source))
+                }
+                other => other.to_string(),
+            };
+            loc.err(&at, e).with_hint("paths are relative to the recipe's directory, and stay inside the project")
+        })?;
+        let content = if is_dir {
+            let tree = tree_record(&real, &mut |p| Ok(hash_file(p)?)).map_err(|e| loc.err(&at, e.to_string()))?;
             let (_, digest) = tree_digest(&tree);
             Content::Tree { digest, files: tree.entries.len() as u64, size: tree.entries.iter().map(|e| e.size).sum() }
         } else {
-            let (digest, size) = hash_file(&resolved).map_err(|e| loc.err(&at, e.to_string()))?;
+            let (digest, size) = hash_file(&real).map_err(|e| loc.err(&at, e.to_string()))?;
             Content::File { digest, size }
         };
         if let Some(expected) = &src.blake3
@@ -240,7 +249,7 @@ fn lock_sources(files: &[RecipeFile], recipe: &Merged, root: &Path) -> Result<Ve
         }
         sources.push(LockedSource {
             name: name.clone(),
-            path: relative_to(&resolved, root),
+            path,
             content,
             license: src.license.clone(),
             retrieved: src.retrieved.clone(),
@@ -396,7 +405,7 @@ fn lock_seeds(
     Ok(seeds)
 }
 
-fn type_name(t: OutputType) -> &'static str {
+pub(crate) fn type_name(t: OutputType) -> &'static str {
     match t {
         OutputType::Source => "source",
         OutputType::Dataset => "dataset",

@@ -173,6 +173,27 @@ pub enum ExecError {
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// A stage panicked: a bug of this build, caught at the stage boundary so that the
+    /// execution is logged as failed and the store stays valid.
+    #[error("internal error in stage `{stage}` ({kind}): {message}")]
+    Internal {
+        /// Stage name.
+        stage: Name,
+        /// Stage kind.
+        kind: String,
+        /// The panic's message.
+        message: String,
+    },
+    /// The lockfile is not one `prov lock` would write with this build's stage kinds.
+    #[error("stage `{stage}`, field `{field}`: {message}")]
+    InvalidLockfile {
+        /// Stage name.
+        stage: Name,
+        /// The field of the stage's lockfile entry (`config.bands`, `inputs.docs`, `seeds`).
+        field: String,
+        /// What is wrong.
+        message: String,
+    },
     /// A replay found the recording it compares against damaged, before re-executing
     /// (re-executing would rewrite the damaged objects and hide the damage).
     #[error("the recorded outputs of stage `{stage}` are damaged: {source}{}", located.iter().fold(String::new(), |acc, l| acc + "\n  " + l))]
@@ -294,26 +315,9 @@ fn plan(lockfile: &Lockfile, registry: &Registry) -> Result<Vec<Node>, ExecError
             },
         })
         .collect();
-    for s in &lockfile.stages {
-        let Some(kind) = registry.get(&s.stage_kind) else {
-            return Err(ExecError::Incompatible {
-                stage: s.name.clone(),
-                message: format!("this build has no stage kind `{}`", s.stage_kind),
-            });
-        };
-        if kind.version() != s.version {
-            return Err(ExecError::Incompatible {
-                stage: s.name.clone(),
-                message: format!(
-                    "the lockfile pins `{}` version {}, but this build implements version {}; re-lock the recipe",
-                    s.stage_kind,
-                    s.version,
-                    kind.version()
-                ),
-            });
-        }
-        nodes.push(Node { stage: s.clone() });
-    }
+    // A lockfile is read, not trusted: the checks `prov lock` made run again.
+    crate::check::check_lockfile(registry, lockfile)?;
+    nodes.extend(lockfile.stages.iter().map(|s| Node { stage: s.clone() }));
     Ok(nodes)
 }
 
@@ -376,7 +380,15 @@ impl Executor<'_> {
             allow_commands: self.lockfile.allow_commands,
         };
         let fail = |source| ExecError::Stage { stage: stage.name.clone(), kind: stage.stage_kind.clone(), source };
-        let out = kind.run(&cx).map_err(fail)?;
+        // The last resort for a bug (a libtorch call that panics on input nobody checked): the
+        // stage fails with an internal error; what it wrote is in the store as whole objects.
+        let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| kind.run(&cx)))
+            .map_err(|payload| ExecError::Internal {
+                stage: stage.name.clone(),
+                kind: stage.stage_kind.clone(),
+                message: panic_message(payload.as_ref()),
+            })?
+            .map_err(fail)?;
         let record = StageRecord {
             schema: SCHEMA_VERSION,
             name: stage.name.clone(),
@@ -457,6 +469,15 @@ impl Executor<'_> {
         }
         Ok(Some((manifest, record)))
     }
+}
+
+/// The message a panic carried (`panic!("…")` gives a `&str` or a `String`).
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".to_owned())
 }
 
 /// Verifies every object reachable from `roots`; returns the first failure.
@@ -939,11 +960,46 @@ mod tests {
         }
     }
 
+    /// A stage kind with a bug: it panics, as a libtorch call on unchecked input would.
+    struct Panicking;
+
+    impl Stage for Panicking {
+        fn kind(&self) -> &'static str {
+            "panicking"
+        }
+        fn version(&self) -> u32 {
+            1
+        }
+        fn summary(&self) -> &'static str {
+            "test stage"
+        }
+        fn resolve_config(&self, params: &Value) -> Result<Value, ConfigError> {
+            Ok(params.clone())
+        }
+        fn determinism(&self, _config: &Value) -> Determinism {
+            Determinism::Portable
+        }
+        fn inputs(&self) -> InputSpec {
+            InputSpec::Named(vec![])
+        }
+        fn outputs(&self, _config: &Value) -> Vec<(String, OutputType)> {
+            vec![("x".into(), OutputType::File)]
+        }
+        fn run(&self, cx: &StageContext<'_>) -> Result<StageOutput, StageError> {
+            cx.store.put_bytes(ObjectKind::Blob, b"written before the bug")?;
+            let ids = [1, 2, 3];
+            let index = usize::try_from(cx.config["index"].as_u64().unwrap_or(0)).unwrap_or(usize::MAX);
+            std::hint::black_box(ids[index]);
+            Ok(StageOutput::default())
+        }
+    }
+
     fn setup(recipe: &str) -> Result<(tempfile::TempDir, Store, Registry, crate::Locked), RecipeError> {
         let dir = tempfile::tempdir().expect("temp dir");
         let store = Store::init(&dir.path().join(".prov")).expect("store");
         let mut registry = Registry::with_builtins();
         registry.register(Arc::new(Drifting(AtomicU64::new(0))));
+        registry.register(Arc::new(Panicking));
         let path = dir.path().join("r.yaml");
         fs_err::write(&path, recipe).expect("recipe written");
         let locked = crate::lock_recipe(&registry, &path, dir.path())?;
@@ -998,6 +1054,27 @@ mod tests {
         let log = store.index().executions().unwrap();
         assert_eq!(log[0].mode, "replay");
         assert_eq!(log[0].status, "diverged");
+    }
+
+    /// A panic inside a stage is caught at the stage boundary: an internal error naming the
+    /// stage, the execution logged as failed, the store intact and usable.
+    #[test]
+    fn a_panicking_stage_is_an_internal_error_and_leaves_the_store_valid() {
+        let (dir, store, registry, locked) =
+            setup("schema: 1\nname: t\nseed: 1\nstages:\n  bug:\n    kind: panicking\n    params: {index: 7}\n")
+                .unwrap();
+        let opts = options(&registry, dir.path());
+        let e = run(&store, &locked.lockfile, &locked.bytes, &opts).unwrap_err();
+        let ExecError::Internal { stage, kind, message } = &e else { panic!("{e:?}") };
+        assert_eq!((stage.as_str(), kind.as_str()), ("bug", "panicking"));
+        assert!(message.contains("index out of bounds"), "{message}");
+        assert!(e.to_string().starts_with("internal error in stage `bug` (panicking)"), "{e}");
+        let log = store.index().executions().unwrap();
+        assert_eq!((log[0].mode.as_str(), log[0].status.as_str()), ("run", "failed"));
+        assert!(crate::check_store(&store, 1).unwrap().is_clean());
+        // The store and its index still work.
+        let (_, _, _, good) = setup("schema: 1\nname: t\nseed: 1\nstages:\n  d:\n    kind: drifting\n").unwrap();
+        run(&store, &good.lockfile, &good.bytes, &opts).unwrap();
     }
 
     #[test]

@@ -8,7 +8,7 @@ use prov_store::Digest;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::name::Name;
+use crate::name::{Name, RelPath};
 use crate::records::{Content, Determinism};
 
 /// A pinned source.
@@ -17,8 +17,9 @@ use crate::records::{Content, Determinism};
 pub struct LockedSource {
     /// Source name (shares the namespace of stage names).
     pub name: Name,
-    /// Path relative to the project root, `/`-separated.
-    pub path: String,
+    /// Path relative to the project root, `/`-separated, inside it: no component is empty,
+    /// `.` or `..` (a lockfile that says otherwise does not decode).
+    pub path: RelPath,
     /// The pinned bytes.
     pub content: Content,
     /// Declared license.

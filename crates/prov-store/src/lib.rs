@@ -41,6 +41,6 @@ pub use error::{Mismatch, StoreError};
 pub use index::{ExecutionRow, Index, StageEventRow};
 pub use merkle::{leaf_hash, merkle_root, node_hash};
 pub use store::{
-    Access, LAYOUT_VERSION, ObjectKind, ObjectWriter, STORE_DIR_NAME, Store, VerifiedReader, VerifyReport,
-    write_atomically,
+    Access, LAYOUT_VERSION, ObjectKind, ObjectWriter, STORE_DIR_NAME, SealedObject, Store, VerifiedReader,
+    VerifyReport, write_atomically,
 };

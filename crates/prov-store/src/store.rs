@@ -181,10 +181,18 @@ impl Store {
 
     /// Copies a file into the store, hashing while streaming, and returns its digest and size.
     pub fn put_file(&self, kind: ObjectKind, path: &Path) -> Result<(Digest, u64), StoreError> {
+        let sealed = self.seal_file(kind, path)?;
+        let size = sealed.size();
+        Ok((sealed.commit()?, size))
+    }
+
+    /// Copies a file into the store's `tmp/`, hashing while streaming, and returns it sealed:
+    /// in the store only once committed.
+    pub fn seal_file(&self, kind: ObjectKind, path: &Path) -> Result<SealedObject<'_>, StoreError> {
         let mut src = fs_err::File::open(path)?;
         let mut w = self.writer(kind)?;
-        let size = io::copy(&mut src, &mut w)?;
-        Ok((w.finish()?, size))
+        io::copy(&mut src, &mut w)?;
+        w.seal()
     }
 
     /// Reads a whole object and verifies it.
@@ -399,31 +407,82 @@ pub struct ObjectWriter<'s> {
     size: u64,
 }
 
-impl ObjectWriter<'_> {
+impl<'s> ObjectWriter<'s> {
     /// Returns the number of bytes written so far.
     pub fn size(&self) -> u64 {
         self.size
     }
 
     /// Makes the object durable under its digest and returns the digest.
-    pub fn finish(mut self) -> Result<Digest, StoreError> {
-        let file = self.file.take().expect("finish consumes the writer, so the file is present");
+    pub fn finish(self) -> Result<Digest, StoreError> {
+        self.seal()?.commit()
+    }
+
+    /// Makes the written bytes durable in `tmp/` and computes their digest, without adding
+    /// them to the store yet: the caller decides, from the digest, whether to
+    /// [`commit`](SealedObject::commit) them (an imported source only when its digest is the
+    /// pinned one) or to drop them.
+    pub fn seal(mut self) -> Result<SealedObject<'s>, StoreError> {
+        let file = self.file.take().expect("seal consumes the writer, so the file is present");
         let file = file.into_inner().map_err(io::IntoInnerError::into_error)?;
         file.sync_all()?;
         drop(file);
-        let digest = self.hasher.finalize();
-        let dest = self.store.object_path(&digest);
+        let tmp_path = std::mem::take(&mut self.tmp_path);
+        Ok(SealedObject {
+            store: self.store,
+            kind: self.kind,
+            tmp_path: Some(tmp_path),
+            digest: self.hasher.finalize(),
+            size: self.size,
+        })
+    }
+}
+
+/// Bytes written and synced in the store's `tmp/`, with their digest, not yet in the store.
+/// Dropping it without [`commit`](Self::commit) removes them.
+pub struct SealedObject<'s> {
+    store: &'s Store,
+    kind: ObjectKind,
+    tmp_path: Option<PathBuf>,
+    digest: Digest,
+    size: u64,
+}
+
+impl SealedObject<'_> {
+    /// The digest of the bytes.
+    pub fn digest(&self) -> Digest {
+        self.digest
+    }
+
+    /// Their size.
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// Adds the object to the store under its digest.
+    pub fn commit(mut self) -> Result<Digest, StoreError> {
+        let tmp_path = self.tmp_path.take().expect("commit consumes the object, so its file is present");
+        let dest = self.store.object_path(&self.digest);
         let prefix_dir = dest.parent().expect("object paths have a prefix directory");
         if !prefix_dir.is_dir() {
             fs_err::create_dir_all(prefix_dir)?;
             sync_dir(&self.store.root.join("objects"))?;
         }
-        set_read_only(&self.tmp_path)?;
+        set_read_only(&tmp_path)?;
         // Renaming over an existing copy is atomic and heals a corrupted one.
-        fs_err::rename(&self.tmp_path, &dest)?;
+        fs_err::rename(&tmp_path, &dest)?;
         sync_dir(prefix_dir)?;
-        self.store.index.record_object(&digest, self.size, self.kind.as_str())?;
-        Ok(digest)
+        self.store.index.record_object(&self.digest, self.size, self.kind.as_str())?;
+        Ok(self.digest)
+    }
+}
+
+impl Drop for SealedObject<'_> {
+    fn drop(&mut self) {
+        if let Some(path) = self.tmp_path.take() {
+            // Best effort: a leftover is removed by `gc` anyway.
+            let _ = fs_err::remove_file(path);
+        }
     }
 }
 

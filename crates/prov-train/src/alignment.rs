@@ -155,6 +155,7 @@ impl Stage for AlignStage {
             .map_err(|message| StageError::Input { input: "rewards".into(), message })?;
         let rewards = validate(&prompts, &reward_lines).map_err(|e| data_error("rewards", &e))?;
         let reference = post::load_checkpoint(cx, "model")?;
+        check_vocabulary(&prompts, reference.config.vocab_size)?;
         let (tokenizer_digest, tokenizer, _) = post::chat_template(cx.store, "model", &reference)?;
         let pad = i64::from(prov_tokenizer::special_ids(&tokenizer)?["pad"]);
         let seed = cx.seed("order")?;
@@ -204,6 +205,26 @@ impl Stage for AlignStage {
             }
         }
     }
+}
+
+/// Refuses a token id of the pinned preference data that the model's embedding has no row
+/// for, naming the prompt, the field and the line: libtorch would stop the process instead.
+fn check_vocabulary(prompts: &[PromptCompletions], vocab_size: i64) -> Result<(), StageError> {
+    for (i, p) in prompts.iter().enumerate() {
+        let completions = p.completions.iter().enumerate().map(|(j, c)| (format!("completions[{j}].ids"), &c.ids));
+        for (field, ids) in std::iter::once(("prompt_ids".to_owned(), &p.prompt_ids)).chain(completions) {
+            if let Some((k, id)) = ids.iter().enumerate().find(|(_, t)| i64::from(**t) >= vocab_size) {
+                return Err(StageError::Input {
+                    input: "completions".into(),
+                    message: format!(
+                        "prompt {i}: `{field}[{k}]` is {id}, outside the model's vocabulary of {vocab_size} ids (line {})",
+                        i + 1
+                    ),
+                });
+            }
+        }
+    }
+    Ok(())
 }
 
 /// What both losses' loops share.

@@ -4,4 +4,4 @@ mod external;
 mod source;
 
 pub use external::ExternalStage;
-pub use source::SourceStage;
+pub use source::{SourcePathError, SourceStage, confine_source};
