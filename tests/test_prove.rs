@@ -113,10 +113,21 @@ fn kept_removed_and_never_seen_documents_are_proven_without_the_store() {
     r.success();
     assert!(r.stdout().contains("never seen: no document has this URL"), "{}", r.describe());
 
-    // Without a pin, valid, with a warning; with another root pinned, exit 2.
+    // Without a pin, not valid: refused unless asked for consistency only, which it then
+    // says; with another root pinned, exit 2.
     let r = verify_alone(&p, "kept.proof", &[]);
+    r.exit(1);
+    assert!(r.stderr().contains("the proof is not anchored"), "{}", r.describe());
+    assert!(r.stderr().contains("hint: pin the run you trust"), "{}", r.describe());
+    let r = verify_alone(&p, "kept.proof", &["--unanchored"]);
     r.success();
-    assert!(r.stderr().contains("pin the run you trust"), "{}", r.describe());
+    assert!(r.stdout().starts_with("proof NOT ANCHORED"), "{}", r.describe());
+    // `--root` pins the stages, not what the run record says of its recipe and run id.
+    let shown = p.json(&["show", &manifest]);
+    let root = shown[0]["data"]["record"]["root"].as_str().unwrap().to_owned();
+    let r = verify_alone(&p, "kept.proof", &["--root", &root]);
+    r.success();
+    assert!(r.stdout().contains("which `--root` does not pin; `--run` does"), "{}", r.describe());
     let other = prov_store::Digest::of(b"another run").to_string();
     let r = verify_alone(&p, "kept.proof", &["--root", &other]);
     r.exit(2);
@@ -181,6 +192,69 @@ fn the_url_index_is_the_same_for_any_thread_count_and_replays() {
     assert!(r.stdout().contains("replay identical"), "{}", r.describe());
 }
 
+/// Forged proofs, each self-consistent: the chain cut after the first filter (hiding `pii`
+/// and the training claim), the chain re-ordered. Used by the Rust and the Python verifier.
+fn forged_proofs(p: &Project) -> [(&'static str, serde_json::Value); 3] {
+    let proof: serde_json::Value = serde_json::from_slice(&fs_err::read(p.path("kept.proof")).unwrap()).unwrap();
+    let chain = proof["chain"].as_array().unwrap().clone();
+    let names: Vec<String> = chain
+        .iter()
+        .map(|t| {
+            serde_json::from_str::<serde_json::Value>(t.as_str().unwrap()).unwrap()["name"].as_str().unwrap().to_owned()
+        })
+        .collect();
+    assert_eq!(names, ["udhr", "shards", "robots", "pii", "tokens"]);
+    assert_eq!(proof["target"], "tokens");
+    // Cut after `robots`: its ledger stays, `pii`'s goes, from the proof and every document.
+    let mut cut = proof.clone();
+    cut["chain"] = serde_json::Value::Array(chain[..3].to_vec());
+    cut["ledgers"].as_array_mut().unwrap().truncate(1);
+    for d in cut["documents"].as_array_mut().unwrap() {
+        d["ledgers"].as_array_mut().unwrap().truncate(1);
+    }
+    let mut renamed = cut.clone();
+    renamed["target"] = "robots".into();
+    let mut reordered = proof;
+    reordered["chain"].as_array_mut().unwrap().swap(1, 2);
+    [("cut", cut), ("cut-renamed", renamed), ("reordered", reordered)]
+}
+
+#[test]
+fn cut_reordered_and_unanchored_proofs_are_refused() {
+    let (p, manifest) = project();
+    p.prov(&["prove", "lockfiles/prove.lock", "--doc", "udhr-deu_1996-00", "--out", "kept.proof"]).success();
+    let pin = ["--run", manifest.as_str()];
+    let until = ["--run", manifest.as_str(), "--until", "tokens"];
+    verify_alone(&p, "kept.proof", &until).success();
+    for (name, forged) in forged_proofs(&p) {
+        let file = format!("{name}.proof");
+        fs_err::write(p.path(&file), prov_manifest::encode_value(&forged)).unwrap();
+        if name == "cut-renamed" {
+            // Consistent, and honest about where it ends: valid, with no training claim...
+            let r = verify_alone(&p, &file, &pin);
+            r.success();
+            assert!(
+                r.stdout().contains("training data: not shown: the proof ends at stage `robots`"),
+                "{}",
+                r.describe()
+            );
+            assert!(!r.stdout().contains("pii"), "{}", r.describe());
+            // ...and refused by an auditor who asks for the run's training stage.
+            let r = verify_alone(&p, &file, &until);
+            r.exit(2);
+            assert!(
+                r.stderr().contains("the proof ends at stage `robots`, but it must reach stage `tokens`"),
+                "{}",
+                r.describe()
+            );
+        } else {
+            let r = verify_alone(&p, &file, &pin);
+            r.exit(2);
+            assert!(r.stderr().contains("the stage chain is broken"), "{name}: {}", r.describe());
+        }
+    }
+}
+
 /// The Python verifier printed in the book's proofs chapter accepts `prov`'s proofs and
 /// rejects a changed one: the chapter is precise enough to write a verifier from.
 #[test]
@@ -193,11 +267,17 @@ fn the_books_independent_verifier_agrees() {
     let chapter = fs_err::read_to_string(crate::common::repo_root().join("book/src/formats/proofs.md")).unwrap();
     let after = chapter.split("## An independent verifier").nth(1).expect("the section exists");
     let script = after.split("```python\n").nth(1).and_then(|s| s.split("```").next()).expect("a python block");
-    let (p, _) = project();
+    let (p, manifest) = project();
     let script_path = p.write("verify.py", script);
-    let python = |proof: &str| {
-        std::process::Command::new("python3").arg(&script_path).arg(p.path(proof)).output().expect("python3 runs")
+    let python_with = |proof: &str, pins: &[&str]| {
+        std::process::Command::new("python3")
+            .arg(&script_path)
+            .arg(p.path(proof))
+            .args(pins)
+            .output()
+            .expect("python3 runs")
     };
+    let python = |proof: &str| python_with(proof, &["--run", manifest.as_str()]);
     for (args, expect) in [
         (["--doc", "udhr-deu_1996-00"], "udhr-deu_1996-00 pii 0 kept pii:none"),
         (["--url", FRENCH], "udhr-fra-01 robots 1 removed robots:disallowed"),
@@ -213,6 +293,28 @@ fn the_books_independent_verifier_agrees() {
             "{args:?}: {stdout}{}",
             String::from_utf8_lossy(&out.stderr)
         );
+    }
+    // The rules of `prov verify-proof`: anchored, whole, in order.
+    p.prov(&["prove", "lockfiles/prove.lock", "--doc", "udhr-deu_1996-00", "--out", "kept.proof"]).success();
+    assert!(!python_with("kept.proof", &[]).status.success(), "an unanchored proof is refused");
+    let out = python_with("kept.proof", &["--unanchored"]);
+    assert!(out.status.success() && String::from_utf8_lossy(&out.stdout).contains("NOT ANCHORED"));
+    let other = prov_store::Digest::of(b"another run").to_string();
+    assert!(!python_with("kept.proof", &["--run", &other]).status.success(), "another run is refused");
+    let until = ["--run", manifest.as_str(), "--until", "tokens"];
+    let out = python_with("kept.proof", &until);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("reached the training data"), "{out:?}");
+    for (name, forged) in forged_proofs(&p) {
+        let file = format!("{name}.proof");
+        fs_err::write(p.path(&file), prov_manifest::encode_value(&forged)).unwrap();
+        assert!(!python_with(&file, &until).status.success(), "{name} passes the Python verifier");
+        if name == "cut-renamed" {
+            let out = python(&file);
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            assert!(out.status.success() && stdout.contains("training data: not shown"), "{stdout}");
+        } else {
+            assert!(!python(&file).status.success(), "{name} passes the Python verifier");
+        }
     }
     flip_byte(&p.path("x.proof"), 4000);
     assert!(!python("x.proof").status.success(), "a changed byte is refused");

@@ -5,7 +5,9 @@
 
 use std::collections::BTreeMap;
 
-use prov_manifest::{LedgerRecord, OutputType, Record, RunRecord, StageRecord, from_canonical_bytes, parse_canonical};
+use prov_manifest::{
+    LedgerRecord, Name, OutputType, Record, RunRecord, StageRecord, from_canonical_bytes, parse_canonical,
+};
 use prov_store::Digest;
 use serde::{Deserialize, Serialize};
 
@@ -13,8 +15,9 @@ use crate::range::{RangeError, RangeProof, verify_range};
 
 /// The `kind` of a document proof.
 pub const PROOF_KIND: &str = "document-proof";
-/// The `schema` version this build writes and reads.
-pub const PROOF_SCHEMA: u32 = 1;
+/// The `schema` version this build writes and reads. Version 2 names the stage the chain
+/// ends at (`target`); a version 1 proof could be cut short without saying so.
+pub const PROOF_SCHEMA: u32 = 2;
 /// The stage kind whose `docs` input is the training data.
 pub const TRAINING_KIND: &str = "tokenize";
 /// The stage kind that writes the URL index.
@@ -63,6 +66,9 @@ pub struct DocumentProof {
     /// stage without a `docs` input to the last one (a `tokenize` stage, or the run's last
     /// stage with a ledger).
     pub chain: Vec<String>,
+    /// The name of the stage the chain ends at: the run's `tokenize` stage, or, in a run
+    /// without one, its last stage with a ledger. What the proof shows stops there.
+    pub target: Name,
     /// The ledger record (canonical JSON text) of each stage of `chain` with a ledger, in
     /// chain order.
     pub ledgers: Vec<String>,
@@ -186,6 +192,14 @@ pub enum VerifyError {
         /// What is wrong.
         reason: String,
     },
+    /// The chain does not end at the stage the caller requires.
+    #[error("the proof ends at stage `{actual}`, but it must reach stage `{expected}`")]
+    Until {
+        /// The stage required.
+        expected: String,
+        /// The stage the chain ends at.
+        actual: String,
+    },
     /// The run is not the one pinned by the caller.
     #[error("the proof is for a run with {what} `{actual}`, but `{expected}` was expected")]
     Pin {
@@ -198,13 +212,25 @@ pub enum VerifyError {
     },
 }
 
-/// What a caller pins the proof's run to.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// What a caller pins the proof's run to. A proof checked without a pin only shows what
+/// happened in a run whose records it carries itself: anyone can write such a run.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Pins {
-    /// The expected run root (the run record's `root`).
+    /// The expected run root (the run record's `root`): it pins the run's stage records, not
+    /// the run record's `recipe` and `lockfile`.
     pub root: Option<Digest>,
-    /// The expected run manifest (the digest of the run record).
+    /// The expected run manifest (the digest of the run record): it pins everything.
     pub run_manifest: Option<Digest>,
+    /// The stage the chain must reach (the run's `tokenize` stage, to learn whether the
+    /// documents reached the training data).
+    pub until: Option<String>,
+}
+
+impl Pins {
+    /// True when the proof's run is pinned by its root or its manifest.
+    pub fn anchored(&self) -> bool {
+        self.root.is_some() || self.run_manifest.is_some()
+    }
 }
 
 /// What a valid proof shows.
@@ -218,6 +244,10 @@ pub struct Verified {
     pub run_manifest: Digest,
     /// The run id (the lockfile's digest).
     pub run_id: Digest,
+    /// The stage the chain ends at, and its kind.
+    pub target: (String, String),
+    /// The chain's stages, upstream first.
+    pub path: Vec<String>,
     /// The recipe's name.
     pub recipe: String,
     /// The `url-index` stage that mapped the URL to ids, for a URL subject.
@@ -330,7 +360,7 @@ pub(crate) fn ledger_output(stage: &StageRecord) -> Option<Digest> {
 
 /// Checks a proof's bytes and returns what it shows. Needs nothing but the bytes: every
 /// record the proof relies on is inside it, tied by digests to the run's root.
-pub fn verify(bytes: &[u8], pins: Pins) -> Result<Verified, VerifyError> {
+pub fn verify(bytes: &[u8], pins: &Pins) -> Result<Verified, VerifyError> {
     let proof = parse_proof(bytes)?;
     let Record::Run(run) = Record::from_bytes(proof.run.as_bytes()).map_err(|e| VerifyError::Record {
         what: "`run`".into(),
@@ -358,9 +388,20 @@ pub fn verify(bytes: &[u8], pins: Pins) -> Result<Verified, VerifyError> {
         .enumerate()
         .map(|(i, text)| run_stage(text, &format!("`chain[{i}]`"), &run))
         .collect::<Result<_, _>>()?;
-    let Some(first) = chain.first() else {
+    let (Some(first), Some(last)) = (chain.first(), chain.last()) else {
         return Err(format_err("`chain` is empty"));
     };
+    // A chain cut short says so: it ends at the stage the proof names, and the caller may
+    // require that stage.
+    if last.name != proof.target {
+        return Err(VerifyError::Chain {
+            stage: last.name.to_string(),
+            reason: format!("the chain ends here, but the proof names `{}` as its end", proof.target),
+        });
+    }
+    if let Some(until) = pins.until.as_ref().filter(|u| *u != last.name.as_str()) {
+        return Err(VerifyError::Until { expected: until.clone(), actual: last.name.to_string() });
+    }
     if first.inputs.contains_key("docs") {
         return Err(VerifyError::Chain { stage: first.name.to_string(), reason: "it has a `docs` input".into() });
     }
@@ -421,6 +462,8 @@ pub fn verify(bytes: &[u8], pins: Pins) -> Result<Verified, VerifyError> {
         run_manifest,
         run_id: run.lockfile,
         recipe: run.recipe.clone(),
+        target: (last.name.to_string(), last.stage_kind.clone()),
+        path: chain.iter().map(|s| s.name.to_string()).collect(),
         url_index,
         ids: listed,
         stages,

@@ -203,6 +203,7 @@ pub fn prove(store: &Store, run: &RunRecord, subject: &Subject) -> Result<Docume
         subject: subject.clone(),
         run_manifest: Digest::of(run_text.as_bytes()),
         run: run_text,
+        target: stages[sink].0.name.clone(),
         chain: chain.iter().map(|&i| stages[i].1.clone()).collect(),
         ledgers,
         url_index,

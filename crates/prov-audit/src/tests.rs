@@ -120,7 +120,7 @@ fn every_row_of_a_small_ledger_and_the_gaps_between_them_verify() {
     let run = fixture(&store, &shards);
     for id in ["a", "b", "c", "d", "xe", "f", "g", "xh", "", "0", "bb", "e", "z", "\u{10ffff}"] {
         let proof = prove(&store, &run, &Subject::Doc(id.into())).expect("proves");
-        let v = verify(&proof.to_bytes(), Pins { root: Some(run.root), run_manifest: None }).expect("verifies");
+        let v = verify(&proof.to_bytes(), &Pins { root: Some(run.root), ..Pins::default() }).expect("verifies");
         let expected: Vec<usize> = (0..shards.len()).filter(|s| shards[*s].iter().any(|i| i == id)).collect();
         assert_eq!(v.stages[0].rows.iter().map(|r| r.shard).collect::<Vec<_>>(), expected, "{id}");
         for r in &v.stages[0].rows {
@@ -140,7 +140,7 @@ fn urls_seen_and_never_seen() {
         [(url_of("a"), vec!["a"]), (url_of("xb"), vec!["xb"]), ("https://never.example/".into(), vec![])]
     {
         let proof = prove(&store, &run, &Subject::Url(url.clone())).expect("proves");
-        let v = verify(&proof.to_bytes(), Pins::default()).expect("verifies");
+        let v = verify(&proof.to_bytes(), &Pins::default()).expect("verifies");
         assert_eq!(v.ids, expect, "{url}");
         assert_eq!(v.url_index.as_deref(), Some("urls"));
         if expect.is_empty() {
@@ -149,7 +149,7 @@ fn urls_seen_and_never_seen() {
         }
     }
     // `a` is in two shards: two rows.
-    let v = verify(&prove(&store, &run, &Subject::Url(url_of("a"))).expect("proves").to_bytes(), Pins::default())
+    let v = verify(&prove(&store, &run, &Subject::Url(url_of("a"))).expect("proves").to_bytes(), &Pins::default())
         .expect("verifies");
     assert_eq!(v.stages[0].rows.len(), 2);
 }
@@ -161,9 +161,9 @@ fn pins_and_swapped_parts_are_refused() {
     let proof = prove(&store, &run, &Subject::Doc("b".into())).expect("proves");
     let bytes = proof.to_bytes();
     let other = Digest::of(b"other");
-    assert!(matches!(verify(&bytes, Pins { root: Some(other), run_manifest: None }), Err(VerifyError::Pin { .. })));
+    assert!(matches!(verify(&bytes, &Pins { root: Some(other), ..Pins::default() }), Err(VerifyError::Pin { .. })));
     assert!(matches!(
-        verify(&bytes, Pins { root: None, run_manifest: Some(other) }),
+        verify(&bytes, &Pins { run_manifest: Some(other), ..Pins::default() }),
         Err(VerifyError::Pin { what: "manifest", .. })
     ));
     // The proof for `b` does not prove anything about `a`, even with the subject changed
@@ -171,15 +171,45 @@ fn pins_and_swapped_parts_are_refused() {
     let mut forged = proof.clone();
     forged.subject = Subject::Doc("a".into());
     forged.documents[0].id = "a".into();
-    let err = verify(&forged.to_bytes(), Pins::default()).unwrap_err();
+    let err = verify(&forged.to_bytes(), &Pins::default()).unwrap_err();
     assert!(err.to_string().contains("do not bracket"), "{err}");
     // A dropped ledger or a dropped chain stage is noticed.
     let mut no_ledger = proof.clone();
     no_ledger.ledgers.clear();
-    assert!(verify(&no_ledger.to_bytes(), Pins::default()).is_err());
+    assert!(verify(&no_ledger.to_bytes(), &Pins::default()).is_err());
     let mut short = proof;
     short.chain.remove(0);
-    assert!(matches!(verify(&short.to_bytes(), Pins::default()), Err(VerifyError::Chain { .. })));
+    assert!(matches!(verify(&short.to_bytes(), &Pins::default()), Err(VerifyError::Chain { .. })));
+}
+
+/// A chain cut short after an early stage used to verify and print that the run had no
+/// `tokenize` stage; now the proof names where its chain ends, and the caller can require it.
+#[test]
+fn a_chain_cut_short_or_reordered_is_refused_or_says_where_it_ends() {
+    let (_dir, store) = new_store();
+    let run = fixture(&store, &[ids(&["a", "xb"])]);
+    let proof = prove(&store, &run, &Subject::Doc("a".into())).expect("proves");
+    assert_eq!(proof.target.as_str(), "tokens");
+    let whole = verify(&proof.to_bytes(), &Pins::default()).expect("verifies");
+    assert_eq!(whole.path, ["docs", "filter", "tokens"]);
+    assert!(whole.training.is_some());
+
+    let mut cut = proof.clone();
+    cut.chain.pop();
+    let err = verify(&cut.to_bytes(), &Pins::default()).unwrap_err();
+    assert!(err.to_string().contains("the chain ends here, but the proof names `tokens` as its end"), "{err}");
+    // Cut and renamed consistently: it verifies, shows no training claim and names its end.
+    cut.target = "filter".parse().unwrap();
+    let v = verify(&cut.to_bytes(), &Pins::default()).expect("a consistent shorter proof");
+    assert_eq!((v.target.0.as_str(), v.training), ("filter", None));
+    // Unless the caller requires the chain to reach the run's `tokenize` stage.
+    let until = Pins { until: Some("tokens".into()), ..Pins::default() };
+    assert!(matches!(verify(&cut.to_bytes(), &until), Err(VerifyError::Until { .. })));
+    verify(&proof.to_bytes(), &until).expect("the whole proof reaches it");
+
+    let mut reordered = proof;
+    reordered.chain.swap(0, 1);
+    assert!(matches!(verify(&reordered.to_bytes(), &Pins::default()), Err(VerifyError::Chain { .. })));
 }
 
 #[test]
@@ -188,11 +218,11 @@ fn every_single_byte_change_of_a_small_proof_is_rejected() {
     let run = fixture(&store, &[ids(&["a", "xb"]), ids(&[])]);
     let mut bytes = prove(&store, &run, &Subject::Url(url_of("xb"))).expect("proves").to_bytes();
     bytes.push(b'\n');
-    verify(&bytes, Pins::default()).expect("the original verifies");
+    verify(&bytes, &Pins::default()).expect("the original verifies");
     for i in 0..bytes.len() {
         let mut changed = bytes.clone();
         changed[i] ^= 0x01;
-        assert!(verify(&changed, Pins::default()).is_err(), "byte {i} changed and still valid");
+        assert!(verify(&changed, &Pins::default()).is_err(), "byte {i} changed and still valid");
     }
 }
 
@@ -212,14 +242,14 @@ proptest! {
         all.push(&probe);
         for id in all {
             let bytes = prove(&store, &run, &Subject::Doc(id.clone())).expect("proves").to_bytes();
-            let v = verify(&bytes, Pins { root: Some(run.root), run_manifest: None }).expect("verifies");
+            let v = verify(&bytes, &Pins { root: Some(run.root), ..Pins::default() }).expect("verifies");
             let expected = shards.iter().filter(|s| s.contains(id)).count();
             prop_assert_eq!(v.stages[0].rows.len(), expected);
             for (at, bit) in &flips {
                 let mut changed = bytes.clone();
                 let at = at % changed.len();
                 changed[at] ^= 1 << (bit % 8);
-                prop_assert!(verify(&changed, Pins::default()).is_err(), "byte {} changed and still valid", at);
+                prop_assert!(verify(&changed, &Pins::default()).is_err(), "byte {} changed and still valid", at);
             }
         }
     }

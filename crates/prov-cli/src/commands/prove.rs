@@ -69,14 +69,15 @@ pub(crate) fn cmd_prove(ui: &mut Ui, cx: &CommandContext, args: &ProveArgs) -> R
     let (store, _) = cx.open_store(Access::Shared, true)?;
     let loaded = load_lockfile(&store, &args.run)?;
     let run_id = prov_manifest::run_id(&loaded.bytes);
-    let Some((_, run)) = prov_exec::recorded_run(&store, &run_id)? else {
+    let Some((run_manifest, run)) = prov_exec::recorded_run(&store, &run_id)? else {
         return Err(CommandError::input(format!("no completed run of `{}` in this store", loaded.display))
             .with_hint("run it with `prov run` first; a proof is built from a recorded run"));
     };
     let proof = prove(&store, &run, &subject)?;
     let mut bytes = proof.to_bytes();
     // The proof is checked as a verifier would before it is handed out.
-    let verified = verify(&bytes, Pins { root: Some(run.root), run_manifest: None })
+    let pins = Pins { root: None, run_manifest: Some(run_manifest), until: None };
+    let verified = verify(&bytes, &pins)
         .map_err(|e| CommandError::integrity(format!("the proof just built does not verify: {e}")))?;
     bytes.push(b'\n');
     if let Some(out) = &args.out {
@@ -94,7 +95,7 @@ pub(crate) fn cmd_prove(ui: &mut Ui, cx: &CommandContext, args: &ProveArgs) -> R
     if args.out.is_none() {
         ui.line(String::from_utf8(bytes.clone()).expect("JSON is UTF-8").trim_end())?;
     }
-    for line in summary(&verified) {
+    for line in summary(&verified, &pins) {
         ui.status(line);
     }
     if let Some(out) = &args.out {
