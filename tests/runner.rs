@@ -21,6 +21,7 @@ mod test_lockfile_edits;
 mod test_main_job;
 mod test_pii;
 mod test_post_training;
+mod test_project_paths;
 mod test_prove;
 mod test_quickstart;
 mod test_real_data;

@@ -197,6 +197,7 @@ fn a_review_cycle_on_the_data_provenance_collection() {
         "e-SNLI keeps SNLI's CC BY-SA 4.0; the corpus is released under it",
     ])
     .success();
+    verdicts_stay_in_the_work_tree(&p);
     let log = p.git(&["log", "--format=%s", "--", "verdicts"]);
     assert_eq!(
         log.lines().collect::<Vec<_>>(),
@@ -280,4 +281,21 @@ fn a_policy_diff_names_the_decisions_that_flip() {
         "{}",
         human.describe()
     );
+}
+
+/// A verdicts directory that climbs out of the work tree by `..` is refused (it passed a
+/// textual prefix check); so is one reached through a link out of it.
+fn verdicts_stay_in_the_work_tree(p: &Project) {
+    let elsewhere = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(elsewhere.path(), p.path("linked")).unwrap();
+    for (dir, expected) in
+        [("verdicts/../../escaped", "is outside the git work tree"), ("linked", "is a symbolic link")]
+    {
+        let r = p.prov(&["license", "decide", "license:AFL-3.0", "--deny", "--reason", "x", "--verdicts", dir]);
+        r.exit(1);
+        assert!(r.stderr().contains(expected), "{dir}: {}", r.describe());
+    }
+    assert!(!p.root.parent().unwrap().join("escaped").exists());
+    assert!(fs_err::read_dir(elsewhere.path()).unwrap().next().is_none(), "nothing written through the link");
+    fs_err::remove_file(p.path("linked")).unwrap();
 }

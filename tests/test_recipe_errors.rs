@@ -83,3 +83,18 @@ proptest::proptest! {
         proptest::prop_assert!(!r.stderr().contains("panicked"), "{}", r.describe());
     }
 }
+
+/// 100,000 levels of nesting used to take a YAML parser most of a minute to refuse.
+#[test]
+fn a_recipe_nested_100000_levels_deep_is_refused_at_once() {
+    let p = Project::with_recipes();
+    let n = 100_000;
+    p.write(
+        "recipes/deep.yaml",
+        &format!("schema: 1\nname: deep\nseed: 1\nstages:\n  a: {}{}\n", "[".repeat(n), "]".repeat(n)),
+    );
+    let r = p.prov(&["lock", "recipes/deep.yaml"]);
+    r.exit(1);
+    // Refused at the 65th `[`, by the scan before the parser, not by the parser.
+    assert!(r.stderr().contains("recipes/deep.yaml:5:70: nested deeper than 64 levels"), "{}", r.describe());
+}

@@ -108,3 +108,28 @@ fn a_lost_index_loses_no_run() {
     p.prov(&["verify"]).success();
     p.prov(&["replay", "lockfiles/quickstart.lock"]).success();
 }
+
+/// A deleted run record used to leave `prov verify` at exit 0, and the next `prov gc`
+/// deleted the whole run: the record was a root that nothing references.
+#[test]
+fn a_deleted_run_record_is_reported_and_stops_gc() {
+    let p = Project::with_recipes();
+    let lines = p.json(&["run", "recipes/quickstart.yaml"]);
+    let run = &lines.iter().find(|l| l["type"] == "run").unwrap()["data"];
+    let manifest = run["run_manifest"].as_str().unwrap().to_owned();
+    let before = p.object_files().len();
+    fs_err::remove_file(p.object_file(&manifest)).unwrap();
+    let r = p.prov(&["verify"]);
+    r.exit(2);
+    assert!(r.stderr().contains(&format!("object {manifest}: missing")), "{}", r.describe());
+    assert!(r.stderr().contains("(quickstart) depends on it"), "{}", r.describe());
+    let r = p.prov(&["gc"]);
+    r.exit(2);
+    assert!(r.stderr().contains("the record of a logged run, is missing"), "{}", r.describe());
+    assert_eq!(p.object_files().len(), before - 1, "gc removed nothing");
+    // Running again writes the record again; then all is well.
+    p.prov(&["run", "recipes/quickstart.yaml"]).success();
+    p.prov(&["verify"]).success();
+    p.prov(&["gc"]).success();
+    assert_eq!(p.object_files().len(), before);
+}

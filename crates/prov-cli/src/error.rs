@@ -186,8 +186,10 @@ impl From<prov_exec::GcError> for CommandError {
     fn from(e: prov_exec::GcError) -> Self {
         match e {
             prov_exec::GcError::Store(s) => s.into(),
-            other @ prov_exec::GcError::Damaged { .. } => Self::integrity(other.to_string())
-                .with_hint("run `prov verify` and repair the damage first; nothing was removed"),
+            other @ (prov_exec::GcError::Damaged { .. } | prov_exec::GcError::MissingRoot { .. }) => {
+                Self::integrity(other.to_string())
+                    .with_hint("run `prov verify` and repair the damage first; nothing was removed")
+            }
         }
     }
 }

@@ -30,16 +30,14 @@ pub(crate) fn commit_run(
     let recipe = loaded.lockfile.recipe.name.to_string();
     let tmp = store.root().join("tmp");
     let lock_rel = format!("lockfiles/{recipe}.lock");
-    let lock_path = workdir.join(&lock_rel);
-    fs_err::create_dir_all(workdir.join("lockfiles"))?;
+    let lock_path = crate::inside::project_dir(&workdir, Path::new("lockfiles"))?.join(format!("{recipe}.lock"));
     prov_store::write_atomically(&tmp, &lock_path, &loaded.bytes)?;
 
     let manifest_dir_rel = format!("manifests/{recipe}");
-    let manifest_dir = workdir.join(&manifest_dir_rel);
-    if manifest_dir.exists() {
-        fs_err::remove_dir_all(&manifest_dir)?;
-    }
-    fs_err::create_dir_all(&manifest_dir)?;
+    // Checked before anything is deleted: `manifests` or `manifests/<recipe>` may be a link.
+    let manifest_dir = crate::inside::project_dir(&workdir, Path::new(&manifest_dir_rel))?;
+    fs_err::remove_dir_all(&manifest_dir)?;
+    fs_err::create_dir(&manifest_dir)?;
     let (reachable, problems) = closure(store, &[*run_manifest]);
     if let Some((d, e)) = problems.into_iter().next() {
         return Err(CommandError::integrity(format!("cannot commit run: `{d}`: {e}")));

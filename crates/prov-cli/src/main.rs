@@ -11,6 +11,7 @@ mod context;
 mod env_vars;
 mod error;
 mod git;
+mod inside;
 mod resolve;
 mod review;
 mod ui;

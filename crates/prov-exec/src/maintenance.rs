@@ -110,7 +110,10 @@ pub fn check_store(store: &Store, threads: usize) -> Result<StoreCheck, StoreErr
             parents.entry(*c).or_default().insert(*p);
         }
     }
-    let missing: BTreeSet<Digest> = parents.keys().filter(|c| !on_disk.contains(c)).copied().collect();
+    let mut missing: BTreeSet<Digest> = parents.keys().filter(|c| !on_disk.contains(c)).copied().collect();
+    // A run's own records are roots: nothing references them, so their absence is found from
+    // the execution log, which names every run's lockfile and completed run record.
+    missing.extend(logged_roots(store)?.into_iter().filter(|d| !on_disk.contains(d)));
 
     // Runs: every logged execution's lockfile and run manifest.
     let mut runs_by_root: BTreeMap<Digest, BTreeSet<AffectedRun>> = BTreeMap::new();
@@ -182,6 +185,12 @@ pub enum GcError {
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// A run the execution log names has lost its lockfile or run record.
+    #[error("refusing to collect garbage: `{digest}`, the record of a logged run, is missing")]
+    MissingRoot {
+        /// The missing record.
+        digest: Digest,
+    },
     /// A manifest reachable from a run cannot be read, so what it references is unknown.
     #[error("refusing to collect garbage: manifest `{digest}` reachable from a run is damaged: {message}")]
     Damaged {
@@ -190,6 +199,18 @@ pub enum GcError {
         /// What is wrong.
         message: String,
     },
+}
+
+/// The lockfiles of all logged executions and the run manifests of completed ones.
+fn logged_roots(store: &Store) -> Result<BTreeSet<Digest>, StoreError> {
+    let mut roots = BTreeSet::new();
+    for e in store.index().executions()? {
+        roots.insert(e.run_id);
+        if let Some(m) = e.run_manifest {
+            roots.insert(m);
+        }
+    }
+    Ok(roots)
 }
 
 /// What `gc` did (or would do).
@@ -207,15 +228,14 @@ pub struct GcReport {
 
 /// Removes every object that no run or replay references: roots are the lockfiles of all
 /// logged executions, the run manifests of completed ones, and every run and replay record in
-/// the store. Needs the store opened with exclusive access, so that no run is writing
-/// meanwhile.
+/// the store. Refuses while a logged run's record is missing. Needs the store opened with
+/// exclusive access, so that no run is writing meanwhile.
 pub fn gc(store: &Store, dry_run: bool) -> Result<GcReport, GcError> {
-    let mut roots = BTreeSet::new();
-    for e in store.index().executions()? {
-        roots.insert(e.run_id);
-        if let Some(m) = e.run_manifest {
-            roots.insert(m);
-        }
+    let mut roots = logged_roots(store)?;
+    // A logged run whose record is gone: what it references can no longer be told from
+    // garbage, and collecting now would delete the run's data.
+    if let Some(gone) = roots.iter().find(|d| !store.contains(d)) {
+        return Err(GcError::MissingRoot { digest: *gone });
     }
     // Every run record and every replay record in the store is a root too, so that a lost or
     // replaced index (whose execution log is empty) cannot make gc delete the runs themselves,

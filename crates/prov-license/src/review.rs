@@ -29,7 +29,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
 
-use prov_manifest::{Decision, RecipeError, Record, SCHEMA_VERSION, VerdictRecord, yaml_error};
+use prov_manifest::{Decision, RecipeError, Record, SCHEMA_VERSION, VerdictRecord};
 use serde::Deserialize;
 
 use crate::normalize::{Normalized, normalize};
@@ -377,7 +377,7 @@ enum AmbiguousFile {
 /// A located [`RecipeError`]: YAML syntax, unknown or missing fields (with "did you mean"), a
 /// schema other than [`POLICY_FILE_SCHEMA`], an entry that is not a single license id.
 pub fn parse_policy(file: &Path, text: &str) -> Result<Policy, RecipeError> {
-    let parsed: PolicyFile = serde_yaml::from_str(text).map_err(|e| yaml_error(file, text, &e))?;
+    let parsed: PolicyFile = prov_manifest::from_yaml(file, text)?;
     let at = |path: &[&str], field: String, message: String| {
         let mut e = RecipeError::at_field(file, text, path, message);
         e.field = Some(field);

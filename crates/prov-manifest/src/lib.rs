@@ -42,8 +42,8 @@ pub use canonical::{
 pub use lockfile::{InputRef, LockedSource, LockedStage, Lockfile, RecipeRef, derive_seed, run_id};
 pub use name::{MAX_NAME_LEN, Name, NameError, RelPath};
 pub use recipe::{
-    RECIPE_SCHEMA, Recipe, RecipeError, RecipeSource, RecipeStage, closest, did_you_mean, locate, yaml_error,
-    yaml_to_json,
+    MAX_YAML_DEPTH, MAX_YAML_INDENT, RECIPE_SCHEMA, Recipe, RecipeError, RecipeSource, RecipeStage, check_yaml_nesting,
+    closest, did_you_mean, from_yaml, locate, yaml_error, yaml_to_json,
 };
 pub use records::{
     CheckpointRecord, Column, Content, DatasetRecord, Decision, Determinism, Envelope, LedgerRecord, OutputRef,

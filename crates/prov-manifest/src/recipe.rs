@@ -133,10 +133,81 @@ impl RecipeError {
     }
 }
 
+/// The deepest nesting a recipe, policy or verdict file may have: flow collections
+/// (`[`, `{`) and compact sequences (`- - x`) counted together. Real files nest a few levels.
+pub const MAX_YAML_DEPTH: usize = 64;
+
+/// The widest indentation, in columns, of a line of such a file (block nesting is indentation).
+pub const MAX_YAML_INDENT: usize = 1024;
+
+/// Refuses YAML nested deeper than [`MAX_YAML_DEPTH`] or indented wider than
+/// [`MAX_YAML_INDENT`], in one pass over the text, before a parser sees it: 100,000 levels of
+/// `[` took a YAML parser most of a minute to refuse. Quoted scalars and comments are skipped.
+pub fn check_yaml_nesting(file: &Path, text: &str) -> Result<(), RecipeError> {
+    let too_deep = |line: usize, column: usize, message: String| RecipeError {
+        file: file.to_owned(),
+        line,
+        column,
+        field: None,
+        message,
+        hint: Some("recipes and policies nest a few levels; this looks like a file made to exhaust a parser".into()),
+        source_line: text.lines().nth(line.saturating_sub(1)).map(|l| l.chars().take(120).collect()),
+    };
+    let (mut flow, mut quote, mut escaped) = (0usize, None::<char>, false);
+    for (n, line) in text.lines().enumerate() {
+        let indent = line.len() - line.trim_start_matches(' ').len();
+        if quote.is_none() && indent > MAX_YAML_INDENT {
+            return Err(too_deep(n + 1, 1, format!("indented {indent} columns, more than {MAX_YAML_INDENT}")));
+        }
+        let mut compact = 0;
+        let mut previous = ' ';
+        let mut chars = line.char_indices().peekable();
+        while let Some((at, c)) = chars.next() {
+            match quote {
+                Some('"') if escaped => escaped = false,
+                Some('"') if c == '\\' => escaped = true,
+                Some('\'') if c == '\'' && chars.peek().is_some_and(|(_, next)| *next == '\'') => {
+                    chars.next();
+                }
+                Some(q) if c == q => quote = None,
+                Some(_) => {}
+                None => match c {
+                    '#' if previous.is_whitespace() => break,
+                    '\'' | '"' if previous.is_whitespace() || "[{,".contains(previous) => quote = Some(c),
+                    '[' | '{' => flow += 1,
+                    ']' | '}' => flow = flow.saturating_sub(1),
+                    '-' if flow == 0
+                        && line[..at].trim_start_matches(['-', ' ']).is_empty()
+                        && chars.peek().is_none_or(|(_, next)| *next == ' ') =>
+                    {
+                        compact += 1;
+                    }
+                    _ => {}
+                },
+            }
+            if flow + compact > MAX_YAML_DEPTH {
+                return Err(too_deep(n + 1, at + 1, format!("nested deeper than {MAX_YAML_DEPTH} levels")));
+            }
+            previous = c;
+        }
+    }
+    Ok(())
+}
+
+/// Parses YAML text into `T` after [`check_yaml_nesting`], with errors located in `file`.
+///
+/// # Errors
+///
+/// Too deep a nesting, or what [`yaml_error`] makes of the parser's error.
+pub fn from_yaml<T: serde::de::DeserializeOwned>(file: &Path, text: &str) -> Result<T, RecipeError> {
+    check_yaml_nesting(file, text)?;
+    serde_yaml::from_str(text).map_err(|e| yaml_error(file, text, &e))
+}
+
 impl Recipe {
     /// Parses a recipe from its text; `file` is used in error messages.
     pub fn parse(file: &Path, text: &str) -> Result<Self, RecipeError> {
-        let recipe: Self = serde_yaml::from_str(text).map_err(|e| yaml_error(file, text, &e))?;
+        let recipe: Self = from_yaml(file, text)?;
         if recipe.schema != RECIPE_SCHEMA {
             return Err(RecipeError::at_field(
                 file,
@@ -335,6 +406,26 @@ pub fn yaml_to_json(value: &serde_yaml::Value, path: &mut Vec<String>) -> Result
 
 #[cfg(test)]
 mod tests {
+    /// 100,000 levels of nesting are refused by the scan, at the 65th level, naming where.
+    #[test]
+    fn deep_nesting_is_refused_before_parsing() {
+        let file = Path::new("deep.yaml");
+        let n = 100_000;
+        let flow = format!("schema: 1\nname: x\nseed: 1\nstages:\n  a: {}{}\n", "[".repeat(n), "]".repeat(n));
+        let e = Recipe::parse(file, &flow).unwrap_err();
+        assert_eq!((e.line, e.column), (5, 70), "the 65th `[`: {e:?}");
+        assert!(e.message.contains("nested deeper than 64 levels"), "{e:?}");
+        let compact =
+            format!("schema: 1\nname: x\nseed: 1\nstages:\n  a:\n    params:\n      x:\n{}y\n", "- ".repeat(n));
+        assert!(Recipe::parse(file, &compact).unwrap_err().message.contains("nested deeper"));
+        let indented = format!("a:\n{}b: 1\n", " ".repeat(2000));
+        assert!(check_yaml_nesting(file, &indented).unwrap_err().message.contains("indented 2000 columns"));
+        // What looks like nesting inside quotes and comments is text.
+        let quoted = format!("a: '{0}'\nb: \"{0}\"\nc: it's [1] # {0}\n", "[".repeat(200));
+        check_yaml_nesting(file, &quoted).unwrap();
+        check_yaml_nesting(file, &format!("a: {}1{}\n", "[".repeat(64), "]".repeat(64))).unwrap();
+    }
+
     use super::*;
 
     const GOOD: &str = "\

@@ -84,8 +84,29 @@ static TMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 type Located = (Digest, PathBuf);
 
 impl Store {
-    /// Creates a store in `dir` (the `.prov` directory itself), or opens the one already there.
+    /// Creates a store in `dir` (the `.prov` directory itself), readable by its owner only, or
+    /// opens the one already there. Objects are copies of the project's sources, some of which
+    /// only their owner may read: a store others can read would publish them.
     pub fn init(dir: &Path) -> Result<Self, StoreError> {
+        Self::init_with_mode(dir, 0o700)
+    }
+
+    /// As [`Store::init`], but a new store is readable (not writable) by everyone: for a store
+    /// a team shares on purpose.
+    pub fn init_shared(dir: &Path) -> Result<Self, StoreError> {
+        Self::init_with_mode(dir, 0o755)
+    }
+
+    fn init_with_mode(dir: &Path, mode: u32) -> Result<Self, StoreError> {
+        use std::os::unix::fs::DirBuilderExt as _;
+        if !dir.exists() {
+            if let Some(parent) = dir.parent() {
+                fs_err::create_dir_all(parent)?;
+            }
+            std::fs::DirBuilder::new().mode(mode).create(dir).map_err(StoreError::Io)?;
+            // The process umask may have narrowed it further; never widened.
+            fs_err::set_permissions(dir, std::os::unix::fs::PermissionsExt::from_mode(mode))?;
+        }
         fs_err::create_dir_all(dir.join("objects"))?;
         fs_err::create_dir_all(dir.join("tmp"))?;
         let version = dir.join("VERSION");

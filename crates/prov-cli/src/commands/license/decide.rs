@@ -1,6 +1,6 @@
 //! `prov license decide`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use prov_audit::review::{Kind, find_subject, gather};
 use prov_license::{Decision, Review, reviewer_verdict, verdict_path};
@@ -82,15 +82,17 @@ pub(crate) fn cmd_license_decide(ui: &mut Ui, cx: &CommandContext, args: &Decide
     let digest = put_record(&store, &record)?;
     let bytes = store.read(&digest)?;
 
-    let rel_dir = dir.strip_prefix(&workdir).map_err(|_| {
+    // Compared lexically (`x/../..` leaves), then created without following a link out.
+    let outside = || {
         CommandError::input(format!("the verdicts directory `{}` is outside the git work tree", dir.display()))
             .with_hint("pass a `--verdicts` directory inside the repository")
-    })?;
-    let rel = rel_dir.join(verdict_path(&verdict)).to_string_lossy().replace('\\', "/");
-    let file = workdir.join(&rel);
-    if let Some(parent) = file.parent() {
-        fs_err::create_dir_all(parent)?;
-    }
+    };
+    let rel_dir =
+        prov_exec::absolute(&dir).strip_prefix(prov_exec::absolute(&workdir)).map_err(|_| outside())?.to_owned();
+    let rel = rel_dir.join(verdict_path(&verdict));
+    let parent = rel.parent().unwrap_or(Path::new(""));
+    let file = crate::inside::project_dir(&workdir, parent)?.join(rel.file_name().unwrap_or_default());
+    let rel = rel.to_string_lossy().replace('\\', "/");
     let replaced = fs_err::read(&file).ok().map(|b| prov_store::Digest::of(&b)).filter(|d| *d != digest);
     prov_store::write_atomically(&store.root().join("tmp"), &file, &bytes)?;
     let word = if args.allow { "allow" } else { "deny" };
