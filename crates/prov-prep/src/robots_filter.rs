@@ -24,7 +24,7 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::robots::{AgentRules, CheckOptions, RequestPath, RobotsTxt};
+use crate::robots::{AgentRules, CheckOptions, KeyReading, RequestPath, RobotsTxt};
 
 /// The 14 user-agent strings of the released Apertus robots filter.
 pub const APERTUS_AGENTS: [&str; 14] = [
@@ -64,6 +64,11 @@ pub struct RobotsConfig {
     /// User agents whose opt-out is honoured.
     #[serde(default = "default_agents")]
     pub agents: Vec<String>,
+    /// How the keys of robots.txt lines are read: `rfc9309` (the default) or `google-typos`,
+    /// which also reads `User Agent:`, `Disalow:` and the other misspellings Google's parser
+    /// accepts, so that a site that misspelled its opt-out is honoured.
+    #[serde(default)]
+    pub keys: KeyReading,
 }
 
 fn default_mode() -> RobotsMode {
@@ -119,10 +124,10 @@ impl Snapshot<'_> {
         Ok(Snapshot { store, files })
     }
 
-    fn parse_all(&self) -> Result<BTreeMap<String, RobotsTxt>, StageError> {
+    fn parse_all(&self, keys: KeyReading) -> Result<BTreeMap<String, RobotsTxt>, StageError> {
         let mut out = BTreeMap::new();
         for (host, digest) in &self.files {
-            out.insert(host.clone(), RobotsTxt::parse(&self.store.read(digest)?));
+            out.insert(host.clone(), RobotsTxt::parse_with(&self.store.read(digest)?, keys));
         }
         Ok(out)
     }
@@ -210,8 +215,9 @@ impl Stage for RobotsStage {
     }
     // 2: agents with digits also looked up under their RFC token reading; evidence spells the
     // directive in lower case. 3: `User-agent: *Foo*` no longer reads as the `*` group.
+    // 4: the `keys` option; the statistic `misspelled_keys` (hosts whose files misspell a key).
     fn version(&self) -> u32 {
-        3
+        4
     }
     fn summary(&self) -> &'static str {
         "remove documents whose site opts out of the listed AI agents in a pinned robots.txt snapshot, with a ledger"
@@ -236,7 +242,7 @@ impl Stage for RobotsStage {
         let config: RobotsConfig = parse_params(cx.config).map_err(StageError::Config)?;
         let ds = crate::filter::input_dataset(cx, "docs")?;
         let snapshot = Snapshot::load(cx.store, &cx.input("snapshot")?.digest)?;
-        let robots = snapshot.parse_all()?;
+        let robots = snapshot.parse_all(config.keys)?;
         // Shards in parallel; results collected in shard order, so bytes do not depend on threads.
         // Each shard streams, and its rows are counted and written when the shard is done.
         let results: Vec<crate::filter::CountedShard> = cx.pool.install(|| {
@@ -260,6 +266,14 @@ impl Stage for RobotsStage {
         })?;
         let mut out = crate::filter::finish_counted(cx, results)?;
         out.stats.insert("snapshot_hosts".into(), Value::from(snapshot.files.len()));
+        // Every file that spells a key as only Google's parser reads it, with those lines:
+        // under `rfc9309` their rules were ignored, under `google-typos` they were read.
+        let misspelled: serde_json::Map<String, Value> = robots
+            .iter()
+            .filter(|(_, txt)| !txt.misspelled_key_lines().is_empty())
+            .map(|(host, txt)| (host.clone(), json!(txt.misspelled_key_lines())))
+            .collect();
+        out.stats.insert("misspelled_keys".into(), Value::Object(misspelled));
         Ok(out)
     }
 }
@@ -289,7 +303,7 @@ mod tests {
             ("open.org".to_owned(), RobotsTxt::parse(b"User-agent: *\nAllow: /\n")),
             ("all.org".to_owned(), RobotsTxt::parse(b"User-agent: CCBot\nDisallow: /\n")),
         ]);
-        let url = RobotsConfig { mode: RobotsMode::Url, agents: default_agents() };
+        let url = RobotsConfig { mode: RobotsMode::Url, agents: default_agents(), keys: KeyReading::Rfc9309 };
         let site = RobotsConfig { mode: RobotsMode::Site, ..url.clone() };
         let rule = |d: &Document, c: &RobotsConfig| decide(d, c, &robots).rule;
         assert_eq!(rule(&doc("1", None), &url), "robots:no-url");

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::io::BufRead as _;
 use std::path::{Path, PathBuf};
 
-use prov_prep::robots::{Basis, BodyKind, Decision, RobotsTxt, product_token};
+use prov_prep::robots::{Basis, BodyKind, Decision, KeyReading, RobotsTxt, product_token};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -66,6 +66,16 @@ struct RobotsArgs {
     /// Read JSON lines `{"robots": PATH, "agent": UA, "url": URL}` from stdin instead
     #[arg(long, conflicts_with_all = ["robots", "agent", "url"])]
     batch: bool,
+    /// How keys are read: `rfc9309` (default), or `google-typos` (also `User Agent:`,
+    /// `Disalow:` and the other misspellings Google's parser reads), as the robots stage's
+    /// `keys` option
+    #[arg(long, value_name = "READING", default_value = "rfc9309", value_parser = parse_keys)]
+    keys: KeyReading,
+}
+
+fn parse_keys(text: &str) -> Result<KeyReading, String> {
+    serde_json::from_value(Value::String(text.to_owned()))
+        .map_err(|_| format!("`{text}` is not a key reading: `rfc9309` or `google-typos`"))
 }
 
 pub(crate) fn cmd_explain(ui: &mut Ui, cx: &CommandContext, args: &ExplainArgs) -> Result<(), CommandError> {
@@ -80,12 +90,12 @@ pub(crate) fn cmd_explain(ui: &mut Ui, cx: &CommandContext, args: &ExplainArgs) 
 
 fn cmd_explain_robots(ui: &mut Ui, cx: &CommandContext, args: &RobotsArgs) -> Result<(), CommandError> {
     if args.batch {
-        return explain_robots_batch(ui, cx);
+        return explain_robots_batch(ui, cx, args.keys);
     }
     let (Some(file), Some(agent), Some(url)) = (&args.robots, &args.agent, &args.url) else {
         return Err(CommandError::input("give `--robots`, `--agent` and `--url`, or `--batch`"));
     };
-    let robots = load_robots(&cx.cwd.join(file))?;
+    let robots = load_robots(&cx.cwd.join(file), args.keys)?;
     let decision = robots.check(agent, url);
     let stats = robots.stats();
     if robots.looks_unparseable() {
@@ -108,10 +118,25 @@ fn cmd_explain_robots(ui: &mut Ui, cx: &CommandContext, args: &RobotsArgs) -> Re
             file.display()
         ));
     }
+    let misspelled = robots.misspelled_key_lines();
+    if !misspelled.is_empty() {
+        let lines: Vec<String> = misspelled.iter().map(ToString::to_string).collect();
+        let how = match args.keys {
+            KeyReading::Rfc9309 => "ignored them, as RFC 9309 says; `--keys google-typos` reads them",
+            KeyReading::GoogleTypos => "read them, as Google's parser does (`--keys google-typos`)",
+        };
+        ui.warn(format!(
+            "`{}` misspells a key on line(s) {} (`User Agent`, `Disalow`, …): this reading {how}",
+            file.display(),
+            lines.join(", ")
+        ));
+    }
     let mut data = decision_json(&decision);
     if let Value::Object(m) = &mut data {
         m.insert("unparseable".into(), Value::Bool(robots.looks_unparseable()));
         m.insert("ignored_lines".into(), Value::from(stats.ignored_lines()));
+        m.insert("misspelled_key_lines".into(), json!(misspelled));
+        m.insert("keys".into(), json!(args.keys));
     }
     ui.json("robots", data)?;
     for line in human(&decision, agent) {
@@ -129,7 +154,7 @@ struct BatchInput {
     url: String,
 }
 
-fn explain_robots_batch(ui: &mut Ui, cx: &CommandContext) -> Result<(), CommandError> {
+fn explain_robots_batch(ui: &mut Ui, cx: &CommandContext, keys: KeyReading) -> Result<(), CommandError> {
     let mut cache: BTreeMap<PathBuf, RobotsTxt> = BTreeMap::new();
     let mut stdin = std::io::stdin().lock();
     let mut buf = Vec::new();
@@ -155,8 +180,8 @@ fn explain_robots_batch(ui: &mut Ui, cx: &CommandContext) -> Result<(), CommandE
         })?;
         let path = cx.cwd.join(&input.robots);
         if !cache.contains_key(&path) {
-            let robots =
-                load_robots(&path).map_err(|e| CommandError::input(format!("stdin line {number}: {}", e.message)))?;
+            let robots = load_robots(&path, keys)
+                .map_err(|e| CommandError::input(format!("stdin line {number}: {}", e.message)))?;
             cache.insert(path.clone(), robots);
         }
         let robots = cache.get(&path).expect("inserted above");
@@ -179,9 +204,9 @@ fn explain_robots_batch(ui: &mut Ui, cx: &CommandContext) -> Result<(), CommandE
 }
 
 /// Reads and parses a robots.txt file (parsing never fails; reading may).
-fn load_robots(path: &Path) -> Result<RobotsTxt, CommandError> {
+fn load_robots(path: &Path, keys: KeyReading) -> Result<RobotsTxt, CommandError> {
     let bytes = fs_err::read(path).map_err(|e| CommandError::input(format!("reading robots.txt: {e}")))?;
-    Ok(RobotsTxt::parse(&bytes))
+    Ok(RobotsTxt::parse_with(&bytes, keys))
 }
 
 /// Returns the JSON form of a decision, shared by single and batch output.

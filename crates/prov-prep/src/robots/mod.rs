@@ -57,7 +57,7 @@ use std::fmt;
 
 use serde::Serialize;
 
-pub use parse::{BodyKind, ParseStats};
+pub use parse::{BodyKind, KeyReading, ParseStats};
 
 use parse::{Agent, Group};
 
@@ -68,6 +68,8 @@ pub struct RobotsTxt {
     /// The rules' patterns (each rule holds a range); ASCII.
     patterns: Vec<u8>,
     stats: ParseStats,
+    /// Line numbers of the keys counted in [`ParseStats::misspelled_keys`].
+    misspelled: Vec<usize>,
     /// The groups compiled for [`RobotsTxt::is_allowed`].
     tables: table::Tables,
 }
@@ -158,14 +160,25 @@ impl RobotsTxt {
     /// Parses a robots.txt body. Never fails: lines that cannot be used are counted in
     /// [`RobotsTxt::stats`] and ignored.
     pub fn parse(bytes: &[u8]) -> RobotsTxt {
-        let parse::Parsed { groups, patterns, stats } = parse::parse(bytes);
+        Self::parse_with(bytes, KeyReading::Rfc9309)
+    }
+
+    /// Parses a robots.txt body, reading keys as `reading` says.
+    pub fn parse_with(bytes: &[u8], reading: KeyReading) -> RobotsTxt {
+        let parse::Parsed { groups, patterns, stats, misspelled } = parse::parse(bytes, reading);
         let tables = table::Tables::compile(&groups, &patterns);
-        RobotsTxt { groups, patterns, stats, tables }
+        RobotsTxt { groups, patterns, stats, misspelled, tables }
     }
 
     /// Returns what the parser saw, including what it ignored.
     pub fn stats(&self) -> &ParseStats {
         &self.stats
+    }
+
+    /// The line numbers (1-based) of keys that RFC 9309 does not know but Google's parser
+    /// reads as `user-agent`, `allow` or `disallow`.
+    pub fn misspelled_key_lines(&self) -> &[usize] {
+        &self.misspelled
     }
 
     /// True when the body does not look like a robots.txt at all: it is HTML or binary, or
@@ -337,6 +350,28 @@ pub fn product_token(user_agent: &str) -> &str {
 
 #[cfg(test)]
 mod tests {
+    /// `User Agent: *` is no group for RFC 9309; with Google's key reading it is. The prefix
+    /// rule (`Disallowing:` is a disallow line) is transcribed from Google's robots.cc (its
+    /// `GetKeyType`, frequent typos on), not compared with it: its C++ is not run here. The
+    /// exact spellings are compared with Protego in `tests/test_robots.rs`.
+    #[test]
+    fn misspelled_keys_are_counted_and_read_only_when_asked() {
+        let body = b"User Agent: *\nDisalow: /a\nuseragent: FooBot\nDISALLOWING: /b\nAllowed: /b/c\nSitemap: /s\n";
+        let rfc = RobotsTxt::parse(body);
+        assert_eq!((rfc.stats().misspelled_keys, rfc.stats().groups), (5, 0));
+        assert_eq!(rfc.misspelled_key_lines(), [1, 2, 3, 4, 5]);
+        assert!(rfc.check("FooBot", "/a").allowed && rfc.check("FooBot", "/b").allowed);
+        let google = RobotsTxt::parse_with(body, KeyReading::GoogleTypos);
+        assert_eq!((google.stats().misspelled_keys, google.stats().groups), (5, 2));
+        assert!(!google.check("OtherBot", "/a").allowed, "`User Agent: *` then `Disalow` disallows");
+        assert!(google.check("FooBot", "/a").allowed, "FooBot has a group of its own");
+        assert!(!google.check("FooBot", "/b").allowed, "`DISALLOWING` is a disallow line");
+        assert!(google.check("FooBot", "/b/c").allowed, "`Allowed` allows, the longer match");
+        assert!(google.check("FooBot", "/c").allowed);
+        // `User-agent` spelled right is no misspelling in either reading.
+        assert_eq!(RobotsTxt::parse(b"User-agent: *\nDisallow: /\n").stats().misspelled_keys, 0);
+    }
+
     use super::*;
 
     fn allowed(body: &str, agent: &str, url: &str) -> bool {

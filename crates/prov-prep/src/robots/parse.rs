@@ -4,9 +4,69 @@
 //! [`ParseStats`] and otherwise ignored, as §2.2 asks ("Crawlers MUST ignore … lines that are
 //! not valid").
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::Directive;
+
+/// How the key of a line (`user-agent`, `allow`, `disallow`) is recognised.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum KeyReading {
+    /// RFC 9309: the key is `user-agent`, `allow` or `disallow`, in any case, and nothing
+    /// else. A file that writes `User Agent: *` has no group at all.
+    #[default]
+    Rfc9309,
+    /// As Google's parser reads keys (its "frequent typos" mode, on by default there): a key
+    /// that starts with `user-agent`, `useragent` or `user agent` is a user-agent line; one
+    /// that starts with `allow` an allow line; one that starts with `disallow` or one of its
+    /// misspellings `dissallow`, `dissalow`, `disalow`, `diasllow`, `disallaw` a disallow
+    /// line; all in any case. Only the keys are read this way; everything else stays RFC 9309.
+    GoogleTypos,
+}
+
+/// What a line's key says it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Key {
+    UserAgent,
+    Rule(Directive),
+    Other,
+}
+
+impl KeyReading {
+    fn key(self, key: &[u8]) -> Key {
+        match self {
+            Self::Rfc9309 => {
+                if key.eq_ignore_ascii_case(b"user-agent") {
+                    Key::UserAgent
+                } else if key.eq_ignore_ascii_case(b"allow") {
+                    Key::Rule(Directive::Allow)
+                } else if key.eq_ignore_ascii_case(b"disallow") {
+                    Key::Rule(Directive::Disallow)
+                } else {
+                    Key::Other
+                }
+            }
+            Self::GoogleTypos => {
+                let starts =
+                    |prefix: &[u8]| key.len() >= prefix.len() && key[..prefix.len()].eq_ignore_ascii_case(prefix);
+                // In this order: `allow` is tried before the `disallow` family, and no
+                // spelling of one starts with another's.
+                if [&b"user-agent"[..], b"useragent", b"user agent"].into_iter().any(starts) {
+                    Key::UserAgent
+                } else if starts(b"allow") {
+                    Key::Rule(Directive::Allow)
+                } else if [&b"disallow"[..], b"dissallow", b"dissalow", b"disalow", b"diasllow", b"disallaw"]
+                    .into_iter()
+                    .any(starts)
+                {
+                    Key::Rule(Directive::Disallow)
+                } else {
+                    Key::Other
+                }
+            }
+        }
+    }
+}
 
 /// One group: the user-agent lines that start it and the rules that follow them.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -54,6 +114,8 @@ pub(crate) struct Parsed {
     /// rule); ASCII.
     pub patterns: Vec<u8>,
     pub stats: ParseStats,
+    /// Line numbers (1-based) of the lines counted in [`ParseStats::misspelled_keys`].
+    pub misspelled: Vec<usize>,
 }
 
 /// What the parser saw, including what it could not use.
@@ -74,6 +136,10 @@ pub struct ParseStats {
     /// Records with another key (`sitemap`, `crawl-delay`, misspellings, …): they neither
     /// decide access nor end a group (§2.2.4).
     pub other_records: usize,
+    /// Lines whose key RFC 9309 does not know but Google's parser reads as `user-agent`,
+    /// `allow` or `disallow` (`User Agent`, `Disalow`, …): ignored under
+    /// [`KeyReading::Rfc9309`], read under [`KeyReading::GoogleTypos`]. Counted either way.
+    pub misspelled_keys: usize,
     /// True when the body started with a UTF-8 byte order mark (or a prefix of one).
     pub bom: bool,
     /// True when the whole body is valid UTF-8.
@@ -107,7 +173,7 @@ pub enum BodyKind {
 const SNIFF_BYTES: usize = 8192;
 
 /// Returns the groups of `bytes`, their patterns and the statistics of the parse.
-pub(crate) fn parse(bytes: &[u8]) -> Parsed {
+pub(crate) fn parse(bytes: &[u8], reading: KeyReading) -> Parsed {
     let (body, bom) = strip_bom(bytes);
     let valid_utf8 = std::str::from_utf8(bytes).is_ok();
     // The body after a stripped BOM is valid too, unless only a part of a BOM was stripped.
@@ -118,6 +184,7 @@ pub(crate) fn parse(bytes: &[u8]) -> Parsed {
     // True while the lines since the last rule are user-agent lines, i.e. a further
     // user-agent line joins the current group instead of starting a new one.
     let mut collecting_agents = false;
+    let mut misspelled = Vec::new();
     for (index, line) in Lines::new(body).enumerate() {
         let number = index + 1;
         stats.lines = number;
@@ -131,7 +198,12 @@ pub(crate) fn parse(bytes: &[u8]) -> Parsed {
         };
         let key = content[..colon].trim_ascii();
         let value = content[colon + 1..].trim_ascii();
-        if key.eq_ignore_ascii_case(b"user-agent") {
+        let kind = reading.key(key);
+        if KeyReading::Rfc9309.key(key) == Key::Other && KeyReading::GoogleTypos.key(key) != Key::Other {
+            stats.misspelled_keys += 1;
+            misspelled.push(number);
+        }
+        if kind == Key::UserAgent {
             if !collecting_agents {
                 groups.push(Group { agents: Vec::new(), rules: Vec::new() });
                 collecting_agents = true;
@@ -141,11 +213,7 @@ pub(crate) fn parse(bytes: &[u8]) -> Parsed {
             }
             continue;
         }
-        let directive = if key.eq_ignore_ascii_case(b"allow") {
-            Directive::Allow
-        } else if key.eq_ignore_ascii_case(b"disallow") {
-            Directive::Disallow
-        } else {
+        let Key::Rule(directive) = kind else {
             stats.other_records += 1;
             continue;
         };
@@ -165,7 +233,7 @@ pub(crate) fn parse(bytes: &[u8]) -> Parsed {
         stats.rules += 1;
     }
     stats.groups = groups.len();
-    Parsed { groups, patterns, stats }
+    Parsed { groups, patterns, stats, misspelled }
 }
 
 /// Strips a UTF-8 byte order mark, or a leading prefix of one (`EF`, `EF BB`), as the
@@ -342,7 +410,7 @@ mod tests {
 
     /// The groups and, for each rule, its pattern.
     fn parse_patterns(body: &[u8]) -> (Vec<Group>, Vec<Vec<String>>, ParseStats) {
-        let parsed = parse(body);
+        let parsed = parse(body, KeyReading::Rfc9309);
         let patterns = parsed
             .groups
             .iter()
@@ -496,7 +564,7 @@ mod tests {
         assert_eq!(kind(b"\xFF\xFE\xFD\x01\x02ab"), BodyKind::Binary);
         assert_eq!(kind(b""), BodyKind::Text);
         // A partial BOM stripped from valid UTF-8 leaves invalid bytes, which count.
-        assert_eq!(parse(b"\xEF\xBF\xBDa").stats.body, BodyKind::Binary);
-        assert_eq!(parse(b"\xEF\xBB\xBFa").stats.body, BodyKind::Text);
+        assert_eq!(parse(b"\xEF\xBF\xBDa", KeyReading::Rfc9309).stats.body, BodyKind::Binary);
+        assert_eq!(parse(b"\xEF\xBB\xBFa", KeyReading::Rfc9309).stats.body, BodyKind::Text);
     }
 }
