@@ -149,7 +149,7 @@ fn misspelled_keys_are_reported_and_read_when_the_recipe_asks() {
     assert!(explained.stdout().contains("disallowed"), "{}", explained.describe());
 }
 
-/// The misspellings `keys: google-typos` reads, decided as Protego 0.7.0 (PyPI, pinned in
+/// The misspellings `keys: google-typos` reads, decided as Protego 0.7.0 (`PyPI`, pinned in
 /// lockfiles/requirements.txt), which accepts the same spellings, decides them.
 #[test]
 fn google_typos_decide_as_protego_does() {
