@@ -267,3 +267,24 @@ pub fn on_another_machine(stage: &mut prov_manifest::StageRecord) {
         &key_envelope,
     );
 }
+
+/// Rewrites the run record that `dir/RUN` names (a folder `recommit` or `prov run --commit`
+/// wrote): `edit` changes its list of stages, the root is recomputed, the record is renamed to
+/// its new digest and `RUN` follows. Returns the new `RUN`.
+pub fn rewrite_run_stages(dir: &Path, edit: impl Fn(&mut Vec<prov_manifest::RunStage>)) -> prov_store::Digest {
+    use prov_manifest::{Record, RunRecord};
+    let run: prov_store::Digest = fs_err::read_to_string(dir.join("RUN")).unwrap().trim().parse().unwrap();
+    let path = dir.join(format!("{}.json", run.to_hex()));
+    let Record::Run(r) = Record::from_bytes(&fs_err::read(&path).unwrap()).unwrap() else { panic!("a run record") };
+    let mut stages = r.stages.clone();
+    edit(&mut stages);
+    // Encoded as a writer would, whatever the reader then thinks of it.
+    let bytes = prov_manifest::encode_value(
+        &serde_json::to_value(Record::Run(RunRecord::new(&r.recipe, r.lockfile, stages))).unwrap(),
+    );
+    let new = prov_store::Digest::of(&bytes);
+    fs_err::remove_file(&path).unwrap();
+    fs_err::write(dir.join(format!("{}.json", new.to_hex())), bytes).unwrap();
+    fs_err::write(dir.join("RUN"), format!("{new}\n")).unwrap();
+    new
+}

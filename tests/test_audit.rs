@@ -199,11 +199,13 @@ fn replay_is_decided_from_replay_records_or_a_fresh_replay() {
     p.prov(&["audit", "lockfiles/audited.lock", "--policy", "replay.yaml"]).success();
 
     // The execution log is an index: rewriting it (the replay marked as diverged, its stage
-    // events pointing elsewhere) changes nothing the claim decides from.
+    // events pointing elsewhere, every object called a blob so that the replay record would
+    // be hidden from a search that trusted the index) changes nothing the claim decides from.
     let sql = "import sqlite3, sys\n\
                db = sqlite3.connect(sys.argv[1])\n\
                db.execute(\"UPDATE executions SET status = 'diverged', detail = 'first divergent stage: robots' WHERE mode = 'replay'\")\n\
                db.execute(\"UPDATE stage_events SET manifest = NULL\")\n\
+               db.execute(\"UPDATE objects SET kind = 'blob'\")\n\
                db.commit()\n";
     let out =
         std::process::Command::new("python3").arg("-c").arg(sql).arg(p.path(".prov/index.sqlite")).output().unwrap();

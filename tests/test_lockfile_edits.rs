@@ -165,14 +165,19 @@ fn sources_stay_in_the_project_and_are_regular_files_or_directories() {
 fn changed_source_bytes_never_enter_the_store() {
     let (p, _) = locked();
     let source = p.path("recipes/data/quickstart/udhr-sample.jsonl");
-    let mut text = fs_err::read_to_string(&source).unwrap();
-    text.push_str("{\"id\":\"added\",\"text\":\"a line added after locking\"}\n");
-    fs_err::write(&source, &text).unwrap();
-    let r = p.prov(&["run", "lockfiles/edits.lock"]);
-    r.exit(2);
-    assert!(r.stderr().contains("changed since it was locked"), "{}", r.describe());
-    let new = prov_store::Digest::of(text.as_bytes());
-    assert!(r.stderr().contains(&new.to_string()), "{}", r.describe());
-    assert!(!p.object_file(&new.to_string()).exists(), "the changed bytes were stored");
-    assert!(fs_err::read_dir(p.path(".prov/tmp")).unwrap().next().is_none(), "nothing is left in tmp/");
+    let original = fs_err::read_to_string(&source).unwrap();
+    // One byte changed (streamed to tmp/, hashed, dropped), then a line added (another size:
+    // hashed in place, never copied).
+    let same_size = original.replacen("Universal", "universal", 1);
+    let longer = format!("{original}{{\"id\":\"added\",\"text\":\"a line added after locking\"}}\n");
+    for text in [same_size, longer] {
+        fs_err::write(&source, &text).unwrap();
+        let r = p.prov(&["run", "lockfiles/edits.lock"]);
+        r.exit(2);
+        assert!(r.stderr().contains("changed since it was locked"), "{}", r.describe());
+        let new = prov_store::Digest::of(text.as_bytes());
+        assert!(r.stderr().contains(&new.to_string()), "{}", r.describe());
+        assert!(!p.object_file(&new.to_string()).exists(), "the changed bytes were stored");
+        assert!(fs_err::read_dir(p.path(".prov/tmp")).unwrap().next().is_none(), "nothing is left in tmp/");
+    }
 }

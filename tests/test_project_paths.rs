@@ -55,3 +55,22 @@ fn the_store_is_readable_by_its_owner_only_unless_shared() {
     p.prov(&["init", "--shared", shared.path().to_str().unwrap()]).success();
     assert_eq!(mode(&shared.path().join(".prov")), 0o755);
 }
+
+/// A lockfile written elsewhere may name a recipe outside the project; `prov status` does
+/// not read it (its lines would have been quoted in the re-lock's error).
+#[test]
+fn status_does_not_read_a_recipe_outside_the_project() {
+    let p = Project::with_recipes();
+    p.prov(&["lock", "recipes/quickstart.yaml"]).success();
+    let mut lock: serde_json::Value =
+        serde_json::from_slice(&fs_err::read(p.path("lockfiles/quickstart.lock")).unwrap()).unwrap();
+    for (name, path) in [("absolute", "/etc/passwd"), ("climbing", "../../etc/passwd")] {
+        lock["recipe"]["path"] = path.into();
+        fs_err::write(p.path(&format!("lockfiles/{name}.lock")), prov_manifest::encode_value(&lock)).unwrap();
+    }
+    let r = p.prov(&["status"]);
+    r.success();
+    assert!(r.stdout().contains("recipe path: invalid path `/etc/passwd`: paths are relative"), "{}", r.describe());
+    assert!(r.stdout().contains("path components cannot be empty, `.` or `..`"), "{}", r.describe());
+    assert!(!r.stdout().contains("root:") && !r.stderr().contains("root:"), "{}", r.describe());
+}

@@ -316,6 +316,15 @@ fn the_books_independent_verifier_agrees() {
             assert!(!python(&file).status.success(), "{name} passes the Python verifier");
         }
     }
+    // Its checks hold under `python3 -O`, which drops `assert`s.
+    let optimised = std::process::Command::new("python3")
+        .arg("-O")
+        .arg(&script_path)
+        .arg(p.path("cut.proof"))
+        .args(["--run", manifest.as_str()])
+        .output()
+        .unwrap();
+    assert!(!optimised.status.success(), "a cut proof passes `python3 -O`");
     flip_byte(&p.path("x.proof"), 4000);
     assert!(!python("x.proof").status.success(), "a changed byte is refused");
 }

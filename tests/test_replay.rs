@@ -1,7 +1,7 @@
 //! `prov replay`: divergence is exit 3 and names the first divergent stage; envelope-class
 //! stages refuse equality across envelopes; `--from` and `--until` bound the replay.
 
-use crate::common::{Project, recommit, repo_root};
+use crate::common::{Project, recommit, repo_root, rewrite_run_stages};
 
 const NONDETERMINISTIC: &str = "\
 schema: 1
@@ -184,4 +184,48 @@ fn against_keeps_checking_what_the_store_holds() {
     let r = p.prov(&["replay", "lockfiles/quickstart.lock", "--against", &committed]);
     r.exit(2);
     assert!(r.stderr().contains("the recorded outputs of stage `half` are damaged"), "{}", r.describe());
+}
+
+/// A folder whose run record is not a run of the lockfile is refused before anything runs
+/// (exit 2): a stage listed twice (the second copy was compared, the first was not), an extra
+/// stage the lockfile does not have, a stage record whose config was rewritten. Each folder
+/// hashes correctly everywhere.
+#[test]
+fn against_a_folder_that_is_not_a_run_of_the_lockfile_is_refused() {
+    let p = Project::with_recipes();
+    fs_err::create_dir_all(p.path("lockfiles")).unwrap();
+    fs_err::copy(repo_root().join("lockfiles/quickstart.lock"), p.path("lockfiles/quickstart.lock")).unwrap();
+    let committed = repo_root().join("manifests/quickstart");
+    let cases: [(&str, &str); 3] = [
+        ("twice", "is listed twice"),
+        ("extra", "its stages are not the lockfile's plan"),
+        ("config", "differs from the lockfile in `config`"),
+    ];
+    for (name, expected) in cases {
+        let dir = p.path(name);
+        recommit(&committed, &dir, |s| {
+            if name == "config" && s.name.as_str() == "half" {
+                s.config = serde_json::json!({"fraction": 0.25});
+            }
+        });
+        match name {
+            "twice" => {
+                rewrite_run_stages(&dir, |stages| {
+                    let half = stages.iter().find(|s| s.name.as_str() == "half").unwrap().clone();
+                    stages.insert(2, half);
+                });
+            }
+            "extra" => {
+                rewrite_run_stages(&dir, |stages| {
+                    let mut extra = stages[2].clone();
+                    extra.name = "extra".parse().unwrap();
+                    stages.push(extra);
+                });
+            }
+            _ => {}
+        }
+        let r = p.prov(&["replay", "lockfiles/quickstart.lock", "--against", name]);
+        r.exit(2);
+        assert!(r.stderr().contains(expected), "{name}: {}", r.describe());
+    }
 }

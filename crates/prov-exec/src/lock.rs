@@ -213,8 +213,9 @@ fn lock_sources(files: &[RecipeFile], recipe: &Merged, root: &Path) -> Result<Ve
         let at = ["sources", name.as_str(), "path"];
         let resolved = normalize(&recipe_dir.join(&src.path));
         let path: RelPath = relative_to(&resolved, root).parse().map_err(|_| {
-            loc.err(&at, format!("source `{}` is outside the project root `{}`", src.path, root.display()))
-                .with_hint("sources are pinned by their path in the project: copy or move the data into it")
+            let place = if resolved == root { "the project root itself" } else { "outside the project root" };
+            loc.err(&at, format!("source `{}` is {place} `{}`", src.path, root.display()))
+                .with_hint("a source is a file or directory inside the project: copy or move the data into it")
         })?;
         let (real, is_dir) = crate::confine_source(root, &path).map_err(|e| {
             let e = match e {

@@ -173,6 +173,17 @@ pub enum ExecError {
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The run record a replay compares with is not a run of the lockfile replayed: a forged
+    /// or mismatched recording, found before anything runs.
+    #[error("recording `{recording}` is not a run of this lockfile: stage `{stage}`: {message}")]
+    RecordingNotOfLockfile {
+        /// The run record.
+        recording: Digest,
+        /// The first stage where it departs from the lockfile.
+        stage: Name,
+        /// How.
+        message: String,
+    },
     /// A stage panicked: a bug of this build, caught at the stage boundary so that the
     /// execution is logged as failed and the store stays valid.
     #[error("internal error in stage `{stage}` ({kind}): {message}")]
@@ -256,7 +267,7 @@ impl ExecError {
         match self {
             Self::Store(e) => e.is_integrity_failure(),
             Self::Stored(e) => e.is_integrity_failure(),
-            Self::DamagedRecording { .. } => true,
+            Self::DamagedRecording { .. } | Self::RecordingNotOfLockfile { .. } => true,
             Self::Stage { source, .. } => source.is_integrity_failure(),
             _ => false,
         }
@@ -609,13 +620,59 @@ pub struct ReplayRange {
     pub recording: Option<Digest>,
 }
 
-/// Reads the stage records of a recorded run, by stage name.
-fn stage_records(store: &Store, run: &RunRecord) -> Result<BTreeMap<Name, (Digest, StageRecord)>, ExecError> {
+/// Reads the stage records of a recorded run, by stage name, after checking that the run is
+/// one of this lockfile: its stages are the plan's, in plan order, each record names the stage
+/// it is listed under and is that stage as the lockfile states it (kind, version, class,
+/// config, seeds). A recording imported from a folder someone else wrote could list a stage
+/// twice, or stages the lockfile does not have, and be compared only in part.
+fn stage_records(
+    store: &Store,
+    recorded: Digest,
+    run: &RunRecord,
+    nodes: &[Node],
+) -> Result<BTreeMap<Name, (Digest, StageRecord)>, ExecError> {
+    let not_of_lockfile = |stage: &Name, message: String| ExecError::RecordingNotOfLockfile {
+        recording: recorded,
+        stage: stage.clone(),
+        message,
+    };
+    let listed: Vec<&Name> = run.stages.iter().map(|s| &s.name).collect();
+    let planned: Vec<&Name> = nodes.iter().map(|n| &n.stage.name).collect();
+    if listed != planned {
+        let at = listed.iter().zip(&planned).position(|(a, b)| a != b).unwrap_or(listed.len().min(planned.len()));
+        let stage = planned.get(at).or(listed.get(at)).copied().cloned().unwrap_or_else(|| run.stages[0].name.clone());
+        return Err(not_of_lockfile(
+            &stage,
+            format!(
+                "its stages are not the lockfile's plan: {} listed, {} planned, first difference at position {at}",
+                listed.len(),
+                planned.len()
+            ),
+        ));
+    }
     let mut out = BTreeMap::new();
-    for s in &run.stages {
+    for (s, node) in run.stages.iter().zip(nodes) {
         let Record::Stage(r) = get_record(store, &s.manifest)? else {
             return Err(ExecError::WrongRecord { digest: s.manifest, expected: "stage" });
         };
+        let planned = &node.stage;
+        let same_config = prov_manifest::encode_value(&r.config) == prov_manifest::encode_value(&planned.config);
+        let mismatch = [
+            ("name", r.name == planned.name),
+            ("stage_kind", r.stage_kind == planned.stage_kind),
+            ("version", r.version == planned.version),
+            ("determinism", r.determinism == planned.determinism),
+            ("config", same_config),
+            ("seeds", r.seeds == planned.seeds),
+        ]
+        .into_iter()
+        .find(|(_, equal)| !equal);
+        if let Some((field, _)) = mismatch {
+            return Err(not_of_lockfile(
+                &s.name,
+                format!("its stage record `{}` differs from the lockfile in `{field}`", s.manifest),
+            ));
+        }
         out.insert(s.name.clone(), (s.manifest, r));
     }
     Ok(out)
@@ -708,7 +765,7 @@ pub fn replay(
     let nodes = plan(lockfile, opts.registry)?;
     check_range(&nodes, range)?;
     let (recorded_manifest, recorded) = recording_of(store, run_id, range)?;
-    let recorded_stages = stage_records(store, &recorded)?;
+    let recorded_stages = stage_records(store, recorded_manifest, &recorded, &nodes)?;
     let recipe = lockfile.recipe.name.to_string();
     let execution = store.index().begin_execution(&run_id, "replay", &recipe, opts.lockfile_display, (opts.clock)())?;
     let mut ex = Executor { store, opts, lockfile, pool: new_pool(opts.threads)?, outputs: BTreeMap::new() };

@@ -161,6 +161,10 @@ pub fn check_yaml_nesting(file: &Path, text: &str) -> Result<(), RecipeError> {
         }
         let mut compact = 0;
         let mut previous = ' ';
+        // The last character before white space on this line: a quoted scalar starts a value
+        // (after `:`, `-`, `?`, `[`, `{` or `,`, or at the start of a line), never inside a
+        // plain one: in `note: it's`, the `'` quotes nothing.
+        let mut last: Option<char> = None;
         let mut chars = line.char_indices().peekable();
         while let Some((at, c)) = chars.next() {
             match quote {
@@ -173,7 +177,12 @@ pub fn check_yaml_nesting(file: &Path, text: &str) -> Result<(), RecipeError> {
                 Some(_) => {}
                 None => match c {
                     '#' if previous.is_whitespace() => break,
-                    '\'' | '"' if previous.is_whitespace() || "[{,".contains(previous) => quote = Some(c),
+                    '\'' | '"'
+                        if "[{,".contains(previous)
+                            || (previous.is_whitespace() && last.is_none_or(|l| ":-?[{,".contains(l))) =>
+                    {
+                        quote = Some(c);
+                    }
                     '[' | '{' => flow += 1,
                     ']' | '}' => flow = flow.saturating_sub(1),
                     '-' if flow == 0
@@ -189,6 +198,9 @@ pub fn check_yaml_nesting(file: &Path, text: &str) -> Result<(), RecipeError> {
                 return Err(too_deep(n + 1, at + 1, format!("nested deeper than {MAX_YAML_DEPTH} levels")));
             }
             previous = c;
+            if !c.is_whitespace() {
+                last = Some(c);
+            }
         }
     }
     Ok(())
@@ -420,6 +432,11 @@ mod tests {
         assert!(Recipe::parse(file, &compact).unwrap_err().message.contains("nested deeper"));
         let indented = format!("a:\n{}b: 1\n", " ".repeat(2000));
         assert!(check_yaml_nesting(file, &indented).unwrap_err().message.contains("indented 2000 columns"));
+        // An apostrophe inside a plain value opens no quote that would hide what follows.
+        let hidden = format!("note: a 'b\nstages:\n  a: {}{}\n", "[".repeat(n), "]".repeat(n));
+        assert!(check_yaml_nesting(file, &hidden).unwrap_err().message.contains("nested deeper"));
+        let hidden = format!("note: it's \"x\nstages:\n  a: {}{}\n", "[".repeat(n), "]".repeat(n));
+        assert!(check_yaml_nesting(file, &hidden).unwrap_err().message.contains("nested deeper"));
         // What looks like nesting inside quotes and comments is text.
         let quoted = format!("a: '{0}'\nb: \"{0}\"\nc: it's [1] # {0}\n", "[".repeat(200));
         check_yaml_nesting(file, &quoted).unwrap();

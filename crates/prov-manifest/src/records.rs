@@ -108,6 +108,10 @@ impl Record {
             Self::Tree(t) => t.validate(),
             Self::Dataset(d) => d.validate(),
             Self::Run(r) => {
+                let mut names = std::collections::BTreeSet::new();
+                if let Some(twice) = r.stages.iter().find(|s| !names.insert(&s.name)) {
+                    return Err(format!("stage `{}` is listed twice", twice.name));
+                }
                 let digests: Vec<Digest> = r.stages.iter().map(|s| s.manifest).collect();
                 let root = merkle_root(&digests);
                 if root == r.root {

@@ -68,14 +68,14 @@ pub fn is_manifest(store: &Store, indexed_kind: Option<&str>, digest: &Digest) -
     }
 }
 
-/// Returns every record in the store that `pick` keeps, found from the objects themselves
-/// rather than from what the index says about runs, sorted by digest. A damaged or invalid
-/// manifest is skipped: reporting it is `prov verify`'s job.
+/// Returns every record in the store that `pick` keeps, found from the objects themselves,
+/// sorted by digest. The index is not consulted: an object is a candidate when its bytes look
+/// like a record (an edit of the index's `kind` column cannot hide a run or a replay record).
+/// A damaged or invalid manifest is skipped: reporting it is `prov verify`'s job.
 pub fn find_records<T>(store: &Store, pick: impl Fn(Record) -> Option<T>) -> Result<Vec<(Digest, T)>, StoreError> {
-    let kinds = store.index().all_kinds()?;
     let mut out = Vec::new();
     for d in store.list_objects()? {
-        if !is_manifest(store, kinds.get(&d).map(String::as_str), &d) {
+        if !starts_like_a_record(&store.object_path(&d)) {
             continue;
         }
         if let Some(t) = get_record(store, &d).ok().and_then(&pick) {
@@ -83,6 +83,17 @@ pub fn find_records<T>(store: &Store, pick: impl Fn(Record) -> Option<T>) -> Res
         }
     }
     Ok(out)
+}
+
+/// True when a file is small enough to be a record and begins as one does (`{"`): reads two
+/// bytes, so that data objects (Parquet shards begin `PAR1`, weights with a length) cost
+/// nothing.
+fn starts_like_a_record(path: &std::path::Path) -> bool {
+    use std::io::Read as _;
+    let Ok(mut file) = fs_err::File::open(path) else { return false };
+    let small = file.metadata().is_ok_and(|m| m.len() < 64 << 20);
+    let mut head = [0u8; 2];
+    small && file.read_exact(&mut head).is_ok() && head == *b"{\""
 }
 
 /// Every replay record of the run record `recording`, sorted by digest.

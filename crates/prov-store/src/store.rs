@@ -104,7 +104,7 @@ impl Store {
                 fs_err::create_dir_all(parent)?;
             }
             std::fs::DirBuilder::new().mode(mode).create(dir).map_err(StoreError::Io)?;
-            // The process umask may have narrowed it further; never widened.
+            // Exactly this mode, whatever the process umask made of it.
             fs_err::set_permissions(dir, std::os::unix::fs::PermissionsExt::from_mode(mode))?;
         }
         fs_err::create_dir_all(dir.join("objects"))?;

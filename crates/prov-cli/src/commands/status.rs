@@ -170,16 +170,25 @@ fn lockfile_status(
             });
         }
     };
-    let recipe = root.join(&lockfile.recipe.path);
-    let recipe_exists = recipe.is_file();
-    let state = if recipe_exists {
-        match prov_exec::lock_recipe(&registry(), &recipe, root) {
+    // A lockfile names its recipe; one written elsewhere may name a file outside the project,
+    // which is not read (its lines would end up in error messages).
+    let recipe = match lockfile.recipe.path.parse::<prov_manifest::RelPath>() {
+        Ok(rel) => match prov_exec::confine_source(root, &rel) {
+            Ok((path, false)) => Ok(Some(path)),
+            Ok((_, true)) | Err(prov_exec::SourcePathError::Io { .. }) => Ok(None),
+            Err(e) => Err(e.to_string().replacen("source", "recipe", 1)),
+        },
+        Err(e) => Err(format!("recipe path: {e}")),
+    };
+    let recipe_exists = matches!(recipe, Ok(Some(_)));
+    let state = match recipe {
+        Ok(Some(recipe)) => match prov_exec::lock_recipe(&registry(), &recipe, root) {
             Ok(fresh) if fresh.bytes == bytes => LockState::UpToDate,
             Ok(fresh) => LockState::Stale(diff_lockfiles(&lockfile, &fresh.lockfile).summary()),
             Err(e) => LockState::Error(e.message),
-        }
-    } else {
-        LockState::RecipeMissing
+        },
+        Ok(None) => LockState::RecipeMissing,
+        Err(outside) => LockState::Error(outside),
     };
     Ok(LockfileStatus { path: shown, run_id, lockfile: Some(lockfile), recipe_exists, state, recorded, last })
 }
