@@ -28,6 +28,7 @@ mod test_real_data;
 mod test_recipe_errors;
 mod test_replay;
 mod test_robots;
+mod test_sandbox;
 mod test_tokenizer;
 mod test_toxicity;
 mod test_train;

@@ -86,7 +86,10 @@ fn edited_stage_entries_are_refused_naming_stage_and_field() {
             "stage `dedup`, field `determinism`: `envelope`, but `dedup` with this config is `portable`",
         ),
         (
-            |l| stage(l, "half")["stage_kind"] = json!("external"),
+            |l| {
+                stage(l, "half")["stage_kind"] = json!("external");
+                stage(l, "half")["version"] = json!(2);
+            },
             "stage `half`, field `stage_kind`: `external` runs commands, and the lockfile does not allow commands",
         ),
     ];

@@ -73,3 +73,54 @@ fn resolve_among(arg: &str, candidates: &[Digest], what: &str) -> Result<Digest,
             .with_hint("give more digits")),
     }
 }
+
+/// Refuses to run the commands of a lockfile this project did not write, unless the user says
+/// so (`--allow-commands`): a lockfile's own `allow_commands: true` is its author's word, and
+/// the author may be anyone who handed over the file. The commands are this project's when
+/// `prov lock` of the recipe the lockfile names, in this project, gives the same
+/// command-running stages (name, kind, config: the command itself); a source that changed
+/// since is another matter, which the run reports.
+pub(crate) fn check_command_consent(
+    loaded: &LoadedLockfile,
+    root: &Path,
+    allowed_by_user: bool,
+) -> Result<(), CommandError> {
+    let registry = crate::context::registry();
+    let Some(stage) =
+        loaded.lockfile.stages.iter().find(|s| registry.get(&s.stage_kind).is_some_and(|k| k.runs_commands()))
+    else {
+        return Ok(());
+    };
+    if allowed_by_user {
+        return Ok(());
+    }
+    let commands = |l: &prov_manifest::Lockfile| -> Vec<(String, String, Vec<u8>)> {
+        l.stages
+            .iter()
+            .filter(|s| registry.get(&s.stage_kind).is_some_and(|k| k.runs_commands()))
+            .map(|s| (s.name.to_string(), s.stage_kind.clone(), prov_manifest::encode_value(&s.config)))
+            .collect()
+    };
+    let ours = loaded
+        .lockfile
+        .recipe
+        .path
+        .parse::<prov_manifest::RelPath>()
+        .ok()
+        .and_then(|rel| prov_exec::confine_source(root, &rel).ok())
+        .filter(|(_, is_dir)| !is_dir)
+        .and_then(|(recipe, _)| prov_exec::lock_recipe(&registry, &recipe, root).ok())
+        .is_some_and(|fresh| commands(&fresh.lockfile) == commands(&loaded.lockfile));
+    if ours {
+        return Ok(());
+    }
+    let command = stage.config.get("command").map_or_else(String::new, |c| format!(" ({c})"));
+    Err(CommandError::input(format!(
+        "`{}` runs commands (stage `{}`{command}) and is not what this project's recipe `{}` locks to",
+        loaded.display, stage.name, loaded.lockfile.recipe.path
+    ))
+    .with_hint(
+        "read its commands first; `--allow-commands` runs them (in the sandbox, without network unless a stage \
+         asks for it)",
+    ))
+}

@@ -39,10 +39,11 @@ mod key;
 mod lock;
 mod maintenance;
 mod run;
+mod sandbox;
 mod stage;
 mod tree;
 
-pub use builtin::{ExternalStage, SourcePathError, SourceStage, confine_source};
+pub use builtin::{ExternalConfig, ExternalStage, SourcePathError, SourceStage, confine_source};
 pub use check::check_lockfile;
 pub use envelope::{TorchFacts, WORKBENCH_VERSION, capture as capture_envelope, key_envelope};
 pub use key::stage_key;

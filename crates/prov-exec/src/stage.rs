@@ -94,6 +94,9 @@ pub enum StageError {
     /// The configuration in the lockfile is not what this stage kind expects.
     #[error("invalid config: {0}")]
     Config(#[from] ConfigError),
+    /// The sandbox a command must run in cannot start; the command did not run.
+    #[error("the command sandbox cannot start: {0}")]
+    Sandbox(String),
     /// An external command failed.
     #[error("command `{command}` {status}{}", if stderr.is_empty() { String::new() } else { format!("; its stderr ends with:\n{stderr}") })]
     Command {

@@ -80,6 +80,7 @@ pub(crate) fn cmd_audit(ui: &mut Ui, cx: &CommandContext, args: &AuditArgs) -> R
     let (store, root) = cx.open_store(Access::Shared, true)?;
     let loaded = load_lockfile(&store, &args.run)?;
     if args.replay {
+        crate::resolve::check_command_consent(&loaded, &root, false)?;
         let report = with_exec_options(ui, cx, &root, &loaded.display, |opts| {
             prov_exec::replay(&store, &loaded.lockfile, &loaded.bytes, &ReplayRange::default(), opts)
         })?;

@@ -42,6 +42,10 @@ pub(crate) struct ReplayArgs {
     /// where (which step, which tensor) a different thread count or ATen capability diverges
     #[arg(long)]
     ignore_envelope: bool,
+    /// Run the commands of a lockfile this project's recipe does not lock to (a lockfile
+    /// from elsewhere); they run in the sandbox either way
+    #[arg(long)]
+    allow_commands: bool,
 }
 
 /// Imports committed manifests into the store, each checked against the digest its file is
@@ -80,6 +84,7 @@ fn import_manifests(store: &prov_store::Store, dir: &std::path::Path) -> Result<
 pub(crate) fn cmd_replay(ui: &mut Ui, cx: &CommandContext, args: &ReplayArgs) -> Result<(), CommandError> {
     let (store, root) = cx.open_store(Access::Shared, true)?;
     let loaded = load_lockfile(&store, &args.run)?;
+    crate::resolve::check_command_consent(&loaded, &root, args.allow_commands)?;
     let recording = match &args.against {
         Some(dir) => {
             let run = import_manifests(&store, dir)?;

@@ -27,6 +27,10 @@ pub(crate) struct RunArgs {
     /// enclosing git repository and commit them
     #[arg(long)]
     commit: bool,
+    /// Run the commands of a lockfile this project's recipe does not lock to (a lockfile
+    /// from elsewhere); they run in the sandbox either way
+    #[arg(long)]
+    allow_commands: bool,
 }
 
 pub(crate) fn cmd_run(ui: &mut Ui, cx: &CommandContext, args: &RunArgs) -> Result<(), CommandError> {
@@ -44,6 +48,7 @@ pub(crate) fn cmd_run(ui: &mut Ui, cx: &CommandContext, args: &RunArgs) -> Resul
     } else {
         load_lockfile(&store, &args.target)?
     };
+    crate::resolve::check_command_consent(&loaded, &root, args.allow_commands || is_recipe)?;
     let result = with_exec_options(ui, cx, &root, &loaded.display, |opts| {
         prov_exec::run(&store, &loaded.lockfile, &loaded.bytes, opts)
     });

@@ -2,12 +2,14 @@
 //!
 //! The command runs in a fresh directory under the store's `tmp/`, with its inputs copied
 //! into `inputs/<name>` (a file, or a directory for trees and datasets), an environment
-//! cleared down to a fixed set, and must leave each declared output at its declared path.
-//! Only lockfiles with `allow_commands: true` may run it.
+//! cleared down to a fixed set, inside a sandbox ([`crate::sandbox`]: read-only system
+//! directories, only its scratch directory writable, no network unless the config says so,
+//! its own PID namespace, time, memory and file-size limits), and must leave each declared
+//! output at its declared path. Only lockfiles with `allow_commands: true` may run it.
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 use prov_manifest::{
     Content, DatasetRecord, Determinism, LedgerRecord, OutputRef, OutputType, Record, RelPath, TreeRecord, get_record,
@@ -38,10 +40,37 @@ pub struct ExternalConfig {
     /// Determinism class the recipe author claims for the command.
     #[serde(default = "default_determinism")]
     pub determinism: Determinism,
+    /// Whether the command may use the network (default: no; it gets its own empty network
+    /// namespace).
+    #[serde(default)]
+    pub network: bool,
+    /// Wall-clock limit in seconds, after which the command and everything it started are
+    /// killed and the stage fails.
+    #[serde(default = "default_timeout")]
+    pub timeout_seconds: u64,
+    /// Address-space limit of the command (and of each process it starts), in MiB.
+    #[serde(default = "default_memory")]
+    pub memory_mib: u64,
+    /// Largest file the command may write, in MiB: what it writes lands in the store's
+    /// scratch space, which must not fill without bound.
+    #[serde(default = "default_file_size")]
+    pub max_file_mib: u64,
 }
 
 fn default_determinism() -> Determinism {
     Determinism::Portable
+}
+
+fn default_timeout() -> u64 {
+    86_400
+}
+
+fn default_memory() -> u64 {
+    16_384
+}
+
+fn default_file_size() -> u64 {
+    16_384
 }
 
 impl ExternalConfig {
@@ -68,11 +97,12 @@ impl Stage for ExternalStage {
     fn kind(&self) -> &'static str {
         "external"
     }
+    // 2: commands run in a bubblewrap sandbox with the limits of the config.
     fn version(&self) -> u32 {
-        1
+        2
     }
     fn summary(&self) -> &'static str {
-        "run a command with declared inputs and outputs in a controlled environment (needs allow_commands)"
+        "run a command with declared inputs and outputs in a sandbox (bubblewrap; needs allow_commands)"
     }
     fn resolve_config(&self, params: &Value) -> Result<Value, ConfigError> {
         let config: ExternalConfig = parse_params(params)?;
@@ -84,7 +114,16 @@ impl Stage for ExternalStage {
                 .with_hint("outputs map a name to a path the command writes, e.g. `report: report.json`"));
         }
         config.output_paths()?;
-        Ok(serde_json::to_value(&config).expect("the config holds only strings"))
+        for (field, value) in [
+            ("timeout_seconds", config.timeout_seconds),
+            ("memory_mib", config.memory_mib),
+            ("max_file_mib", config.max_file_mib),
+        ] {
+            if value == 0 || value > 1 << 40 {
+                return Err(ConfigError::at(&[field], format!("`{field}` must be between 1 and 2^40, got {value}")));
+            }
+        }
+        Ok(serde_json::to_value(&config).expect("the config holds only strings and integers"))
     }
     fn determinism(&self, config: &Value) -> Determinism {
         config.get("determinism").and_then(|v| serde_json::from_value(v.clone()).ok()).unwrap_or(Determinism::Portable)
@@ -124,8 +163,9 @@ impl Stage for ExternalStage {
         }
         let mut env: BTreeMap<String, String> = BTreeMap::from([
             ("PATH".into(), DEFAULT_PATH.into()),
-            ("HOME".into(), work.display().to_string()),
-            ("TMPDIR".into(), scratch.display().to_string()),
+            // The paths the command sees in its sandbox.
+            ("HOME".into(), format!("{}/work", crate::sandbox::SCRATCH)),
+            ("TMPDIR".into(), crate::sandbox::SCRATCH.into()),
             ("LC_ALL".into(), "C.UTF-8".into()),
             ("TZ".into(), "UTC".into()),
             ("SOURCE_DATE_EPOCH".into(), "0".into()),
@@ -134,39 +174,8 @@ impl Stage for ExternalStage {
             ("PROV_THREADS".into(), cx.pool.current_num_threads().to_string()),
         ]);
         env.extend(config.env.clone());
-        let stdout = fs_err::File::create(scratch.join("stdout.log"))?;
-        let stderr = fs_err::File::create(scratch.join("stderr.log"))?;
-        let program = resolve_program(&config.command[0], &env["PATH"]);
-        let status = Command::new(&program)
-            .args(&config.command[1..])
-            .current_dir(&work)
-            .env_clear()
-            .envs(&env)
-            .stdin(Stdio::null())
-            .stdout(stdout.into_parts().0)
-            .stderr(stderr.into_parts().0)
-            .status();
         let command_line = config.command.join(" ");
-        let status = match status {
-            Ok(s) => s,
-            Err(e) => {
-                return Err(StageError::Command {
-                    command: command_line,
-                    status: format!("could not start: {e}"),
-                    stderr: String::new(),
-                });
-            }
-        };
-        if !status.success() {
-            let err = fs_err::read_to_string(scratch.join("stderr.log")).unwrap_or_default();
-            let tail: Vec<&str> = err.lines().rev().take(20).collect();
-            let tail: Vec<&str> = tail.into_iter().rev().collect();
-            return Err(StageError::Command {
-                command: command_line,
-                status: format!("failed ({status})"),
-                stderr: tail.join("\n"),
-            });
-        }
+        let status = run_sandboxed(&config, &scratch, &work, &env, &command_line)?;
         let mut out = StageOutput::default();
         for (name, rel, is_dir) in outputs {
             let path = work.join(rel.as_str());
@@ -175,6 +184,14 @@ impl Stage for ExternalStage {
                 status: format!("succeeded but did not write {what} `{rel}` declared as output `{name}`"),
                 stderr: String::new(),
             };
+            // A link would make the store take bytes from wherever it points.
+            if fs_err::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink()) {
+                return Err(StageError::Command {
+                    command: command_line.clone(),
+                    status: format!("wrote its output `{name}` (`{rel}`) as a symbolic link, which is not followed"),
+                    stderr: String::new(),
+                });
+            }
             let output = if is_dir {
                 if !path.is_dir() {
                     return Err(missing("the directory"));
@@ -192,10 +209,54 @@ impl Stage for ExternalStage {
             out.outputs.insert(name, output);
         }
         out.stats.insert("exit_code".into(), Value::from(status.code().unwrap_or(0)));
+        out.stats.insert("sandbox".into(), Value::from(crate::sandbox::KIND));
         // The scratch directory held copies only; a failure above keeps it for debugging.
         let _ = fs_err::remove_dir_all(&scratch);
         Ok(out)
     }
+}
+
+/// Runs the command in its sandbox, its output in `scratch`'s `stdout.log` and `stderr.log`;
+/// returns its exit status when it succeeded.
+fn run_sandboxed(
+    config: &ExternalConfig,
+    scratch: &Path,
+    work: &Path,
+    env: &BTreeMap<String, String>,
+    command_line: &str,
+) -> Result<std::process::ExitStatus, StageError> {
+    let failed =
+        |status: String, stderr: String| StageError::Command { command: command_line.to_owned(), status, stderr };
+    let stdout = fs_err::File::create(scratch.join("stdout.log"))?;
+    let stderr = fs_err::File::create(scratch.join("stderr.log"))?;
+    let program = resolve_program(&config.command[0], &env["PATH"]);
+    // Never unconfined: if the sandbox cannot start, neither does the command.
+    let sandbox = crate::sandbox::Sandbox::new(config, scratch, work).map_err(StageError::Sandbox)?;
+    let child = sandbox
+        .command(&program, &config.command[1..])
+        .env_clear()
+        .envs(env)
+        .stdin(Stdio::null())
+        .stdout(stdout.into_parts().0)
+        .stderr(stderr.into_parts().0)
+        .spawn()
+        .map_err(|e| failed(format!("could not start: {e}"), String::new()))?;
+    let Some(status) = crate::sandbox::wait(child, config.timeout_seconds)? else {
+        return Err(failed(
+            format!(
+                "was killed after {} s, its `timeout_seconds`, with every process it started",
+                config.timeout_seconds
+            ),
+            String::new(),
+        ));
+    };
+    if !status.success() {
+        let err = fs_err::read_to_string(scratch.join("stderr.log")).unwrap_or_default();
+        let tail: Vec<&str> = err.lines().rev().take(20).collect();
+        let tail: Vec<&str> = tail.into_iter().rev().collect();
+        return Err(failed(format!("failed ({status})"), tail.join("\n")));
+    }
+    Ok(status)
 }
 
 fn resolve_program(program: &str, path: &str) -> std::path::PathBuf {

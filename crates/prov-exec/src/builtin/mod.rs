@@ -3,5 +3,5 @@
 mod external;
 mod source;
 
-pub use external::ExternalStage;
+pub use external::{ExternalConfig, ExternalStage};
 pub use source::{SourcePathError, SourceStage, confine_source};
