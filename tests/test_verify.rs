@@ -133,3 +133,41 @@ fn a_deleted_run_record_is_reported_and_stops_gc() {
     p.prov(&["gc"]).success();
     assert_eq!(p.object_files().len(), before);
 }
+
+/// An auditor's copy of a store is often read-only: the commands that only read work on it.
+/// The store is mounted read-only with bubblewrap (root ignores file modes, a mount does not).
+#[test]
+fn read_only_commands_work_on_a_read_only_store() {
+    let p = Project::with_recipes();
+    let lines = p.json(&["run", "recipes/quickstart.yaml"]);
+    let manifest =
+        lines.iter().find(|l| l["type"] == "run").unwrap()["data"]["run_manifest"].as_str().unwrap().to_owned();
+    let store = p.path(".prov");
+    let read_only = |args: &[&str]| {
+        let mut c = std::process::Command::new("bwrap");
+        c.args(["--dev-bind", "/", "/", "--ro-bind"]).arg(&store).arg(&store).arg("--").arg(crate::common::PROV);
+        c.args(args)
+            .current_dir(&p.root)
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("PROV_NO_PROGRESS", "1");
+        let output = c.output().expect("bwrap starts");
+        crate::common::Run { args: args.iter().map(|s| (*s).to_owned()).collect(), output }
+    };
+    // The mount is read-only indeed: a run cannot write.
+    read_only(&["run", "recipes/quickstart.yaml"]).exit(1);
+    for args in [
+        vec!["verify"],
+        vec!["status"],
+        vec!["log"],
+        vec!["show", manifest.as_str()],
+        vec!["lineage", manifest.as_str()],
+    ] {
+        read_only(&args).success();
+    }
+    p.write("replay.yaml", "schema: 1\nname: r\nclaims:\n  - kind: replay\n");
+    p.prov(&["replay", "lockfiles/quickstart.lock"]).success();
+    let audit = read_only(&["audit", "lockfiles/quickstart.lock", "--policy", "replay.yaml"]);
+    audit.success();
+    assert!(audit.stdout().contains("replay: HOLDS"), "{}", audit.describe());
+}

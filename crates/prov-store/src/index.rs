@@ -97,6 +97,8 @@ pub struct StageEventRow {
 pub struct Index {
     path: PathBuf,
     conn: Mutex<Connection>,
+    /// The directory of a private copy, for a read-only store; removed on drop.
+    snapshot: Option<tempfile::TempDir>,
 }
 
 fn parse_digest(s: &str) -> rusqlite::Result<Digest> {
@@ -116,7 +118,26 @@ impl Index {
         // transactions, which only ever refer to objects already durable on disk.
         conn.pragma_update(None, "synchronous", "NORMAL").map_err(err)?;
         conn.execute_batch(SCHEMA).map_err(err)?;
-        Ok(Self { path: path.to_owned(), conn: Mutex::new(conn) })
+        Ok(Self { path: path.to_owned(), conn: Mutex::new(conn), snapshot: None })
+    }
+
+    /// Opens a private copy of the index at `path` (and of its write-ahead log), for a store
+    /// opened read-only: `SQLite` writes beside a WAL database even to read it, which a
+    /// read-only directory does not allow. Changes to the copy are discarded; a missing index
+    /// gives an empty one.
+    pub(crate) fn open_snapshot(path: &Path) -> Result<Self, StoreError> {
+        let dir = tempfile::tempdir()?;
+        let copy = dir.path().join("index.sqlite");
+        for suffix in ["", "-wal"] {
+            let from = std::path::PathBuf::from(format!("{}{suffix}", path.display()));
+            if from.is_file() {
+                fs_err::copy(&from, format!("{}{suffix}", copy.display()))?;
+            }
+        }
+        let mut index = Self::open(&copy)?;
+        path.clone_into(&mut index.path);
+        index.snapshot = Some(dir);
+        Ok(index)
     }
 
     fn conn(&self) -> MutexGuard<'_, Connection> {

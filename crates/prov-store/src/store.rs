@@ -53,6 +53,10 @@ pub enum Access {
     Shared,
     /// Remove objects (gc); no other process at the same time.
     Exclusive,
+    /// Read only, from a store that may be on read-only media or a read-only copy (an
+    /// auditor's): nothing in the store directory is created or written; the lock is taken
+    /// shared if its file can be opened for reading; the index is read from a private copy.
+    ReadOnly,
 }
 
 /// A content-addressed object store.
@@ -60,7 +64,9 @@ pub struct Store {
     root: PathBuf,
     index: Index,
     // Held for the store's lifetime; the OS releases it when the process dies, even on kill -9.
-    _lock: fs_err::File,
+    /// The store's lock, held while the store is open (none for a read-only store whose lock
+    /// file cannot be opened).
+    _lock: Option<fs_err::File>,
 }
 
 /// Outcome of re-hashing every object.
@@ -131,11 +137,17 @@ impl Store {
                 supported: LAYOUT_VERSION,
             });
         }
+        if access == Access::ReadOnly {
+            // Shared with writers when the lock file can be read; a read-only copy has none.
+            let lock = fs_err::File::open(dir.join("lock")).ok().filter(|f| f.file().lock_shared().is_ok());
+            let index = Index::open_snapshot(&dir.join("index.sqlite"))?;
+            return Ok(Self { root: dir.to_owned(), index, _lock: lock });
+        }
         let lock = fs_err::OpenOptions::new().create(true).truncate(false).write(true).open(dir.join("lock"))?;
         let locked = match (access, wait) {
-            (Access::Shared, true) => lock.file().lock_shared().map(|()| true),
+            (Access::Shared | Access::ReadOnly, true) => lock.file().lock_shared().map(|()| true),
             (Access::Exclusive, true) => lock.file().lock().map(|()| true),
-            (Access::Shared, false) => try_lock(lock.file().try_lock_shared()),
+            (Access::Shared | Access::ReadOnly, false) => try_lock(lock.file().try_lock_shared()),
             (Access::Exclusive, false) => try_lock(lock.file().try_lock()),
         }?;
         if !locked {
@@ -143,6 +155,7 @@ impl Store {
         }
         fs_err::create_dir_all(dir.join("tmp"))?;
         let index = Index::open(&dir.join("index.sqlite"))?;
+        let lock = Some(lock);
         Ok(Self { root: dir.to_owned(), index, _lock: lock })
     }
 

@@ -77,7 +77,9 @@ pub(crate) fn cmd_audit(ui: &mut Ui, cx: &CommandContext, args: &AuditArgs) -> R
         .map_err(|_| CommandError::input(format!("{}: not UTF-8", args.policy.display())))?;
     let policy = AuditPolicy::parse(&args.policy, &text)?;
 
-    let (store, root) = cx.open_store(Access::Shared, true)?;
+    // An audit without `--replay` only reads: it works on a read-only copy of a store.
+    let access = if args.replay { Access::Shared } else { Access::ReadOnly };
+    let (store, root) = cx.open_store(access, true)?;
     let loaded = load_lockfile(&store, &args.run)?;
     if args.replay {
         crate::resolve::check_command_consent(&loaded, &root, false)?;

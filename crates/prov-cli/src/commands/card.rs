@@ -78,7 +78,7 @@ fn run_manifest(store: &Store, arg: &str) -> Result<Digest, CommandError> {
 }
 
 pub(crate) fn cmd_card(ui: &mut Ui, cx: &CommandContext, args: &CardArgs) -> Result<(), CommandError> {
-    let (store, _) = cx.open_store(Access::Shared, true)?;
+    let (store, _) = cx.open_store(Access::ReadOnly, true)?;
     let manifest = run_manifest(&store, &args.run)?;
     let options = CardOptions {
         format: match args.format {

@@ -310,7 +310,7 @@ fn compare_outputs(store: &Store, a: &LoadedLockfile, b: &LoadedLockfile) -> Res
 }
 
 pub(crate) fn cmd_diff(ui: &mut Ui, cx: &CommandContext, args: &DiffArgs) -> Result<(), CommandError> {
-    let (store, _) = cx.open_store(Access::Shared, true)?;
+    let (store, _) = cx.open_store(Access::ReadOnly, true)?;
     let a = load_lockfile(&store, &args.a)?;
     let b = load_lockfile(&store, &args.b)?;
     let (id_a, id_b) = (prov_manifest::run_id(&a.bytes), prov_manifest::run_id(&b.bytes));

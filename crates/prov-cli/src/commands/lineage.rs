@@ -199,7 +199,7 @@ impl Graph {
 }
 
 pub(crate) fn cmd_lineage(ui: &mut Ui, cx: &CommandContext, args: &LineageArgs) -> Result<(), CommandError> {
-    let (store, _) = cx.open_store(Access::Shared, true)?;
+    let (store, _) = cx.open_store(Access::ReadOnly, true)?;
     let target = resolve_object(&store, &args.hash)?;
     let graph = Graph::build(&store)?;
     let in_graph = graph.edges.iter().any(|e| e.from == target || e.to == target);

@@ -32,7 +32,7 @@ struct Entry {
 }
 
 pub(crate) fn cmd_log(ui: &mut Ui, cx: &CommandContext, args: &LogArgs) -> Result<(), CommandError> {
-    let (store, _) = cx.open_store(Access::Shared, true)?;
+    let (store, _) = cx.open_store(Access::ReadOnly, true)?;
     let mut rows = store.index().executions()?;
     if let Some(n) = args.limit {
         rows.truncate(n);

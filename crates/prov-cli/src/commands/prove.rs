@@ -66,7 +66,7 @@ pub(crate) fn cmd_prove(ui: &mut Ui, cx: &CommandContext, args: &ProveArgs) -> R
         (None, Some(url)) => Subject::Url(url.clone()),
         _ => return Err(CommandError::input("give exactly one of `--doc` and `--url`")),
     };
-    let (store, _) = cx.open_store(Access::Shared, true)?;
+    let (store, _) = cx.open_store(Access::ReadOnly, true)?;
     let loaded = load_lockfile(&store, &args.run)?;
     let run_id = prov_manifest::run_id(&loaded.bytes);
     let Some((run_manifest, run)) = prov_exec::recorded_run(&store, &run_id)? else {

@@ -35,7 +35,7 @@ pub(crate) struct ShowArgs {
 const SNIFF_LIMIT: u64 = 64 << 20;
 
 pub(crate) fn cmd_show(ui: &mut Ui, cx: &CommandContext, args: &ShowArgs) -> Result<(), CommandError> {
-    let (store, _) = cx.open_store(Access::Shared, true)?;
+    let (store, _) = cx.open_store(Access::ReadOnly, true)?;
     if Path::new(&args.target).is_file() {
         let loaded = load_lockfile(&store, &args.target)?;
         return show_run(ui, &store, &loaded);

@@ -70,7 +70,7 @@ struct LockfileStatus {
 }
 
 pub(crate) fn cmd_status(ui: &mut Ui, cx: &CommandContext, _args: &StatusArgs) -> Result<(), CommandError> {
-    let (store, root) = cx.open_store(Access::Shared, true)?;
+    let (store, root) = cx.open_store(Access::ReadOnly, true)?;
     let executions = store.index().executions()?;
     store_summary(ui, &store, &executions)?;
 

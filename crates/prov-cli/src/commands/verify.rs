@@ -19,7 +19,7 @@ use crate::ui::{Ui, format_bytes};
 pub(crate) struct VerifyArgs {}
 
 pub(crate) fn cmd_verify(ui: &mut Ui, cx: &CommandContext, _args: &VerifyArgs) -> Result<(), CommandError> {
-    let (store, _) = cx.open_store(Access::Shared, true)?;
+    let (store, _) = cx.open_store(Access::ReadOnly, true)?;
     let threads = cx.threads()?;
     let check = check_store(&store, threads)?;
     ui.json(

@@ -40,7 +40,7 @@ pub(crate) struct DiffArgs {
 pub(crate) fn cmd_license_diff(ui: &mut Ui, cx: &CommandContext, args: &DiffArgs) -> Result<(), CommandError> {
     let a = load_policy(&cx.cwd, &args.policy_a)?;
     let b = load_policy(&cx.cwd, &args.policy_b)?;
-    let (store, root) = cx.open_store(Access::Shared, true)?;
+    let (store, root) = cx.open_store(Access::ReadOnly, true)?;
     let (run_manifest, run) = load_run(&store, args.run.as_deref())?;
     let review = gather(&store, run_manifest, &run, &a, &verdicts_dir(&root, args.verdicts.as_deref()))?;
     let licenses: Vec<&str> = review

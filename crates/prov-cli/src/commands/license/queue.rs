@@ -40,7 +40,7 @@ pub(crate) struct QueueArgs {
 }
 
 pub(crate) fn cmd_license_queue(ui: &mut Ui, cx: &CommandContext, args: &QueueArgs) -> Result<(), CommandError> {
-    let (store, root) = cx.open_store(Access::Shared, true)?;
+    let (store, root) = cx.open_store(Access::ReadOnly, true)?;
     let policy = load_policy(&cx.cwd, args.policy.as_deref().unwrap_or("permissive"))?;
     let (run_manifest, run) = load_run(&store, args.run.as_deref())?;
     let review = gather(&store, run_manifest, &run, &policy, &verdicts_dir(&root, args.verdicts.as_deref()))?;
