@@ -194,10 +194,14 @@ pub fn write_ledger(store: &Store, shards: Vec<LedgerShard>) -> Result<(Digest, 
 pub fn read_ledger_shard(store: &Store, digest: &Digest) -> Result<Vec<LedgerRow>, DatasetError> {
     store.verify(digest)?;
     let file = fs_err::File::open(store.object_path(digest))?;
-    let reader = ParquetRecordBatchReaderBuilder::try_new(file.into_parts().0)?.build()?;
+    let reader = crate::guard_parquet(
+        || format!("ledger shard `{digest}`"),
+        || ParquetRecordBatchReaderBuilder::try_new(file.into_parts().0)?.build(),
+    )??;
     let bad = |message: String| DatasetError::Schema { digest: *digest, message };
     let mut rows = Vec::new();
-    for batch in reader {
+    let mut reader = reader;
+    while let Some(batch) = crate::guard_parquet(|| format!("ledger shard `{digest}`"), || reader.next())? {
         let batch = batch?;
         if batch.schema().fields() != ledger_schema().fields() {
             return Err(bad("not a ledger shard".into()));

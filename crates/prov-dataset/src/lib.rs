@@ -53,7 +53,9 @@ pub use ledger::{
     LedgerDecision, LedgerRow, LedgerShard, ledger_schema, read_ledger_shard, word_count, write_ledger,
     write_ledger_shard,
 };
-pub use read::{DocumentReader, InputFormat, read_documents, read_documents_as};
+pub use read::{
+    DocumentReader, InputFormat, SourceFile, SourceShapeError, read_documents, read_documents_as, source_files,
+};
 pub use shard::{
     CREATED_BY, ROW_GROUP_ROWS, ShardDocuments, ShardWriter, read_shard, read_shard_batches, shard_documents,
     shard_rows, write_dataset,
@@ -105,6 +107,15 @@ pub enum DatasetError {
         /// How many samples there are.
         samples: u64,
     },
+    /// The Parquet or Arrow reader gave up on a malformed file by panicking (it does on some
+    /// inputs, found by fuzzing); caught and reported as the file's fault.
+    #[error("{what} is not a readable Parquet file: the reader failed with `{message}`")]
+    Malformed {
+        /// The shard or file.
+        what: String,
+        /// The reader's panic message.
+        message: String,
+    },
     /// A stored shard does not have the document schema.
     #[error("shard `{digest}` does not have the document schema: {message}")]
     Schema {
@@ -113,6 +124,21 @@ pub enum DatasetError {
         /// What differs.
         message: String,
     },
+}
+
+/// Runs a call into the Parquet and Arrow readers, turning a panic into
+/// [`DatasetError::Malformed`] naming `what`: those readers panic on some malformed files
+/// (offsets out of bounds, a division by zero), and a shard or input file may come from
+/// anyone.
+pub(crate) fn guard_parquet<T>(what: impl FnOnce() -> String, f: impl FnOnce() -> T) -> Result<T, DatasetError> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).map_err(|payload| DatasetError::Malformed {
+        what: what(),
+        message: payload
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_owned())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a panic without a message".to_owned()),
+    })
 }
 
 impl From<parquet::errors::ParquetError> for DatasetError {

@@ -39,6 +39,73 @@ impl InputFormat {
     }
 }
 
+/// One document file of a source in the store: the object's path, its format, and the name
+/// errors show (`<origin>` or `<origin>/<path in the tree>`).
+#[derive(Debug, Clone)]
+pub struct SourceFile {
+    /// The object's path in the store (its bytes verified against their digest).
+    pub path: PathBuf,
+    /// The format its name implies.
+    pub format: InputFormat,
+    /// The name shown in errors.
+    pub display: String,
+}
+
+/// Why a source's document files cannot be listed, other than a store error.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum SourceShapeError {
+    /// The digest names a record of another kind.
+    #[error("expected a source record: a JSON Lines file or a directory of them")]
+    NotASource,
+    /// The tree a source names is not a tree record.
+    #[error("`{0}` is not a tree record")]
+    NotATree(prov_store::Digest),
+    /// A file whose name implies no document format.
+    #[error("`{0}` is not JSON Lines (`.jsonl`, `.json`, optionally `.gz`) or `.parquet`")]
+    NotDocuments(String),
+}
+
+/// The document files of a source record, in path order, each verified against its digest.
+/// In a directory, the files for which `passed_over` is true (license files beside the data)
+/// are left out. One listing for every reader of sources (the `shard` and `decontaminate`
+/// stages, and the audit's independent rescan), so that they agree on what a source holds.
+///
+/// # Errors
+///
+/// [`SourceShapeError`] for a record that is not a source of document files (the outer
+/// error); a store error, or a file whose bytes do not match its digest (the inner one).
+pub fn source_files(
+    store: &prov_store::Store,
+    source: &prov_store::Digest,
+    passed_over: &dyn Fn(&str) -> bool,
+) -> Result<Result<Vec<SourceFile>, SourceShapeError>, DatasetError> {
+    use prov_manifest::{Content, Record, get_record};
+    let Record::Source(src) = get_record(store, source)? else { return Ok(Err(SourceShapeError::NotASource)) };
+    let file = |digest: &prov_store::Digest, display: String| {
+        let Some(format) = InputFormat::from_path(Path::new(&display)) else {
+            return Ok(Err(SourceShapeError::NotDocuments(display)));
+        };
+        store.verify(digest)?;
+        Ok::<_, DatasetError>(Ok(SourceFile { path: store.object_path(digest), format, display }))
+    };
+    match src.content {
+        Content::File { digest, .. } => Ok(file(&digest, src.origin.clone())?.map(|f| vec![f])),
+        Content::Tree { digest, .. } => {
+            let Record::Tree(tree) = get_record(store, &digest)? else {
+                return Ok(Err(SourceShapeError::NotATree(digest)));
+            };
+            let mut files = Vec::new();
+            for e in tree.entries.into_iter().filter(|e| !passed_over(e.path.as_str())) {
+                match file(&e.digest, format!("{}/{}", src.origin, e.path))? {
+                    Ok(f) => files.push(f),
+                    Err(e) => return Ok(Err(e)),
+                }
+            }
+            Ok(Ok(files))
+        }
+    }
+}
+
 /// Reads documents from one file, streaming; the format follows from the file name.
 pub fn read_documents(path: &Path) -> Result<DocumentReader, DatasetError> {
     let format = InputFormat::from_path(path).ok_or_else(|| DatasetError::UnsupportedFormat(path.to_owned()))?;
@@ -55,8 +122,10 @@ pub fn read_documents_as(path: &Path, format: InputFormat, display: &Path) -> Re
             Inner::Lines(Box::new(BufReader::with_capacity(1 << 20, flate2::read::MultiGzDecoder::new(file))))
         }
         InputFormat::Parquet => {
-            let reader =
-                ParquetRecordBatchReaderBuilder::try_new(file.into_parts().0)?.with_batch_size(4096).build()?;
+            let reader = crate::guard_parquet(
+                || format!("`{}`", display.display()),
+                || ParquetRecordBatchReaderBuilder::try_new(file.into_parts().0)?.with_batch_size(4096).build(),
+            )??;
             Inner::Parquet { reader, batch: None, row: 0 }
         }
     };
@@ -110,9 +179,12 @@ impl Iterator for DocumentReader {
                     *i += 1;
                     return Some(doc);
                 }
-                match reader.next()? {
-                    Ok(b) => *batch = Some((b, 0)),
-                    Err(e) => return Some(Err(DatasetError::Parquet(format!("{}: {e}", self.path.display())))),
+                let path = &self.path;
+                match crate::guard_parquet(|| format!("`{}`", path.display()), || reader.next()) {
+                    Ok(None) => return None,
+                    Ok(Some(Ok(b))) => *batch = Some((b, 0)),
+                    Ok(Some(Err(e))) => return Some(Err(DatasetError::Parquet(format!("{}: {e}", path.display())))),
+                    Err(e) => return Some(Err(e)),
                 }
             },
         }

@@ -111,12 +111,15 @@ pub fn read_shard_batches(store: &Store, digest: &Digest) -> Result<Vec<RecordBa
 fn open_shard(store: &Store, digest: &Digest) -> Result<ParquetRecordBatchReader, DatasetError> {
     store.verify(digest)?;
     let file = fs_err::File::open(store.object_path(digest))?;
-    Ok(ParquetRecordBatchReaderBuilder::try_new(file.into_parts().0)?.with_batch_size(BATCH_ROWS).build()?)
+    crate::guard_parquet(
+        || format!("shard `{digest}`"),
+        || Ok(ParquetRecordBatchReaderBuilder::try_new(file.into_parts().0)?.with_batch_size(BATCH_ROWS).build()?),
+    )?
 }
 
 /// The next record batch of a shard, checked to have the document schema.
 fn next_batch(reader: &mut ParquetRecordBatchReader, digest: &Digest) -> Result<Option<RecordBatch>, DatasetError> {
-    let Some(batch) = reader.next().transpose()? else {
+    let Some(batch) = crate::guard_parquet(|| format!("shard `{digest}`"), || reader.next())?.transpose()? else {
         return Ok(None);
     };
     if batch.schema().fields() != document_schema().fields() {
@@ -136,8 +139,13 @@ fn next_batch(reader: &mut ParquetRecordBatchReader, digest: &Digest) -> Result<
 pub fn shard_rows(store: &Store, digest: &Digest) -> Result<u64, DatasetError> {
     store.verify(digest)?;
     let file = fs_err::File::open(store.object_path(digest))?;
-    let builder = ParquetRecordBatchReaderBuilder::try_new(file.into_parts().0)?;
-    Ok(u64::try_from(builder.metadata().file_metadata().num_rows()).unwrap_or(0))
+    crate::guard_parquet(
+        || format!("shard `{digest}`"),
+        || {
+            let builder = ParquetRecordBatchReaderBuilder::try_new(file.into_parts().0)?;
+            Ok(u64::try_from(builder.metadata().file_metadata().num_rows()).unwrap_or(0))
+        },
+    )?
 }
 
 /// Reads a stored shard's documents, after verifying the shard's bytes. The whole shard is

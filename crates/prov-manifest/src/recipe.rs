@@ -432,6 +432,17 @@ mod tests {
         assert!(Recipe::parse(file, &compact).unwrap_err().message.contains("nested deeper"));
         let indented = format!("a:\n{}b: 1\n", " ".repeat(2000));
         assert!(check_yaml_nesting(file, &indented).unwrap_err().message.contains("indented 2000 columns"));
+        // A "billion laughs" of aliases: each level repeats the one before nine times, 9^9
+        // strings in all if expanded. The parser refuses to expand that many.
+        let mut laughs = String::from(
+            "schema: 1\nname: x\nseed: 1\nstages:\n  a:\n    kind: shard\n    params:\n      l0: &l0 lol\n",
+        );
+        let levels: Vec<String> = (1..=9)
+            .map(|level| format!("      l{level}: &l{level} [{}]\n", vec![format!("*l{}", level - 1); 9].join(", ")))
+            .collect();
+        laughs.push_str(&levels.concat());
+        let e = Recipe::parse(file, &laughs).unwrap_err();
+        assert!(e.message.contains("repetition limit exceeded"), "{e:?}");
         // An apostrophe inside a plain value opens no quote that would hide what follows.
         let hidden = format!("note: a 'b\nstages:\n  a: {}{}\n", "[".repeat(n), "]".repeat(n));
         assert!(check_yaml_nesting(file, &hidden).unwrap_err().message.contains("nested deeper"));
