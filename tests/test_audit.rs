@@ -134,7 +134,11 @@ fn an_honest_run_holds_and_reports_in_every_format() {
     let r = p.prov(&["audit", "lockfiles/audited.lock", "--policy", "policy.yaml", "--sample", "50", "--seed", "7"]);
     r.success();
     assert!(r.stdout().contains("rescan sample (seed 7): 50 of"), "{}", r.describe());
-    assert!(r.stdout().contains("if 0.5% of documents hold PII: 22.17%"), "{}", r.describe());
+    assert!(
+        r.stdout().contains("`pii` chance that the sample catches a violation if 0.5% of documents hold one: 22.17%"),
+        "{}",
+        r.describe()
+    );
 }
 
 #[test]
@@ -353,4 +357,159 @@ fn a_policy_with_a_typo_names_its_file_line_and_field() {
         r.describe()
     );
     assert!(r.stderr().contains("did you mean `max_default_share`?"), "{}", r.describe());
+}
+
+/// A [`prov_audit::Rescan`] whose PII matcher is blind (it never finds anything), as a faulty
+/// stage matcher would be: the PII claim must still see what the stage left, through the
+/// audit's own scanner.
+struct BlindPiiMatcher;
+
+impl prov_audit::Rescan for BlindPiiMatcher {
+    fn pii_matches(&self, _config: &serde_json::Value, _text: &str) -> Result<u64, String> {
+        Ok(0)
+    }
+    fn robots_decider<'s>(
+        &self,
+        store: &'s prov_store::Store,
+        config: &serde_json::Value,
+        snapshot: &prov_store::Digest,
+    ) -> Result<prov_audit::RobotsDecider<'s>, String> {
+        prov_prep::PrepRescan.robots_decider(store, config, snapshot)
+    }
+}
+
+type Shards<T> = Vec<Vec<T>>;
+
+/// Audits (in process, with `rescan`) the run of `audited.lock` after a forgery that every
+/// digest and root check accepts: the filter stage `stage`'s ledger rows and output documents
+/// edited by `edit` (which also sees the stage's input documents), then every object written
+/// again under its new digest: ledger shards (new shard roots), ledger record (new rule
+/// counts and Merkle root), dataset shards and record, stage record, run record.
+fn audit_forged(
+    p: &Project,
+    stage: &str,
+    rescan: &dyn prov_audit::Rescan,
+    edit: impl Fn(
+        &mut Shards<prov_dataset::LedgerRow>,
+        &mut Shards<prov_dataset::Document>,
+        &Shards<prov_dataset::Document>,
+    ),
+) -> Vec<prov_audit::ClaimResult> {
+    use prov_manifest::{Record, RunRecord, get_record, put_record};
+    let store = prov_store::Store::open(&p.path(".prov"), prov_store::Access::Shared, true).unwrap();
+    let lockfile = fs_err::read(p.path("lockfiles/audited.lock")).unwrap();
+    let (_, run) = prov_exec::recorded_run(&store, &prov_manifest::run_id(&lockfile)).unwrap().expect("a recorded run");
+    let at = run.stages.iter().position(|s| s.name.as_str() == stage).expect("the stage");
+    let Record::Stage(mut record) = get_record(&store, &run.stages[at].manifest).unwrap() else { panic!("a stage") };
+    let docs_of = |digest: &prov_store::Digest| -> Shards<prov_dataset::Document> {
+        let Record::Dataset(d) = get_record(&store, digest).unwrap() else { panic!("a dataset") };
+        d.shards.iter().map(|s| prov_dataset::read_shard(&store, &s.digest).unwrap()).collect()
+    };
+    let Record::Ledger(ledger) = get_record(&store, &record.outputs["ledger"].digest).unwrap() else {
+        panic!("a ledger")
+    };
+    let mut rows: Shards<_> =
+        ledger.shards.iter().map(|s| prov_dataset::read_ledger_shard(&store, &s.digest).unwrap()).collect();
+    let mut out = docs_of(&record.outputs["dataset"].digest);
+    let input = docs_of(&record.inputs["docs"]);
+    edit(&mut rows, &mut out, &input);
+    let ledger_shards = rows.into_iter().map(|r| prov_dataset::write_ledger_shard(&store, r).unwrap()).collect();
+    let (ledger, _) = prov_dataset::write_ledger(&store, ledger_shards).unwrap();
+    let mut dataset_shards = Vec::new();
+    for docs in out {
+        let mut w = prov_dataset::ShardWriter::new(&store).unwrap();
+        for d in docs {
+            w.push(d).unwrap();
+        }
+        dataset_shards.push(w.finish().unwrap());
+    }
+    let (dataset, _) = prov_dataset::write_dataset(&store, dataset_shards).unwrap();
+    record.outputs.get_mut("ledger").unwrap().digest = ledger;
+    record.outputs.get_mut("dataset").unwrap().digest = dataset;
+    let mut stages = run.stages.clone();
+    stages[at].manifest = put_record(&store, &Record::Stage(record)).unwrap();
+    let forged = RunRecord::new(&run.recipe, run.lockfile, stages);
+    let forged_digest = put_record(&store, &Record::Run(forged.clone())).unwrap();
+    let cx = prov_audit::RunContext::new(&store, forged_digest, &forged).unwrap();
+    let policy = prov_audit::AuditPolicy::parse(std::path::Path::new("policy.yaml"), POLICY).unwrap();
+    prov_audit::evaluate(&cx, &policy, &prov_audit::AuditOptions { sample: None, rescan: Some(rescan) })
+}
+
+/// The forgery of a filter's conclusion: the first ledger row with rule `from` becomes a kept
+/// row with rule `to` and `evidence`, and its input document goes back into the output, in
+/// input order, as it was before the filter.
+fn keep_first(
+    rows: &mut Shards<prov_dataset::LedgerRow>,
+    out: &mut Shards<prov_dataset::Document>,
+    input: &Shards<prov_dataset::Document>,
+    (from, to, evidence): (&str, &str, Option<serde_json::Value>),
+) {
+    let (s, row) = rows
+        .iter_mut()
+        .enumerate()
+        .find_map(|(s, r)| r.iter_mut().find(|r| r.rule == from).map(|r| (s, r)))
+        .unwrap_or_else(|| panic!("a row with rule `{from}`"));
+    row.decision = prov_dataset::LedgerDecision::Kept;
+    to.clone_into(&mut row.rule);
+    row.evidence = evidence.map(|e| e.as_object().expect("an object").clone());
+    let id = row.id.clone();
+    let position = |d: &prov_dataset::Document| input[s].iter().position(|i| i.id == d.id).unwrap();
+    let doc = input[s].iter().find(|d| d.id == id).unwrap().clone();
+    out[s].retain(|d| d.id != id);
+    out[s].push(doc);
+    out[s].sort_by_key(position);
+}
+
+fn claim<'c>(claims: &'c [prov_audit::ClaimResult], kind: &str) -> &'c prov_audit::ClaimResult {
+    claims.iter().find(|c| c.kind == kind).expect("the claim")
+}
+
+/// Issue 13, item 6: each claim re-derives its figure from the pinned inputs rather than the
+/// run's own ledger, so a self-consistent forgery of one filter's conclusions fails its claim.
+#[test]
+fn self_consistent_forgeries_of_a_filters_conclusions_fail_their_claims() {
+    use prov_audit::Outcome;
+    let p = project();
+    // The forging itself changes nothing the audit can see when it edits nothing.
+    let untouched = audit_forged(&p, "robots", &prov_prep::PrepRescan, |_, _, _| {});
+    assert!(untouched.iter().all(|c| c.outcome == Outcome::Holds), "{untouched:#?}");
+
+    // A document the snapshot disallows for GPTBot, kept with the rule `robots:allowed`.
+    let forged = audit_forged(&p, "robots", &prov_prep::PrepRescan, |rows, out, input| {
+        keep_first(
+            rows,
+            out,
+            input,
+            ("robots:disallowed", "robots:allowed", Some(serde_json::json!({"host": "www.ohchr.org"}))),
+        );
+    });
+    let robots = claim(&forged, "robots");
+    assert_eq!(robots.outcome, Outcome::Fails, "{robots:#?}");
+    assert!(
+        robots
+            .reasons
+            .iter()
+            .any(|r| r.contains("is `robots:allowed` in the ledger, but the snapshot gives `robots:disallowed`")),
+        "{robots:#?}"
+    );
+
+    // A contaminated document kept as clean.
+    let forged = audit_forged(&p, "decontaminate", &prov_prep::PrepRescan, |rows, out, input| {
+        keep_first(rows, out, input, ("decontaminate:contaminated", "decontaminate:clean", None));
+    });
+    let decontamination = claim(&forged, "decontamination");
+    assert_eq!(decontamination.outcome, Outcome::Fails, "{decontamination:#?}");
+    assert!(
+        decontamination.reasons.iter().any(|r| r.contains("covers 1.0000 of benchmark example `q")),
+        "{decontamination:#?}"
+    );
+
+    // A redacted document put back unredacted, its row saying there was nothing to redact,
+    // audited with a stage matcher that cannot see: the audit's own scanner still finds it.
+    let forged = audit_forged(&p, "pii", &BlindPiiMatcher, |rows, out, input| {
+        keep_first(rows, out, input, ("pii:redacted", "pii:none", None));
+    });
+    let pii = claim(&forged, "pii");
+    assert_eq!(pii.outcome, Outcome::Fails, "{pii:#?}");
+    assert!(pii.reasons.iter().any(|r| r.contains("(1 by the audit's scanner, 0 by the stage's matcher)")), "{pii:#?}");
 }

@@ -104,7 +104,24 @@ pub trait Rescan {
     ///
     /// A message when `config` is not a `pii` config this build knows.
     fn pii_matches(&self, config: &Value, text: &str) -> Result<u64, String>;
+
+    /// Returns a function that decides documents as the `robots` stage with `config` does
+    /// against the pinned snapshot `snapshot` (a source record): the ledger rule it gives.
+    ///
+    /// # Errors
+    ///
+    /// A message when `config` is not a `robots` config this build knows, or the snapshot
+    /// cannot be read.
+    fn robots_decider<'s>(
+        &self,
+        store: &'s Store,
+        config: &Value,
+        snapshot: &Digest,
+    ) -> Result<RobotsDecider<'s>, String>;
 }
+
+/// Decides one document as a `robots` stage does: the ledger rule it gets.
+pub type RobotsDecider<'s> = Box<dyn Fn(&Document) -> String + 's>;
 
 /// How to evaluate: sampling, re-checks.
 #[derive(Default)]
@@ -282,9 +299,8 @@ struct Filter {
     ledger: CheckedLedger,
     /// The `docs` input dataset.
     input: Digest,
-    /// The output dataset and its shards.
+    /// The output dataset.
     output: Digest,
-    output_shards: Vec<Digest>,
 }
 
 /// Loads a filter stage's ledger and datasets, and checks that the ledger has one row per
@@ -359,12 +375,7 @@ fn load_filter(
     } else {
         result.fail(format!("`{name}`: {} ledger shards but {} output shards", l.shards.len(), docs.len()));
     }
-    Some(Filter {
-        ledger: l,
-        input: *input,
-        output: out.digest,
-        output_shards: o.shards.iter().map(|s| s.digest).collect(),
-    })
+    Some(Filter { ledger: l, input: *input, output: out.digest })
 }
 
 /// Loads every stage of `kind` (or only the one named `stage`) with its checked ledger and
@@ -414,6 +425,86 @@ fn check_rules(
     }
 }
 
+/// The rows of a filter's ledger a re-derivation looks at, by (ledger shard, id): those that
+/// `pick` selects, all of them or, with `--sample`, the sample (seeded by id, so the same
+/// documents are chosen by every auditor with the seed). States the sample in the evidence.
+fn choose_rows<'f>(
+    f: &'f Filter,
+    pick: impl Fn(&LedgerRow) -> bool,
+    options: &AuditOptions<'_>,
+    name: &str,
+    result: &mut ClaimResult,
+) -> BTreeSet<(usize, &'f str)> {
+    let mut candidates: Vec<(usize, &str)> = f
+        .ledger
+        .shards
+        .iter()
+        .enumerate()
+        .flat_map(|(i, rows)| rows.iter().map(move |r| (i, r)))
+        .filter(|(_, r)| pick(r))
+        .map(|(i, r)| (i, r.id.as_str()))
+        .collect();
+    let population = candidates.len();
+    if let Some((n, seed)) = options.sample {
+        candidates.sort_by_key(|&(i, id)| (sample_key(seed, id), i, id));
+        candidates.truncate(n);
+        result
+            .evidence(format!("`{name}` rescan sample (seed {seed})"), format!("{} of {population}", candidates.len()));
+        result.evidence(
+            format!("`{name}` chance that the sample catches a violation if 0.5% of documents hold one"),
+            percent(detection_probability(0.005, candidates.len())),
+        );
+    }
+    candidates.into_iter().collect()
+}
+
+/// Streams the documents of `dataset` (shard `i` beside ledger shard `i`) that are `chosen`,
+/// calling `check` on each with its shard; stops at the first error, failing the claim.
+/// Returns how many documents were checked.
+fn each_chosen_doc(
+    cx: &RunContext<'_>,
+    dataset: &Digest,
+    chosen: &BTreeSet<(usize, &str)>,
+    name: &str,
+    result: &mut ClaimResult,
+    mut check: impl FnMut(usize, &Document, &mut ClaimResult) -> Result<(), String>,
+) -> usize {
+    let shards = match self::dataset(cx.store, dataset) {
+        Ok(d) => d.shards,
+        Err(e) => {
+            result.fail(format!("`{name}`: {e}"));
+            return 0;
+        }
+    };
+    let mut checked = 0;
+    for (i, shard) in shards.iter().enumerate() {
+        if chosen.range((i, "")..).next().is_none_or(|&(s, _)| s != i) {
+            continue;
+        }
+        let docs = match shard_docs(cx.store, dataset, i, &shard.digest) {
+            Ok(d) => d,
+            Err(e) => {
+                result.fail(format!("`{name}`: {e}"));
+                return checked;
+            }
+        };
+        for d in docs {
+            let outcome = d.and_then(|d| {
+                if chosen.contains(&(i, d.id.as_str())) {
+                    checked += 1;
+                    check(i, &d, result)?;
+                }
+                Ok(())
+            });
+            if let Err(e) = outcome {
+                result.fail(format!("`{name}`: {e}"));
+                return checked;
+            }
+        }
+    }
+    checked
+}
+
 fn no_stage(result: &mut ClaimResult, kind: &str, stage: Option<&str>) {
     result.undecided(match stage {
         Some(s) => format!("the run has no `{kind}` stage named `{s}`"),
@@ -424,7 +515,13 @@ fn no_stage(result: &mut ClaimResult, kind: &str, stage: Option<&str>) {
 /// The opt-out default: rules that keep a document without a robots.txt that allows it.
 pub const ROBOTS_DEFAULT_RULES: [&str; 3] = ["robots:no-robots", "robots:unparseable", "robots:no-url"];
 
-fn robots(cx: &RunContext<'_>, stage: Option<&str>, agents: &[String], max_default: Option<f64>) -> ClaimResult {
+fn robots(
+    cx: &RunContext<'_>,
+    stage: Option<&str>,
+    agents: &[String],
+    max_default: Option<f64>,
+    options: &AuditOptions<'_>,
+) -> ClaimResult {
     let mut result = ClaimResult::new(
         "robots",
         "no kept document is disallowed for a listed agent by the pinned robots.txt snapshot".into(),
@@ -476,6 +573,7 @@ fn robots(cx: &RunContext<'_>, stage: Option<&str>, agents: &[String], max_defau
         result.rechecked.push(format!(
             "`{name}`: every kept row's rule is a keeping one, every removed row names a disallowed agent"
         ));
+        redecide_robots(cx, s, &f, options, &mut result);
         let kept = count_rules(&f.ledger, |r| r.decision == LedgerDecision::Kept);
         let kept_total: u64 = kept.values().sum();
         let removed: u64 = f.ledger.record.rows - kept_total;
@@ -501,6 +599,64 @@ fn robots(cx: &RunContext<'_>, stage: Option<&str>, agents: &[String], max_defau
         }
     }
     result
+}
+
+/// Decides the stage's input documents again (all, or the sample) with the stage's matcher
+/// from the pinned snapshot, and fails the claim for every ledger row whose rule differs: a
+/// ledger or output edited to keep a disallowed document is caught even when it is
+/// self-consistent.
+fn redecide_robots(
+    cx: &RunContext<'_>,
+    s: &StageRecord,
+    f: &Filter,
+    options: &AuditOptions<'_>,
+    result: &mut ClaimResult,
+) {
+    let name = s.name.as_str();
+    let Some(snapshot) = s.inputs.get("snapshot") else {
+        result.undecided(format!("`{name}` has no `snapshot` input to decide its documents again"));
+        return;
+    };
+    let Some(rescan) = options.rescan else {
+        result.undecided(format!("`{name}`: no robots matcher was supplied to decide its documents again"));
+        return;
+    };
+    let decide = match rescan.robots_decider(cx.store, &s.config, snapshot) {
+        Ok(d) => d,
+        Err(e) => {
+            result.fail(format!("`{name}`: {e}"));
+            return;
+        }
+    };
+    let chosen = choose_rows(f, |_| true, options, name, result);
+    let mut differ = 0u64;
+    let checked = each_chosen_doc(cx, &f.input, &chosen, name, result, |i, d, result| {
+        let rows = &f.ledger.shards[i];
+        let row = rows
+            .binary_search_by(|r| r.id.as_bytes().cmp(d.id.as_bytes()))
+            .map(|at| &rows[at])
+            .map_err(|_| format!("input document `{}` has no row in ledger shard {i}", d.id))?;
+        let rule = decide(d);
+        if rule != row.rule {
+            differ += 1;
+            if differ <= 3 {
+                result.fail(format!(
+                    "`{name}`: `{}` ({}) is `{}` in the ledger, but the snapshot gives `{rule}`",
+                    d.id,
+                    d.url.as_deref().unwrap_or("no URL"),
+                    row.rule
+                ));
+            }
+        }
+        Ok(())
+    });
+    if differ > 3 {
+        result.fail(format!("`{name}`: {differ} documents in all are decided otherwise by the snapshot"));
+    }
+    result.rechecked.push(format!(
+        "`{name}`: decided {checked} input documents again with the stage's matcher from the pinned snapshot `{}`; every rule equals the ledger's",
+        snapshot.short()
+    ));
 }
 
 /// True when a document's `language` belongs to a group's code: equal, or the code followed
@@ -560,7 +716,7 @@ fn robots_loss(cx: &RunContext<'_>, stage: Option<&str>, groups: &[LanguageGroup
 fn pii(cx: &RunContext<'_>, stage: Option<&str>, options: &AuditOptions<'_>) -> ClaimResult {
     let mut result = ClaimResult::new(
         "pii",
-        "PII redaction covered every non-exempt document, and a rescan of its output finds no PII".into(),
+        "PII redaction covered every non-exempt document, and rescans of its output, by the audit's own scanner and by the stage's matcher, find no PII".into(),
     );
     for (s, f) in filters(cx, "pii", stage, &mut result) {
         let name = s.name.as_str();
@@ -574,80 +730,74 @@ fn pii(cx: &RunContext<'_>, stage: Option<&str>, options: &AuditOptions<'_>) -> 
         if let Some(tags) = s.config.get("exempt_tags") {
             result.evidence(format!("`{name}` exempt tags"), tags);
         }
-        let Some(rescan) = options.rescan else {
-            result.undecided(format!("`{name}`: no PII matcher was supplied for the rescan"));
+        let mode = s.config.get("mode").and_then(Value::as_str).unwrap_or("");
+        let Some(kinds) = crate::pii_scan::kinds_for_mode(mode) else {
+            result.undecided(format!("`{name}`: the audit's scanner does not know the PII mode `{mode}`"));
             continue;
         };
-        // The output's non-exempt documents, by (ledger shard, id): the ledger's passed rows,
-        // which `load_filter` checked to be exactly the output's documents.
-        let mut candidates: Vec<(usize, &str)> = f
-            .ledger
-            .shards
-            .iter()
-            .enumerate()
-            .flat_map(|(i, rows)| rows.iter().map(move |r| (i, r)))
-            .filter(|(_, r)| r.decision != LedgerDecision::Removed && r.rule != "pii:exempt")
-            .map(|(i, r)| (i, r.id.as_str()))
-            .collect();
-        let population = candidates.len();
-        if let Some((n, seed)) = options.sample {
-            candidates.sort_by_key(|&(i, id)| (sample_key(seed, id), i, id));
-            candidates.truncate(n);
-            result.evidence(
-                format!("`{name}` rescan sample (seed {seed})"),
-                format!("{} of {population}", candidates.len()),
-            );
-            result.evidence(
-                format!("`{name}` chance that the sample catches a violation if 0.5% of documents hold PII"),
-                percent(detection_probability(0.005, candidates.len())),
-            );
-        }
-        let chosen: BTreeSet<(usize, &str)> = candidates.iter().copied().collect();
-        let mut found = 0u64;
-        let mut first = Vec::new();
-        let mut scanned = 0usize;
-        'shards: for (i, shard) in f.output_shards.iter().enumerate() {
-            let docs = match shard_docs(cx.store, &f.output, i, shard) {
-                Ok(d) => d,
-                Err(e) => {
-                    result.fail(format!("`{name}`: {e}"));
-                    break;
-                }
-            };
-            for d in docs {
-                let d = match d {
-                    Ok(d) => d,
-                    Err(e) => {
-                        result.fail(format!("`{name}`: {e}"));
-                        break 'shards;
-                    }
-                };
-                if !chosen.contains(&(i, d.id.as_str())) {
-                    continue;
-                }
-                scanned += 1;
-                match rescan.pii_matches(&s.config, &d.text) {
-                    Ok(0) => {}
-                    Ok(n) => {
-                        found += n;
-                        if first.len() < 3 {
-                            first.push(d.id.clone());
-                        }
-                    }
-                    Err(e) => {
-                        result.undecided(format!("`{name}`: {e}"));
-                        break 'shards;
-                    }
-                }
+        let kind_names: Vec<&str> = kinds.iter().map(|k| k.as_str()).collect();
+        // The stage's own matcher as a second opinion, when the caller supplies it and it
+        // knows the config.
+        let stage_matcher = match options.rescan.map(|r| r.pii_matches(&s.config, "").map(|_| r)) {
+            Some(Ok(r)) => Some(r),
+            Some(Err(e)) => {
+                result.undecided(format!("`{name}`: {e}"));
+                None
             }
-        }
+            None => {
+                result.undecided(format!("`{name}`: no stage matcher was supplied for the second rescan"));
+                None
+            }
+        };
+        // The output's non-exempt documents: the ledger's passed rows, which `load_filter`
+        // checked to be exactly the output's documents.
+        let chosen = choose_rows(
+            &f,
+            |r| r.decision != LedgerDecision::Removed && r.rule != "pii:exempt",
+            options,
+            name,
+            &mut result,
+        );
+        let (mut ours, mut theirs) = (BTreeMap::<&str, u64>::new(), 0u64);
+        let mut first: Vec<String> = Vec::new();
+        let scanned = each_chosen_doc(cx, &f.output, &chosen, name, &mut result, |_, d, _| {
+            let found = crate::pii_scan::scan(&d.text, kinds);
+            for (kind, _) in &found {
+                *ours.entry(kind.as_str()).or_default() += 1;
+            }
+            let matched = match stage_matcher {
+                Some(r) => r.pii_matches(&s.config, &d.text)?,
+                None => 0,
+            };
+            theirs += matched;
+            if (!found.is_empty() || matched > 0) && first.len() < 3 {
+                first.push(d.id.clone());
+            }
+            Ok(())
+        });
         result.rechecked.push(format!(
-            "`{name}`: rescanned {scanned} non-exempt documents of the output `{}` with the stage's mode",
-            f.output.short()
+            "`{name}`: rescanned {scanned} non-exempt documents of the output `{}` with the audit's own scanner ({}, written from the patterns, not the stage's code){}",
+            f.output.short(),
+            kind_names.join(", "),
+            if stage_matcher.is_some() { " and with the stage's matcher in its mode" } else { "" }
         ));
-        result.evidence(format!("`{name}` PII matches in the rescan"), found);
-        if found > 0 {
-            result.fail(format!("`{name}`: the rescan finds {found} PII matches, in {first:?}"));
+        if mode == "strict" {
+            result.rechecked.push(format!(
+                "`{name}`: IP addresses and IBANs of mode `strict` are rescanned by the stage's matcher only"
+            ));
+        }
+        let total: u64 = ours.values().sum();
+        result.evidence(format!("`{name}` PII found by the audit's scanner"), total);
+        for (kind, n) in &ours {
+            result.evidence(format!("`{name}` PII found by the audit's scanner: {kind}"), n);
+        }
+        if stage_matcher.is_some() {
+            result.evidence(format!("`{name}` PII matches of the stage's matcher"), theirs);
+        }
+        if total > 0 || theirs > 0 {
+            result.fail(format!(
+                "`{name}`: the rescan finds PII in the output ({total} by the audit's scanner, {theirs} by the stage's matcher), in {first:?}"
+            ));
         }
     }
     result
@@ -1050,7 +1200,12 @@ fn decision_name(d: prov_license::Decision) -> &'static str {
     }
 }
 
-fn decontamination(cx: &RunContext<'_>, stage: Option<&str>, benchmark: Option<&Digest>) -> ClaimResult {
+fn decontamination(
+    cx: &RunContext<'_>,
+    stage: Option<&str>,
+    benchmark: Option<&Digest>,
+    options: &AuditOptions<'_>,
+) -> ClaimResult {
     let mut result = ClaimResult::new(
         "decontamination",
         "no kept document overlaps the pinned benchmark beyond the decontamination rule".into(),
@@ -1074,8 +1229,55 @@ fn decontamination(cx: &RunContext<'_>, stage: Option<&str>, benchmark: Option<&
         result
             .rechecked
             .push(format!("`{name}`: no kept row is flagged; every removed row is `decontaminate:contaminated`"));
+        if let Some(b) = s.inputs.get("benchmark") {
+            rescan_overlap(cx, s, &f, b, options, &mut result);
+        }
     }
     result
+}
+
+/// Rescans the kept documents (all, or the sample) against the benchmark with the audit's own
+/// n-gram check ([`crate::overlap`]) and fails the claim for every one that contaminates an
+/// example.
+fn rescan_overlap(
+    cx: &RunContext<'_>,
+    s: &StageRecord,
+    f: &Filter,
+    benchmark: &Digest,
+    options: &AuditOptions<'_>,
+    result: &mut ClaimResult,
+) {
+    let name = s.name.as_str();
+    let bench = match crate::overlap::OverlapRule::from_config(&s.config)
+        .and_then(|rule| crate::overlap::Benchmark::read(cx.store, benchmark, rule))
+    {
+        Ok(b) => b,
+        Err(e) => {
+            result.fail(format!("`{name}`: {e}"));
+            return;
+        }
+    };
+    let chosen = choose_rows(f, |r| r.decision != LedgerDecision::Removed, options, name, result);
+    let mut found = 0u64;
+    let checked = each_chosen_doc(cx, &f.output, &chosen, name, result, |_, d, result| {
+        if let Some(o) = bench.contaminated(&d.text) {
+            found += 1;
+            if found <= 3 {
+                result.fail(format!(
+                    "`{name}`: kept document `{}` covers {:.4} of benchmark example `{}`, more than the rule allows",
+                    d.id, o.coverage, o.example
+                ));
+            }
+        }
+        Ok(())
+    });
+    if found > 3 {
+        result.fail(format!("`{name}`: {found} kept documents in all overlap the benchmark"));
+    }
+    result.rechecked.push(format!(
+        "`{name}`: rescanned {checked} kept documents against the {} examples of the benchmark with the audit's own n-gram check (written from the stage's specification, not its code)",
+        bench.len()
+    ));
 }
 
 /// Evaluates every claim of `policy` against a run.
@@ -1085,7 +1287,7 @@ pub fn evaluate(cx: &RunContext<'_>, policy: &AuditPolicy, options: &AuditOption
         .iter()
         .map(|claim| match claim {
             Claim::Robots { stage, agents, max_default_share } => {
-                robots(cx, stage.as_deref(), agents, *max_default_share)
+                robots(cx, stage.as_deref(), agents, *max_default_share, options)
             }
             Claim::RobotsLoss { stage, groups, tolerance } => robots_loss(cx, stage.as_deref(), groups, *tolerance),
             Claim::Pii { stage } => pii(cx, stage.as_deref(), options),
@@ -1094,7 +1296,9 @@ pub fn evaluate(cx: &RunContext<'_>, policy: &AuditPolicy, options: &AuditOption
             }
             Claim::License { stage, policy } => license(cx, stage.as_deref(), policy),
             Claim::CompoundLicense { stage } => compound_license(cx, stage.as_deref()),
-            Claim::Decontamination { stage, benchmark } => decontamination(cx, stage.as_deref(), benchmark.as_ref()),
+            Claim::Decontamination { stage, benchmark } => {
+                decontamination(cx, stage.as_deref(), benchmark.as_ref(), options)
+            }
             Claim::Replay {} => crate::replay_claim::replay(cx),
         })
         .collect()

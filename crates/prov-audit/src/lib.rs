@@ -42,7 +42,9 @@
 #![deny(missing_docs)]
 
 pub mod claims;
+pub mod overlap;
 pub mod path;
+pub mod pii_scan;
 pub mod policy;
 pub mod proof;
 mod prove;
@@ -53,8 +55,8 @@ pub mod review;
 pub mod url_index;
 
 pub use claims::{
-    AuditError, AuditOptions, ClaimResult, Evidence, Outcome, Rescan, RunContext, check_ledger, evaluate,
-    upstream_source,
+    AuditError, AuditOptions, ClaimResult, Evidence, Outcome, Rescan, RobotsDecider, RunContext, check_ledger,
+    evaluate, upstream_source,
 };
 pub use policy::{AuditPolicy, Claim, POLICY_SCHEMA};
 pub use proof::{

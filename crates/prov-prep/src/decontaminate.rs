@@ -63,10 +63,11 @@ use std::path::{Path, PathBuf};
 use std::sync::LazyLock;
 
 use prov_dataset::{
-    InputFormat, LedgerDecision, LedgerRow, ShardWriter, read_documents_as, shard_documents, word_count,
+    InputFormat, LedgerDecision, LedgerRow, ShardWriter, SourceShapeError, read_documents_as, shard_documents,
+    word_count,
 };
 use prov_exec::{ConfigError, InputSpec, Stage, StageContext, StageError, StageOutput, parse_params};
-use prov_manifest::{Content, Determinism, OutputType, Record, get_record};
+use prov_manifest::{Determinism, OutputType, Record, get_record};
 use prov_store::{Digest, Hasher, Store};
 use rayon::prelude::*;
 use regex::Regex;
@@ -299,34 +300,15 @@ pub(crate) fn source_files(
     input: &str,
     what: &str,
 ) -> Result<Vec<(PathBuf, InputFormat, String)>, StageError> {
-    let bad = |message: String| StageError::Input { input: input.into(), message };
-    let format_of = |name: &str| {
-        InputFormat::from_path(Path::new(name)).ok_or_else(|| {
-            bad(format!("`{name}` is not JSON Lines (`.jsonl`, `.json`, optionally `.gz`) or `.parquet`; {what} holds only those"))
-        })
-    };
-    let Record::Source(src) = get_record(store, source)? else {
-        return Err(bad("expected a source record: a JSON Lines file or a directory of them".into()));
-    };
-    match src.content {
-        Content::File { digest, .. } => {
-            let format = format_of(&src.origin)?;
-            store.verify(&digest)?;
-            Ok(vec![(store.object_path(&digest), format, src.origin.clone())])
-        }
-        Content::Tree { digest, .. } => {
-            let Record::Tree(tree) = get_record(store, &digest)? else {
-                return Err(bad(format!("`{digest}` is not a tree record")));
-            };
-            let mut files = Vec::new();
-            for e in tree.entries.into_iter().filter(|e| !prov_license::detect::is_license_file(e.path.as_str())) {
-                let format = format_of(e.path.as_str())?;
-                store.verify(&e.digest)?;
-                files.push((store.object_path(&e.digest), format, format!("{}/{}", src.origin, e.path)));
-            }
-            Ok(files)
-        }
-    }
+    let listed = prov_dataset::source_files(store, source, &prov_license::detect::is_license_file)?;
+    let files = listed.map_err(|e| StageError::Input {
+        input: input.into(),
+        message: match e {
+            SourceShapeError::NotDocuments(_) => format!("{e}; {what} holds only those"),
+            _ => e.to_string(),
+        },
+    })?;
+    Ok(files.into_iter().map(|f| (f.path, f.format, f.display)).collect())
 }
 
 /// Removes training documents that contain benchmark prompts, with a ledger.

@@ -37,6 +37,7 @@ mod filter;
 mod license_filter;
 pub mod pii;
 mod pii_filter;
+mod rescan;
 pub mod robots;
 mod robots_filter;
 mod sample;
@@ -49,7 +50,8 @@ pub use decontaminate::{BenchmarkIndex, Contamination, DecontaminateConfig, Deco
 pub use dedup::{DedupConfig, DedupStage, MinHasher, band_hashes, estimated_jaccard, normalise};
 pub use license_filter::{LicenseConfig, LicenseStage, MissingLicense};
 pub use pii_filter::{PiiConfig, PiiStage};
-pub use robots_filter::{APERTUS_AGENTS, RobotsConfig, RobotsMode, RobotsStage, url_host};
+pub use rescan::PrepRescan;
+pub use robots_filter::{APERTUS_AGENTS, RobotsConfig, RobotsMode, RobotsStage, robots_decider, url_host};
 pub use sample::{SampleConfig, SampleStage, sample_key};
 pub use shard::{ShardConfig, ShardStage};
 pub use toxicity::{ToxicityConfig, ToxicityStage};

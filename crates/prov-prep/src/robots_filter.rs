@@ -206,6 +206,23 @@ fn decide(doc: &Document, config: &RobotsConfig, robots: &BTreeMap<String, Robot
     row(LedgerDecision::Removed, rule, Some(json!({ "host": host, "agents": agents, "rule": first_rule })))
 }
 
+/// The stage's decision for one document at a time, as a `robots` stage with `config` (a
+/// recorded config) decides it against the snapshot `snapshot` (a source record): the ledger
+/// rule. The audit uses it to decide a run's documents again from its pinned inputs.
+///
+/// # Errors
+///
+/// A config this build does not know, or a snapshot that cannot be read.
+pub fn robots_decider<'s>(
+    store: &'s Store,
+    config: &Value,
+    snapshot: &Digest,
+) -> Result<impl Fn(&Document) -> String + 's, StageError> {
+    let config: RobotsConfig = parse_params(config).map_err(StageError::Config)?;
+    let robots = Snapshot::load(store, snapshot)?.parse_all(config.keys)?;
+    Ok(move |doc: &Document| decide(doc, &config, &robots).rule)
+}
+
 /// Filters documents by a pinned robots.txt snapshot.
 pub struct RobotsStage;
 

@@ -2,11 +2,11 @@
 
 use std::path::PathBuf;
 
-use prov_audit::{AuditOptions, AuditPolicy, Outcome, Report, Rescan, RunContext, evaluate};
+use prov_audit::{AuditOptions, AuditPolicy, Outcome, Report, RunContext, evaluate};
 use prov_exec::ReplayRange;
-use prov_prep::pii::{Redactor, StrictOptions};
+use prov_prep::PrepRescan;
 use prov_store::{Access, Digest};
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::commands::run::with_exec_options;
 use crate::context::CommandContext;
@@ -55,18 +55,6 @@ enum Format {
     Text,
     Markdown,
     Html,
-}
-
-/// The PII rescan with `prov-prep`'s matcher, as the `pii` stage configured it.
-struct PrepRescan;
-
-impl Rescan for PrepRescan {
-    fn pii_matches(&self, config: &Value, text: &str) -> Result<u64, String> {
-        let config: prov_prep::PiiConfig =
-            serde_json::from_value(config.clone()).map_err(|e| format!("not a `pii` config this build knows: {e}"))?;
-        let redactor = Redactor::new(config.mode, StrictOptions { keep_private_ips: config.keep_private_ips });
-        Ok(redactor.redact(text).counts().total())
-    }
 }
 
 pub(crate) fn cmd_audit(ui: &mut Ui, cx: &CommandContext, args: &AuditArgs) -> Result<(), CommandError> {
