@@ -505,6 +505,24 @@ fn each_chosen_doc(
     checked
 }
 
+/// How many failures of one kind a claim names one by one before it only counts them.
+const NAMED_FAILURES: u64 = 3;
+
+/// Counts one failure of a kind that may occur many times, naming it while few are counted.
+fn fail_one_of_many(result: &mut ClaimResult, count: &mut u64, reason: impl FnOnce() -> String) {
+    *count += 1;
+    if *count <= NAMED_FAILURES {
+        result.fail(reason());
+    }
+}
+
+/// After [`fail_one_of_many`]: one more reason with the total, when not all were named.
+fn fail_if_many(result: &mut ClaimResult, count: u64, total: impl FnOnce() -> String) {
+    if count > NAMED_FAILURES {
+        result.fail(total());
+    }
+}
+
 fn no_stage(result: &mut ClaimResult, kind: &str, stage: Option<&str>) {
     result.undecided(match stage {
         Some(s) => format!("the run has no `{kind}` stage named `{s}`"),
@@ -638,23 +656,22 @@ fn redecide_robots(
             .map_err(|_| format!("input document `{}` has no row in ledger shard {i}", d.id))?;
         let rule = decide(d);
         if rule != row.rule {
-            differ += 1;
-            if differ <= 3 {
-                result.fail(format!(
+            fail_one_of_many(result, &mut differ, || {
+                format!(
                     "`{name}`: `{}` ({}) is `{}` in the ledger, but the snapshot gives `{rule}`",
                     d.id,
                     d.url.as_deref().unwrap_or("no URL"),
                     row.rule
-                ));
-            }
+                )
+            });
         }
         Ok(())
     });
-    if differ > 3 {
-        result.fail(format!("`{name}`: {differ} documents in all are decided otherwise by the snapshot"));
-    }
+    fail_if_many(result, differ, || {
+        format!("`{name}`: {differ} documents in all are decided otherwise by the snapshot")
+    });
     result.rechecked.push(format!(
-        "`{name}`: decided {checked} input documents again with the stage's matcher from the pinned snapshot `{}`; every rule equals the ledger's",
+        "`{name}`: decided {checked} input documents again with the stage's matcher from the pinned snapshot `{}`, each rule compared with the ledger's",
         snapshot.short()
     ));
 }
@@ -1261,19 +1278,16 @@ fn rescan_overlap(
     let mut found = 0u64;
     let checked = each_chosen_doc(cx, &f.output, &chosen, name, result, |_, d, result| {
         if let Some(o) = bench.contaminated(&d.text) {
-            found += 1;
-            if found <= 3 {
-                result.fail(format!(
+            fail_one_of_many(result, &mut found, || {
+                format!(
                     "`{name}`: kept document `{}` covers {:.4} of benchmark example `{}`, more than the rule allows",
                     d.id, o.coverage, o.example
-                ));
-            }
+                )
+            });
         }
         Ok(())
     });
-    if found > 3 {
-        result.fail(format!("`{name}`: {found} kept documents in all overlap the benchmark"));
-    }
+    fail_if_many(result, found, || format!("`{name}`: {found} kept documents in all overlap the benchmark"));
     result.rechecked.push(format!(
         "`{name}`: rescanned {checked} kept documents against the {} examples of the benchmark with the audit's own n-gram check (written from the stage's specification, not its code)",
         bench.len()

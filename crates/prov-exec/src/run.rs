@@ -833,7 +833,7 @@ pub fn replay(
     })();
     // The outcome as a record, identical or diverged: the evidence an audit reads.
     let result = result.and_then(|()| {
-        report.replay_record = Some(write_replay_record(store, &report, range, &opts.envelope)?);
+        report.replay_record = Some(write_replay_record(store, recorded_manifest, &report, range, &opts.envelope)?);
         Ok(())
     });
     let now = (opts.clock)();
@@ -856,6 +856,7 @@ pub fn replay(
 /// Writes the replay record of a replay that ended (identical or diverged).
 fn write_replay_record(
     store: &Store,
+    recording: Digest,
     report: &RunReport,
     range: &ReplayRange,
     envelope: &Envelope,
@@ -878,7 +879,7 @@ fn write_replay_record(
     let record = ReplayRecord {
         schema: SCHEMA_VERSION,
         lockfile: report.run_id,
-        recording: report.run_manifest.expect("a replay reports its recording"),
+        recording,
         envelope: envelope.clone(),
         envelope_check,
         stages,
