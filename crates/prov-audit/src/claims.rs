@@ -98,12 +98,13 @@ impl ClaimResult {
 /// Re-checks that need the stage implementations (which live in `prov-prep`, a crate that
 /// depends on this one): the caller supplies them.
 pub trait Rescan {
-    /// Returns how many PII matches the `pii` stage with `config` finds in `text`.
+    /// Returns a function that counts the PII matches the `pii` stage with `config` finds in
+    /// a text.
     ///
     /// # Errors
     ///
     /// A message when `config` is not a `pii` config this build knows.
-    fn pii_matches(&self, config: &Value, text: &str) -> Result<u64, String>;
+    fn pii_matcher(&self, config: &Value) -> Result<PiiMatcher, String>;
 
     /// Returns a function that decides documents as the `robots` stage with `config` does
     /// against the pinned snapshot `snapshot` (a source record): the ledger rule it gives.
@@ -119,6 +120,9 @@ pub trait Rescan {
         snapshot: &Digest,
     ) -> Result<RobotsDecider<'s>, String>;
 }
+
+/// Counts the PII matches of a `pii` stage's matcher in one text.
+pub type PiiMatcher = Box<dyn Fn(&str) -> u64>;
 
 /// Decides one document as a `robots` stage does: the ledger rule it gets.
 pub type RobotsDecider<'s> = Box<dyn Fn(&Document) -> String + 's>;
@@ -755,8 +759,8 @@ fn pii(cx: &RunContext<'_>, stage: Option<&str>, options: &AuditOptions<'_>) -> 
         let kind_names: Vec<&str> = kinds.iter().map(|k| k.as_str()).collect();
         // The stage's own matcher as a second opinion, when the caller supplies it and it
         // knows the config.
-        let stage_matcher = match options.rescan.map(|r| r.pii_matches(&s.config, "").map(|_| r)) {
-            Some(Ok(r)) => Some(r),
+        let stage_matcher = match options.rescan.map(|r| r.pii_matcher(&s.config)) {
+            Some(Ok(m)) => Some(m),
             Some(Err(e)) => {
                 result.undecided(format!("`{name}`: {e}"));
                 None
@@ -782,10 +786,7 @@ fn pii(cx: &RunContext<'_>, stage: Option<&str>, options: &AuditOptions<'_>) -> 
             for (kind, _) in &found {
                 *ours.entry(kind.as_str()).or_default() += 1;
             }
-            let matched = match stage_matcher {
-                Some(r) => r.pii_matches(&s.config, &d.text)?,
-                None => 0,
-            };
+            let matched = stage_matcher.as_ref().map_or(0, |m| m(&d.text));
             theirs += matched;
             if (!found.is_empty() || matched > 0) && first.len() < 3 {
                 first.push(d.id.clone());

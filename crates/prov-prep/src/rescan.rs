@@ -14,11 +14,11 @@ use crate::pii::{Redactor, StrictOptions};
 pub struct PrepRescan;
 
 impl Rescan for PrepRescan {
-    fn pii_matches(&self, config: &Value, text: &str) -> Result<u64, String> {
+    fn pii_matcher(&self, config: &Value) -> Result<prov_audit::PiiMatcher, String> {
         let config: crate::PiiConfig =
             serde_json::from_value(config.clone()).map_err(|e| format!("not a `pii` config this build knows: {e}"))?;
         let redactor = Redactor::new(config.mode, StrictOptions { keep_private_ips: config.keep_private_ips });
-        Ok(redactor.redact(text).counts().total())
+        Ok(Box::new(move |text| redactor.redact(text).counts().total()))
     }
 
     fn robots_decider<'s>(
