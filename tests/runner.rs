@@ -6,6 +6,7 @@ mod common;
 
 mod test_audit;
 mod test_card;
+mod test_cli_output;
 mod test_concurrency;
 mod test_decontaminate;
 mod test_dedup;

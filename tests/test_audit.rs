@@ -55,7 +55,7 @@ claims:
 /// Returns the project after the run: the quickstart's documents, every 10th declaring
 /// GPL-3.0 (removed by the license filter), every 7th with an e-mail address (redacted), the
 /// French articles disallowed for `GPTBot`, and two Spanish articles as the benchmark.
-fn project() -> Project {
+pub(crate) fn project() -> Project {
     let p = Project::with_recipes();
     let all = fs_err::read_to_string(p.path("recipes/data/quickstart/udhr-sample.jsonl")).unwrap();
     let mut docs = String::new();

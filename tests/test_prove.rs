@@ -43,7 +43,7 @@ stages:
 const FRENCH: &str = "https://www.ohchr.org/en/human-rights/universal-declaration/translations/french#article-01";
 
 /// Returns the project, after the run, and its run manifest.
-fn project() -> (Project, String) {
+pub(crate) fn project() -> (Project, String) {
     let p = Project::with_recipes();
     p.write(
         "recipes/data/robots/www.ohchr.org",

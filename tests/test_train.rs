@@ -40,7 +40,7 @@ fn checkpoints(p: &Project, tree: &str) -> BTreeMap<String, Digest> {
 }
 
 /// Trains the small model once and returns the project and the run's JSON lines.
-fn trained() -> (Project, Vec<Value>) {
+pub(crate) fn trained() -> (Project, Vec<Value>) {
     let p = Project::with_recipes();
     p.write("recipes/lm.yaml", RECIPE);
     let lines = p.json(&["run", "recipes/lm.yaml"]);
