@@ -395,19 +395,18 @@ fn audit_forged(
         &Shards<prov_dataset::Document>,
     ),
 ) -> Vec<prov_audit::ClaimResult> {
-    use prov_manifest::{Record, RunRecord, get_record, put_record};
+    use prov_manifest::{Record, RunRecord, put_record};
     let store = prov_store::Store::open(&p.path(".prov"), prov_store::Access::Shared, true).unwrap();
     let lockfile = fs_err::read(p.path("lockfiles/audited.lock")).unwrap();
     let (_, run) = prov_exec::recorded_run(&store, &prov_manifest::run_id(&lockfile)).unwrap().expect("a recorded run");
     let at = run.stages.iter().position(|s| s.name.as_str() == stage).expect("the stage");
-    let Record::Stage(mut record) = get_record(&store, &run.stages[at].manifest).unwrap() else { panic!("a stage") };
+    let mut record = prov_manifest::get_typed::<prov_manifest::StageRecord>(&store, &run.stages[at].manifest).unwrap();
     let docs_of = |digest: &prov_store::Digest| -> Shards<prov_dataset::Document> {
-        let Record::Dataset(d) = get_record(&store, digest).unwrap() else { panic!("a dataset") };
+        let d = prov_manifest::get_typed::<prov_manifest::DatasetRecord>(&store, digest).unwrap();
         d.shards.iter().map(|s| prov_dataset::read_shard(&store, &s.digest).unwrap()).collect()
     };
-    let Record::Ledger(ledger) = get_record(&store, &record.outputs["ledger"].digest).unwrap() else {
-        panic!("a ledger")
-    };
+    let ledger =
+        prov_manifest::get_typed::<prov_manifest::LedgerRecord>(&store, &record.outputs["ledger"].digest).unwrap();
     let mut rows: Shards<_> =
         ledger.shards.iter().map(|s| prov_dataset::read_ledger_shard(&store, &s.digest).unwrap()).collect();
     let mut out = docs_of(&record.outputs["dataset"].digest);
@@ -429,8 +428,9 @@ fn audit_forged(
     let mut stages = run.stages.clone();
     stages[at].manifest = put_record(&store, &Record::Stage(record)).unwrap();
     let forged = RunRecord::new(&run.recipe, run.lockfile, stages);
-    let forged_digest = put_record(&store, &Record::Run(forged.clone())).unwrap();
-    let cx = prov_audit::RunContext::new(&store, forged_digest, &forged).unwrap();
+    let forged_digest = put_record(&store, &Record::Run(forged)).unwrap();
+    let forged = prov_manifest::LoadedRun::load(&store, forged_digest).unwrap();
+    let cx = prov_audit::RunContext::new(&store, &forged);
     let policy = prov_audit::AuditPolicy::parse(std::path::Path::new("policy.yaml"), POLICY).unwrap();
     prov_audit::evaluate(&cx, &policy, &prov_audit::AuditOptions { sample: None, rescan: Some(rescan) })
 }

@@ -119,12 +119,11 @@ impl<'p> Pinned<'p> {
         }
         let mut unknown: Vec<String> = Vec::new();
         let number = |hex: &str, unknown: &mut Vec<String>| -> usize {
-            match unknown.iter().position(|h| h == hex) {
-                Some(i) => i + 1,
-                None => {
-                    unknown.push(hex.to_owned());
-                    unknown.len()
-                }
+            if let Some(i) = unknown.iter().position(|h| h == hex) {
+                i + 1
+            } else {
+                unknown.push(hex.to_owned());
+                unknown.len()
             }
         };
         let full = regex::Regex::new(r"(blake3:)?\b([0-9a-f]{64})\b").unwrap();

@@ -33,9 +33,7 @@ fn open_store(p: &Project) -> Store {
 /// The checkpoint records of the `checkpoints` tree, by entry name.
 fn checkpoints(p: &Project, tree: &str) -> BTreeMap<String, Digest> {
     let store = open_store(p);
-    let prov_manifest::Record::Tree(t) = prov_manifest::get_record(&store, &tree.parse().unwrap()).unwrap() else {
-        panic!("not a tree")
-    };
+    let t = prov_manifest::get_typed::<prov_manifest::TreeRecord>(&store, &tree.parse().unwrap()).unwrap();
     t.entries.iter().map(|e| (e.path.as_str().to_owned(), e.digest)).collect()
 }
 
@@ -89,9 +87,7 @@ fn a_small_model_trains_exports_to_transformers_and_resumes_bit_for_bit() {
     // is continued from, and the replay names the `checkpoints` output as changed.
     {
         let store = open_store(&p);
-        let prov_manifest::Record::Checkpoint(mut c) = prov_manifest::get_record(&store, &digests[0]).unwrap() else {
-            panic!()
-        };
+        let mut c = prov_manifest::get_typed::<prov_manifest::CheckpointRecord>(&store, &digests[0]).unwrap();
         c.loss = prov_manifest::Finite::new(1.0);
         let forged = prov_manifest::put_record(&store, &prov_manifest::Record::Checkpoint(c)).unwrap();
         fs_err::write(&progress, serde_json::to_vec(&[forged]).unwrap()).unwrap();

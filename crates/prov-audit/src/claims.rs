@@ -10,7 +10,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use prov_dataset::{Document, LedgerDecision, LedgerRow, read_ledger_shard, shard_documents};
-use prov_manifest::{DatasetRecord, LedgerRecord, Record, RunRecord, StageRecord, get_record};
+use prov_manifest::{DatasetRecord, LedgerRecord, LoadedRun, LoadedStage, Record, StageRecord, get_record};
 use prov_store::{Digest, Store, merkle_root};
 use serde::Serialize;
 use serde_json::Value;
@@ -141,54 +141,18 @@ pub struct AuditOptions<'a> {
 pub struct RunContext<'a> {
     /// The store.
     pub store: &'a Store,
-    /// The run record's digest.
-    pub run_manifest: Digest,
-    /// The run record.
-    pub run: &'a RunRecord,
-    /// The stage records, in run order, with their digests.
-    pub stages: Vec<(Digest, StageRecord)>,
-}
-
-/// Why an audit cannot start: the run record's own stages cannot be read.
-#[derive(Debug, thiserror::Error)]
-pub enum AuditError {
-    /// A stage record could not be read.
-    #[error(transparent)]
-    Stored(#[from] prov_manifest::StoredError),
-    /// A stage record is of another kind.
-    #[error("`{0}` is listed as a stage of the run but is not a stage record")]
-    NotAStage(Digest),
-}
-
-impl AuditError {
-    /// True when a stored object or record does not match its digest (exit 2 in the CLI).
-    pub fn is_integrity_failure(&self) -> bool {
-        match self {
-            Self::Stored(e) => e.is_integrity_failure(),
-            Self::NotAStage(_) => true,
-        }
-    }
+    /// The run, with its stage records.
+    pub run: &'a LoadedRun,
 }
 
 impl<'a> RunContext<'a> {
-    /// Reads the run's stage records.
-    ///
-    /// # Errors
-    ///
-    /// When a stage record is missing, damaged or of another kind.
-    pub fn new(store: &'a Store, run_manifest: Digest, run: &'a RunRecord) -> Result<Self, AuditError> {
-        let mut stages = Vec::new();
-        for s in &run.stages {
-            match get_record(store, &s.manifest)? {
-                Record::Stage(r) => stages.push((s.manifest, r)),
-                _ => return Err(AuditError::NotAStage(s.manifest)),
-            }
-        }
-        Ok(Self { store, run_manifest, run, stages })
+    /// The claims' view of a run.
+    pub fn new(store: &'a Store, run: &'a LoadedRun) -> Self {
+        Self { store, run }
     }
 
-    fn stages_of(&self, kind: &str, name: Option<&str>) -> Vec<&(Digest, StageRecord)> {
-        self.stages.iter().filter(|(_, s)| s.stage_kind == kind && name.is_none_or(|n| s.name.as_str() == n)).collect()
+    fn stages_of(&self, kind: &str, name: Option<&str>) -> Vec<&LoadedStage> {
+        self.run.stages_of_kind(kind).filter(|s| name.is_none_or(|n| s.name() == n)).collect()
     }
 }
 
@@ -395,7 +359,7 @@ fn filters<'c>(
     if stages.is_empty() {
         no_stage(result, kind, stage);
     }
-    stages.into_iter().filter_map(|(manifest, s)| load_filter(cx, manifest, s, result).map(|f| (s, f))).collect()
+    stages.into_iter().filter_map(|s| load_filter(cx, &s.manifest, &s.record, result).map(|f| (&s.record, f))).collect()
 }
 
 fn count_rules(ledger: &CheckedLedger, pred: impl Fn(&LedgerRow) -> bool) -> BTreeMap<String, u64> {
@@ -1126,9 +1090,10 @@ fn license(cx: &RunContext<'_>, stage: Option<&str>, policy_name: &str) -> Claim
 /// Returns the source record at the start of a stage's `docs` chain: the latest earlier stage
 /// that wrote its `docs` input, and so on up to a `source` stage.
 pub fn upstream_source(cx: &RunContext<'_>, stage: &StageRecord) -> Option<(Digest, prov_manifest::SourceRecord)> {
-    let mut here = cx.stages.iter().position(|(_, s)| std::ptr::eq(s, stage))?;
+    let stages = cx.run.stages();
+    let mut here = cx.run.position(stage.name.as_str())?;
     loop {
-        let (_, s) = &cx.stages[here];
+        let s = &stages[here].record;
         if s.stage_kind == "source" {
             let digest = s.outputs.get("source")?.digest;
             return match get_record(cx.store, &digest).ok()? {
@@ -1137,7 +1102,7 @@ pub fn upstream_source(cx: &RunContext<'_>, stage: &StageRecord) -> Option<(Dige
             };
         }
         let docs = s.inputs.get("docs")?;
-        here = cx.stages[..here].iter().rposition(|(_, p)| p.outputs.values().any(|o| o.digest == *docs))?;
+        here = stages[..here].iter().rposition(|p| p.record.outputs.values().any(|o| o.digest == *docs))?;
     }
 }
 

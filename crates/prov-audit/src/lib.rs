@@ -55,8 +55,8 @@ pub mod review;
 pub mod url_index;
 
 pub use claims::{
-    AuditError, AuditOptions, ClaimResult, Evidence, Outcome, PiiMatcher, Rescan, RobotsDecider, RunContext,
-    check_ledger, evaluate, upstream_source,
+    AuditOptions, ClaimResult, Evidence, Outcome, PiiMatcher, Rescan, RobotsDecider, RunContext, check_ledger,
+    evaluate, upstream_source,
 };
 pub use policy::{AuditPolicy, Claim, POLICY_SCHEMA};
 pub use proof::{

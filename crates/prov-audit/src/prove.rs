@@ -1,7 +1,7 @@
 //! Building a [`DocumentProof`] from a run in the store.
 
 use prov_dataset::{LedgerRow, read_ledger_shard};
-use prov_manifest::{Record, RunRecord, StageRecord, StoredError, get_record};
+use prov_manifest::{LedgerRecord, LoadedRun, Record, StageRecord, StoredError, get_typed};
 use prov_store::{Digest, Store, StoreError};
 
 use crate::proof::{
@@ -23,16 +23,6 @@ pub enum ProveError {
     /// A ledger shard could not be read.
     #[error(transparent)]
     Dataset(#[from] prov_dataset::DatasetError),
-    /// A record is not of the kind its reference promises.
-    #[error("`{digest}` is a {found} record, not a {expected} record")]
-    Kind {
-        /// The record.
-        digest: Digest,
-        /// Expected kind.
-        expected: &'static str,
-        /// Found kind.
-        found: &'static str,
-    },
     /// The run has no stage with a ledger.
     #[error("run of `{recipe}` has no filter stage with a ledger")]
     NoLedger {
@@ -72,18 +62,9 @@ impl ProveError {
             Self::Stored(e) => e.is_integrity_failure(),
             Self::Store(e) => e.is_integrity_failure(),
             Self::Dataset(e) => e.is_integrity_failure(),
-            Self::UrlIndex { .. } | Self::Kind { .. } => true,
+            Self::UrlIndex { .. } => true,
             Self::NoLedger { .. } | Self::BrokenChain { .. } | Self::NoUrlIndex { .. } => false,
         }
-    }
-}
-
-fn stage_record(store: &Store, digest: &Digest) -> Result<(StageRecord, String), ProveError> {
-    let record = get_record(store, digest)?;
-    let text = canonical_text(&record);
-    match record {
-        Record::Stage(s) => Ok((s, text)),
-        other => Err(ProveError::Kind { digest: *digest, expected: "stage", found: other.kind_name() }),
     }
 }
 
@@ -117,14 +98,15 @@ impl LoadedShard {
 ///
 /// The chain ends at the run's last `tokenize` stage, or, in a run without one, at its last
 /// stage with a ledger, and follows `docs` inputs upstream to a stage without one.
-pub fn prove(store: &Store, run: &RunRecord, subject: &Subject) -> Result<DocumentProof, ProveError> {
-    let run_text =
-        String::from_utf8(Record::Run(run.clone()).to_bytes().expect("a run record encodes")).expect("JSON is UTF-8");
-    let mut stages = Vec::new();
-    for s in &run.stages {
-        let (record, text) = stage_record(store, &s.manifest)?;
-        stages.push((record, text));
-    }
+pub fn prove(store: &Store, recorded: &LoadedRun, subject: &Subject) -> Result<DocumentProof, ProveError> {
+    let run = &recorded.record;
+    let run_text = canonical_text(&Record::Run(run.clone()));
+    // Each stage record as the canonical text it is stored as (the encoding is unique).
+    let stages: Vec<(StageRecord, String)> = recorded
+        .stages()
+        .iter()
+        .map(|s| (s.record.clone(), canonical_text(&Record::Stage(s.record.clone()))))
+        .collect();
     let sink = stages
         .iter()
         .rposition(|(s, _)| s.stage_kind == TRAINING_KIND)
@@ -180,10 +162,8 @@ pub fn prove(store: &Store, run: &RunRecord, subject: &Subject) -> Result<Docume
         ids.iter().map(|id| DocumentPart { id: id.clone(), ledgers: Vec::new() }).collect();
     let mut ledgers = Vec::new();
     for (_, ledger) in &ledger_stages {
-        let record = get_record(store, ledger)?;
-        let Record::Ledger(l) = &record else {
-            return Err(ProveError::Kind { digest: *ledger, expected: "ledger", found: record.kind_name() });
-        };
+        let l = get_typed::<LedgerRecord>(store, ledger)?;
+        let record = Record::Ledger(l.clone());
         let mut per_doc: Vec<Vec<RangeProof>> = vec![Vec::new(); documents.len()];
         for shard in &l.shards {
             let loaded = LoadedShard::new(&read_ledger_shard(store, &shard.digest)?);

@@ -35,8 +35,8 @@ struct Judged {
 
 pub(crate) fn replay(cx: &RunContext<'_>) -> ClaimResult {
     let mut result = ClaimResult::new("replay", "every stage of the run replays bit for bit".into());
-    result.evidence("run manifest", cx.run_manifest);
-    let replays = match replays_of(cx.store, &cx.run_manifest) {
+    result.evidence("run manifest", cx.run.manifest);
+    let replays = match replays_of(cx.store, &cx.run.manifest) {
         Ok(r) => r,
         Err(e) => {
             result.undecided(format!("the store's replay records cannot be listed: {e}"));
@@ -44,13 +44,13 @@ pub(crate) fn replay(cx: &RunContext<'_>) -> ClaimResult {
         }
     };
     let mut judged: BTreeMap<Name, Judged> = BTreeMap::new();
-    let recorded: BTreeMap<&Name, &StageRecord> = cx.stages.iter().map(|(_, s)| (&s.name, s)).collect();
+    let recorded: BTreeMap<&Name, &StageRecord> = cx.run.stages().iter().map(|s| (&s.record.name, &s.record)).collect();
     let mut counted = 0;
     for (digest, replay) in &replays {
-        if replay.lockfile != cx.run.lockfile {
+        if replay.lockfile != cx.run.record.lockfile {
             result.fail(format!(
                 "replay record {digest} compares lockfile {} with this run, whose lockfile is {}",
-                replay.lockfile, cx.run.lockfile
+                replay.lockfile, cx.run.record.lockfile
             ));
             continue;
         }
@@ -62,7 +62,7 @@ pub(crate) fn replay(cx: &RunContext<'_>) -> ClaimResult {
     let mut missing = Vec::new();
     let mut elsewhere: BTreeMap<String, usize> = BTreeMap::new();
     let mut reproduced_elsewhere = 0;
-    for (_, s) in &cx.stages {
+    for s in cx.run.stages().iter().map(|s| &s.record) {
         let j = judged.remove(&s.name).unwrap_or_default();
         for note in &j.notes {
             result.evidence(format!("stage `{}`", s.name), note);
@@ -100,7 +100,11 @@ pub(crate) fn replay(cx: &RunContext<'_>) -> ClaimResult {
         let fields: Vec<String> = elsewhere.keys().cloned().collect();
         result.evidence(
             "stages reproduced in another envelope (evidence of portability)",
-            format!("{reproduced_elsewhere} of {}: {} differ from the recording", cx.stages.len(), fields.join(", ")),
+            format!(
+                "{reproduced_elsewhere} of {}: {} differ from the recording",
+                cx.run.stages().len(),
+                fields.join(", ")
+            ),
         );
     }
     if !missing.is_empty() {
@@ -304,8 +308,9 @@ mod tests {
         put_record(store, &Record::Replay(record)).unwrap()
     }
 
-    fn claim(store: &Store, run_manifest: Digest, run: &RunRecord) -> ClaimResult {
-        replay(&RunContext::new(store, run_manifest, run).unwrap())
+    fn claim(store: &Store, run_manifest: Digest) -> ClaimResult {
+        let run = prov_manifest::LoadedRun::load(store, run_manifest).unwrap();
+        replay(&RunContext::new(store, &run))
     }
 
     fn evidence(c: &ClaimResult) -> String {
@@ -323,14 +328,14 @@ mod tests {
     #[test]
     fn a_replay_on_another_machine_with_equal_outputs_holds_and_says_where_it_ran() {
         let (_dir, store) = new_store();
-        let (run_manifest, run) = recorded(&store);
-        let c = claim(&store, run_manifest, &run);
+        let (run_manifest, _) = recorded(&store);
+        let c = claim(&store, run_manifest);
         assert_eq!(c.outcome, Outcome::CannotBeDecided, "{c:?}");
         assert!(c.reasons[0].contains("no replay record re-executed stage(s) data, train"), "{c:?}");
 
         let stages = replayed(&store, &other_machine(), b"weights");
         replay_record(&store, run_manifest, other_machine(), &stages, None);
-        let c = claim(&store, run_manifest, &run);
+        let c = claim(&store, run_manifest);
         assert_eq!(c.outcome, Outcome::Holds, "{c:?}");
         let shown = evidence(&c);
         assert!(
@@ -347,7 +352,7 @@ mod tests {
         let (run_manifest, run) = recorded(&store);
         let stages: Vec<(String, Digest)> = run.stages.iter().map(|s| (s.name.to_string(), s.manifest)).collect();
         replay_record(&store, run_manifest, recording_machine(), &stages, None);
-        let c = claim(&store, run_manifest, &run);
+        let c = claim(&store, run_manifest);
         assert_eq!(c.outcome, Outcome::Holds, "{c:?}");
         assert!(evidence(&c).contains("in the recording's envelope"), "{}", evidence(&c));
         assert!(!evidence(&c).contains("portability"), "{}", evidence(&c));
@@ -359,10 +364,10 @@ mod tests {
     #[test]
     fn a_replay_record_whose_stage_record_differs_fails_naming_the_output() {
         let (_dir, store) = new_store();
-        let (run_manifest, run) = recorded(&store);
+        let (run_manifest, _) = recorded(&store);
         let stages = replayed(&store, &other_machine(), b"other weights");
         let forged = replay_record(&store, run_manifest, other_machine(), &stages, None);
-        let c = claim(&store, run_manifest, &run);
+        let c = claim(&store, run_manifest);
         assert_eq!(c.outcome, Outcome::Fails, "{c:?}");
         let reason = c.reasons.join("\n");
         assert!(reason.contains(&format!("stage `train` is listed as replayed identical by replay record {forged}")));
@@ -376,7 +381,7 @@ mod tests {
         let (run_manifest, run) = recorded(&store);
         let data = run.stages[0].manifest;
         replay_record(&store, run_manifest, recording_machine(), &[("train".into(), data)], None);
-        let c = claim(&store, run_manifest, &run);
+        let c = claim(&store, run_manifest);
         assert_eq!(c.outcome, Outcome::Fails, "{c:?}");
         assert!(c.reasons.join("\n").contains("`name` differs: not a replay of the recorded stage"), "{c:?}");
     }
@@ -384,7 +389,7 @@ mod tests {
     #[test]
     fn a_divergence_fails_unless_the_envelope_decides_results_differently() {
         let (_dir, store) = new_store();
-        let (run_manifest, run) = recorded(&store);
+        let (run_manifest, _) = recorded(&store);
         let stages = replayed(&store, &other_machine(), b"weights");
         let divergence = |envelope_ignored| ReplayDivergence::Output {
             stage: "train".parse().unwrap(),
@@ -399,15 +404,15 @@ mod tests {
         let avx512 = machine("Intel Xeon", &["avx2", "avx512f"], "Linux 6.1.0", "avx512");
         let ignored = EnvelopeDifference::from_triples(vec![("aten_cpu_capability", "avx2".into(), "avx512".into())]);
         replay_record(&store, run_manifest, avx512, &stages[..1], Some(divergence(ignored)));
-        let c = claim(&store, run_manifest, &run);
+        let c = claim(&store, run_manifest);
         assert_eq!(c.outcome, Outcome::CannotBeDecided, "{c:?}");
         assert!(evidence(&c).contains("not counted against the claim"), "{}", evidence(&c));
         // Then a replay that reproduces it: the claim holds.
         replay_record(&store, run_manifest, other_machine(), &stages, None);
-        assert_eq!(claim(&store, run_manifest, &run).outcome, Outcome::Holds);
+        assert_eq!(claim(&store, run_manifest).outcome, Outcome::Holds);
         // A divergence where the result fields are equal is a failure, whatever else holds.
         let bad = replay_record(&store, run_manifest, other_machine(), &stages[..1], Some(divergence(vec![])));
-        let c = claim(&store, run_manifest, &run);
+        let c = claim(&store, run_manifest);
         assert_eq!(c.outcome, Outcome::Fails, "{c:?}");
         assert!(c.reasons.join("\n").contains(&format!("stage `train` diverged in replay record {bad}: output `out`")));
     }
@@ -418,6 +423,6 @@ mod tests {
         let (run_manifest, run) = recorded(&store);
         let stages: Vec<(String, Digest)> = run.stages.iter().map(|s| (s.name.to_string(), s.manifest)).collect();
         replay_record(&store, Digest::of(b"another run record"), recording_machine(), &stages, None);
-        assert_eq!(claim(&store, run_manifest, &run).outcome, Outcome::CannotBeDecided);
+        assert_eq!(claim(&store, run_manifest).outcome, Outcome::CannotBeDecided);
     }
 }

@@ -15,7 +15,7 @@ use prov_license::detect::{LicenseTexts, TextMatch, is_license_file};
 use prov_license::{
     Policy, PolicyDecision, ReviewedVerdicts, Status, check_compound, evaluate, license_key, normalize, status,
 };
-use prov_manifest::{DatasetRecord, Record, RunRecord, StageRecord, VerdictRecord, get_record};
+use prov_manifest::{DatasetRecord, LoadedRun, Record, StageRecord, TreeRecord, VerdictRecord, get_record, get_typed};
 use prov_store::{Digest, Store};
 use serde_json::{Value, json};
 
@@ -200,12 +200,7 @@ fn pinned_files(store: &Store, stage: &StageRecord) -> Result<Vec<(String, Diges
         Record::Source(s) => s.content.digest(),
         _ => *input,
     };
-    let Record::Tree(tree) = get_record(store, &tree)? else {
-        return Err(ReviewError::integrity(format!(
-            "`{tree}`, the `verdicts` input of `{}`, is not a tree",
-            stage.name
-        )));
-    };
+    let tree = get_typed::<TreeRecord>(store, &tree)?;
     let mut out = Vec::new();
     for e in tree.entries {
         out.push((e.path.as_str().to_owned(), e.digest, store.read(&e.digest)?));
@@ -244,21 +239,14 @@ fn verdict_error(where_: &str, e: &prov_license::VerdictFileError) -> ReviewErro
 
 /// Gathers the subjects of every `license` stage of a run, with the reviewer verdicts pinned
 /// in the run and those in `dir`.
-pub fn gather(
-    store: &Store,
-    run_manifest: Digest,
-    run: &RunRecord,
-    policy: &Policy,
-    dir: &Path,
-) -> Result<Review, ReviewError> {
-    let cx = RunContext::new(store, run_manifest, run).map_err(|e| {
-        if e.is_integrity_failure() { ReviewError::integrity(e.to_string()) } else { ReviewError::input(e.to_string()) }
-    })?;
-    let stages: Vec<&StageRecord> = cx.stages.iter().map(|(_, s)| s).filter(|s| s.stage_kind == "license").collect();
+pub fn gather(store: &Store, run: &LoadedRun, policy: &Policy, dir: &Path) -> Result<Review, ReviewError> {
+    let cx = RunContext::new(store, run);
+    let stages: Vec<&StageRecord> = run.stages_of_kind("license").map(|s| &s.record).collect();
     if stages.is_empty() {
         return Err(ReviewError::input(format!(
-            "run `{run_manifest}` (recipe `{}`) has no `license` stage",
-            run.recipe
+            "run `{}` (recipe `{}`) has no `license` stage",
+            run.manifest,
+            run.recipe()
         ))
         .with_hint("the review queue reads the decisions of a `license` stage"));
     }
@@ -313,9 +301,7 @@ fn stage_subjects(
 ) -> Result<(), ReviewError> {
     let name = stage.name.to_string();
     let Some(&dataset) = stage.inputs.get("docs") else { return Ok(()) };
-    let Record::Dataset(input) = get_record(store, &dataset)? else {
-        return Err(ReviewError::integrity(format!("`{dataset}`, the `docs` input of `{name}`, is not a dataset")));
-    };
+    let input = get_typed::<DatasetRecord>(store, &dataset)?;
     let mut by_key: BTreeMap<String, (BTreeMap<String, u64>, Vec<String>)> = BTreeMap::new();
     for_each_document(store, &input, |id, meta| {
         let Some(declared) = meta.get("license").and_then(Value::as_str) else { return };
@@ -420,9 +406,7 @@ fn license_files(
     texts: &LazyTexts,
 ) -> Result<Vec<(String, TextMatch)>, ReviewError> {
     let prov_manifest::Content::Tree { digest, .. } = source.content else { return Ok(Vec::new()) };
-    let Record::Tree(tree) = get_record(store, &digest)? else {
-        return Err(ReviewError::integrity(format!("`{digest}`, the tree of source `{}`, is not a tree", source.name)));
-    };
+    let tree = get_typed::<TreeRecord>(store, &digest)?;
     let mut out = Vec::new();
     for e in tree.entries.iter().filter(|e| is_license_file(e.path.as_str())) {
         let text = String::from_utf8_lossy(&store.read(&e.digest)?).into_owned();

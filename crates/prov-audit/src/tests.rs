@@ -68,7 +68,7 @@ fn url_of(id: &str) -> String {
 }
 
 /// A run whose one filter has a ledger of `shards` (ids; those starting with `x` removed).
-fn fixture(store: &Store, shards: &[Vec<String>]) -> RunRecord {
+fn fixture(store: &Store, shards: &[Vec<String>]) -> prov_manifest::LoadedRun {
     let source = Digest::of(b"source record");
     let mut ledger_shards = Vec::new();
     for ids in shards {
@@ -100,7 +100,9 @@ fn fixture(store: &Store, shards: &[Vec<String>]) -> RunRecord {
         .into_iter()
         .map(|s| RunStage { name: s.name.clone(), manifest: put_record(store, &Record::Stage(s)).expect("stage") })
         .collect();
-    RunRecord::new("test", Digest::of(b"lockfile"), stages)
+    let run = RunRecord::new("test", Digest::of(b"lockfile"), stages);
+    let manifest = put_record(store, &Record::Run(run)).expect("run");
+    prov_manifest::LoadedRun::load(store, manifest).expect("the run loads")
 }
 
 fn new_store() -> (tempfile::TempDir, Store) {
@@ -120,7 +122,7 @@ fn every_row_of_a_small_ledger_and_the_gaps_between_them_verify() {
     let run = fixture(&store, &shards);
     for id in ["a", "b", "c", "d", "xe", "f", "g", "xh", "", "0", "bb", "e", "z", "\u{10ffff}"] {
         let proof = prove(&store, &run, &Subject::Doc(id.into())).expect("proves");
-        let v = verify(&proof.to_bytes(), &Pins { root: Some(run.root), ..Pins::default() }).expect("verifies");
+        let v = verify(&proof.to_bytes(), &Pins { root: Some(run.record.root), ..Pins::default() }).expect("verifies");
         let expected: Vec<usize> = (0..shards.len()).filter(|s| shards[*s].iter().any(|i| i == id)).collect();
         assert_eq!(v.stages[0].rows.iter().map(|r| r.shard).collect::<Vec<_>>(), expected, "{id}");
         for r in &v.stages[0].rows {
@@ -242,7 +244,7 @@ proptest! {
         all.push(&probe);
         for id in all {
             let bytes = prove(&store, &run, &Subject::Doc(id.clone())).expect("proves").to_bytes();
-            let v = verify(&bytes, &Pins { root: Some(run.root), ..Pins::default() }).expect("verifies");
+            let v = verify(&bytes, &Pins { root: Some(run.record.root), ..Pins::default() }).expect("verifies");
             let expected = shards.iter().filter(|s| s.contains(id)).count();
             prop_assert_eq!(v.stages[0].rows.len(), expected);
             for (at, bit) in &flips {
@@ -317,8 +319,8 @@ mod audit {
 
     fn audit(store: &Store, run: &(Digest, RunRecord), policy: &str) -> Vec<crate::ClaimResult> {
         let policy = AuditPolicy::parse(std::path::Path::new("p.yaml"), policy).expect("policy");
-        let cx = RunContext::new(store, run.0, &run.1).expect("context");
-        evaluate(&cx, &policy, &AuditOptions::default())
+        let run = prov_manifest::LoadedRun::load(store, run.0).expect("the run");
+        evaluate(&RunContext::new(store, &run), &policy, &AuditOptions::default())
     }
 
     const TOX: &str = "schema: 1\nname: t\nclaims:\n  - kind: toxicity\n    removed_share: 0.05\n    tolerance: 0.01\n";

@@ -3,20 +3,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use prov_manifest::{DatasetRecord, OutputType, Record, RunRecord, SourceRecord, StageRecord, get_record};
+use prov_manifest::{DatasetRecord, LoadedRun, LoadedStage, OutputType, SourceRecord, get_typed};
 use prov_store::{Digest, Store};
 use serde_json::Value;
 
 use crate::CardError;
-
-/// One stage of the run, in plan order, with the digest of its stage record.
-#[derive(Debug, Clone)]
-pub struct Stage {
-    /// The stage record's digest: the manifest its numbers come from.
-    pub manifest: Digest,
-    /// The stage record.
-    pub record: StageRecord,
-}
 
 /// A source of the run: its source record and the stage record that imported it.
 #[derive(Debug, Clone)]
@@ -44,12 +35,8 @@ pub struct Output {
 /// Everything a card says, read from a run's records.
 #[derive(Debug, Clone)]
 pub struct Evidence {
-    /// The run record's digest.
-    pub run_manifest: Digest,
-    /// The run record.
-    pub run: RunRecord,
-    /// Every stage, in plan order.
-    pub stages: Vec<Stage>,
+    /// The run, with every stage record in plan order.
+    pub run: LoadedRun,
     /// Every source, in plan order.
     pub sources: Vec<Source>,
     /// The output dataset.
@@ -62,17 +49,8 @@ pub struct Evidence {
 impl Evidence {
     /// Reads a run record and every stage and source record it names.
     pub fn read(store: &Store, run_manifest: &Digest) -> Result<Self, CardError> {
-        let run = match get_record(store, run_manifest)? {
-            Record::Run(r) => r,
-            other => return Err(CardError::wrong_record(*run_manifest, other.kind_name(), "run")),
-        };
-        let mut stages = Vec::new();
-        for s in &run.stages {
-            match get_record(store, &s.manifest)? {
-                Record::Stage(record) => stages.push(Stage { manifest: s.manifest, record }),
-                other => return Err(CardError::wrong_record(s.manifest, other.kind_name(), "stage")),
-            }
-        }
+        let run = LoadedRun::load(store, *run_manifest)?;
+        let stages = run.stages();
         // The output: the last dataset in plan order that is not only a classifier's or a
         // tokenizer's training input (the documents' own chain ends at a filter).
         let (out_index, out_digest) = stages
@@ -83,13 +61,10 @@ impl Evidence {
                 s.record.outputs.get("dataset").filter(|o| o.output_type == OutputType::Dataset).map(|o| (i, o.digest))
             })
             .ok_or(CardError::NoDataset { run: *run_manifest })?;
-        let record = match get_record(store, &out_digest)? {
-            Record::Dataset(d) => d,
-            other => return Err(CardError::wrong_record(out_digest, other.kind_name(), "dataset")),
-        };
+        let record = get_typed::<DatasetRecord>(store, &out_digest)?;
         let output = Output { stage: stages[out_index].record.name.as_str().to_owned(), digest: out_digest, record };
-        let chain = chain(&stages, out_index);
-        let ancestors = ancestors(&stages, out_index);
+        let chain = chain(stages, out_index);
+        let ancestors = ancestors(stages, out_index);
         let doc_inputs: BTreeSet<Digest> =
             chain.first().map(|&i| stages[i].record.inputs.values().copied().collect()).unwrap_or_default();
         let mut sources = Vec::new();
@@ -98,28 +73,24 @@ impl Evidence {
                 continue;
             }
             let Some(o) = s.record.outputs.get("source") else { continue };
-            match get_record(store, &o.digest)? {
-                Record::Source(record) => {
-                    sources.push(Source { digest: o.digest, record, documents: doc_inputs.contains(&o.digest) });
-                }
-                other => return Err(CardError::wrong_record(o.digest, other.kind_name(), "source")),
-            }
+            let record = get_typed::<SourceRecord>(store, &o.digest)?;
+            sources.push(Source { digest: o.digest, record, documents: doc_inputs.contains(&o.digest) });
         }
-        Ok(Self { run_manifest: *run_manifest, run, stages, sources, output, chain })
+        Ok(Self { run, sources, output, chain })
     }
 
     /// The stages of the chain, in order.
-    pub fn chain_stages(&self) -> impl Iterator<Item = &Stage> {
-        self.chain.iter().map(|&i| &self.stages[i])
+    pub fn chain_stages(&self) -> impl Iterator<Item = &LoadedStage> {
+        self.chain.iter().map(|&i| &self.run.stages()[i])
     }
 
     /// The filter stages of the chain: those that record `by_rule` statistics.
-    pub fn filters(&self) -> impl Iterator<Item = &Stage> {
+    pub fn filters(&self) -> impl Iterator<Item = &LoadedStage> {
         self.chain_stages().filter(|s| s.record.stats.contains_key("by_rule"))
     }
 
     /// The first stage of the chain of the given kind.
-    pub fn chain_stage(&self, kind: &str) -> Option<&Stage> {
+    pub fn chain_stage(&self, kind: &str) -> Option<&LoadedStage> {
         self.chain_stages().find(|s| s.record.stage_kind == kind)
     }
 
@@ -153,13 +124,13 @@ impl Evidence {
 /// The last stage before `before` that wrote `digest`, if any. Two stages can write the same
 /// digest (a filter that keeps every document passes its input through byte for byte), and the
 /// consumer's input is the one planned last before it.
-fn producer(stages: &[Stage], digest: &Digest, before: usize) -> Option<usize> {
+fn producer(stages: &[LoadedStage], digest: &Digest, before: usize) -> Option<usize> {
     stages[..before].iter().rposition(|s| s.record.outputs.values().any(|o| o.digest == *digest))
 }
 
 /// Follows the `docs` input back from the stage at `last` while it names a dataset written by
 /// another stage.
-fn chain(stages: &[Stage], last: usize) -> Vec<usize> {
+fn chain(stages: &[LoadedStage], last: usize) -> Vec<usize> {
     let mut out = vec![last];
     let mut at = last;
     while let Some(d) = stages[at].record.inputs.get("docs").copied() {
@@ -176,7 +147,7 @@ fn chain(stages: &[Stage], last: usize) -> Vec<usize> {
 }
 
 /// Every stage the stage at `last` depends on, itself included.
-fn ancestors(stages: &[Stage], last: usize) -> BTreeSet<usize> {
+fn ancestors(stages: &[LoadedStage], last: usize) -> BTreeSet<usize> {
     let mut seen = BTreeSet::new();
     let mut todo = vec![last];
     while let Some(i) = todo.pop() {

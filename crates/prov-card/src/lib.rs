@@ -37,7 +37,7 @@ pub mod plots;
 use std::fmt::Write as _;
 use std::path::Path;
 
-pub use evidence::{Evidence, Output, Source, Stage};
+pub use evidence::{Evidence, Output, Source};
 use prov_manifest::StoredError;
 use prov_store::{Digest, Store, StoreError};
 
@@ -50,16 +50,6 @@ pub enum CardError {
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
-    /// An object is a record of another kind.
-    #[error("object `{digest}` is a {found} record, not a {expected} record")]
-    WrongRecord {
-        /// The object.
-        digest: Digest,
-        /// Its kind.
-        found: &'static str,
-        /// The kind needed.
-        expected: &'static str,
-    },
     /// The run writes no dataset.
     #[error("run `{run}` has no stage with a `dataset` output; a data card describes a dataset")]
     NoDataset {
@@ -94,10 +84,6 @@ pub enum CardError {
 }
 
 impl CardError {
-    fn wrong_record(digest: Digest, found: &'static str, expected: &'static str) -> Self {
-        Self::WrongRecord { digest, found, expected }
-    }
-
     /// Returns true when stored bytes do not match their digest.
     pub fn is_integrity_failure(&self) -> bool {
         match self {

@@ -257,7 +257,7 @@ fn without_a_license_stage_the_sources_expressions_give_the_ids() {
     let (_d, s) = store();
     let run = run(&s);
     let mut ev = Evidence::read(&s, &run).unwrap();
-    ev.chain.retain(|&i| ev.stages[i].record.stage_kind != "license");
+    ev.chain.retain(|&i| ev.run.stages()[i].record.stage_kind != "license");
     ev.sources[0].documents = true;
     let (ids, refs) = hf::kept_licenses(&ev);
     assert_eq!(ids, ["GPL-3.0-or-later", "MIT"]);

@@ -3,12 +3,13 @@
 
 use std::path::{Path, PathBuf};
 
-use prov_exec::{Registry, TorchFacts};
+use prov_exec::{ExecOptions, Registry, TorchFacts};
 use prov_manifest::Envelope;
 use prov_store::{Access, STORE_DIR_NAME, Store};
 
 use crate::env_vars;
 use crate::error::CommandError;
+use crate::ui::{StageProgress, Ui};
 
 /// Global options, resolved.
 pub(crate) struct CommandContext {
@@ -61,6 +62,33 @@ impl CommandContext {
             });
         }
         Ok(std::thread::available_parallelism().map_or(1, std::num::NonZero::get))
+    }
+
+    /// Builds the options of an execution (threads, envelope, clock, progress bar) and runs
+    /// `f` with them: for `run`, `replay` and `audit --replay`.
+    pub fn with_exec_options<T>(
+        &self,
+        ui: &Ui,
+        root: &std::path::Path,
+        lockfile_display: &str,
+        f: impl FnOnce(&ExecOptions<'_>) -> Result<T, prov_exec::ExecError>,
+    ) -> Result<T, CommandError> {
+        let threads = self.threads()?;
+        let registry = registry();
+        let clock = CommandContext::clock();
+        let progress = StageProgress::new(ui);
+        let opts = ExecOptions {
+            registry: &registry,
+            threads,
+            envelope: CommandContext::envelope(threads),
+            project_root: root,
+            lockfile_display,
+            clock: &*clock,
+            observer: &progress,
+        };
+        let result = f(&opts);
+        progress.finish();
+        Ok(result?)
     }
 
     /// Returns the clock for the execution log.

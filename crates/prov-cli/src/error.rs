@@ -6,7 +6,7 @@ use prov_exec::ExecError;
 use prov_manifest::{RecipeError, StoredError};
 use prov_store::StoreError;
 
-/// Exit codes (DESIGN.md, "CLI contract").
+/// Exit codes (the book's CLI reference, "Exit codes").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum ExitCode {
     /// 1: usage or input error.

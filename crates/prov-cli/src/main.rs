@@ -12,6 +12,7 @@ mod env_vars;
 mod error;
 mod git;
 mod inside;
+mod render;
 mod resolve;
 mod review;
 mod ui;

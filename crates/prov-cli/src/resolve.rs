@@ -1,10 +1,11 @@
 //! Turning what the user typed (a path, a run id, a hash prefix) into store objects.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use prov_manifest::{Lockfile, Record};
 use prov_store::{Digest, Store};
 
+use crate::context::registry;
 use crate::error::CommandError;
 
 /// A lockfile and where it came from.
@@ -127,4 +128,40 @@ pub(crate) fn check_command_consent(
         "read its commands first; `--allow-commands` runs them (in the sandbox, without network unless a stage \
          asks for it)",
     ))
+}
+
+/// The outcome of locking a recipe into its lockfile file (`prov lock`, `prov run RECIPE`).
+pub(crate) struct LockOutcome {
+    pub path: PathBuf,
+    pub run_id: Digest,
+    pub changed: bool,
+}
+
+/// Locks `recipe` and writes the lockfile atomically.
+pub(crate) fn lock_to_file(
+    recipe: &Path,
+    out: Option<&Path>,
+    root: &Path,
+    store_tmp: &Path,
+) -> Result<(LockOutcome, prov_exec::Locked), CommandError> {
+    let locked = prov_exec::lock_recipe(&registry(), recipe, root)?;
+    let path = match out {
+        Some(p) => prov_exec::absolute(p),
+        None => crate::inside::project_dir(root, std::path::Path::new("lockfiles"))?
+            .join(format!("{}.lock", locked.lockfile.recipe.name)),
+    };
+    let changed = fs_err::read(&path).map_or(true, |old| old != locked.bytes);
+    if changed {
+        if let Some(dir) = path.parent() {
+            fs_err::create_dir_all(dir)?;
+        }
+        prov_store::write_atomically(store_tmp, &path, &locked.bytes)?;
+    }
+    let run_id = prov_manifest::run_id(&locked.bytes);
+    Ok((LockOutcome { path, run_id, changed }, locked))
+}
+
+/// Shows a path relative to the current directory when it is below it.
+pub(crate) fn display_path(path: &Path, cwd: &Path) -> String {
+    path.strip_prefix(cwd).map_or_else(|_| path.display().to_string(), |p| p.display().to_string())
 }

@@ -5,15 +5,15 @@
 use std::path::{Path, PathBuf};
 
 use prov_license::Policy;
-use prov_manifest::{Record, RunRecord, get_record};
-use prov_store::{Digest, Store};
+use prov_manifest::LoadedRun;
+use prov_store::Store;
 
 use crate::error::CommandError;
 use crate::resolve::load_lockfile;
 
 /// Returns the run named by `arg` (a run id, prefix or lockfile), or the store's latest
 /// completed run.
-pub(crate) fn load_run(store: &Store, arg: Option<&str>) -> Result<(Digest, RunRecord), CommandError> {
+pub(crate) fn load_run(store: &Store, arg: Option<&str>) -> Result<LoadedRun, CommandError> {
     let run_manifest = if let Some(arg) = arg {
         let loaded = load_lockfile(store, arg)?;
         let run_id = prov_manifest::run_id(&loaded.bytes);
@@ -34,10 +34,7 @@ pub(crate) fn load_run(store: &Store, arg: Option<&str>) -> Result<(Digest, RunR
                     .with_hint("run a recipe with a `license` stage first (`prov run RECIPE`)")
             })?
     };
-    match get_record(store, &run_manifest)? {
-        Record::Run(run) => Ok((run_manifest, run)),
-        other => Err(CommandError::integrity(format!("`{run_manifest}` is a {} record, not a run", other.kind_name()))),
-    }
+    Ok(LoadedRun::load(store, run_manifest)?)
 }
 
 /// Returns a policy: the preset `permissive`, or a license policy file (YAML).

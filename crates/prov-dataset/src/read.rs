@@ -79,8 +79,11 @@ pub fn source_files(
     source: &prov_store::Digest,
     passed_over: &dyn Fn(&str) -> bool,
 ) -> Result<Result<Vec<SourceFile>, SourceShapeError>, DatasetError> {
-    use prov_manifest::{Content, Record, get_record};
-    let Record::Source(src) = get_record(store, source)? else { return Ok(Err(SourceShapeError::NotASource)) };
+    use prov_manifest::{Content, SourceRecord, StoredError, TreeRecord, get_typed};
+    let src = match get_typed::<SourceRecord>(store, source) {
+        Err(StoredError::WrongKind { .. }) => return Ok(Err(SourceShapeError::NotASource)),
+        src => src?,
+    };
     let file = |digest: &prov_store::Digest, display: String| {
         let Some(format) = InputFormat::from_path(Path::new(&display)) else {
             return Ok(Err(SourceShapeError::NotDocuments(display)));
@@ -91,8 +94,9 @@ pub fn source_files(
     match src.content {
         Content::File { digest, .. } => Ok(file(&digest, src.origin.clone())?.map(|f| vec![f])),
         Content::Tree { digest, .. } => {
-            let Record::Tree(tree) = get_record(store, &digest)? else {
-                return Ok(Err(SourceShapeError::NotATree(digest)));
+            let tree = match get_typed::<TreeRecord>(store, &digest) {
+                Err(StoredError::WrongKind { .. }) => return Ok(Err(SourceShapeError::NotATree(digest))),
+                tree => tree?,
             };
             let mut files = Vec::new();
             for e in tree.entries.into_iter().filter(|e| !passed_over(e.path.as_str())) {

@@ -26,7 +26,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use prov_manifest::{Record, SCHEMA_VERSION, TreeEntry, TreeRecord, encode_value, get_record, put_record};
+use prov_manifest::{Record, SCHEMA_VERSION, StoredError, TreeEntry, TreeRecord, encode_value, get_typed, put_record};
 use prov_store::{Digest, ObjectKind, Store};
 use serde::{Deserialize, Serialize};
 
@@ -211,8 +211,9 @@ pub struct TokenData<'a> {
 impl<'a> TokenData<'a> {
     /// Opens the token tree `digest`.
     pub fn open(store: &'a Store, digest: &Digest) -> Result<Self, DatasetError> {
-        let Record::Tree(tree) = get_record(store, digest)? else {
-            return Err(token_error(format!("{digest} is not a token tree (not a tree record)")));
+        let tree = match get_typed::<TreeRecord>(store, digest) {
+            Err(e @ StoredError::WrongKind { .. }) => return Err(token_error(format!("not a token tree: {e}"))),
+            tree => tree?,
         };
         let files: BTreeMap<String, Digest> =
             tree.entries.iter().map(|e| (e.path.as_str().to_owned(), e.digest)).collect();

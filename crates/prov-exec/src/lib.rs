@@ -4,7 +4,8 @@
 //! [`Registry`] of kinds, locking a recipe into a lockfile ([`lock_recipe`]), planning (a
 //! topological order with ties broken by name), stage keys ([`stage_key`]), the cache, running
 //! ([`run`]) and replaying ([`replay`]) with divergence reports, capturing the determinism
-//! envelope ([`capture_envelope`]), and the store-wide checks that need to know what
+//! envelope ([`capture_envelope`]), whether a project's lockfiles still match their recipes
+//! ([`lockfile_status`]), and the store-wide checks that need to know what
 //! references what ([`check_store`], [`gc`]).
 //!
 //! It implements two kinds itself, `source` and `external`; data kinds live in `prov-prep`
@@ -41,6 +42,7 @@ mod maintenance;
 mod run;
 mod sandbox;
 mod stage;
+mod staleness;
 mod tree;
 
 pub use builtin::{ExternalConfig, ExternalStage, SourcePathError, SourceStage, confine_source};
@@ -56,4 +58,5 @@ pub use run::{
 pub use stage::{
     ConfigError, InputSpec, Located, Registry, Stage, StageContext, StageError, StageInput, StageOutput, parse_params,
 };
+pub use staleness::{LockState, LockfileStatus, lockfile_status, project_lockfiles};
 pub use tree::{TreeError, hash_file, tree_digest, tree_record};

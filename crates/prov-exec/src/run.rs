@@ -12,9 +12,9 @@ use std::time::Instant;
 
 use prov_dataset::{DatasetDifference, first_difference};
 use prov_manifest::{
-    Determinism, Envelope, EnvelopeCheck, EnvelopeDifference, LockedStage, Lockfile, Name, OutputRef, OutputType,
-    Record, ReplayDifference, ReplayDivergence, ReplayRecord, ReplayStage, ReplayStatus, RunRecord, RunStage,
-    SCHEMA_VERSION, StageRecord, StoredError, closure, get_record, put_record,
+    Determinism, Envelope, EnvelopeCheck, EnvelopeDifference, LoadedRun, LoadedStage, LockedStage, Lockfile, Name,
+    OutputRef, OutputType, Record, ReplayDifference, ReplayDivergence, ReplayRecord, ReplayStage, ReplayStatus,
+    RunRecord, RunStage, SCHEMA_VERSION, StageRecord, StoredError, closure, get_record, get_typed, put_record,
 };
 use prov_store::{Digest, ObjectKind, Store, StoreError};
 use rayon::prelude::*;
@@ -591,10 +591,7 @@ pub fn recorded_run(store: &Store, run_id: &Digest) -> Result<Option<(Digest, Ru
             && e.status == "ok"
             && let Some(m) = e.run_manifest
         {
-            return match get_record(store, &m)? {
-                Record::Run(r) => Ok(Some((m, r))),
-                _ => Err(ExecError::WrongRecord { digest: m, expected: "run" }),
-            };
+            return Ok(Some((m, get_typed::<RunRecord>(store, &m)?)));
         }
     }
     // The execution log is an index; the run records themselves are the evidence.
@@ -625,12 +622,7 @@ pub struct ReplayRange {
 /// it is listed under and is that stage as the lockfile states it (kind, version, class,
 /// config, seeds). A recording imported from a folder someone else wrote could list a stage
 /// twice, or stages the lockfile does not have, and be compared only in part.
-fn stage_records(
-    store: &Store,
-    recorded: Digest,
-    run: &RunRecord,
-    nodes: &[Node],
-) -> Result<BTreeMap<Name, (Digest, StageRecord)>, ExecError> {
+fn stage_records(store: &Store, recorded: Digest, run: RunRecord, nodes: &[Node]) -> Result<LoadedRun, ExecError> {
     let not_of_lockfile = |stage: &Name, message: String| ExecError::RecordingNotOfLockfile {
         recording: recorded,
         stage: stage.clone(),
@@ -650,11 +642,9 @@ fn stage_records(
             ),
         ));
     }
-    let mut out = BTreeMap::new();
-    for (s, node) in run.stages.iter().zip(nodes) {
-        let Record::Stage(r) = get_record(store, &s.manifest)? else {
-            return Err(ExecError::WrongRecord { digest: s.manifest, expected: "stage" });
-        };
+    let loaded = LoadedRun::from_record(store, recorded, run)?;
+    for (s, node) in loaded.stages().iter().zip(nodes) {
+        let r = &s.record;
         let planned = &node.stage;
         let same_config = prov_manifest::encode_value(&r.config) == prov_manifest::encode_value(&planned.config);
         let mismatch = [
@@ -669,13 +659,12 @@ fn stage_records(
         .find(|(_, equal)| !equal);
         if let Some((field, _)) = mismatch {
             return Err(not_of_lockfile(
-                &s.name,
+                &r.name,
                 format!("its stage record `{}` differs from the lockfile in `{field}`", s.manifest),
             ));
         }
-        out.insert(s.name.clone(), (s.manifest, r));
     }
-    Ok(out)
+    Ok(loaded)
 }
 
 /// A stage that is not `portable` cannot claim equality in another envelope.
@@ -741,10 +730,7 @@ fn check_recording(
 /// run of the lockfile in the store. Either way it must be a run of this lockfile.
 fn recording_of(store: &Store, run_id: Digest, range: &ReplayRange) -> Result<(Digest, RunRecord), ExecError> {
     let (manifest, run) = match range.recording {
-        Some(m) => match get_record(store, &m)? {
-            Record::Run(r) => (m, r),
-            _ => return Err(ExecError::WrongRecord { digest: m, expected: "run" }),
-        },
+        Some(m) => (m, get_typed::<RunRecord>(store, &m)?),
         None => recorded_run(store, &run_id)?.ok_or(ExecError::NotRecorded(run_id))?,
     };
     if run.lockfile != run_id {
@@ -765,7 +751,7 @@ pub fn replay(
     let nodes = plan(lockfile, opts.registry)?;
     check_range(&nodes, range)?;
     let (recorded_manifest, recorded) = recording_of(store, run_id, range)?;
-    let recorded_stages = stage_records(store, recorded_manifest, &recorded, &nodes)?;
+    let recorded_stages = stage_records(store, recorded_manifest, recorded, &nodes)?;
     let recipe = lockfile.recipe.name.to_string();
     let execution = store.index().begin_execution(&run_id, "replay", &recipe, opts.lockfile_display, (opts.clock)())?;
     let mut ex = Executor { store, opts, lockfile, pool: new_pool(opts.threads)?, outputs: BTreeMap::new() };
@@ -783,8 +769,8 @@ pub fn replay(
         for (i, node) in nodes.iter().enumerate() {
             let stage = &node.stage;
             active |= range.from.as_deref() == Some(stage.name.as_str());
-            let (expected_manifest, expected) =
-                recorded_stages.get(&stage.name).cloned().ok_or_else(|| ExecError::Incompatible {
+            let LoadedStage { manifest: expected_manifest, record: expected } =
+                recorded_stages.stage(stage.name.as_str()).cloned().ok_or_else(|| ExecError::Incompatible {
                     stage: stage.name.clone(),
                     message: "the recorded run has no such stage".into(),
                 })?;
@@ -1090,9 +1076,8 @@ mod tests {
 
         let report = replay(&store, &locked.lockfile, &locked.bytes, &ReplayRange::default(), &opts).unwrap();
         // The replay record keeps the divergence, and names the stage record that shows it.
-        let Record::Replay(evidence) = get_record(&store, &report.replay_record.unwrap()).unwrap() else {
-            panic!("a replay record")
-        };
+        let evidence =
+            prov_manifest::get_typed::<prov_manifest::ReplayRecord>(&store, &report.replay_record.unwrap()).unwrap();
         assert_eq!((evidence.recording, evidence.lockfile), (first.run_manifest.unwrap(), first.run_id));
         assert!(evidence.stages.is_empty(), "{evidence:?}");
         let Some(ReplayDivergence::Output { stage, recorded, replayed, manifest, .. }) = evidence.divergence else {
@@ -1100,7 +1085,7 @@ mod tests {
         };
         assert_eq!(stage.as_str(), "d");
         assert_eq!(recorded, first.stages[0].record.outputs.get("dataset").copied());
-        let Record::Stage(divergent) = get_record(&store, &manifest).unwrap() else { panic!("a stage record") };
+        let divergent = prov_manifest::get_typed::<prov_manifest::StageRecord>(&store, &manifest).unwrap();
         assert_eq!(replayed, divergent.outputs.get("dataset").copied());
         assert_ne!(recorded, replayed);
         let Some(Divergence::Output { stage, output, dataset: Some(d), .. }) = report.divergence else {
@@ -1149,9 +1134,7 @@ mod tests {
         opts.clock = &|| 2_000_000;
         let c = replay(&store, &locked.lockfile, &locked.bytes, &ReplayRange::default(), &opts).unwrap();
         assert_eq!(b.replay_record, c.replay_record);
-        let Record::Replay(r) = get_record(&store, &b.replay_record.unwrap()).unwrap() else {
-            panic!("a replay record")
-        };
+        let r = prov_manifest::get_typed::<prov_manifest::ReplayRecord>(&store, &b.replay_record.unwrap()).unwrap();
         assert_eq!(r.envelope_check, EnvelopeCheck::Full);
         assert_eq!(
             r.stages,

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use prov_manifest::{Determinism, OutputRef, OutputType};
+use prov_manifest::{Determinism, OutputRef, OutputType, RecordKind, StoredError, get_typed};
 use prov_store::{Digest, Store};
 use serde_json::Value;
 
@@ -110,6 +110,17 @@ pub enum StageError {
 }
 
 impl StageError {
+    /// A record read for input `input` (or reached from it) that is of the wrong kind is an
+    /// error of that input, named; any other error reading it stays what it is.
+    pub fn of_input(input: &str, e: StoredError) -> Self {
+        match e {
+            StoredError::WrongKind { .. } => Self::Input { input: input.to_owned(), message: e.to_string() },
+            other => Self::Stored(other),
+        }
+    }
+}
+
+impl StageError {
     /// Returns true when the failure is an integrity failure (bytes not matching a digest).
     pub fn is_integrity_failure(&self) -> bool {
         match self {
@@ -162,6 +173,18 @@ impl StageContext<'_> {
             .get(name)
             .copied()
             .ok_or_else(|| StageError::Input { input: name.to_owned(), message: "missing".into() })
+    }
+
+    /// Reads the record input `name` names, which must be of kind `T` (a `docs` input's
+    /// dataset record, a `model` input's checkpoint record).
+    ///
+    /// # Errors
+    ///
+    /// [`StageError::Input`] naming the input when the record is of another kind; the store's
+    /// errors otherwise.
+    pub fn input_record<T: RecordKind>(&self, name: &str) -> Result<T, StageError> {
+        let input = self.input(name)?;
+        get_typed(self.store, &input.digest).map_err(|e| StageError::of_input(name, e))
     }
 
     /// Returns the bytes of a file input: another stage's `file` output, or a source that is

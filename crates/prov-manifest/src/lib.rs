@@ -3,8 +3,9 @@
 //! `prov-manifest` owns what a manifest says: the typed records (source, tree, dataset,
 //! verdict, stage, checkpoint, run, lockfile, replay), canonical JSON (RFC 8785 style, with a written
 //! rule for integers and floats), the recipe schema with line-precise errors, the lockfile
-//! schema and seed derivation. It stores and reads records through `prov-store`, and walks
-//! the reference graph between them.
+//! schema and seed derivation. It stores and reads records through `prov-store`, walks
+//! the reference graph between them, reads a run as one typed value, and says how two
+//! lockfiles or runs differ and what an object was made from.
 //!
 //! It does not run anything: stage kinds, planning and the cache are `prov-exec`'s.
 //!
@@ -14,7 +15,10 @@
 //!   non-canonical bytes.
 //! - [`Record`] and its kinds ([`SourceRecord`], [`DatasetRecord`], [`StageRecord`], …).
 //! - [`Recipe`] (YAML) and [`Lockfile`] (canonical JSON), [`derive_seed`].
-//! - [`put_record`], [`get_record`], [`closure`]: records in the store.
+//! - [`put_record`], [`get_record`], [`closure`]: records in the store; [`get_typed`] for a
+//!   record of an expected kind, [`LoadedRun`] for a run with all its stage records.
+//! - [`LockfileDiff`], [`RunOutputsDiff`]: how two lockfiles or two recorded runs differ.
+//! - [`LineageGraph`]: what each object of a store was made from, as Graphviz or Mermaid.
 //!
 //! # Example
 //!
@@ -29,6 +33,9 @@
 //! ```
 
 mod canonical;
+mod diff;
+mod lineage;
+mod loaded_run;
 mod lockfile;
 mod name;
 mod recipe;
@@ -39,6 +46,9 @@ mod stored;
 pub use canonical::{
     DecodeError, EncodeError, Finite, encode_value, from_canonical_bytes, parse_canonical, to_canonical_bytes,
 };
+pub use diff::{Change, LockfileDiff, NamedChanges, RunOutputsDiff, StageOutputChanges, diff_values};
+pub use lineage::{Edge, Graph as LineageGraph, Lineage, Node as LineageNode, Role as LineageRole};
+pub use loaded_run::{LoadedRun, LoadedStage, RecordKind, get_typed};
 pub use lockfile::{InputRef, LockedSource, LockedStage, Lockfile, RecipeRef, derive_seed, run_id};
 pub use name::{MAX_NAME_LEN, Name, NameError, RelPath};
 pub use recipe::{

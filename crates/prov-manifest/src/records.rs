@@ -631,10 +631,11 @@ impl RunRecord {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn envelope() -> Envelope {
+    /// An envelope for records built in tests.
+    pub(crate) fn envelope() -> Envelope {
         Envelope {
             workbench_version: "0.1.0".into(),
             os: "linux 6.1".into(),

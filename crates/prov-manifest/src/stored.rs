@@ -25,13 +25,38 @@ pub enum StoredError {
     /// The record could not be encoded.
     #[error(transparent)]
     Encode(#[from] EncodeError),
+    /// A reference names a record of another kind than the one it should name.
+    #[error("`{digest}` is a {found} record where a {expected} record is expected")]
+    WrongKind {
+        /// The record.
+        digest: Digest,
+        /// The kind the reference should name.
+        expected: &'static str,
+        /// The kind it names.
+        found: &'static str,
+    },
+    /// A run record lists a stage record under another stage's name.
+    #[error("run `{run}` lists stage record `{manifest}` as stage `{listed}`, but that record is stage `{named}`")]
+    StageMislisted {
+        /// The run record.
+        run: Digest,
+        /// The name the run lists it under.
+        listed: String,
+        /// The stage record.
+        manifest: Digest,
+        /// The name the stage record states.
+        named: String,
+    },
 }
 
 impl StoredError {
     /// Returns true when stored bytes do not match their digest.
     pub fn is_integrity_failure(&self) -> bool {
         // A stored manifest that does not decode is damaged store content too.
-        matches!(self, Self::Decode { .. }) || matches!(self, Self::Store(e) if e.is_integrity_failure())
+        // So is a reference to the wrong kind of record: every reference a record holds was
+        // written by the executor, so one that points elsewhere was damaged or forged.
+        matches!(self, Self::Decode { .. } | Self::WrongKind { .. } | Self::StageMislisted { .. })
+            || matches!(self, Self::Store(e) if e.is_integrity_failure())
     }
 }
 

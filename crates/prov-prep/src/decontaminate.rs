@@ -67,7 +67,7 @@ use prov_dataset::{
     word_count,
 };
 use prov_exec::{ConfigError, InputSpec, Stage, StageContext, StageError, StageOutput, parse_params};
-use prov_manifest::{Determinism, OutputType, Record, get_record};
+use prov_manifest::{DatasetRecord, Determinism, OutputType};
 use prov_store::{Digest, Hasher, Store};
 use rayon::prelude::*;
 use regex::Regex;
@@ -349,9 +349,7 @@ impl Stage for DecontaminateStage {
     }
     fn run(&self, cx: &StageContext<'_>) -> Result<StageOutput, StageError> {
         let config: DecontaminateConfig = parse_params(cx.config).map_err(StageError::Config)?;
-        let Record::Dataset(ds) = get_record(cx.store, &cx.input("docs")?.digest)? else {
-            return Err(StageError::Input { input: "docs".into(), message: "expected a dataset record".into() });
-        };
+        let ds = cx.input_record::<DatasetRecord>("docs")?;
         let mut index = BenchmarkIndex::new(&config);
         let files = source_files(cx.store, &cx.input("benchmark")?.digest, "benchmark", "a benchmark source")?;
         for (path, format, display) in files {

@@ -70,7 +70,7 @@ use std::collections::HashMap;
 
 use prov_dataset::{LedgerDecision, LedgerRow, ShardWriter, shard_documents, word_count};
 use prov_exec::{ConfigError, InputSpec, Stage, StageContext, StageError, StageOutput, parse_params};
-use prov_manifest::{Determinism, OutputType, Record, get_record};
+use prov_manifest::{DatasetRecord, Determinism, OutputType};
 use prov_store::{Digest, Hasher};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -386,9 +386,7 @@ impl Stage for DedupStage {
     fn run(&self, cx: &StageContext<'_>) -> Result<StageOutput, StageError> {
         let config: DedupConfig = parse_params(cx.config).map_err(StageError::Config)?;
         let hasher = MinHasher::new(cx.seed("minhash")?, config.permutations, config.shingle);
-        let Record::Dataset(ds) = get_record(cx.store, &cx.input("docs")?.digest)? else {
-            return Err(StageError::Input { input: "docs".into(), message: "expected a dataset record".into() });
-        };
+        let ds = cx.input_record::<DatasetRecord>("docs")?;
         // Phase 1: sketches, shard-parallel (each shard streamed), collected in shard order.
         let mut sketches: Vec<Vec<Sketch>> = cx.pool.install(|| {
             ds.shards

@@ -52,7 +52,7 @@ use prov_exec::{ConfigError, InputSpec, Stage, StageContext, StageError, StageOu
 use prov_license::{Decision, Normalized, Policy, Reviewed, ReviewedVerdicts, evaluate, normalize};
 use prov_manifest::{
     Content, Determinism, OutputRef, OutputType, Record, SCHEMA_VERSION, TreeEntry, TreeRecord, VerdictRecord,
-    get_record, put_record,
+    get_record, get_typed, put_record,
 };
 use prov_store::Digest;
 use rayon::prelude::*;
@@ -150,9 +150,7 @@ fn reviewer_verdicts(cx: &StageContext<'_>) -> Result<ReviewedVerdicts<Digest>, 
         Record::Tree(_) => input.digest,
         other => return Err(bad(format!("a {} record, not a directory of verdicts", other.kind_name()))),
     };
-    let Record::Tree(tree) = get_record(cx.store, &tree)? else {
-        return Err(bad(format!("`{tree}` is not a tree record")));
-    };
+    let tree = get_typed::<TreeRecord>(cx.store, &tree).map_err(|e| StageError::of_input("verdicts", e))?;
     let mut files = Vec::with_capacity(tree.entries.len());
     for e in &tree.entries {
         files.push((e.path.as_str(), e.digest, cx.store.read(&e.digest)?));
@@ -390,7 +388,7 @@ mod tests {
     use super::*;
     use prov_dataset::write_dataset;
     use prov_exec::StageInput;
-    use prov_manifest::{Decision as VerdictDecision, closure, get_record};
+    use prov_manifest::{Decision as VerdictDecision, closure};
     use prov_store::Store;
 
     fn permissive() -> Policy {
@@ -542,10 +540,10 @@ mod tests {
         assert_eq!(licenses["public-domain"]["reviewer"], "Ada Reviewer <ada@example.org>");
         assert_eq!(licenses["GPL-2+"]["decision"], "removed", "the record's verdict is not the license's");
         assert_eq!(out.stats["record_verdicts"].as_object().unwrap().keys().collect::<Vec<_>>(), ["a", "c"]);
-        let Record::Tree(t) = get_record(&store, &out.outputs["verdicts"].digest).unwrap() else { panic!("a tree") };
+        let t = prov_manifest::get_typed::<prov_manifest::TreeRecord>(&store, &out.outputs["verdicts"].digest).unwrap();
         let names: Vec<&str> = t.entries.iter().map(|e| e.path.as_str()).collect();
         assert_eq!(names, ["@a.json", "@c.json", "GPL-2+.json", "MIT.json", "public-domain.json"]);
-        let Record::Verdict(v) = get_record(&store, &t.entries[4].digest).unwrap() else { panic!("a verdict") };
+        let v = prov_manifest::get_typed::<prov_manifest::VerdictRecord>(&store, &t.entries[4].digest).unwrap();
         assert_eq!((v.reviewer.as_str(), v.rule.as_str()), ("Ada Reviewer <ada@example.org>", "manual"));
 
         // Without the input, nothing changes: the same outputs as a stage without reviewers.
@@ -578,11 +576,11 @@ mod tests {
         assert_eq!(out.outputs.keys().cloned().collect::<Vec<_>>(), declared_outputs);
         let tree = out.outputs["verdicts"];
         assert_eq!(tree.output_type, OutputType::Tree);
-        let Record::Tree(t) = get_record(&store, &tree.digest).unwrap() else { panic!("a tree") };
+        let t = prov_manifest::get_typed::<prov_manifest::TreeRecord>(&store, &tree.digest).unwrap();
         let names: Vec<&str> = t.entries.iter().map(|e| e.path.as_str()).collect();
         assert_eq!(names, ["GPL-2+.json", "MIT%2FApache-2.0.json", "MIT.json", "public-domain.json"]);
         for e in &t.entries {
-            let Record::Verdict(v) = get_record(&store, &e.digest).unwrap() else { panic!("a verdict") };
+            let v = prov_manifest::get_typed::<prov_manifest::VerdictRecord>(&store, &e.digest).unwrap();
             assert_eq!(v.subject, input);
             assert_eq!(e.size, Record::Verdict(v.clone()).to_bytes().unwrap().len() as u64);
         }
@@ -605,7 +603,7 @@ mod tests {
     #[test]
     fn no_declared_string_gives_an_empty_verdict_tree() {
         let (_dir, store, _, out) = run(&[vec![doc("a", None)]]);
-        let Record::Tree(t) = get_record(&store, &out.outputs["verdicts"].digest).unwrap() else { panic!("a tree") };
+        let t = prov_manifest::get_typed::<prov_manifest::TreeRecord>(&store, &out.outputs["verdicts"].digest).unwrap();
         assert!(t.entries.is_empty());
         assert_eq!(out.stats["licenses"], serde_json::json!({}));
     }

@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 
 use prov_dataset::{Document, LedgerDecision, LedgerRow, ShardWriter, shard_documents, word_count};
 use prov_exec::{ConfigError, InputSpec, Stage, StageContext, StageError, StageOutput, parse_params};
-use prov_manifest::{Content, Determinism, OutputType, Record, get_record};
+use prov_manifest::{Content, Determinism, OutputType, SourceRecord, TreeRecord, get_typed};
 use prov_store::{Digest, Store};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -99,15 +99,11 @@ struct Snapshot<'s> {
 impl Snapshot<'_> {
     fn load<'s>(store: &'s Store, source: &Digest) -> Result<Snapshot<'s>, StageError> {
         let bad = |message: String| StageError::Input { input: "snapshot".into(), message };
-        let Record::Source(src) = get_record(store, source)? else {
-            return Err(bad("expected a source record".into()));
-        };
+        let src = get_typed::<SourceRecord>(store, source).map_err(|e| StageError::of_input("snapshot", e))?;
         let Content::Tree { digest, .. } = src.content else {
             return Err(bad("the robots snapshot is a directory of robots.txt files, one per host".into()));
         };
-        let Record::Tree(tree) = get_record(store, &digest)? else {
-            return Err(bad(format!("`{digest}` is not a tree record")));
-        };
+        let tree = get_typed::<TreeRecord>(store, &digest).map_err(|e| StageError::of_input("snapshot", e))?;
         let mut files = BTreeMap::new();
         for e in tree.entries {
             let path = e.path.as_str();

@@ -12,7 +12,7 @@
 use prov_audit::url_index::{UrlIndexEntry, build_url_index};
 use prov_dataset::shard_documents;
 use prov_exec::{ConfigError, InputSpec, Stage, StageContext, StageError, StageOutput, parse_params};
-use prov_manifest::{Determinism, OutputRef, OutputType, Record, get_record};
+use prov_manifest::{DatasetRecord, Determinism, OutputRef, OutputType, get_typed};
 use prov_store::ObjectKind;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -51,9 +51,7 @@ impl Stage for UrlIndexStage {
     }
     fn run(&self, cx: &StageContext<'_>) -> Result<StageOutput, StageError> {
         let input = cx.input("docs")?;
-        let Record::Dataset(ds) = get_record(cx.store, &input.digest)? else {
-            return Err(StageError::Input { input: "docs".into(), message: "expected a dataset record".into() });
-        };
+        let ds = get_typed::<DatasetRecord>(cx.store, &input.digest).map_err(|e| StageError::of_input("docs", e))?;
         // Shards in parallel, then one sort: the bytes do not depend on the thread count.
         let parts: Vec<(Vec<UrlIndexEntry>, u64)> = cx.pool.install(|| {
             ds.shards

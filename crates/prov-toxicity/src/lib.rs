@@ -22,8 +22,8 @@ use std::collections::BTreeMap;
 use prov_dataset::{Document, read_shard};
 use prov_exec::{ConfigError, InputSpec, Stage, StageContext, StageError, StageOutput, parse_params};
 use prov_manifest::{
-    CheckpointRecord, Determinism, OutputRef, OutputType, Record, SCHEMA_VERSION, derive_seed, encode_value,
-    get_record, put_record,
+    CheckpointRecord, DatasetRecord, Determinism, OutputRef, OutputType, Record, SCHEMA_VERSION, derive_seed,
+    encode_value, put_record,
 };
 use prov_prep::sample_key;
 use prov_prep::toxicity::embed::EmbeddingConfig;
@@ -348,9 +348,7 @@ impl Stage for ToxicityTrainStage {
         let config: TrainConfig = parse_params(cx.config).map_err(StageError::Config)?;
         let seed = cx.seed("toxicity")?;
         let bad = |message: String| StageError::Input { input: "examples".into(), message };
-        let Record::Dataset(ds) = get_record(cx.store, &cx.input("examples")?.digest)? else {
-            return Err(bad("expected a dataset record".into()));
-        };
+        let ds = cx.input_record::<DatasetRecord>("examples")?;
         let mut by_language: BTreeMap<String, Vec<Example>> = BTreeMap::new();
         for shard in &ds.shards {
             for doc in read_shard(cx.store, &shard.digest)? {

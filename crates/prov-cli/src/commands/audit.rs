@@ -4,11 +4,11 @@ use std::path::PathBuf;
 
 use prov_audit::{AuditOptions, AuditPolicy, Outcome, Report, RunContext, evaluate};
 use prov_exec::ReplayRange;
+use prov_manifest::LoadedRun;
 use prov_prep::PrepRescan;
 use prov_store::{Access, Digest};
 use serde_json::json;
 
-use crate::commands::run::with_exec_options;
 use crate::context::CommandContext;
 use crate::error::{CommandError, ExitCode};
 use crate::resolve::load_lockfile;
@@ -71,7 +71,7 @@ pub(crate) fn cmd_audit(ui: &mut Ui, cx: &CommandContext, args: &AuditArgs) -> R
     let loaded = load_lockfile(&store, &args.run)?;
     if args.replay {
         crate::resolve::check_command_consent(&loaded, &root, false)?;
-        let report = with_exec_options(ui, cx, &root, &loaded.display, |opts| {
+        let report = cx.with_exec_options(ui, &root, &loaded.display, |opts| {
             prov_exec::replay(&store, &loaded.lockfile, &loaded.bytes, &ReplayRange::default(), opts)
         })?;
         match &report.divergence {
@@ -84,13 +84,9 @@ pub(crate) fn cmd_audit(ui: &mut Ui, cx: &CommandContext, args: &AuditArgs) -> R
         return Err(CommandError::input(format!("no completed run of `{}` in this store", loaded.display))
             .with_hint("run it with `prov run` first; an audit reads a recorded run"));
     };
-    let context = RunContext::new(&store, run_manifest, &run).map_err(|e| {
-        if e.is_integrity_failure() {
-            CommandError::integrity(e.to_string())
-        } else {
-            CommandError::input(e.to_string())
-        }
-    })?;
+    let recorded = LoadedRun::from_record(&store, run_manifest, run)?;
+    let run = &recorded.record;
+    let context = RunContext::new(&store, &recorded);
     let options = AuditOptions { sample: args.sample.map(|n| (n, args.seed)), rescan: Some(&PrepRescan) };
     let report = Report {
         policy: policy.name.clone(),

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use prov_card::{CardError, CardOptions, Format};
-use prov_manifest::{Record, get_record};
+use prov_manifest::{RunRecord, get_typed};
 use prov_store::{Access, Digest, Store};
 use serde_json::json;
 
@@ -64,7 +64,7 @@ impl From<CardError> for CommandError {
 /// lockfile whose recorded run is taken.
 fn run_manifest(store: &Store, arg: &str) -> Result<Digest, CommandError> {
     if let Ok(d) = resolve_object(store, arg)
-        && let Ok(Record::Run(_)) = get_record(store, &d)
+        && get_typed::<RunRecord>(store, &d).is_ok()
     {
         return Ok(d);
     }

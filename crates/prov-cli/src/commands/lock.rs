@@ -1,12 +1,13 @@
 //! `prov lock`.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use prov_store::{Access, Digest};
+use prov_store::Access;
 use serde_json::json;
 
-use crate::context::{CommandContext, registry};
+use crate::context::CommandContext;
 use crate::error::CommandError;
+use crate::resolve::{display_path, lock_to_file};
 use crate::ui::Ui;
 
 /// Pin a recipe into a lockfile
@@ -22,37 +23,6 @@ pub(crate) struct LockArgs {
     /// Where to write the lockfile (default: `lockfiles/<recipe name>.lock` in the project root)
     #[arg(long, value_name = "PATH")]
     out: Option<PathBuf>,
-}
-
-/// The outcome of locking, shared with `prov run RECIPE`.
-pub(crate) struct LockOutcome {
-    pub path: PathBuf,
-    pub run_id: Digest,
-    pub changed: bool,
-}
-
-/// Locks `recipe` and writes the lockfile atomically.
-pub(crate) fn lock_to_file(
-    recipe: &Path,
-    out: Option<&Path>,
-    root: &Path,
-    store_tmp: &Path,
-) -> Result<(LockOutcome, prov_exec::Locked), CommandError> {
-    let locked = prov_exec::lock_recipe(&registry(), recipe, root)?;
-    let path = match out {
-        Some(p) => prov_exec::absolute(p),
-        None => crate::inside::project_dir(root, std::path::Path::new("lockfiles"))?
-            .join(format!("{}.lock", locked.lockfile.recipe.name)),
-    };
-    let changed = fs_err::read(&path).map_or(true, |old| old != locked.bytes);
-    if changed {
-        if let Some(dir) = path.parent() {
-            fs_err::create_dir_all(dir)?;
-        }
-        prov_store::write_atomically(store_tmp, &path, &locked.bytes)?;
-    }
-    let run_id = prov_manifest::run_id(&locked.bytes);
-    Ok((LockOutcome { path, run_id, changed }, locked))
 }
 
 pub(crate) fn cmd_lock(ui: &mut Ui, cx: &CommandContext, args: &LockArgs) -> Result<(), CommandError> {
@@ -73,9 +43,4 @@ pub(crate) fn cmd_lock(ui: &mut Ui, cx: &CommandContext, args: &LockArgs) -> Res
     ui.line(format!("{verb} {shown}"))?;
     ui.line(format!("run id {}", outcome.run_id))?;
     Ok(())
-}
-
-/// Shows a path relative to the current directory when it is below it.
-pub(crate) fn display_path(path: &Path, cwd: &Path) -> String {
-    path.strip_prefix(cwd).map_or_else(|_| path.display().to_string(), |p| p.display().to_string())
 }

@@ -6,9 +6,9 @@ use prov_audit::{Pins, ProveError, Subject, prove, verify};
 use prov_store::Access;
 use serde_json::json;
 
-use crate::commands::verify_proof::summary;
 use crate::context::CommandContext;
 use crate::error::CommandError;
+use crate::render;
 use crate::resolve::load_lockfile;
 use crate::ui::Ui;
 
@@ -73,7 +73,7 @@ pub(crate) fn cmd_prove(ui: &mut Ui, cx: &CommandContext, args: &ProveArgs) -> R
         return Err(CommandError::input(format!("no completed run of `{}` in this store", loaded.display))
             .with_hint("run it with `prov run` first; a proof is built from a recorded run"));
     };
-    let proof = prove(&store, &run, &subject)?;
+    let proof = prove(&store, &prov_manifest::LoadedRun::from_record(&store, run_manifest, run)?, &subject)?;
     let mut bytes = proof.to_bytes();
     // The proof is checked as a verifier would before it is handed out.
     let pins = Pins { root: None, run_manifest: Some(run_manifest), until: None };
@@ -95,7 +95,7 @@ pub(crate) fn cmd_prove(ui: &mut Ui, cx: &CommandContext, args: &ProveArgs) -> R
     if args.out.is_none() {
         ui.line(String::from_utf8(bytes.clone()).expect("JSON is UTF-8").trim_end())?;
     }
-    for line in summary(&verified, &pins) {
+    for line in render::proof_summary(&verified, &pins) {
         ui.status(line);
     }
     if let Some(out) = &args.out {

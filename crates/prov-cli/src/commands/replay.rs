@@ -6,9 +6,9 @@ use prov_exec::{Divergence, ReplayRange};
 use prov_store::Access;
 use serde_json::json;
 
-use crate::commands::run::{render_report, with_exec_options};
 use crate::context::CommandContext;
 use crate::error::CommandError;
+use crate::render;
 use crate::resolve::load_lockfile;
 use crate::ui::Ui;
 
@@ -120,11 +120,11 @@ pub(crate) fn cmd_replay(ui: &mut Ui, cx: &CommandContext, args: &ReplayArgs) ->
         ignore_envelope: args.ignore_envelope,
         recording,
     };
-    let result = with_exec_options(ui, cx, &root, &loaded.display, |opts| {
+    let result = cx.with_exec_options(ui, &root, &loaded.display, |opts| {
         prov_exec::replay(&store, &loaded.lockfile, &loaded.bytes, &range, opts)
     });
     let report = result?;
-    render_report(ui, &report, "replay")?;
+    render::execution_report(ui, &report, "replay")?;
     let Some(d) = &report.divergence else {
         let replayed = report.stages.iter().filter(|s| s.status == prov_exec::StageStatus::Replayed).count();
         let reused = report.stages.len() - replayed;

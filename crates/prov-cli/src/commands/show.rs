@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 use std::io::Read as _;
 use std::path::Path;
 
-use prov_manifest::{Content, Lockfile, Record, RunRecord, StageRecord, StoredError, get_record, looks_like_record};
+use prov_manifest::{Content, LoadedRun, Lockfile, Record, StageRecord, StoredError, looks_like_record};
 use prov_store::{Access, Digest, Store};
 use serde_json::{Value, json};
 
@@ -105,7 +105,8 @@ fn show_record(ui: &mut Ui, store: &Store, digest: &Digest, bytes: &[u8]) -> Res
             ui.line(format!("  recipe    {}", r.recipe))?;
             ui.line(format!("  run id    {}", r.lockfile))?;
             ui.line(format!("  root      {}", r.root))?;
-            ui.line(stages_table(store, r)?.lines().map(|l| format!("  {l}")).collect::<Vec<_>>().join("\n"))?;
+            let run = LoadedRun::from_record(store, *digest, r.clone())?;
+            ui.line(stages_table(&run).lines().map(|l| format!("  {l}")).collect::<Vec<_>>().join("\n"))?;
         }
         Record::Dataset(d) => {
             ui.line(format!(
@@ -205,16 +206,10 @@ fn compact_stats(stats: &std::collections::BTreeMap<String, Value>) -> String {
         .join(" ")
 }
 
-/// A table of a run's stages, read (verified) from their stage records.
-fn stages_table(store: &Store, run: &RunRecord) -> Result<String, CommandError> {
+/// A table of a run's stages.
+fn stages_table(run: &LoadedRun) -> String {
     let mut rows = Vec::new();
-    for st in &run.stages {
-        let Record::Stage(s) = get_record(store, &st.manifest)? else {
-            return Err(CommandError::integrity(format!(
-                "run stage `{}`: manifest `{}` is not a stage record",
-                st.name, st.manifest
-            )));
-        };
+    for s in run.stages().iter().map(|s| &s.record) {
         let outputs: Vec<String> = s
             .outputs
             .iter()
@@ -232,20 +227,22 @@ fn stages_table(store: &Store, run: &RunRecord) -> Result<String, CommandError> 
             compact_stats(&s.stats),
         ]);
     }
-    Ok(table(&["stage", "kind", "determinism", "key", "outputs", "stats"], &rows))
+    table(&["stage", "kind", "determinism", "key", "outputs", "stats"], &rows)
 }
 
 fn show_run(ui: &mut Ui, store: &Store, loaded: &LoadedLockfile) -> Result<(), CommandError> {
     let run_id = prov_manifest::run_id(&loaded.bytes);
     let l = &loaded.lockfile;
     let lock_record = Record::Lockfile(l.clone());
-    let recorded = prov_exec::recorded_run(store, &run_id)?;
+    let recorded = match prov_exec::recorded_run(store, &run_id)? {
+        Some((m, r)) => Some(LoadedRun::from_record(store, m, r)?),
+        None => None,
+    };
     ui.json("record", record_json(&run_id, &lock_record, &[]))?;
-    if let Some((m, r)) = &recorded {
-        ui.json("record", record_json(m, &Record::Run(r.clone()), &[]))?;
-        for st in &r.stages {
-            let rec = get_record(store, &st.manifest)?;
-            ui.json("record", record_json(&st.manifest, &rec, &[]))?;
+    if let Some(run) = &recorded {
+        ui.json("record", record_json(&run.manifest, &Record::Run(run.record.clone()), &[]))?;
+        for st in run.stages() {
+            ui.json("record", record_json(&st.manifest, &Record::Stage(st.record.clone()), &[]))?;
         }
     }
 
@@ -254,9 +251,9 @@ fn show_run(ui: &mut Ui, store: &Store, loaded: &LoadedLockfile) -> Result<(), C
     let commands = if l.allow_commands { ", commands allowed" } else { "" };
     ui.line(format!("  recipe    {} ({}), seed {}{commands}", l.recipe.name, l.recipe.path, l.seed))?;
     source_lines(ui, l)?;
-    if let Some((m, r)) = &recorded {
-        ui.line(format!("recorded run {m} (root {})", r.root.short()))?;
-        ui.line(stages_table(store, r)?)?;
+    if let Some(run) = &recorded {
+        ui.line(format!("recorded run {} (root {})", run.manifest, run.record.root.short()))?;
+        ui.line(stages_table(run))?;
         return Ok(());
     }
     ui.line("not recorded: no completed run of it in this store")?;

@@ -1,13 +1,11 @@
 //! `prov status`.
 
 use std::collections::BTreeSet;
-use std::path::Path;
 
-use prov_manifest::{Lockfile, Record};
+use prov_exec::{LockState, LockfileStatus};
 use prov_store::{Access, Digest, ExecutionRow, ObjectKind, Store};
 use serde_json::{Value, json};
 
-use crate::commands::diff::diff_lockfiles;
 use crate::context::{CommandContext, registry};
 use crate::error::CommandError;
 use crate::ui::{Ui, count, format_bytes, format_time};
@@ -23,76 +21,19 @@ use crate::ui::{Ui, count, format_bytes, format_time};
 #[derive(Debug, clap::Args)]
 pub(crate) struct StatusArgs {}
 
-/// Whether a lockfile still matches its recipe.
-enum LockState {
-    UpToDate,
-    /// What changed, in a few words.
-    Stale(String),
-    RecipeMissing,
-    /// Locking failed.
-    Error(String),
-    /// The file is not a lockfile.
-    Invalid(String),
-}
-
-impl LockState {
-    fn name(&self) -> &'static str {
-        match self {
-            Self::UpToDate => "up_to_date",
-            Self::Stale(_) => "stale",
-            Self::RecipeMissing => "recipe_missing",
-            Self::Error(_) => "error",
-            Self::Invalid(_) => "invalid",
-        }
-    }
-
-    fn describe(&self) -> String {
-        match self {
-            Self::UpToDate => "up to date".to_owned(),
-            Self::Stale(what) if what.is_empty() => "stale: recipe or sources changed since locking".to_owned(),
-            Self::Stale(what) => format!("stale: recipe or sources changed since locking ({what})"),
-            Self::RecipeMissing => "recipe missing: cannot re-lock".to_owned(),
-            Self::Error(e) => format!("cannot re-lock: {e}"),
-            Self::Invalid(e) => format!("invalid: {e}"),
-        }
-    }
-}
-
-/// The status of one lockfile.
-struct LockfileStatus {
-    path: String,
-    run_id: Digest,
-    lockfile: Option<Lockfile>,
-    recipe_exists: bool,
-    state: LockState,
-    recorded: Option<Digest>,
-    last: Option<ExecutionRow>,
-}
-
 pub(crate) fn cmd_status(ui: &mut Ui, cx: &CommandContext, _args: &StatusArgs) -> Result<(), CommandError> {
     let (store, root) = cx.open_store(Access::ReadOnly, true)?;
     let executions = store.index().executions()?;
     store_summary(ui, &store, &executions)?;
 
-    let dir = root.join("lockfiles");
-    let mut paths: Vec<_> = match fs_err::read_dir(&dir) {
-        Ok(entries) => entries
-            .map(|e| e.map(|e| e.path()))
-            .collect::<Result<Vec<_>, _>>()?
-            .into_iter()
-            .filter(|p| p.extension().is_some_and(|e| e == "lock") && p.is_file())
-            .collect(),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-        Err(e) => return Err(e.into()),
-    };
-    paths.sort();
+    let paths = prov_exec::project_lockfiles(&root)?;
     if paths.is_empty() {
         ui.line("")?;
-        ui.line(format!("no lockfiles in {}", dir.display()))?;
+        ui.line(format!("no lockfiles in {}", root.join("lockfiles").display()))?;
         return Ok(());
     }
     for path in &paths {
-        let st = lockfile_status(&store, &root, path, &executions)?;
+        let st = prov_exec::lockfile_status(&registry(), &store, &root, path, &executions)?;
         render(ui, &st)?;
     }
     Ok(())
@@ -138,59 +79,6 @@ fn store_summary(ui: &mut Ui, store: &Store, executions: &[ExecutionRow]) -> Res
         count(executions.len(), "execution")
     ))?;
     Ok(())
-}
-
-fn lockfile_status(
-    store: &Store,
-    root: &Path,
-    path: &Path,
-    executions: &[ExecutionRow],
-) -> Result<LockfileStatus, CommandError> {
-    let bytes = fs_err::read(path)?;
-    let run_id = prov_manifest::run_id(&bytes);
-    let shown = path.strip_prefix(root).unwrap_or(path).display().to_string();
-    let last = executions.iter().find(|e| e.run_id == run_id).cloned();
-    let recorded = prov_exec::recorded_run(store, &run_id)?.map(|(m, _)| m);
-    let lockfile = match Record::from_bytes(&bytes) {
-        Ok(Record::Lockfile(l)) => l,
-        invalid => {
-            let why = match invalid {
-                Ok(other) => format!("a {} record, not a lockfile", other.kind_name()),
-                Err(e) => e.to_string(),
-            };
-            let state = LockState::Invalid(why);
-            return Ok(LockfileStatus {
-                path: shown,
-                run_id,
-                lockfile: None,
-                recipe_exists: false,
-                state,
-                recorded,
-                last,
-            });
-        }
-    };
-    // A lockfile names its recipe; one written elsewhere may name a file outside the project,
-    // which is not read (its lines would end up in error messages).
-    let recipe = match lockfile.recipe.path.parse::<prov_manifest::RelPath>() {
-        Ok(rel) => match prov_exec::confine_source(root, &rel) {
-            Ok((path, false)) => Ok(Some(path)),
-            Ok((_, true)) | Err(prov_exec::SourcePathError::Io { .. }) => Ok(None),
-            Err(e) => Err(e.to_string().replacen("source", "recipe", 1)),
-        },
-        Err(e) => Err(format!("recipe path: {e}")),
-    };
-    let recipe_exists = matches!(recipe, Ok(Some(_)));
-    let state = match recipe {
-        Ok(Some(recipe)) => match prov_exec::lock_recipe(&registry(), &recipe, root) {
-            Ok(fresh) if fresh.bytes == bytes => LockState::UpToDate,
-            Ok(fresh) => LockState::Stale(diff_lockfiles(&lockfile, &fresh.lockfile).summary()),
-            Err(e) => LockState::Error(e.message),
-        },
-        Ok(None) => LockState::RecipeMissing,
-        Err(outside) => LockState::Error(outside),
-    };
-    Ok(LockfileStatus { path: shown, run_id, lockfile: Some(lockfile), recipe_exists, state, recorded, last })
 }
 
 fn render(ui: &mut Ui, st: &LockfileStatus) -> Result<(), CommandError> {

@@ -2,12 +2,13 @@
 
 use std::path::{Path, PathBuf};
 
-use prov_audit::{Pins, Subject, Verified, verify};
+use prov_audit::{Pins, verify};
 use prov_store::Digest;
 use serde_json::json;
 
 use crate::context::CommandContext;
 use crate::error::CommandError;
+use crate::render;
 use crate::ui::Ui;
 
 /// Check a document proof without the corpus or the store
@@ -80,7 +81,7 @@ pub(crate) fn cmd_verify_proof(ui: &mut Ui, cx: &CommandContext, args: &VerifyPr
             "shows": verified,
         }),
     )?;
-    for line in summary(&verified, &pins) {
+    for line in render::proof_summary(&verified, &pins) {
         ui.line(line)?;
     }
     Ok(())
@@ -97,66 +98,4 @@ fn run_pin(cwd: &Path, arg: &str) -> Result<Digest, CommandError> {
     })?;
     let text = String::from_utf8_lossy(&bytes);
     Ok(text.trim().parse::<Digest>().unwrap_or_else(|_| Digest::of(&bytes)))
-}
-
-/// Returns the human-readable lines of what a valid proof shows, saying what pins it.
-pub(crate) fn summary(v: &Verified, pins: &Pins) -> Vec<String> {
-    let head = if pins.run_manifest.is_some() {
-        format!("proof valid: {} in run {} ({})", v.subject.describe(), v.run_id, v.recipe)
-    } else if pins.root.is_some() {
-        // The root pins the stage records; the run record's recipe and lockfile are not in it.
-        format!(
-            "proof valid: {} in the run with root {} (its run record says run {} of `{}`, which `--root` does not \
-             pin; `--run` does)",
-            v.subject.describe(),
-            v.run_root,
-            v.run_id,
-            v.recipe
-        )
-    } else {
-        format!(
-            "proof NOT ANCHORED: consistent, but tied to no run you trust; it shows {} in a run whose records it \
-             carries itself (run {} of `{}`, as it says)",
-            v.subject.describe(),
-            v.run_id,
-            v.recipe
-        )
-    };
-    let mut lines = vec![
-        head,
-        format!("  run root      {}", v.run_root),
-        format!("  run manifest  {}", v.run_manifest),
-        format!("  path          {}", v.path.join(" -> ")),
-    ];
-    if let (Subject::Url(_), Some(index)) = (&v.subject, &v.url_index) {
-        lines.push(match v.ids.as_slice() {
-            [] => format!("  never seen: no document has this URL (URL index of stage `{index}`)"),
-            ids => format!("  documents with this URL (URL index of stage `{index}`): {}", ids.join(", ")),
-        });
-    }
-    for stage in &v.stages {
-        let head = format!("  {} ({})", stage.stage, stage.stage_kind);
-        if stage.rows.is_empty() && !v.ids.is_empty() {
-            lines.push(format!("{head}: absent, not in the stage's input (no row in its {} shards)", stage.shards));
-        }
-        for r in &stage.rows {
-            let who = if v.ids.len() > 1 { format!(" `{}`", r.id) } else { String::new() };
-            lines.push(format!("{head}:{who} {} by `{}` (shard {}, row {})", r.decision, r.rule, r.shard, r.row));
-        }
-    }
-    if let Some(t) = &v.training {
-        let verdict = match t.reached {
-            Some(true) => "reached the training data",
-            Some(false) => "did not reach the training data",
-            None => "cannot say: the stage writes no ledger",
-        };
-        lines.push(format!("  training data (`{}`, the `docs` of `{}`): {verdict}", t.dataset_stage, t.stage));
-    } else {
-        let (stage, kind) = &v.target;
-        lines.push(format!(
-            "  training data: not shown: the proof ends at stage `{stage}` ({kind}), not at a `tokenize` stage, \
-             and shows nothing of the stages after it"
-        ));
-    }
-    lines
 }

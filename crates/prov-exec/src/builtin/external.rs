@@ -13,7 +13,7 @@ use std::process::Stdio;
 
 use prov_manifest::{
     Content, DatasetRecord, Determinism, LedgerRecord, OutputRef, OutputType, Record, RelPath, TreeRecord, get_record,
-    put_record,
+    get_typed, put_record,
 };
 use prov_store::{Digest, ObjectKind, Store};
 use serde::{Deserialize, Serialize};
@@ -302,9 +302,7 @@ fn not_a(found: &str, expected: &str) -> StageError {
 }
 
 fn materialize_tree(store: &Store, digest: &Digest, dest: &Path) -> Result<(), StageError> {
-    let Record::Tree(TreeRecord { entries, .. }) = get_record(store, digest)? else {
-        return Err(not_a("non-tree", "tree"));
-    };
+    let TreeRecord { entries, .. } = get_typed(store, digest)?;
     fs_err::create_dir_all(dest)?;
     for e in entries {
         let target = dest.join(e.path.as_str());

@@ -182,9 +182,9 @@ mod tests {
         assert_eq!(redact("GR16 0110 1250 0000 0001 2300 695"), "<iban-pii>00 695");
     }
 
-    /// DESIGN.md: an address that is the tail of a Message-ID. Longest first replaces the
-    /// Message-ID whole; the other order (one of the orders a Python set may give) would
-    /// leave `<20050101.<email-pii>>`.
+    /// The book's PII page, "Replacement order": an address that is the tail of a
+    /// Message-ID. Longest first replaces the Message-ID whole; the other order (one of the
+    /// orders a Python set may give) would leave `<20050101.<email-pii>>`.
     #[test]
     fn a_message_id_and_its_tail_are_replaced_longest_first() {
         let text = "Message-ID: <20050101.foo@example.org>\nFrom: foo@example.org\n";

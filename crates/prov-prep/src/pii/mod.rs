@@ -14,7 +14,7 @@
 //!   replaced everywhere in the text by the kind's marker, like Python's `str.replace`. The
 //!   order of the replacements matters when one match lies inside another (an address that is
 //!   the tail of a Message-ID: `20050101.foo@example.org` and `foo@example.org`), and the
-//!   released code does not document one (DESIGN.md: it iterates a Python `set`). This mode
+//!   released code does not document one (it iterates a Python `set`; the book's PII page). This mode
 //!   fixes it: longest match first, then byte order; `str.replace` of an earlier string may
 //!   change or remove occurrences of later ones, exactly as in Python. (The copy of the
 //!   released `PIIFormatter` in swiss-ai/pretrain-data replaces in order of first occurrence,

@@ -28,7 +28,7 @@ use std::collections::BTreeMap;
 
 use prov_dataset::{Document, LedgerDecision, LedgerRow, ShardWriter, shard_documents, word_count};
 use prov_exec::{ConfigError, InputSpec, Stage, StageContext, StageError, StageOutput, parse_params};
-use prov_manifest::{Determinism, OutputType, Record, get_record};
+use prov_manifest::{CheckpointRecord, Determinism, OutputType};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
@@ -110,9 +110,8 @@ pub struct ToxicityStage;
 impl ToxicityStage {
     fn load(cx: &StageContext<'_>) -> Result<Classifier, StageError> {
         let bad = |message: String| StageError::Input { input: "model".into(), message };
-        let Record::Checkpoint(ck) = get_record(cx.store, &cx.input("model")?.digest)? else {
-            return Err(bad("expected a checkpoint record (the `model` output of a `toxicity-train` stage)".into()));
-        };
+        // The `model` output of a `toxicity-train` stage.
+        let ck = cx.input_record::<CheckpointRecord>("model")?;
         let config = cx.store.read(&ck.config)?;
         let weights = cx.store.read(&ck.weights)?;
         Classifier::from_parts(&config, &weights).map_err(|e| bad(e.to_string()))

@@ -1,6 +1,6 @@
 //! `prov explain batch`: which documents a training step saw.
 
-use prov_manifest::{Record, get_record};
+use prov_manifest::{LoadedRun, StageRecord};
 use prov_store::Access;
 use serde_json::json;
 
@@ -33,19 +33,16 @@ pub(super) fn cmd_explain_batch(ui: &mut Ui, cx: &CommandContext, args: &BatchAr
     let (store, _) = cx.open_store(Access::Shared, true)?;
     let loaded = load_lockfile(&store, &args.run)?;
     let run_id = prov_manifest::run_id(&loaded.bytes);
-    let (_, run) = prov_exec::recorded_run(&store, &run_id)?.ok_or_else(|| {
+    let (manifest, run) = prov_exec::recorded_run(&store, &run_id)?.ok_or_else(|| {
         CommandError::input(format!("run {run_id} is not recorded in this store"))
             .with_hint("run it with `prov run` first")
     })?;
-    let mut candidates = Vec::new();
-    for s in &run.stages {
-        if let Record::Stage(r) = get_record(&store, &s.manifest)?
-            && r.stage_kind == "pretrain"
-            && args.stage.as_deref().is_none_or(|want| want == r.name.as_str())
-        {
-            candidates.push(r);
-        }
-    }
+    let run = LoadedRun::from_record(&store, manifest, run)?;
+    let mut candidates: Vec<&StageRecord> = run
+        .stages_of_kind("pretrain")
+        .map(|s| &s.record)
+        .filter(|r| args.stage.as_deref().is_none_or(|want| want == r.name.as_str()))
+        .collect();
     let stage = match candidates.len() {
         1 => candidates.remove(0),
         0 => {

@@ -57,9 +57,9 @@ pub(crate) struct DecideArgs {
 pub(crate) fn cmd_license_decide(ui: &mut Ui, cx: &CommandContext, args: &DecideArgs) -> Result<(), CommandError> {
     let (store, root) = cx.open_store(Access::Shared, true)?;
     let policy = load_policy(&cx.cwd, args.policy.as_deref().unwrap_or("permissive"))?;
-    let (run_manifest, run) = load_run(&store, args.run.as_deref())?;
+    let run = load_run(&store, args.run.as_deref())?;
     let dir = verdicts_dir(&root, args.verdicts.as_deref());
-    let review = gather(&store, run_manifest, &run, &policy, &dir)?;
+    let review = gather(&store, &run, &policy, &dir)?;
     let subject = find_subject(&review, &args.subject)?;
     let (repo, workdir) = crate::git::open_repo(&root, "`prov license decide`")?;
     let reviewer = crate::git::identity(&repo)?;

@@ -41,8 +41,8 @@ pub(crate) fn cmd_license_diff(ui: &mut Ui, cx: &CommandContext, args: &DiffArgs
     let a = load_policy(&cx.cwd, &args.policy_a)?;
     let b = load_policy(&cx.cwd, &args.policy_b)?;
     let (store, root) = cx.open_store(Access::ReadOnly, true)?;
-    let (run_manifest, run) = load_run(&store, args.run.as_deref())?;
-    let review = gather(&store, run_manifest, &run, &a, &verdicts_dir(&root, args.verdicts.as_deref()))?;
+    let run = load_run(&store, args.run.as_deref())?;
+    let review = gather(&store, &run, &a, &verdicts_dir(&root, args.verdicts.as_deref()))?;
     let licenses: Vec<&str> = review
         .subjects
         .iter()
@@ -94,12 +94,12 @@ pub(crate) fn cmd_license_diff(ui: &mut Ui, cx: &CommandContext, args: &DiffArgs
         json!({
             "policy_a": names.0,
             "policy_b": names.1,
-            "run_manifest": run_manifest.to_string(),
+            "run_manifest": run.manifest.to_string(),
             "licenses": comparisons.len(),
             "flips": flips,
         }),
     )?;
-    ui.line(format!("licenses of run {run_manifest} (recipe `{}`): `{}` -> `{}`", run.recipe, names.0, names.1))?;
+    ui.line(format!("licenses of run {} (recipe `{}`): `{}` -> `{}`", run.manifest, run.recipe(), names.0, names.1))?;
     if !rows.is_empty() {
         ui.line(table(&["license", &names.0, &names.1, "verdict"], &rows))?;
     }

@@ -42,11 +42,12 @@ pub(crate) struct QueueArgs {
 pub(crate) fn cmd_license_queue(ui: &mut Ui, cx: &CommandContext, args: &QueueArgs) -> Result<(), CommandError> {
     let (store, root) = cx.open_store(Access::ReadOnly, true)?;
     let policy = load_policy(&cx.cwd, args.policy.as_deref().unwrap_or("permissive"))?;
-    let (run_manifest, run) = load_run(&store, args.run.as_deref())?;
-    let review = gather(&store, run_manifest, &run, &policy, &verdicts_dir(&root, args.verdicts.as_deref()))?;
+    let run = load_run(&store, args.run.as_deref())?;
+    let review = gather(&store, &run, &policy, &verdicts_dir(&root, args.verdicts.as_deref()))?;
     ui.line(format!(
-        "license review of run {run_manifest} (recipe `{}`), policy `{}` {}",
-        run.recipe,
+        "license review of run {} (recipe `{}`), policy `{}` {}",
+        run.manifest,
+        run.recipe(),
         policy.name(),
         policy.version()
     ))?;
@@ -64,8 +65,8 @@ pub(crate) fn cmd_license_queue(ui: &mut Ui, cx: &CommandContext, args: &QueueAr
     ui.json(
         "queue",
         json!({
-            "run_manifest": run_manifest.to_string(),
-            "recipe": run.recipe,
+            "run_manifest": run.manifest.to_string(),
+            "recipe": run.recipe(),
             "policy": format!("{} {}", policy.name(), policy.version()),
             "subjects": review.subjects.len(),
             "queued": queued,
