@@ -374,7 +374,7 @@ impl prov_audit::Rescan for BlindPiiMatcher {
         config: &serde_json::Value,
         snapshot: &prov_store::Digest,
     ) -> Result<prov_audit::RobotsDecider<'s>, String> {
-        prov_prep::PrepRescan.robots_decider(store, config, snapshot)
+        prov_audit::StageRescan.robots_decider(store, config, snapshot)
     }
 }
 
@@ -471,11 +471,11 @@ fn self_consistent_forgeries_of_a_filters_conclusions_fail_their_claims() {
     use prov_audit::Outcome;
     let p = project();
     // The forging itself changes nothing the audit can see when it edits nothing.
-    let untouched = audit_forged(&p, "robots", &prov_prep::PrepRescan, |_, _, _| {});
+    let untouched = audit_forged(&p, "robots", &prov_audit::StageRescan, |_, _, _| {});
     assert!(untouched.iter().all(|c| c.outcome == Outcome::Holds), "{untouched:#?}");
 
     // A document the snapshot disallows for GPTBot, kept with the rule `robots:allowed`.
-    let forged = audit_forged(&p, "robots", &prov_prep::PrepRescan, |rows, out, input| {
+    let forged = audit_forged(&p, "robots", &prov_audit::StageRescan, |rows, out, input| {
         keep_first(
             rows,
             out,
@@ -494,7 +494,7 @@ fn self_consistent_forgeries_of_a_filters_conclusions_fail_their_claims() {
     );
 
     // A contaminated document kept as clean.
-    let forged = audit_forged(&p, "decontaminate", &prov_prep::PrepRescan, |rows, out, input| {
+    let forged = audit_forged(&p, "decontaminate", &prov_audit::StageRescan, |rows, out, input| {
         keep_first(rows, out, input, ("decontaminate:contaminated", "decontaminate:clean", None));
     });
     let decontamination = claim(&forged, "decontamination");

@@ -130,7 +130,9 @@ pub type RobotsDecider<'s> = Box<dyn Fn(&Document) -> String + 's>;
 /// How to evaluate: sampling, re-checks.
 #[derive(Default)]
 pub struct AuditOptions<'a> {
-    /// Re-check only this many documents, chosen by [`sample_key`] with this seed.
+    /// Re-check only this many documents: those with the smallest keys under this seed, by the
+    /// `sample` stage's key ([`prov_prep::sample_key`]: the first 8 bytes of
+    /// `BLAKE3(seed as 8 little-endian bytes ‖ id)`, read little-endian).
     pub sample: Option<(usize, u64)>,
     /// The re-checks that need stage implementations; without them, those claims cannot be
     /// decided.
@@ -154,17 +156,6 @@ impl<'a> RunContext<'a> {
     fn stages_of(&self, kind: &str, name: Option<&str>) -> Vec<&LoadedStage> {
         self.run.stages_of_kind(kind).filter(|s| name.is_none_or(|n| s.name() == n)).collect()
     }
-}
-
-/// Returns the seeded sampling key of a document id: the first 8 bytes of
-/// `BLAKE3(seed as 8 little-endian bytes ‖ id)`, read little-endian. A sample of N documents
-/// is the N with the smallest keys.
-pub fn sample_key(seed: u64, id: &str) -> u64 {
-    let mut h = blake3::Hasher::new();
-    h.update(&seed.to_le_bytes());
-    h.update(id.as_bytes());
-    let bytes = h.finalize();
-    u64::from_le_bytes(bytes.as_bytes()[..8].try_into().expect("8 bytes"))
 }
 
 /// Returns the probability that a sample of `n` documents contains at least one violating
@@ -414,7 +405,7 @@ fn choose_rows<'f>(
         .collect();
     let population = candidates.len();
     if let Some((n, seed)) = options.sample {
-        candidates.sort_by_key(|&(i, id)| (sample_key(seed, id), i, id));
+        candidates.sort_by_key(|&(i, id)| (prov_prep::sample_key(seed, id), i, id));
         candidates.truncate(n);
         result
             .evidence(format!("`{name}` rescan sample (seed {seed})"), format!("{} of {population}", candidates.len()));
@@ -1087,25 +1078,6 @@ fn license(cx: &RunContext<'_>, stage: Option<&str>, policy_name: &str) -> Claim
     result
 }
 
-/// Returns the source record at the start of a stage's `docs` chain: the latest earlier stage
-/// that wrote its `docs` input, and so on up to a `source` stage.
-pub fn upstream_source(cx: &RunContext<'_>, stage: &StageRecord) -> Option<(Digest, prov_manifest::SourceRecord)> {
-    let stages = cx.run.stages();
-    let mut here = cx.run.position(stage.name.as_str())?;
-    loop {
-        let s = &stages[here].record;
-        if s.stage_kind == "source" {
-            let digest = s.outputs.get("source")?.digest;
-            return match get_record(cx.store, &digest).ok()? {
-                Record::Source(src) => Some((digest, src)),
-                _ => None,
-            };
-        }
-        let docs = s.inputs.get("docs")?;
-        here = stages[..here].iter().rposition(|p| p.record.outputs.values().any(|o| o.digest == *docs))?;
-    }
-}
-
 fn compound_license(cx: &RunContext<'_>, stage: Option<&str>) -> ClaimResult {
     let mut result = ClaimResult::new(
         "compound-license",
@@ -1113,7 +1085,7 @@ fn compound_license(cx: &RunContext<'_>, stage: Option<&str>) -> ClaimResult {
     );
     for (s, f) in filters(cx, "license", stage, &mut result) {
         let name = s.name.as_str();
-        let Some((digest, source)) = upstream_source(cx, s) else {
+        let Some((digest, source)) = cx.run.upstream_source(cx.store, s.name.as_str()) else {
             result.undecided(format!("`{name}`: no `source` stage at the start of its `docs` chain"));
             continue;
         };

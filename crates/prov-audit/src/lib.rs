@@ -5,9 +5,10 @@
 //! a run's ledger Merkle trees, what each filter stage did with one document (kept, removed or
 //! modified, by which rule, on what evidence) and whether it reached the training data, or
 //! that it never entered the pipeline at all. It builds proofs from the store and checks them
-//! from the proof's bytes alone. It also gathers, for a license reviewer, what a run's license
-//! stages could not decide ([`review`]). It does not run stages, decide policies, or write and
-//! commit verdicts (the CLI does).
+//! from the proof's bytes alone. It does not run stages, decide policies, or gather the
+//! license review queue (`prov-license`'s `queue`). It sits above the stage crates: its claims
+//! re-derive what the stages decided with their own code ([`StageRescan`]) beside its
+//! independent checks.
 //!
 //! # Brief overview
 //!
@@ -20,9 +21,8 @@
 //! - [`claims`]: evaluating claims ([`evaluate`], [`ClaimResult`], [`check_ledger`]); the
 //!   `replay` claim judges the store's replay records again, field by field.
 //! - [`report`]: the [`Report`] and its text, Markdown and HTML renderings.
-//! - [`review`]: the license review queue ([`review::gather`], [`review::Subject`]).
-//! - [`url_index`]: the sorted, Merkle-rooted `BLAKE3(url) -> id` index that lets a URL be
-//!   proven absent.
+//! - [`pii_scan`], [`overlap`]: the independent re-checks (a PII scanner written from the
+//!   patterns, an n-gram overlap check); [`StageRescan`]: the stages' own matchers.
 //!
 //! The proof format is specified in the book (`book/src/formats/proofs.md`).
 //!
@@ -51,21 +51,20 @@ mod prove;
 pub mod range;
 mod replay_claim;
 pub mod report;
-pub mod review;
-pub mod url_index;
+mod stage_rescan;
 
 pub use claims::{
-    AuditOptions, ClaimResult, Evidence, Outcome, PiiMatcher, Rescan, RobotsDecider, RunContext, check_ledger,
-    evaluate, upstream_source,
+    AuditOptions, ClaimResult, Evidence, Outcome, PiiMatcher, Rescan, RobotsDecider, RunContext, check_ledger, evaluate,
 };
 pub use policy::{AuditPolicy, Claim, POLICY_SCHEMA};
 pub use proof::{
     DocumentPart, DocumentProof, FoundRow, PROOF_KIND, PROOF_SCHEMA, Pins, StageFate, Subject, Training, UrlIndexProof,
-    Verified, VerifyError, parse_proof, url_key, verify,
+    Verified, VerifyError, parse_proof, verify,
 };
 pub use prove::{ProveError, prove};
 pub use range::{ProvenLeaf, RangeError, RangeProof};
 pub use report::Report;
+pub use stage_rescan::StageRescan;
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]

@@ -5,10 +5,15 @@
 
 use std::collections::BTreeMap;
 
+use prov_dataset::url_index::url_key;
 use prov_manifest::{
     LedgerRecord, Name, OutputType, Record, RunRecord, StageRecord, from_canonical_bytes, parse_canonical,
 };
+// A proof names two stage kinds: the chain ends at the `tokenize` stage, whose `docs` input
+// is the training data, and a URL is found through the `url-index` stage.
+use prov_prep::URL_INDEX_KIND;
 use prov_store::Digest;
+use prov_tokenizer::TOKENIZE_KIND;
 use serde::{Deserialize, Serialize};
 
 use crate::range::{RangeError, RangeProof, verify_range};
@@ -18,10 +23,6 @@ pub const PROOF_KIND: &str = "document-proof";
 /// The `schema` version this build writes and reads. Version 2 names the stage the chain
 /// ends at (`target`); a version 1 proof could be cut short without saying so.
 pub const PROOF_SCHEMA: u32 = 2;
-/// The stage kind whose `docs` input is the training data.
-pub const TRAINING_KIND: &str = "tokenize";
-/// The stage kind that writes the URL index.
-pub const URL_INDEX_KIND: &str = "url-index";
 
 /// What a proof is about: one document id, or every document with one URL.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -41,11 +42,6 @@ impl Subject {
             Self::Url(url) => format!("URL `{url}`"),
         }
     }
-}
-
-/// Returns the key a URL is indexed under: `blake3:` and the hex BLAKE3 of its UTF-8 bytes.
-pub fn url_key(url: &str) -> String {
-    Digest::of(url.as_bytes()).to_string()
 }
 
 /// A proof of what the filter stages of one run did with a document.
@@ -585,7 +581,7 @@ fn subject_ids(
 /// stage, and the stage before it wrote a ledger.
 fn training(chain: &[StageRecord], stages: &[StageFate]) -> Option<Training> {
     let [.., feeding, last] = chain else { return None };
-    if last.stage_kind != TRAINING_KIND {
+    if last.stage_kind != TOKENIZE_KIND {
         return None;
     }
     let fate = stages.iter().find(|f| f.stage == feeding.name.as_str() && ledger_output(feeding).is_some());

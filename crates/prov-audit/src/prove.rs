@@ -4,12 +4,11 @@ use prov_dataset::{LedgerRow, read_ledger_shard};
 use prov_manifest::{LedgerRecord, LoadedRun, Record, StageRecord, StoredError, get_typed};
 use prov_store::{Digest, Store, StoreError};
 
-use crate::proof::{
-    DocumentPart, DocumentProof, PROOF_KIND, PROOF_SCHEMA, Subject, TRAINING_KIND, URL_INDEX_KIND, UrlIndexProof,
-    ledger_output, url_key,
-};
+use crate::proof::{DocumentPart, DocumentProof, PROOF_KIND, PROOF_SCHEMA, Subject, UrlIndexProof, ledger_output};
 use crate::range::{RangeProof, prove_range};
-use crate::url_index::read_url_index;
+use prov_dataset::url_index::{UrlIndexEntry, read_url_index, url_key};
+use prov_prep::URL_INDEX_KIND;
+use prov_tokenizer::TOKENIZE_KIND;
 
 /// Why a proof cannot be built.
 #[derive(Debug, thiserror::Error)]
@@ -109,7 +108,7 @@ pub fn prove(store: &Store, recorded: &LoadedRun, subject: &Subject) -> Result<D
         .collect();
     let sink = stages
         .iter()
-        .rposition(|(s, _)| s.stage_kind == TRAINING_KIND)
+        .rposition(|(s, _)| s.stage_kind == TOKENIZE_KIND)
         .or_else(|| stages.iter().rposition(|(s, _)| ledger_output(s).is_some()))
         .ok_or_else(|| ProveError::NoLedger { recipe: run.recipe.clone() })?;
     let mut chain = vec![sink];
@@ -149,7 +148,7 @@ pub fn prove(store: &Store, recorded: &LoadedRun, subject: &Subject) -> Result<D
                 .ok_or_else(|| ProveError::UrlIndex { digest: Digest::of(b""), message: "no `index` output".into() })?;
             let entries = read_url_index(store, &index.digest)?;
             let keys: Vec<&str> = entries.iter().map(|e| e.url.as_str()).collect();
-            let texts: Vec<String> = entries.iter().map(super::url_index::UrlIndexEntry::canonical).collect();
+            let texts: Vec<String> = entries.iter().map(UrlIndexEntry::canonical).collect();
             let range = prove_range(&texts, &keys, &url_key(url));
             let mut ids: Vec<String> = entries.iter().filter(|e| e.url == url_key(url)).map(|e| e.id.clone()).collect();
             ids.sort();

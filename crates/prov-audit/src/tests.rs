@@ -11,8 +11,8 @@ use prov_manifest::{
 use prov_store::{Digest, ObjectKind, Store};
 use serde_json::{Value, json};
 
-use crate::url_index::{UrlIndexEntry, build_url_index};
 use crate::{Pins, Subject, VerifyError, prove, verify};
+use prov_dataset::url_index::{UrlIndexEntry, build_url_index};
 
 fn envelope() -> Envelope {
     Envelope {
@@ -385,8 +385,12 @@ mod audit {
     #[test]
     fn a_sample_states_its_confidence() {
         assert!((crate::claims::detection_probability(0.005, 1000) - 0.993_346).abs() < 1e-6);
-        let keys: Vec<u64> = ["a", "b"].iter().map(|id| crate::claims::sample_key(7, id)).collect();
-        assert_ne!(keys[0], keys[1]);
-        assert_eq!(keys[0], crate::claims::sample_key(7, "a"));
+        // The key is the `sample` stage's: BLAKE3(seed LE ‖ id), first 8 bytes, little-endian.
+        let mut h = blake3::Hasher::new();
+        h.update(&7u64.to_le_bytes());
+        h.update(b"a");
+        let expected = u64::from_le_bytes(h.finalize().as_bytes()[..8].try_into().unwrap());
+        assert_eq!(prov_prep::sample_key(7, "a"), expected);
+        assert_ne!(prov_prep::sample_key(7, "a"), prov_prep::sample_key(7, "b"));
     }
 }

@@ -156,9 +156,9 @@ impl From<RecipeError> for CommandError {
     }
 }
 
-impl From<prov_audit::review::ReviewError> for CommandError {
-    fn from(e: prov_audit::review::ReviewError) -> Self {
-        use prov_audit::review::ReviewError;
+impl From<prov_license::queue::ReviewError> for CommandError {
+    fn from(e: prov_license::queue::ReviewError) -> Self {
+        use prov_license::queue::ReviewError;
         match e {
             ReviewError::Input { message, hint } => {
                 let error = Self::input(message);

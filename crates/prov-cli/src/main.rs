@@ -14,7 +14,6 @@ mod git;
 mod inside;
 mod render;
 mod resolve;
-mod review;
 mod ui;
 
 use std::io::Write;

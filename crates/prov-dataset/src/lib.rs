@@ -25,6 +25,8 @@
 //! - [`first_difference`]: where two datasets first disagree.
 //! - [`LedgerRow`], [`write_ledger_shard`], [`write_ledger`]: per-document decisions of filters.
 //! - [`tokens`]: documents tokenised and packed into training samples, and the data order.
+//! - [`url_index`]: the URL index, which maps a URL to document ids with a Merkle root, so
+//!   that a proof can show a URL's documents or its absence.
 //!
 //! # Example
 //!
@@ -46,6 +48,7 @@ mod ledger;
 mod read;
 mod shard;
 pub mod tokens;
+pub mod url_index;
 
 pub use diff::{DatasetDifference, first_difference};
 pub use document::{Document, document_columns, document_schema};
@@ -99,6 +102,14 @@ pub enum DatasetError {
     /// Token data is malformed or asked for something it does not hold.
     #[error("token data: {0}")]
     Tokens(String),
+    /// A stored URL index is not sorted, unique and canonical.
+    #[error("URL index `{digest}`: {message}")]
+    UrlIndex {
+        /// The index object.
+        digest: prov_store::Digest,
+        /// What is wrong.
+        message: String,
+    },
     /// A sample index past the end of the token data.
     #[error("token data: sample {index} is out of range: the data has {samples} samples")]
     SampleOutOfRange {
@@ -159,6 +170,9 @@ impl DatasetError {
         match self {
             Self::Store(e) => e.is_integrity_failure(),
             Self::Stored(e) => e.is_integrity_failure(),
+            // A stored index that verifies against its digest but is not a valid index was
+            // not written by the `url-index` stage.
+            Self::UrlIndex { .. } => true,
             _ => false,
         }
     }

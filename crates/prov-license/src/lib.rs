@@ -14,8 +14,9 @@
 //! - decide which licenses are acceptable: that is a [`Policy`] value chosen, versioned and
 //!   recorded by the caller (`prov-prep`'s license filter, `prov-audit`);
 //!   [`Policy::permissive`] is a preset, not a default;
-//! - fetch anything, or read files and environment variables: [`detect`] matches the text of
-//!   a license file the caller has read;
+//! - fetch anything, or read environment variables or files the caller does not name:
+//!   [`detect`] matches the text of a license file the caller has read, and the review
+//!   [`queue`] reads the store and the verdicts directory it is given;
 //! - write verdicts or ledgers: a [`PolicyDecision`] carries the decision, rule and reason that
 //!   the caller puts into a `prov_manifest::VerdictRecord`, whose [`Decision`] it shares; a
 //!   reviewer's verdict is built by [`reviewer_verdict`] and stored and committed by the caller;
@@ -35,6 +36,8 @@
 //! - [`detect`]: which SPDX license texts a license file's text matches ([`detect::LicenseTexts`]).
 //! - [`review`]: [`Status`] (allow, deny, review), reviewer verdicts and their
 //!   [`ReviewedVerdicts`] index, license policy files ([`parse_policy`]) and [`diff`].
+//! - [`queue`]: the license review queue of a recorded run ([`queue::gather`]): what its
+//!   `license` stages left to a reviewer, with the evidence, and the subject a reviewer names.
 //!
 //! # Files
 //!
@@ -88,6 +91,7 @@ pub mod dpi;
 pub mod expression;
 pub mod normalize;
 pub mod policy;
+pub mod queue;
 pub mod review;
 mod version;
 

@@ -171,6 +171,22 @@ impl LoadedRun {
         })
     }
 
+    /// The source at the start of stage `name`'s `docs` chain: the latest earlier stage that
+    /// wrote its `docs` input, and so on up to a `source` stage, whose source record is read.
+    /// `None` when the chain breaks before a `source` stage or its record is not a source.
+    pub fn upstream_source(&self, store: &Store, name: &str) -> Option<(Digest, SourceRecord)> {
+        let mut here = self.position(name)?;
+        loop {
+            let s = &self.stages[here].record;
+            if s.stage_kind == "source" {
+                let digest = s.outputs.get("source")?.digest;
+                return get_typed::<SourceRecord>(store, &digest).ok().map(|src| (digest, src));
+            }
+            let docs = s.inputs.get("docs")?;
+            here = self.stages[..here].iter().rposition(|p| p.record.outputs.values().any(|o| o.digest == *docs))?;
+        }
+    }
+
     /// The position of stage `name` in plan order.
     pub fn position(&self, name: &str) -> Option<usize> {
         self.stages.iter().position(|s| s.name() == name)

@@ -37,7 +37,6 @@ mod filter;
 mod license_filter;
 pub mod pii;
 mod pii_filter;
-mod rescan;
 pub mod robots;
 mod robots_filter;
 mod sample;
@@ -50,7 +49,6 @@ pub use decontaminate::{BenchmarkIndex, Contamination, DecontaminateConfig, Deco
 pub use dedup::{DedupConfig, DedupStage, MinHasher, band_hashes, estimated_jaccard, normalise};
 pub use license_filter::{LicenseConfig, LicenseStage, MissingLicense};
 pub use pii_filter::{PiiConfig, PiiStage};
-pub use rescan::PrepRescan;
 pub use robots_filter::{APERTUS_AGENTS, RobotsConfig, RobotsMode, RobotsStage, robots_decider, url_host};
 pub use sample::{SampleConfig, SampleStage, sample_key};
 pub use shard::{ShardConfig, ShardStage};
@@ -59,7 +57,7 @@ pub use translation_pairs::{
     DEFAULT_TEMPLATE, ExamplesError, PairCounts, ParallelDocuments, ParallelId, TranslationExample,
     TranslationPairsConfig, TranslationPairsStage, TranslationSide, parse_parallel_id, read_examples, write_examples,
 };
-pub use url_index::{UrlIndexConfig, UrlIndexStage};
+pub use url_index::{URL_INDEX_KIND, UrlIndexConfig, UrlIndexStage};
 
 use std::sync::Arc;
 

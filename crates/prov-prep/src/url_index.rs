@@ -5,12 +5,12 @@
 //! only), so without this index a URL never seen could not be proven absent without the
 //! corpus. The stage reads a dataset and writes one `file` output, `index`: JSON Lines of
 //! `{"id":ID,"url":"blake3:<hex>"}` sorted by `url` then `id`, one entry per distinct pair, for
-//! every document with a `url` (format: [`prov_audit::url_index`]). Its statistics record the
+//! every document with a `url` (format: [`prov_dataset::url_index`]). Its statistics record the
 //! index's Merkle root (`merkle_root`) and size (`entries`), which a proof checks against.
 //! It changes no other stage's bytes: it only reads the dataset.
 
-use prov_audit::url_index::{UrlIndexEntry, build_url_index};
 use prov_dataset::shard_documents;
+use prov_dataset::url_index::{UrlIndexEntry, build_url_index};
 use prov_exec::{ConfigError, InputSpec, Stage, StageContext, StageError, StageOutput, parse_params};
 use prov_manifest::{DatasetRecord, Determinism, OutputRef, OutputType, get_typed};
 use prov_store::ObjectKind;
@@ -23,12 +23,15 @@ use serde_json::Value;
 #[serde(deny_unknown_fields)]
 pub struct UrlIndexConfig {}
 
+/// The kind name of the `url-index` stage.
+pub const URL_INDEX_KIND: &str = "url-index";
+
 /// Indexes a dataset's URLs.
 pub struct UrlIndexStage;
 
 impl Stage for UrlIndexStage {
     fn kind(&self) -> &'static str {
-        prov_audit::proof::URL_INDEX_KIND
+        URL_INDEX_KIND
     }
     fn version(&self) -> u32 {
         1

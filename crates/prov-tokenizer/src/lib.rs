@@ -210,12 +210,15 @@ pub fn special_ids(tokenizer: &Tokenizer) -> Result<BTreeMap<String, u32>, Stage
         .collect()
 }
 
+/// The kind name of the `tokenize` stage; its `docs` input is a run's training data.
+pub const TOKENIZE_KIND: &str = "tokenize";
+
 /// The `tokenize` stage kind.
 pub struct TokenizeStage;
 
 impl Stage for TokenizeStage {
     fn kind(&self) -> &'static str {
-        "tokenize"
+        TOKENIZE_KIND
     }
     fn version(&self) -> u32 {
         1

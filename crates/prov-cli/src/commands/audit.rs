@@ -5,7 +5,6 @@ use std::path::PathBuf;
 use prov_audit::{AuditOptions, AuditPolicy, Outcome, Report, RunContext, evaluate};
 use prov_exec::ReplayRange;
 use prov_manifest::LoadedRun;
-use prov_prep::PrepRescan;
 use prov_store::{Access, Digest};
 use serde_json::json;
 
@@ -87,7 +86,7 @@ pub(crate) fn cmd_audit(ui: &mut Ui, cx: &CommandContext, args: &AuditArgs) -> R
     let recorded = LoadedRun::from_record(&store, run_manifest, run)?;
     let run = &recorded.record;
     let context = RunContext::new(&store, &recorded);
-    let options = AuditOptions { sample: args.sample.map(|n| (n, args.seed)), rescan: Some(&PrepRescan) };
+    let options = AuditOptions { sample: args.sample.map(|n| (n, args.seed)), rescan: Some(&prov_audit::StageRescan) };
     let report = Report {
         policy: policy.name.clone(),
         policy_digest: Digest::of(&policy_bytes),

@@ -2,15 +2,15 @@
 
 use std::path::{Path, PathBuf};
 
-use prov_audit::review::{Kind, find_subject, gather};
+use prov_license::queue::{Kind, find_subject, gather};
 use prov_license::{Decision, Review, reviewer_verdict, verdict_path};
 use prov_manifest::{Record, put_record};
 use prov_store::Access;
 use serde_json::json;
 
+use super::resolve::{load_policy, load_run, verdicts_dir};
 use crate::context::CommandContext;
 use crate::error::CommandError;
-use crate::review::{load_policy, load_run, verdicts_dir};
 use crate::ui::{Ui, format_time};
 
 /// Record a reviewer's verdict on a license, a record or a source, and commit it

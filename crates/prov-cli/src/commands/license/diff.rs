@@ -2,13 +2,13 @@
 
 use std::path::PathBuf;
 
-use prov_audit::review::{Kind, gather};
+use prov_license::queue::{Kind, gather};
 use prov_store::Access;
 use serde_json::json;
 
+use super::resolve::{load_policy, load_run, verdicts_dir};
 use crate::context::CommandContext;
 use crate::error::CommandError;
-use crate::review::{load_policy, load_run, verdicts_dir};
 use crate::ui::{Ui, table};
 
 /// Show which license decisions flip between two license policies

@@ -6,6 +6,7 @@
 mod decide;
 mod diff;
 mod queue;
+mod resolve;
 
 use crate::context::CommandContext;
 use crate::error::CommandError;

@@ -2,13 +2,13 @@
 
 use std::path::PathBuf;
 
-use prov_audit::review::{Kind, Subject, gather, reading};
+use prov_license::queue::{Kind, Subject, gather, reading};
 use prov_store::Access;
 use serde_json::json;
 
+use super::resolve::{load_policy, load_run, verdicts_dir};
 use crate::context::CommandContext;
 use crate::error::CommandError;
-use crate::review::{load_policy, load_run, verdicts_dir};
 use crate::ui::Ui;
 
 /// List the licenses, records and sources of a run that a reviewer still has to decide

@@ -11,15 +11,14 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use prov_license::detect::{LicenseTexts, TextMatch, is_license_file};
-use prov_license::{
-    Policy, PolicyDecision, ReviewedVerdicts, Status, check_compound, evaluate, license_key, normalize, status,
-};
 use prov_manifest::{DatasetRecord, LoadedRun, Record, StageRecord, TreeRecord, VerdictRecord, get_record, get_typed};
 use prov_store::{Digest, Store};
 use serde_json::{Value, json};
 
-use crate::RunContext;
+use crate::detect::{LicenseTexts, TextMatch, is_license_file};
+use crate::{
+    Policy, PolicyDecision, ReviewedVerdicts, Status, check_compound, evaluate, license_key, normalize, status,
+};
 
 /// The metadata field in which a record lists the datasets it is derived from: an array of
 /// `{"name": …, "license": …}` (the Data Provenance Initiative's "Derived from Datasets", with
@@ -180,8 +179,8 @@ impl Subject {
 /// Returns what a license string normalises to: `SPDX (rule)` or `unknown: why`.
 pub fn reading(license: &str) -> String {
     match normalize(license) {
-        prov_license::Normalized::Spdx { expression, via } => format!("{expression} ({})", via.as_str()),
-        prov_license::Normalized::Unknown { reason } => format!("unknown: {reason}"),
+        crate::Normalized::Spdx { expression, via } => format!("{expression} ({})", via.as_str()),
+        crate::Normalized::Unknown { reason } => format!("unknown: {reason}"),
     }
 }
 
@@ -231,7 +230,7 @@ fn directory_files(dir: &Path) -> Result<Vec<(String, Digest, Vec<u8>)>, ReviewE
     Ok(out)
 }
 
-fn verdict_error(where_: &str, e: &prov_license::VerdictFileError) -> ReviewError {
+fn verdict_error(where_: &str, e: &crate::VerdictFileError) -> ReviewError {
     ReviewError::input(format!("{where_}: {e}")).with_hint(
         "verdict files are written by `prov license decide`; restore the file from git rather than editing it",
     )
@@ -240,7 +239,6 @@ fn verdict_error(where_: &str, e: &prov_license::VerdictFileError) -> ReviewErro
 /// Gathers the subjects of every `license` stage of a run, with the reviewer verdicts pinned
 /// in the run and those in `dir`.
 pub fn gather(store: &Store, run: &LoadedRun, policy: &Policy, dir: &Path) -> Result<Review, ReviewError> {
-    let cx = RunContext::new(store, run);
     let stages: Vec<&StageRecord> = run.stages_of_kind("license").map(|s| &s.record).collect();
     if stages.is_empty() {
         return Err(ReviewError::input(format!(
@@ -272,7 +270,7 @@ pub fn gather(store: &Store, run: &LoadedRun, policy: &Policy, dir: &Path) -> Re
     let mut subjects: BTreeMap<(Kind, String), Subject> = BTreeMap::new();
     let texts = LazyTexts::default();
     for stage in stages {
-        stage_subjects(store, &cx, stage, policy, &verdicts, &texts, &mut subjects)?;
+        stage_subjects(store, run, stage, policy, &verdicts, &texts, &mut subjects)?;
     }
     Ok(Review { subjects: subjects.into_values().collect(), verdicts })
 }
@@ -292,7 +290,7 @@ fn decided_by(
 /// the source upstream.
 fn stage_subjects(
     store: &Store,
-    cx: &RunContext<'_>,
+    run: &LoadedRun,
     stage: &StageRecord,
     policy: &Policy,
     verdicts: &ReviewedVerdicts<Digest>,
@@ -357,7 +355,7 @@ fn stage_subjects(
             verdict: decided_by(verdicts, None, &first),
         });
     }
-    if let Some((digest, source)) = crate::upstream_source(cx, stage)
+    if let Some((digest, source)) = run.upstream_source(store, stage.name.as_str())
         && let Some(declared) = source.license.clone()
     {
         let counts: BTreeMap<String, u64> = by_key.values().flat_map(|(d, _)| d.clone()).collect();
@@ -365,7 +363,7 @@ fn stage_subjects(
         // decided is not checked again.
         let strings: Vec<&String> = counts
             .keys()
-            .filter(|s| prov_license::classify(&normalize(s)).is_ok() || verdicts.decide(None, s).is_none())
+            .filter(|s| crate::classify(&normalize(s)).is_ok() || verdicts.decide(None, s).is_none())
             .collect();
         let constituents: Vec<_> = strings.iter().map(|s| normalize(s)).collect();
         let mut conflicts: Vec<String> = check_compound(&normalize(&declared), &constituents)

@@ -1,4 +1,4 @@
-//! What `prov license queue | decide | diff` resolve before they call `prov_audit::review`:
+//! What `prov license queue | decide | diff` resolve before they call `prov_license::queue`:
 //! the run (an argument or the store's latest), the policy (a file or the preset) and the
 //! verdicts directory (at the top of the git work tree).
 

@@ -10,8 +10,12 @@
 use prov_store::{Digest, Store, merkle_root};
 use serde::{Deserialize, Serialize};
 
-use crate::proof::url_key;
-use crate::prove::ProveError;
+use crate::DatasetError;
+
+/// Returns a URL's key in the index: `blake3:` and the hex BLAKE3 of its UTF-8 bytes.
+pub fn url_key(url: &str) -> String {
+    Digest::of(url.as_bytes()).to_string()
+}
 
 /// One entry of the URL index.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -61,9 +65,9 @@ pub fn build_url_index(mut entries: Vec<UrlIndexEntry>) -> UrlIndex {
 }
 
 /// Reads a stored URL index (verified), checking that it is sorted, unique and canonical.
-pub fn read_url_index(store: &Store, digest: &Digest) -> Result<Vec<UrlIndexEntry>, ProveError> {
+pub fn read_url_index(store: &Store, digest: &Digest) -> Result<Vec<UrlIndexEntry>, DatasetError> {
     let bytes = store.read(digest)?;
-    let bad = |message: String| ProveError::UrlIndex { digest: *digest, message };
+    let bad = |message: String| DatasetError::UrlIndex { digest: *digest, message };
     let text = std::str::from_utf8(&bytes).map_err(|_| bad("not UTF-8".into()))?;
     let mut out: Vec<UrlIndexEntry> = Vec::new();
     for (n, line) in text.lines().enumerate() {
