@@ -49,7 +49,6 @@ pub mod policy;
 pub mod proof;
 mod prove;
 pub mod range;
-mod replay_claim;
 pub mod report;
 mod stage_rescan;
 

@@ -6,8 +6,8 @@ use prov_store::{Digest, Store};
 use serde_json::{Map, Value, json};
 use sha2::{Digest as _, Sha256};
 
-use crate::evidence::Evidence;
 use crate::hf::{kept_licenses, limitations};
+use crate::inputs::CardInputs;
 use crate::{CardError, Refs, group};
 
 /// The file name a shard of the output gets in a published copy, relative to the card.
@@ -84,7 +84,7 @@ fn context() -> Value {
 }
 
 /// Builds the Croissant document. `sha256` gives each output shard's SHA-256, in order.
-pub fn build(ev: &Evidence, sha256: &[String]) -> Value {
+pub fn build(ev: &CardInputs, sha256: &[String]) -> Value {
     let mut refs = Refs::inline();
     let out = &ev.output;
     let (licenses, _) = kept_licenses(ev);

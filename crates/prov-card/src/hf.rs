@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use prov_store::Digest;
 use serde_json::Value;
 
-use crate::evidence::Evidence;
+use crate::inputs::CardInputs;
 use crate::{Refs, group, primary_language};
 
 /// How many languages the per-language tables list before summing the rest.
@@ -31,7 +31,7 @@ pub fn size_category(n: u64) -> &'static str {
 
 /// The SPDX ids the output's documents carry: the kept licenses of the chain's `license`
 /// stage, or else the ids in the document sources' declared license expressions.
-pub fn kept_licenses(ev: &Evidence) -> (Vec<String>, Vec<Digest>) {
+pub fn kept_licenses(ev: &CardInputs) -> (Vec<String>, Vec<Digest>) {
     if let Some(s) = ev.chain_stage("license")
         && let Some(Value::Object(licenses)) = s.record.stats.get("licenses")
     {
@@ -73,7 +73,7 @@ fn docs_words(v: &Value) -> (u64, u64) {
 }
 
 /// Renders the card. Plots, when given, are listed by file name relative to the card.
-pub fn render(ev: &Evidence, plots: &[(String, String)]) -> String {
+pub fn render(ev: &CardInputs, plots: &[(String, String)]) -> String {
     let mut refs = Refs::default();
     let run_ref = refs.cite(ev.run.manifest, format!("run record of `{}`", ev.run.recipe()));
     let out_ref = refs.cite(ev.output.digest, format!("dataset record, `{}.dataset`", ev.output.stage));
@@ -328,7 +328,7 @@ fn filter_section(s: &mut String, refs: &mut Refs, f: &prov_manifest::LoadedStag
 /// Known limitations, each derived from what the records show.
 // One independent check per stage kind, in a row.
 #[allow(clippy::too_many_lines)]
-pub fn limitations(ev: &Evidence, refs: &mut Refs) -> Vec<String> {
+pub fn limitations(ev: &CardInputs, refs: &mut Refs) -> Vec<String> {
     let mut out = Vec::new();
     let by_rule = |st: &prov_manifest::LoadedStage, rule: &str| {
         st.record.stats.get("by_rule").and_then(|b| b.get(rule)).map(docs_words).unwrap_or_default()

@@ -16,7 +16,7 @@
 //!
 //! # Brief overview
 //!
-//! - [`Evidence`]: a run's records, with the chain of stages that made the output dataset.
+//! - [`CardInputs`]: a run's records, with the chain of stages that made the output dataset.
 //! - [`hf::render`], [`croissant::build`], [`plots::plots`] and [`plots::png`]: the outputs.
 //! - [`write_card`]: all of it into a directory.
 //!
@@ -30,14 +30,14 @@
 #![deny(missing_docs)]
 
 pub mod croissant;
-mod evidence;
 pub mod hf;
+mod inputs;
 pub mod plots;
 
 use std::fmt::Write as _;
 use std::path::Path;
 
-pub use evidence::{Evidence, Output, Source};
+pub use inputs::{CardInputs, Output, Source};
 use prov_manifest::StoredError;
 use prov_store::{Digest, Store, StoreError};
 
@@ -200,7 +200,7 @@ pub fn write_card(
     dir: &Path,
     options: &CardOptions,
 ) -> Result<Vec<Written>, CardError> {
-    let ev = Evidence::read(store, run_manifest)?;
+    let ev = CardInputs::read(store, run_manifest)?;
     let mut out = Vec::new();
     match options.format {
         Format::Hf => {

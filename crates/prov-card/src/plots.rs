@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::evidence::Evidence;
+use crate::inputs::CardInputs;
 use crate::{CardError, group};
 
 /// The font the plots are drawn in, embedded so that rendering needs no system fonts.
@@ -117,7 +117,7 @@ fn bars(title: &str, note: &str, rows: &[(String, u64, &str, String)]) -> String
 }
 
 /// Documents per language in the output, the `top` largest.
-fn languages(ev: &Evidence, top: usize) -> Option<Plot> {
+fn languages(ev: &CardInputs, top: usize) -> Option<Plot> {
     let (langs, _) = ev.kept_languages();
     if langs.is_empty() {
         return None;
@@ -134,7 +134,7 @@ fn languages(ev: &Evidence, top: usize) -> Option<Plot> {
 }
 
 /// The filter funnel: documents and words in and removed, per filter stage.
-fn funnel(ev: &Evidence) -> Option<Plot> {
+fn funnel(ev: &CardInputs) -> Option<Plot> {
     let filters: Vec<_> = ev.filters().collect();
     if filters.is_empty() {
         return None;
@@ -207,7 +207,7 @@ fn funnel(ev: &Evidence) -> Option<Plot> {
 }
 
 /// Documents per declared license at the license stage, with the decision.
-fn licenses(ev: &Evidence) -> Option<Plot> {
+fn licenses(ev: &CardInputs) -> Option<Plot> {
     let st = ev.chain_stage("license")?;
     let Some(Value::Object(lic)) = st.record.stats.get("licenses") else { return None };
     let mut rows: Vec<(String, u64, &str, String)> = lic
@@ -229,7 +229,7 @@ fn licenses(ev: &Evidence) -> Option<Plot> {
 /// quantiles: an empirical CDF), with the removal threshold.
 // Coordinates are x, y, w, h as in SVG.
 #[allow(clippy::many_single_char_names)]
-fn toxicity(ev: &Evidence) -> Option<Plot> {
+fn toxicity(ev: &CardInputs) -> Option<Plot> {
     let st = ev.chain_stage("toxicity")?;
     let Some(Value::Object(q)) = st.record.stats.get("score_quantiles") else { return None };
     let thresholds = st.record.stats.get("thresholds");
@@ -298,7 +298,7 @@ fn toxicity(ev: &Evidence) -> Option<Plot> {
 }
 
 /// Every plot the evidence supports, in a fixed order.
-pub fn plots(ev: &Evidence, top_languages: usize) -> Vec<Plot> {
+pub fn plots(ev: &CardInputs, top_languages: usize) -> Vec<Plot> {
     [languages(ev, top_languages), toxicity(ev), funnel(ev), licenses(ev)].into_iter().flatten().collect()
 }
 

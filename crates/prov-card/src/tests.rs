@@ -9,7 +9,7 @@ use prov_manifest::{
 use prov_store::{Digest, ObjectKind, Store};
 use serde_json::{Value, json};
 
-use crate::{CardOptions, Evidence, Format, group, hf, plots, primary_language, write_card};
+use crate::{CardInputs, CardOptions, Format, group, hf, plots, primary_language, write_card};
 
 fn envelope() -> Envelope {
     Envelope {
@@ -163,7 +163,7 @@ fn numbers_and_buckets() {
 fn evidence_follows_the_chain_and_derives_languages() {
     let (_d, s) = store();
     let run = run(&s);
-    let ev = Evidence::read(&s, &run).unwrap();
+    let ev = CardInputs::read(&s, &run).unwrap();
     assert_eq!(ev.output.stage, "license");
     let chain: Vec<&str> = ev.chain_stages().map(|st| st.record.name.as_str()).collect();
     assert_eq!(chain, ["shards", "toxicity", "license"]);
@@ -178,7 +178,7 @@ fn evidence_follows_the_chain_and_derives_languages() {
 fn card_cites_a_manifest_for_every_number() {
     let (_d, s) = store();
     let run = run(&s);
-    let ev = Evidence::read(&s, &run).unwrap();
+    let ev = CardInputs::read(&s, &run).unwrap();
     let card = hf::render(&ev, &[]);
     let (front, body) = card.strip_prefix("---\n").unwrap().split_once("\n---\n").unwrap();
     let meta: serde_yaml::Value = serde_yaml::from_str(front).unwrap();
@@ -197,7 +197,7 @@ fn card_cites_a_manifest_for_every_number() {
 fn plots_render_to_svg_and_png() {
     let (_d, s) = store();
     let run = run(&s);
-    let ev = Evidence::read(&s, &run).unwrap();
+    let ev = CardInputs::read(&s, &run).unwrap();
     let all = plots::plots(&ev, 10);
     let stems: Vec<&str> = all.iter().map(|p| p.stem).collect();
     assert_eq!(stems, ["languages", "toxicity", "funnel", "licenses"]);
@@ -247,7 +247,7 @@ fn a_pass_through_filter_stays_in_the_chain() {
         .map(|(n, m)| RunStage { name: n.parse().unwrap(), manifest: *m })
         .collect();
     let run = put_record(&s, &Record::Run(RunRecord::new("pass", Digest::of(b"lock"), stages))).unwrap();
-    let ev = Evidence::read(&s, &run).unwrap();
+    let ev = CardInputs::read(&s, &run).unwrap();
     let chain: Vec<&str> = ev.chain_stages().map(|st| st.record.name.as_str()).collect();
     assert_eq!(chain, ["shards", "pii", "dedup"]);
 }
@@ -256,7 +256,7 @@ fn a_pass_through_filter_stays_in_the_chain() {
 fn without_a_license_stage_the_sources_expressions_give_the_ids() {
     let (_d, s) = store();
     let run = run(&s);
-    let mut ev = Evidence::read(&s, &run).unwrap();
+    let mut ev = CardInputs::read(&s, &run).unwrap();
     ev.chain.retain(|&i| ev.run.stages()[i].record.stage_kind != "license");
     ev.sources[0].documents = true;
     let (ids, refs) = hf::kept_licenses(&ev);

@@ -94,7 +94,7 @@ impl Kind {
 
 /// One thing a reviewer can decide, with its evidence.
 #[derive(Debug, Clone)]
-pub struct Subject {
+pub struct ReviewSubject {
     /// What it is.
     pub kind: Kind,
     /// The license key, record id or source name.
@@ -121,7 +121,7 @@ pub struct Subject {
     pub verdict: Option<(Digest, VerdictRecord)>,
 }
 
-impl Subject {
+impl ReviewSubject {
     /// Returns `kind:name`.
     pub fn id(&self) -> String {
         format!("{}:{}", self.kind.as_str(), self.name)
@@ -187,7 +187,7 @@ pub fn reading(license: &str) -> String {
 /// Every subject of a run's `license` stages, sorted by kind and name.
 pub struct Review {
     /// The subjects, sorted by kind and name.
-    pub subjects: Vec<Subject>,
+    pub subjects: Vec<ReviewSubject>,
     /// The reviewer verdicts considered (pinned in the run, then the directory's).
     pub verdicts: ReviewedVerdicts<Digest>,
 }
@@ -267,7 +267,7 @@ pub fn gather(store: &Store, run: &LoadedRun, policy: &Policy, dir: &Path) -> Re
     )
     .map_err(|e| verdict_error("reviewer verdicts", &e))?;
 
-    let mut subjects: BTreeMap<(Kind, String), Subject> = BTreeMap::new();
+    let mut subjects: BTreeMap<(Kind, String), ReviewSubject> = BTreeMap::new();
     let texts = LazyTexts::default();
     for stage in stages {
         stage_subjects(store, run, stage, policy, &verdicts, &texts, &mut subjects)?;
@@ -295,7 +295,7 @@ fn stage_subjects(
     policy: &Policy,
     verdicts: &ReviewedVerdicts<Digest>,
     texts: &LazyTexts,
-    subjects: &mut BTreeMap<(Kind, String), Subject>,
+    subjects: &mut BTreeMap<(Kind, String), ReviewSubject>,
 ) -> Result<(), ReviewError> {
     let name = stage.name.to_string();
     let Some(&dataset) = stage.inputs.get("docs") else { return Ok(()) };
@@ -322,7 +322,7 @@ fn stage_subjects(
             .collect();
         subjects.insert(
             (Kind::Record, id.to_owned()),
-            Subject {
+            ReviewSubject {
                 kind: Kind::Record,
                 name: id.to_owned(),
                 license: declared.to_owned(),
@@ -340,7 +340,7 @@ fn stage_subjects(
     })?;
     for (key, (declared, records)) in &by_key {
         let first = declared.keys().next().cloned().unwrap_or_default();
-        subjects.entry((Kind::License, key.clone())).or_insert_with(|| Subject {
+        subjects.entry((Kind::License, key.clone())).or_insert_with(|| ReviewSubject {
             kind: Kind::License,
             name: key.clone(),
             license: first.clone(),
@@ -377,7 +377,7 @@ fn stage_subjects(
         conflicts.extend(contradicting_files(&declared, &license_files));
         subjects.insert(
             (Kind::Source, source.name.to_string()),
-            Subject {
+            ReviewSubject {
                 kind: Kind::Source,
                 name: source.name.to_string(),
                 license: declared.clone(),
@@ -484,7 +484,7 @@ fn for_each_document(
 /// Finds the subject a reviewer named: `license:KEY`, `record:ID`, `source:NAME`, or a bare
 /// name matching exactly one of them (a license string in any spelling that normalises to a
 /// key, a record id, a source name).
-pub fn find_subject<'r>(review: &'r Review, arg: &str) -> Result<&'r Subject, ReviewError> {
+pub fn find_subject<'r>(review: &'r Review, arg: &str) -> Result<&'r ReviewSubject, ReviewError> {
     let (kind, name) = match arg.split_once(':') {
         Some(("license", n)) => (Some(Kind::License), n),
         Some(("record", n)) => (Some(Kind::Record), n),
@@ -492,7 +492,7 @@ pub fn find_subject<'r>(review: &'r Review, arg: &str) -> Result<&'r Subject, Re
         _ => (None, arg),
     };
     let key = license_key(name);
-    let matches: Vec<&Subject> = review
+    let matches: Vec<&ReviewSubject> = review
         .subjects
         .iter()
         .filter(|s| kind.is_none_or(|k| k == s.kind))
@@ -504,7 +504,7 @@ pub fn find_subject<'r>(review: &'r Review, arg: &str) -> Result<&'r Subject, Re
     match matches.as_slice() {
         [one] => Ok(one),
         [] => {
-            let known: Vec<String> = review.subjects.iter().map(Subject::id).collect();
+            let known: Vec<String> = review.subjects.iter().map(ReviewSubject::id).collect();
             let names: Vec<&str> = known.iter().map(String::as_str).collect();
             let e = ReviewError::input(format!("no license, record or source `{arg}` in the run's license stages"));
             Err(match prov_manifest::closest(arg, &names) {

@@ -112,9 +112,12 @@ struct Slot {
     name: String,
     param: Tensor,
     decay: bool,
-    fast: Tensor,
-    slow: Tensor,
-    second: Tensor,
+    /// `m1`, the fast momentum (state `exp_avg_fast`).
+    m1: Tensor,
+    /// `m2`, the slow momentum (state `exp_avg_slow`).
+    m2: Tensor,
+    /// `v`, the second moment (state `exp_avg_sq`).
+    v: Tensor,
 }
 
 /// The state names of one parameter, as in the reference implementation.
@@ -136,7 +139,7 @@ impl AdEMAMix {
             .into_iter()
             .map(|(name, param, decay)| {
                 let zeros = || param.zeros_like().detach();
-                Slot { fast: zeros(), slow: zeros(), second: zeros(), name, param, decay }
+                Slot { m1: zeros(), m2: zeros(), v: zeros(), name, param, decay }
             })
             .collect();
         Self { config, slots, t: 0 }
@@ -191,15 +194,15 @@ impl AdEMAMix {
                 if !g.defined() {
                     continue;
                 }
-                s.fast *= b1;
-                prov_torch::add_scaled_(&mut s.fast, &g, 1.0 - b1)?;
-                s.slow *= b3;
-                prov_torch::add_scaled_(&mut s.slow, &g, 1.0 - b3)?;
-                s.second *= b2;
-                prov_torch::addcmul_(&mut s.second, &g, &g, 1.0 - b2)?;
-                let mut denom = s.second.sqrt() / bias_correction2.sqrt();
+                s.m1 *= b1;
+                prov_torch::add_scaled_(&mut s.m1, &g, 1.0 - b1)?;
+                s.m2 *= b3;
+                prov_torch::add_scaled_(&mut s.m2, &g, 1.0 - b3)?;
+                s.v *= b2;
+                prov_torch::addcmul_(&mut s.v, &g, &g, 1.0 - b2)?;
+                let mut denom = s.v.sqrt() / bias_correction2.sqrt();
                 denom += eps;
-                let mut update = (&s.fast / bias_correction1 + &s.slow * alpha) / &denom;
+                let mut update = (&s.m1 / bias_correction1 + &s.m2 * alpha) / &denom;
                 if s.decay && wd != 0.0 {
                     prov_torch::add_scaled_(&mut update, &s.param, wd)?;
                 }
@@ -213,7 +216,7 @@ impl AdEMAMix {
     pub fn state(&self) -> NamedTensors {
         let mut named = Vec::with_capacity(self.slots.len() * 3);
         for s in &self.slots {
-            for (state, t) in STATES.iter().zip([&s.fast, &s.slow, &s.second]) {
+            for (state, t) in STATES.iter().zip([&s.m1, &s.m2, &s.v]) {
                 named.push((format!("{}.{state}", s.name), t));
             }
         }
@@ -229,7 +232,7 @@ impl AdEMAMix {
         }
         tch::no_grad(|| {
             for s in &mut self.slots {
-                for (state_name, t) in STATES.iter().zip([&mut s.fast, &mut s.slow, &mut s.second]) {
+                for (state_name, t) in STATES.iter().zip([&mut s.m1, &mut s.m2, &mut s.v]) {
                     let name = format!("{}.{state_name}", s.name);
                     let stored = state.0.get(&name).ok_or_else(|| format!("the optimizer state lacks `{name}`"))?;
                     crate::copy_stored(t, &name, stored)?;

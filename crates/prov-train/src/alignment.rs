@@ -1,5 +1,5 @@
 //! `dpo` and `qrpo`: preference alignment from pinned reference completions and rewards, with
-//! the losses of [`crate::align`].
+//! the losses of [`crate::preference_loss`].
 //!
 //! Inputs: `model` (the reference policy, which is also where the trained policy starts),
 //! `completions` (a `sample-completions` file) and `rewards` (a `reward` file for it). Outputs:
@@ -28,10 +28,12 @@ use prov_store::ObjectKind;
 use serde_json::{Value, json};
 use tch::{Device, Tensor};
 
-use crate::align::{AlignError, Completions, DpoConfig, QrpoConfig, completion_log_probs, dpo_loss, qrpo_loss};
 use crate::checkpoint::LoadedCheckpoint;
 use crate::model::Decoder;
 use crate::post::{self, LoopParams};
+use crate::preference_loss::{
+    AlignError, Completions, DpoConfig, QrpoConfig, completion_log_probs, dpo_loss, qrpo_loss,
+};
 use crate::trainer::Trainer;
 
 /// Which preference loss.

@@ -2,13 +2,13 @@
 //! the Goldfish loss ([`goldfish`]), the `AdEMAMix` optimizer ([`ademamix`]), the learning-rate
 //! schedules ([`schedule`]), and the stages: `pretrain` ([`pretrain`]), supervised
 //! fine-tuning ([`sft`]), reference completions ([`completions`]), preference alignment with
-//! DPO and QRPO ([`alignment`], losses in [`align`]) and translation evaluation ([`evaluate`]).
+//! DPO and QRPO ([`alignment`], losses in [`preference_loss`]) and translation evaluation
+//! ([`evaluate`]).
 //!
 //! Every tensor that reaches hashed bytes goes through `prov_torch::NamedTensors`, in name
 //! order; every random draw comes from a generator seeded from the stage's seed.
 
 pub mod ademamix;
-pub mod align;
 pub mod alignment;
 pub mod checkpoint;
 pub mod completions;
@@ -16,6 +16,7 @@ pub mod evaluate;
 pub mod goldfish;
 pub mod model;
 pub mod post;
+pub mod preference_loss;
 pub mod pretrain;
 pub mod schedule;
 pub mod sft;

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use prov_license::queue::{Kind, Subject, gather, reading};
+use prov_license::queue::{Kind, ReviewSubject, gather, reading};
 use prov_store::Access;
 use serde_json::json;
 
@@ -80,7 +80,7 @@ pub(crate) fn cmd_license_queue(ui: &mut Ui, cx: &CommandContext, args: &QueueAr
     Ok(())
 }
 
-fn render(ui: &mut Ui, s: &Subject) -> Result<(), CommandError> {
+fn render(ui: &mut Ui, s: &ReviewSubject) -> Result<(), CommandError> {
     let state = s.pending().map_or("decided", prov_license::Status::as_str);
     let documents: u64 = s.declared.values().sum();
     ui.line(format!("\n{state:<7} {}  ({} in stage `{}`, subject {})", s.id(), count(documents), s.stage, s.digest))?;

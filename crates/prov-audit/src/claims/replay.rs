@@ -33,7 +33,7 @@ struct Judged {
     notes: Vec<String>,
 }
 
-pub(crate) fn replay(cx: &RunContext<'_>) -> ClaimResult {
+pub(super) fn replay(cx: &RunContext<'_>) -> ClaimResult {
     let mut result = ClaimResult::new("replay", "every stage of the run replays bit for bit".into());
     result.evidence("run manifest", cx.run.manifest);
     let replays = match replays_of(cx.store, &cx.run.manifest) {

@@ -34,7 +34,7 @@ pub struct Output {
 
 /// Everything a card says, read from a run's records.
 #[derive(Debug, Clone)]
-pub struct Evidence {
+pub struct CardInputs {
     /// The run, with every stage record in plan order.
     pub run: LoadedRun,
     /// Every source, in plan order.
@@ -46,7 +46,7 @@ pub struct Evidence {
     pub chain: Vec<usize>,
 }
 
-impl Evidence {
+impl CardInputs {
     /// Reads a run record and every stage and source record it names.
     pub fn read(store: &Store, run_manifest: &Digest) -> Result<Self, CardError> {
         let run = LoadedRun::load(store, *run_manifest)?;

@@ -1,0 +1,307 @@
+//! The `license` and `compound-license` claims: every kept document's license is allowed by
+//! the stage's verdicts and by the policy or a pinned reviewer verdict, and no source
+//! re-licenses its documents.
+
+use std::collections::BTreeMap;
+
+use prov_dataset::LedgerDecision;
+use prov_manifest::{Record, StageRecord, get_record};
+use prov_store::Digest;
+use serde_json::Value;
+
+use super::{ClaimResult, Filter, RunContext, check_rules, filters};
+
+/// Reads a tree of verdict records (`what` names it in reasons: `verdicts`, `reviewer
+/// verdicts`): each `.json` entry with its record. A tree or record that cannot be read fails
+/// the claim and is named; `None` when the tree itself cannot be read.
+fn read_verdict_tree(
+    cx: &RunContext<'_>,
+    name: &str,
+    what: &str,
+    tree: Digest,
+    result: &mut ClaimResult,
+) -> Option<Vec<(prov_manifest::TreeEntry, prov_manifest::VerdictRecord)>> {
+    let entries = match get_record(cx.store, &tree) {
+        Ok(Record::Tree(t)) => t.entries,
+        Ok(other) => {
+            result.fail(format!("`{name}`: {what} `{tree}` is a {} record", other.kind_name()));
+            return None;
+        }
+        Err(e) => {
+            result.fail(format!("`{name}`: {what} `{tree}`: {e}"));
+            return None;
+        }
+    };
+    let mut out = Vec::new();
+    for e in entries {
+        if std::path::Path::new(e.path.as_str()).extension().is_none_or(|x| x != "json") {
+            continue;
+        }
+        match get_record(cx.store, &e.digest) {
+            Ok(Record::Verdict(v)) => out.push((e, v)),
+            Ok(other) => {
+                result.fail(format!("`{name}`: {what} `{}` ({}) is a {} record", e.path, e.digest, other.kind_name()));
+            }
+            Err(err) => result.fail(format!("`{name}`: {what} `{}`: {err}", e.path)),
+        }
+    }
+    Some(out)
+}
+
+/// Reads the reviewer verdicts pinned in a `license` stage's optional `verdicts` input (a
+/// source directory or a tree), by digest. A verdict that cannot be read fails the claim and is
+/// named; a stage without the input has none.
+fn pinned_reviewer_verdicts(
+    cx: &RunContext<'_>,
+    s: &StageRecord,
+    result: &mut ClaimResult,
+) -> BTreeMap<Digest, prov_manifest::VerdictRecord> {
+    let Some(input) = s.inputs.get("verdicts") else { return BTreeMap::new() };
+    let name = s.name.as_str();
+    let tree = match get_record(cx.store, input) {
+        Ok(Record::Source(src)) => src.content.digest(),
+        Ok(Record::Tree(_)) => *input,
+        Ok(other) => {
+            result.fail(format!("`{name}`: its `verdicts` input `{input}` is a {} record", other.kind_name()));
+            return BTreeMap::new();
+        }
+        Err(e) => {
+            result.fail(format!("`{name}`: its `verdicts` input `{input}`: {e}"));
+            return BTreeMap::new();
+        }
+    };
+    result.evidence(format!("`{name}` reviewer verdicts (pinned input)"), tree);
+    let entries = read_verdict_tree(cx, name, "reviewer verdict", tree, result).unwrap_or_default();
+    entries.into_iter().map(|(e, v)| (e.digest, v)).collect()
+}
+
+/// Says who decided, for evidence: `allow by reviewer Ada <a@b> at 2026-…`.
+fn reviewed_by(v: &prov_manifest::VerdictRecord) -> String {
+    format!(
+        "{} by reviewer {} at {}",
+        decision_name(v.decision),
+        v.reviewer,
+        v.decided_at.as_deref().unwrap_or("an unrecorded time")
+    )
+}
+
+/// Reads the verdict records of a `license` stage's `verdicts` output, by digest; failures fail
+/// the claim.
+fn output_verdicts(
+    cx: &RunContext<'_>,
+    s: &StageRecord,
+    f: &Filter,
+    result: &mut ClaimResult,
+) -> Option<BTreeMap<Digest, prov_manifest::VerdictRecord>> {
+    let name = s.name.as_str();
+    let Some(tree) = s.outputs.get("verdicts") else {
+        result.undecided(format!("`{name}` recorded no verdicts (license stage before version 3)"));
+        return None;
+    };
+    result.evidence(format!("`{name}` verdicts"), tree.digest);
+    let mut verdicts = BTreeMap::new();
+    for (entry, v) in read_verdict_tree(cx, name, "verdict", tree.digest, result)? {
+        if v.reviewer == "policy" && v.subject != f.input {
+            result.fail(format!(
+                "`{name}`: verdict `{}` ({}) is about `{}`, not the stage's input",
+                entry.path, entry.digest, v.subject
+            ));
+        }
+        verdicts.insert(entry.digest, v);
+    }
+    Some(verdicts)
+}
+
+/// Checks the documents a reviewer verdict kept, grouped by `(declared, verdict)`: each
+/// verdict must be pinned in the stage's input, allow, and be about them.
+fn check_reviewer_kept(
+    name: &str,
+    kept: &BTreeMap<(String, String), (u64, Vec<String>)>,
+    pinned: &BTreeMap<Digest, prov_manifest::VerdictRecord>,
+    result: &mut ClaimResult,
+) {
+    for ((declared, v), (n, ids)) in kept {
+        let key = prov_license::license_key(declared);
+        let found = v.parse::<Digest>().ok().and_then(|d| pinned.get(&d).map(|r| (d, r)));
+        let Some((d, record)) = found else {
+            result.fail(format!(
+                "`{name}`: {n} kept documents declaring `{declared}` name reviewer verdict `{v}`, which is not among the verdicts pinned in the stage's `verdicts` input"
+            ));
+            continue;
+        };
+        result
+            .evidence(format!("`{name}` `{declared}` ({n} kept documents)"), format!("{} ({d})", reviewed_by(record)));
+        if record.decision != prov_license::Decision::Allow || record.rule != prov_license::MANUAL_RULE {
+            result.fail(format!(
+                "`{name}`: {n} documents declaring `{declared}` are kept by verdict `{d}`, which is `{}` by rule `{}`",
+                decision_name(record.decision),
+                record.rule
+            ));
+        }
+        if record.spdx != key || record.record.as_ref().is_some_and(|r| ids.iter().any(|i| i != r)) {
+            result.fail(format!(
+                "`{name}`: verdict `{d}` is about `{}`{}, not the kept documents declaring `{declared}`",
+                record.spdx,
+                record.record.as_ref().map(|r| format!(" in record `{r}`")).unwrap_or_default()
+            ));
+        }
+    }
+}
+
+/// The `license` claim.
+pub(super) fn license(cx: &RunContext<'_>, stage: Option<&str>, policy_name: &str) -> ClaimResult {
+    let mut result = ClaimResult::new(
+        "license",
+        format!(
+            "every kept document's license is allowed by the stage's verdicts, and by policy `{policy_name}` or a pinned reviewer verdict"
+        ),
+    );
+    let policy = match policy_name {
+        "permissive" => prov_license::Policy::permissive(),
+        other => {
+            result.undecided(format!("unknown license policy `{other}` (known: permissive)"));
+            return result;
+        }
+    };
+    result.evidence("license policy", format!("{} {}", policy.name(), policy.version()));
+    for (s, f) in filters(cx, "license", stage, &mut result) {
+        let name = s.name.as_str();
+        check_rules(
+            name,
+            &f.ledger,
+            LedgerDecision::Kept,
+            &["license:allowed", "license:reviewer-allowed"],
+            &mut result,
+        );
+        let pinned = pinned_reviewer_verdicts(cx, s, &mut result);
+        let Some(verdicts) = output_verdicts(cx, s, &f, &mut result) else { continue };
+        let licenses = s.stats.get("licenses").and_then(Value::as_object);
+        // Kept by the policy: per declared string. Kept by a reviewer: per string and verdict.
+        let mut by_policy: BTreeMap<String, u64> = BTreeMap::new();
+        let mut by_reviewer: BTreeMap<(String, String), (u64, Vec<String>)> = BTreeMap::new();
+        for r in f.ledger.rows().filter(|r| r.decision == LedgerDecision::Kept) {
+            let field = |k: &str| r.evidence.as_ref().and_then(|e| e.get(k)).and_then(Value::as_str).unwrap_or("");
+            if r.rule == "license:reviewer-allowed" {
+                let e = by_reviewer.entry((field("declared").to_owned(), field("verdict").to_owned())).or_default();
+                e.0 += 1;
+                e.1.push(r.id.clone());
+            } else {
+                *by_policy.entry(field("declared").to_owned()).or_default() += 1;
+            }
+        }
+        for (declared, n) in &by_policy {
+            let verdict = licenses
+                .and_then(|l| l.get(declared))
+                .and_then(|l| l.get("verdict"))
+                .and_then(Value::as_str)
+                .and_then(|v| v.parse::<Digest>().ok());
+            match verdict.and_then(|v| verdicts.get(&v).map(|r| (v, r))) {
+                Some((v, record)) => {
+                    result.evidence(
+                        format!("`{name}` `{declared}` ({n} kept documents)"),
+                        format!("{} by {v}", decision_name(record.decision)),
+                    );
+                    if record.decision != prov_license::Decision::Allow {
+                        result.fail(format!(
+                            "`{name}`: {n} documents declaring `{declared}` are kept, but its verdict `{v}` is `{}`",
+                            decision_name(record.decision)
+                        ));
+                    }
+                }
+                None => result.fail(format!(
+                    "`{name}`: {n} kept documents declare `{declared}`, which no verdict of the stage decides"
+                )),
+            }
+            let d = prov_license::evaluate(&policy, &prov_license::normalize(declared));
+            if d.decision != prov_license::Decision::Allow {
+                result.fail(format!(
+                    "`{name}`: {n} kept documents declare `{declared}`, which policy `{policy_name}` denies: {}",
+                    d.reason
+                ));
+            }
+        }
+        check_reviewer_kept(name, &by_reviewer, &pinned, &mut result);
+        result.rechecked.push(format!(
+            "`{name}`: each kept license string re-normalised and re-evaluated against policy `{policy_name}`, or matched to a reviewer verdict pinned in the stage's input, and every verdict record read"
+        ));
+    }
+    result
+}
+
+/// The `compound-license` claim.
+pub(super) fn compound_license(cx: &RunContext<'_>, stage: Option<&str>) -> ClaimResult {
+    let mut result = ClaimResult::new(
+        "compound-license",
+        "no source re-licenses its documents: its declared license is compatible with each of theirs".into(),
+    );
+    for (s, f) in filters(cx, "license", stage, &mut result) {
+        let name = s.name.as_str();
+        let Some((digest, source)) = cx.run.upstream_source(cx.store, s.name.as_str()) else {
+            result.undecided(format!("`{name}`: no `source` stage at the start of its `docs` chain"));
+            continue;
+        };
+        let Some(declared) = source.license.as_deref() else {
+            result.undecided(format!("`{name}`: source `{}` declares no license", source.name));
+            continue;
+        };
+        result.evidence(format!("source `{}` ({declared})", source.name), digest);
+        // A reviewer's verdict about a license (pinned in the stage's input) decides what the
+        // check cannot: an unclassifiable constituent, or the mixture itself.
+        let pinned = pinned_reviewer_verdicts(cx, s, &mut result);
+        let reviewed = |license: &str| {
+            let key = prov_license::license_key(license);
+            pinned.iter().find(|(_, v)| v.record.is_none() && v.spdx == key).map(|(d, v)| (*d, v))
+        };
+        let mut strings = BTreeMap::new();
+        for r in f.ledger.rows() {
+            if let Some(d) = r.evidence.as_ref().and_then(|e| e.get("declared")).and_then(Value::as_str) {
+                *strings.entry(d.to_owned()).or_insert(0u64) += 1;
+            }
+        }
+        for (d, n) in &strings {
+            result.evidence(format!("`{name}` documents declaring `{d}`"), n);
+        }
+        let mut checked: Vec<&str> = Vec::new();
+        for d in strings.keys() {
+            let unclassified = prov_license::classify(&prov_license::normalize(d)).is_err();
+            match reviewed(d) {
+                Some((v, record)) if unclassified => result.evidence(
+                    format!("`{name}` `{d}`: no tabulated terms; decided by reviewer verdict"),
+                    format!("{} ({v}): {}", reviewed_by(record), record.rationale),
+                ),
+                _ => checked.push(d),
+            }
+        }
+        let constituents: Vec<prov_license::Normalized> = checked.iter().map(|d| prov_license::normalize(d)).collect();
+        for c in prov_license::check_compound(&prov_license::normalize(declared), &constituents) {
+            let what = match c.constituent.and_then(|i| checked.get(i)) {
+                Some(d) => format!("`{name}`: source `{}` and documents declaring `{d}`: {c}", source.name),
+                None => format!("`{name}`: source `{}`: {c}", source.name),
+            };
+            match c.kind {
+                prov_license::ConflictKind::UnclassifiedMixture(_) => match reviewed(declared) {
+                    Some((v, record)) => result.evidence(
+                        format!("`{name}`: source `{}`: no tabulated terms; decided by reviewer verdict", source.name),
+                        format!("{} ({v}): {}", reviewed_by(record), record.rationale),
+                    ),
+                    None => result.undecided(what),
+                },
+                prov_license::ConflictKind::UnclassifiedConstituent(_) => result.undecided(what),
+                _ => result.fail(what),
+            }
+        }
+        result.rechecked.push(format!(
+            "`{name}`: the source's declared license against each of the {} license strings its documents declare (prov-license's compound check; {} decided by a reviewer verdict)",
+            strings.len(),
+            strings.len() - checked.len()
+        ));
+    }
+    result
+}
+
+fn decision_name(d: prov_license::Decision) -> &'static str {
+    match d {
+        prov_license::Decision::Allow => "allow",
+        prov_license::Decision::Deny => "deny",
+    }
+}

@@ -1,0 +1,525 @@
+//! Evaluating a policy's claims against a recorded run: each claim reads the run's stage
+//! records, ledgers and datasets from the store, re-checks what it can, and says whether it
+//! holds, fails or cannot be decided, with the evidence.
+//!
+//! Every ledger a claim reads is checked first ([`check_ledger`]): its shards' bytes against
+//! their digests, each shard's rows against its recorded shard root, the rows' order and
+//! uniqueness, and the record's `rules` counts against the rows. A ledger, verdict or dataset
+//! shard that fails these checks makes the claim fail, naming the object.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use prov_dataset::{Document, LedgerDecision, LedgerRow, read_ledger_shard, shard_documents};
+use prov_manifest::{DatasetRecord, LedgerRecord, LoadedRun, LoadedStage, Record, StageRecord, get_record};
+use prov_store::{Digest, Store, merkle_root};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::policy::{AuditPolicy, Claim};
+
+mod decontamination;
+mod license;
+mod pii;
+mod replay;
+mod robots;
+mod toxicity;
+
+pub use robots::ROBOTS_DEFAULT_RULES;
+
+/// The outcome of one claim.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Outcome {
+    /// The evidence supports the claim and every re-check agrees.
+    Holds,
+    /// The evidence contradicts the claim, or a re-check or an integrity check failed.
+    Fails,
+    /// The run does not hold the evidence the claim needs.
+    CannotBeDecided,
+}
+
+impl Outcome {
+    /// Returns the outcome as written in reports (`holds`, `fails`, `cannot-be-decided`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Holds => "holds",
+            Self::Fails => "fails",
+            Self::CannotBeDecided => "cannot-be-decided",
+        }
+    }
+}
+
+/// One piece of evidence: what it is and its value (a digest, a count, a share).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Evidence {
+    /// What the value is, e.g. `ledger` or `kept documents`.
+    pub name: String,
+    /// The value, as text.
+    pub value: String,
+}
+
+/// The result of one claim.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ClaimResult {
+    /// The claim's kind (`robots`, `pii`, …).
+    pub kind: String,
+    /// The claim in one sentence.
+    pub statement: String,
+    /// Holds, fails or cannot be decided.
+    pub outcome: Outcome,
+    /// Why it does not hold (empty when it holds).
+    pub reasons: Vec<String>,
+    /// Digests and counts the result rests on.
+    pub evidence: Vec<Evidence>,
+    /// What was re-checked, rather than taken from the records.
+    pub rechecked: Vec<String>,
+}
+
+impl ClaimResult {
+    pub(crate) fn new(kind: &str, statement: String) -> Self {
+        Self {
+            kind: kind.into(),
+            statement,
+            outcome: Outcome::Holds,
+            reasons: Vec::new(),
+            evidence: Vec::new(),
+            rechecked: Vec::new(),
+        }
+    }
+
+    pub(crate) fn evidence(&mut self, name: impl Into<String>, value: impl std::fmt::Display) {
+        self.evidence.push(Evidence { name: name.into(), value: value.to_string() });
+    }
+
+    pub(crate) fn fail(&mut self, reason: impl Into<String>) {
+        self.outcome = Outcome::Fails;
+        self.reasons.push(reason.into());
+    }
+
+    pub(crate) fn undecided(&mut self, reason: impl Into<String>) {
+        if self.outcome == Outcome::Holds {
+            self.outcome = Outcome::CannotBeDecided;
+        }
+        self.reasons.push(reason.into());
+    }
+}
+
+/// Re-checks that need the stage implementations (which live in `prov-prep`, a crate that
+/// depends on this one): the caller supplies them.
+pub trait Rescan {
+    /// Returns a function that counts the PII matches the `pii` stage with `config` finds in
+    /// a text.
+    ///
+    /// # Errors
+    ///
+    /// A message when `config` is not a `pii` config this build knows.
+    fn pii_matcher(&self, config: &Value) -> Result<PiiMatcher, String>;
+
+    /// Returns a function that decides documents as the `robots` stage with `config` does
+    /// against the pinned snapshot `snapshot` (a source record): the ledger rule it gives.
+    ///
+    /// # Errors
+    ///
+    /// A message when `config` is not a `robots` config this build knows, or the snapshot
+    /// cannot be read.
+    fn robots_decider<'s>(
+        &self,
+        store: &'s Store,
+        config: &Value,
+        snapshot: &Digest,
+    ) -> Result<RobotsDecider<'s>, String>;
+}
+
+/// Counts the PII matches of a `pii` stage's matcher in one text.
+pub type PiiMatcher = Box<dyn Fn(&str) -> u64>;
+
+/// Decides one document as a `robots` stage does: the ledger rule it gets.
+pub type RobotsDecider<'s> = Box<dyn Fn(&Document) -> String + 's>;
+
+/// How to evaluate: sampling, re-checks.
+#[derive(Default)]
+pub struct AuditOptions<'a> {
+    /// Re-check only this many documents: those with the smallest keys under this seed, by the
+    /// `sample` stage's key ([`prov_prep::sample_key`]: the first 8 bytes of
+    /// `BLAKE3(seed as 8 little-endian bytes ‖ id)`, read little-endian).
+    pub sample: Option<(usize, u64)>,
+    /// The re-checks that need stage implementations; without them, those claims cannot be
+    /// decided.
+    pub rescan: Option<&'a dyn Rescan>,
+}
+
+/// A run as the claims see it.
+pub struct RunContext<'a> {
+    /// The store.
+    pub store: &'a Store,
+    /// The run, with its stage records.
+    pub run: &'a LoadedRun,
+}
+
+impl<'a> RunContext<'a> {
+    /// The claims' view of a run.
+    pub fn new(store: &'a Store, run: &'a LoadedRun) -> Self {
+        Self { store, run }
+    }
+
+    fn stages_of(&self, kind: &str, name: Option<&str>) -> Vec<&LoadedStage> {
+        self.run.stages_of_kind(kind).filter(|s| name.is_none_or(|n| s.name() == n)).collect()
+    }
+}
+
+/// Returns the probability that a sample of `n` documents contains at least one violating
+/// document when a share `p` of all documents violate: `1 - (1 - p)^n`.
+pub fn detection_probability(p: f64, n: usize) -> f64 {
+    1.0 - (1.0 - p).powi(i32::try_from(n).unwrap_or(i32::MAX))
+}
+
+/// A ledger whose rows were checked against its record.
+pub struct CheckedLedger {
+    /// The ledger record.
+    pub record: LedgerRecord,
+    /// The rows of each shard, in shard order.
+    pub shards: Vec<Vec<LedgerRow>>,
+}
+
+impl CheckedLedger {
+    fn rows(&self) -> impl Iterator<Item = &LedgerRow> {
+        self.shards.iter().flatten()
+    }
+}
+
+/// Reads a ledger and checks its rows against its record: each shard's bytes against their
+/// digest, its row count, its Merkle root against the recorded shard root, ids sorted and
+/// unique, and the `rules` counts.
+///
+/// # Errors
+///
+/// A sentence naming the ledger or shard and what does not match.
+pub fn check_ledger(store: &Store, digest: &Digest) -> Result<CheckedLedger, String> {
+    let record = match get_record(store, digest) {
+        Ok(Record::Ledger(l)) => l,
+        Ok(other) => return Err(format!("ledger `{digest}` is a {} record", other.kind_name())),
+        Err(e) => return Err(format!("ledger `{digest}`: {e}")),
+    };
+    let mut shards = Vec::new();
+    let mut rules: BTreeMap<String, u64> = BTreeMap::new();
+    for (i, (shard, root)) in record.shards.iter().zip(&record.shard_roots).enumerate() {
+        let rows = read_ledger_shard(store, &shard.digest)
+            .map_err(|e| format!("ledger `{digest}`, shard {i} `{}`: {e}", shard.digest))?;
+        if rows.len() as u64 != shard.rows {
+            return Err(format!(
+                "ledger `{digest}`, shard {i} `{}` holds {} rows, the record says {}",
+                shard.digest,
+                rows.len(),
+                shard.rows
+            ));
+        }
+        if let Some(w) = rows.windows(2).find(|w| w[0].id.as_bytes() >= w[1].id.as_bytes()) {
+            return Err(format!(
+                "ledger `{digest}`, shard {i} `{}`: ids not sorted and unique (`{}` then `{}`)",
+                shard.digest, w[0].id, w[1].id
+            ));
+        }
+        let actual = merkle_root(&rows.iter().map(LedgerRow::leaf).collect::<Vec<_>>());
+        if actual != *root {
+            return Err(format!(
+                "ledger `{digest}`, shard {i} `{}`: its rows hash to root `{actual}`, the record's shard root is `{root}`",
+                shard.digest
+            ));
+        }
+        for r in &rows {
+            *rules.entry(r.rule.clone()).or_default() += 1;
+        }
+        shards.push(rows);
+    }
+    if rules != record.rules {
+        return Err(format!(
+            "ledger `{digest}`: its rows' rule counts {rules:?} differ from the record's {:?}",
+            record.rules
+        ));
+    }
+    Ok(CheckedLedger { record, shards })
+}
+
+fn dataset(store: &Store, digest: &Digest) -> Result<DatasetRecord, String> {
+    match get_record(store, digest) {
+        Ok(Record::Dataset(d)) => Ok(d),
+        Ok(other) => Err(format!("`{digest}` is a {} record, not a dataset", other.kind_name())),
+        Err(e) => Err(format!("dataset `{digest}`: {e}")),
+    }
+}
+
+/// Streams the documents of shard `i` of a dataset (its bytes verified), one record batch in
+/// memory at a time.
+fn shard_docs(
+    store: &Store,
+    ds_digest: &Digest,
+    i: usize,
+    shard: &Digest,
+) -> Result<impl Iterator<Item = Result<Document, String>>, String> {
+    let where_ = move |e: &dyn std::fmt::Display| format!("dataset `{ds_digest}`, shard {i} `{shard}`: {e}");
+    let docs = shard_documents(store, shard).map_err(|e| where_(&e))?;
+    Ok(docs.map(move |d| d.map_err(|e| where_(&e))))
+}
+
+/// What every ledger claim reads: the stage's ledger, input and output datasets, checked
+/// against each other.
+struct Filter {
+    ledger: CheckedLedger,
+    /// The `docs` input dataset.
+    input: Digest,
+    /// The output dataset.
+    output: Digest,
+}
+
+/// Loads a filter stage's ledger and datasets, and checks that the ledger has one row per
+/// input document and that the output holds exactly the kept and modified documents of each
+/// ledger shard. Records the evidence; on failure, fails the claim and returns `None`.
+fn load_filter(
+    cx: &RunContext<'_>,
+    manifest: &Digest,
+    stage: &StageRecord,
+    result: &mut ClaimResult,
+) -> Option<Filter> {
+    let name = &stage.name;
+    result.evidence(format!("stage `{name}` ({})", stage.stage_kind), manifest);
+    let (Some(ledger), Some(out), Some(input)) =
+        (stage.outputs.get("ledger"), stage.outputs.get("dataset"), stage.inputs.get("docs"))
+    else {
+        result.undecided(format!("stage `{name}` has no ledger, dataset output or `docs` input"));
+        return None;
+    };
+    let checked = (|| {
+        let l = check_ledger(cx.store, &ledger.digest)?;
+        let i = dataset(cx.store, input)?;
+        let o = dataset(cx.store, &out.digest)?;
+        // Shard by shard, ids only: memory stays bounded by a shard.
+        let mut ids = Vec::new();
+        for (s, shard) in o.shards.iter().enumerate() {
+            ids.push(
+                shard_docs(cx.store, &out.digest, s, &shard.digest)?
+                    .map(|d| d.map(|d| d.id))
+                    .collect::<Result<Vec<_>, _>>()?,
+            );
+        }
+        Ok::<_, String>((l, i, o, ids))
+    })();
+    let (l, i, o, docs) = match checked {
+        Ok(x) => x,
+        Err(e) => {
+            result.fail(format!("stage `{name}`: {e}"));
+            return None;
+        }
+    };
+    result.evidence(format!("`{name}` ledger (Merkle root {})", l.record.merkle_root), ledger.digest);
+    result.evidence(format!("`{name}` input dataset ({} documents)", i.rows), input);
+    result.evidence(format!("`{name}` output dataset ({} documents)", o.rows), out.digest);
+    result.rechecked.push(format!(
+        "`{name}`: the {} rows of the ledger's {} shards against their shard roots, order and rule counts",
+        l.record.rows,
+        l.shards.len()
+    ));
+    if l.record.rows != i.rows {
+        result.fail(format!("`{name}`: the ledger has {} rows, its input dataset {} documents", l.record.rows, i.rows));
+    }
+    if l.shards.len() == docs.len() {
+        for (s, (rows, out_docs)) in l.shards.iter().zip(&docs).enumerate() {
+            let passed: BTreeSet<&str> =
+                rows.iter().filter(|r| r.decision != LedgerDecision::Removed).map(|r| r.id.as_str()).collect();
+            let found: BTreeSet<&str> = out_docs.iter().map(String::as_str).collect();
+            if passed != found || out_docs.len() != found.len() {
+                let extra: Vec<&&str> = found.difference(&passed).take(3).collect();
+                result.fail(format!(
+                    "`{name}`: output shard {s} `{}` holds {} documents, its ledger shard passes {}{}",
+                    o.shards[s].digest,
+                    out_docs.len(),
+                    passed.len(),
+                    if extra.is_empty() { String::new() } else { format!(" (not passed: {extra:?})") }
+                ));
+            }
+        }
+        result
+            .rechecked
+            .push(format!("`{name}`: the output dataset's ids against the ledger's kept and modified rows"));
+    } else {
+        result.fail(format!("`{name}`: {} ledger shards but {} output shards", l.shards.len(), docs.len()));
+    }
+    Some(Filter { ledger: l, input: *input, output: out.digest })
+}
+
+/// Loads every stage of `kind` (or only the one named `stage`) with its checked ledger and
+/// datasets; a run without one leaves the claim undecided, and one that fails its checks
+/// fails the claim and is left out.
+fn filters<'c>(
+    cx: &'c RunContext<'_>,
+    kind: &str,
+    stage: Option<&str>,
+    result: &mut ClaimResult,
+) -> Vec<(&'c StageRecord, Filter)> {
+    let stages = cx.stages_of(kind, stage);
+    if stages.is_empty() {
+        no_stage(result, kind, stage);
+    }
+    stages.into_iter().filter_map(|s| load_filter(cx, &s.manifest, &s.record, result).map(|f| (&s.record, f))).collect()
+}
+
+fn count_rules(ledger: &CheckedLedger, pred: impl Fn(&LedgerRow) -> bool) -> BTreeMap<String, u64> {
+    let mut out = BTreeMap::new();
+    for r in ledger.rows().filter(|r| pred(r)) {
+        *out.entry(r.rule.clone()).or_insert(0) += 1;
+    }
+    out
+}
+
+fn share(part: u64, whole: u64) -> f64 {
+    if whole == 0 { 0.0 } else { part as f64 / whole as f64 }
+}
+
+fn percent(x: f64) -> String {
+    format!("{:.2}%", x * 100.0)
+}
+
+/// Fails the claim for rows of a decision whose rule is not among `allowed`.
+fn check_rules(
+    name: &str,
+    ledger: &CheckedLedger,
+    decision: LedgerDecision,
+    allowed: &[&str],
+    result: &mut ClaimResult,
+) {
+    for (rule, n) in count_rules(ledger, |r| r.decision == decision) {
+        if !allowed.contains(&rule.as_str()) {
+            result.fail(format!("`{name}`: {n} {} documents by rule `{rule}`", decision.as_str()));
+        }
+    }
+}
+
+/// The rows of a filter's ledger a re-derivation looks at, by (ledger shard, id): those that
+/// `pick` selects, all of them or, with `--sample`, the sample (seeded by id, so the same
+/// documents are chosen by every auditor with the seed). States the sample in the evidence.
+fn choose_rows<'f>(
+    f: &'f Filter,
+    pick: impl Fn(&LedgerRow) -> bool,
+    options: &AuditOptions<'_>,
+    name: &str,
+    result: &mut ClaimResult,
+) -> BTreeSet<(usize, &'f str)> {
+    let mut candidates: Vec<(usize, &str)> = f
+        .ledger
+        .shards
+        .iter()
+        .enumerate()
+        .flat_map(|(i, rows)| rows.iter().map(move |r| (i, r)))
+        .filter(|(_, r)| pick(r))
+        .map(|(i, r)| (i, r.id.as_str()))
+        .collect();
+    let population = candidates.len();
+    if let Some((n, seed)) = options.sample {
+        candidates.sort_by_key(|&(i, id)| (prov_prep::sample_key(seed, id), i, id));
+        candidates.truncate(n);
+        result
+            .evidence(format!("`{name}` rescan sample (seed {seed})"), format!("{} of {population}", candidates.len()));
+        result.evidence(
+            format!("`{name}` chance that the sample catches a violation if 0.5% of documents hold one"),
+            percent(detection_probability(0.005, candidates.len())),
+        );
+    }
+    candidates.into_iter().collect()
+}
+
+/// Streams the documents of `dataset` (shard `i` beside ledger shard `i`) that are `chosen`,
+/// calling `check` on each with its shard; stops at the first error, failing the claim.
+/// Returns how many documents were checked.
+fn each_chosen_doc(
+    cx: &RunContext<'_>,
+    dataset: &Digest,
+    chosen: &BTreeSet<(usize, &str)>,
+    name: &str,
+    result: &mut ClaimResult,
+    mut check: impl FnMut(usize, &Document, &mut ClaimResult) -> Result<(), String>,
+) -> usize {
+    let shards = match self::dataset(cx.store, dataset) {
+        Ok(d) => d.shards,
+        Err(e) => {
+            result.fail(format!("`{name}`: {e}"));
+            return 0;
+        }
+    };
+    let mut checked = 0;
+    for (i, shard) in shards.iter().enumerate() {
+        if chosen.range((i, "")..).next().is_none_or(|&(s, _)| s != i) {
+            continue;
+        }
+        let docs = match shard_docs(cx.store, dataset, i, &shard.digest) {
+            Ok(d) => d,
+            Err(e) => {
+                result.fail(format!("`{name}`: {e}"));
+                return checked;
+            }
+        };
+        for d in docs {
+            let outcome = d.and_then(|d| {
+                if chosen.contains(&(i, d.id.as_str())) {
+                    checked += 1;
+                    check(i, &d, result)?;
+                }
+                Ok(())
+            });
+            if let Err(e) = outcome {
+                result.fail(format!("`{name}`: {e}"));
+                return checked;
+            }
+        }
+    }
+    checked
+}
+
+/// How many failures of one kind a claim names one by one before it only counts them.
+const NAMED_FAILURES: u64 = 3;
+
+/// Counts one failure of a kind that may occur many times, naming it while few are counted.
+fn fail_one_of_many(result: &mut ClaimResult, count: &mut u64, reason: impl FnOnce() -> String) {
+    *count += 1;
+    if *count <= NAMED_FAILURES {
+        result.fail(reason());
+    }
+}
+
+/// After [`fail_one_of_many`]: one more reason with the total, when not all were named.
+fn fail_if_many(result: &mut ClaimResult, count: u64, total: impl FnOnce() -> String) {
+    if count > NAMED_FAILURES {
+        result.fail(total());
+    }
+}
+
+fn no_stage(result: &mut ClaimResult, kind: &str, stage: Option<&str>) {
+    result.undecided(match stage {
+        Some(s) => format!("the run has no `{kind}` stage named `{s}`"),
+        None => format!("the run has no `{kind}` stage"),
+    });
+}
+
+/// Evaluates every claim of `policy` against a run.
+pub fn evaluate(cx: &RunContext<'_>, policy: &AuditPolicy, options: &AuditOptions<'_>) -> Vec<ClaimResult> {
+    policy
+        .claims
+        .iter()
+        .map(|claim| match claim {
+            Claim::Robots { stage, agents, max_default_share } => {
+                robots::robots(cx, stage.as_deref(), agents, *max_default_share, options)
+            }
+            Claim::RobotsLoss { stage, groups, tolerance } => {
+                robots::robots_loss(cx, stage.as_deref(), groups, *tolerance)
+            }
+            Claim::Pii { stage } => pii::pii(cx, stage.as_deref(), options),
+            Claim::Toxicity { stage, removed_share, tolerance } => {
+                toxicity::toxicity(cx, stage.as_deref(), *removed_share, *tolerance)
+            }
+            Claim::License { stage, policy } => license::license(cx, stage.as_deref(), policy),
+            Claim::CompoundLicense { stage } => license::compound_license(cx, stage.as_deref()),
+            Claim::Decontamination { stage, benchmark } => {
+                decontamination::decontamination(cx, stage.as_deref(), benchmark.as_ref(), options)
+            }
+            Claim::Replay {} => replay::replay(cx),
+        })
+        .collect()
+}
