@@ -15,6 +15,7 @@ mod test_explain;
 mod test_explain_pii;
 mod test_extends;
 mod test_goldfish;
+mod test_house;
 mod test_kill;
 mod test_license;
 mod test_license_review;

@@ -17,8 +17,8 @@ use std::sync::Arc;
 use prov_manifest::{LockedStage, Lockfile, Name, OutputType, encode_value};
 use serde_json::Value;
 
+use crate::error::ExecError;
 use crate::lock::type_name;
-use crate::run::ExecError;
 use crate::stage::{InputSpec, Registry, Stage};
 
 /// Checks `lockfile` against the stage kinds of `registry`; the first problem found, naming

@@ -36,6 +36,7 @@
 mod builtin;
 mod check;
 mod envelope;
+mod error;
 mod key;
 mod lock;
 mod maintenance;
@@ -48,12 +49,13 @@ mod tree;
 pub use builtin::{ExternalConfig, ExternalStage, SourcePathError, SourceStage, confine_source};
 pub use check::check_lockfile;
 pub use envelope::{TorchFacts, WORKBENCH_VERSION, capture as capture_envelope, key_envelope};
+pub use error::ExecError;
 pub use key::stage_key;
 pub use lock::{Locked, absolute, lock_recipe, lock_text, lockfile_bytes, plan_order, relative_to};
 pub use maintenance::{AffectedRun, Damage, GcError, GcReport, Problem, StoreCheck, check_store, gc, run_records};
 pub use run::{
-    Divergence, ExecError, ExecOptions, Observer, ReplayRange, RunReport, Silent, StageReport, StageStatus,
-    recorded_run, replay, run, verify_closure,
+    Divergence, ExecOptions, Observer, ReplayRange, RunReport, Silent, StageReport, StageStatus, recorded_run, replay,
+    run, verify_closure,
 };
 pub use stage::{
     ConfigError, InputSpec, Located, Registry, Stage, StageContext, StageError, StageInput, StageOutput, parse_params,

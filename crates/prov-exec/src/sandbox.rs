@@ -18,8 +18,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus};
 use std::time::{Duration, Instant};
 
-use crate::builtin::ExternalConfig;
-
 /// What the stage statistics say the command ran in.
 pub const KIND: &str = "bubblewrap";
 
@@ -51,10 +49,21 @@ fn find(program: &str) -> Option<PathBuf> {
     std::env::split_paths(&path).map(|d| d.join(program)).find(|p| p.is_file())
 }
 
+/// What a command may use: the network, and how much memory and file size.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Limits {
+    /// Share the host's network (and its resolver files).
+    pub network: bool,
+    /// Address-space limit, in MiB.
+    pub memory_mib: u64,
+    /// Largest file the command may write, in MiB.
+    pub max_file_mib: u64,
+}
+
 impl Sandbox {
     /// Prepares the sandbox of a command whose scratch directory is `scratch` and working
     /// directory `work`; checks that bubblewrap can start one here.
-    pub(crate) fn new(config: &ExternalConfig, scratch: &Path, work: &Path) -> Result<Self, String> {
+    pub(crate) fn new(config: &Limits, scratch: &Path, work: &Path) -> Result<Self, String> {
         let bwrap = find("bwrap").ok_or_else(|| {
             "bubblewrap (`bwrap`) is not on PATH: commands run only in its sandbox, never unconfined".to_owned()
         })?;

@@ -322,14 +322,6 @@ impl Registry {
         Self::default()
     }
 
-    /// Returns a registry with the kinds built into the executor (`source`, `external`).
-    pub fn with_builtins() -> Self {
-        let mut r = Self::new();
-        r.register(Arc::new(crate::builtin::SourceStage));
-        r.register(Arc::new(crate::builtin::ExternalStage));
-        r
-    }
-
     /// Adds a kind, replacing one of the same name.
     pub fn register(&mut self, stage: Arc<dyn Stage>) {
         self.kinds.insert(stage.kind(), stage);

@@ -11,8 +11,9 @@ use prov_manifest::{Lockfile, LockfileDiff, Record, RelPath};
 use prov_store::{Digest, ExecutionRow, Store, StoreError};
 
 use crate::builtin::{SourcePathError, confine_source};
+use crate::error::ExecError;
 use crate::lock::lock_recipe;
-use crate::run::{ExecError, recorded_run};
+use crate::run::recorded_run;
 use crate::stage::Registry;
 
 /// Whether a lockfile still matches its recipe.

@@ -19,7 +19,7 @@
 //! Strings are matched exactly (after trimming); variants go through the other rules of
 //! [`crate::normalize()`].
 
-use crate::normalize::NotALicense;
+use crate::not_a_license::NotALicense;
 
 /// What a DPI string denotes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -90,6 +90,7 @@ pub mod detect;
 pub mod dpi;
 pub mod expression;
 pub mod normalize;
+mod not_a_license;
 pub mod policy;
 pub mod queue;
 pub mod review;

@@ -39,6 +39,7 @@ mod loaded_run;
 mod lockfile;
 mod name;
 mod recipe;
+mod record;
 mod records;
 mod replay;
 mod stored;
@@ -55,10 +56,11 @@ pub use recipe::{
     MAX_YAML_DEPTH, MAX_YAML_INDENT, RECIPE_SCHEMA, Recipe, RecipeError, RecipeSource, RecipeStage, check_yaml_nesting,
     closest, did_you_mean, from_yaml, locate, yaml_error, yaml_to_json,
 };
+pub use record::Record;
 pub use records::{
     CheckpointRecord, Column, Content, DatasetRecord, Decision, Determinism, Envelope, LedgerRecord, OutputRef,
-    OutputType, Record, RunRecord, RunStage, SCHEMA_VERSION, ShardRef, SourceRecord, StageRecord, TreeEntry,
-    TreeRecord, VerdictRecord,
+    OutputType, RunRecord, RunStage, SCHEMA_VERSION, ShardRef, SourceRecord, StageRecord, TreeEntry, TreeRecord,
+    VerdictRecord,
 };
 pub use replay::{
     EnvelopeCheck, EnvelopeDifference, ReplayDifference, ReplayDivergence, ReplayRecord, ReplayStage, ReplayStatus,

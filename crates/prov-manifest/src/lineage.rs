@@ -13,7 +13,8 @@ use std::fmt::Write as _;
 
 use prov_store::{Digest, ObjectKind, Store};
 
-use crate::records::{DatasetRecord, LedgerRecord, Record};
+use crate::record::Record;
+use crate::records::{DatasetRecord, LedgerRecord};
 use crate::stored::{StoredError, get_record};
 
 /// An edge: produced-from (input -> stage -> output) or containment.

@@ -9,8 +9,9 @@
 use prov_store::{Digest, Store};
 
 use crate::lockfile::Lockfile;
+use crate::record::Record;
 use crate::records::{
-    CheckpointRecord, DatasetRecord, LedgerRecord, OutputRef, Record, RunRecord, SourceRecord, StageRecord, TreeRecord,
+    CheckpointRecord, DatasetRecord, LedgerRecord, OutputRef, RunRecord, SourceRecord, StageRecord, TreeRecord,
     VerdictRecord,
 };
 use crate::replay::ReplayRecord;

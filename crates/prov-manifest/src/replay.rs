@@ -301,7 +301,8 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::records::{OutputType, Record};
+    use crate::record::Record;
+    use crate::records::OutputType;
 
     fn envelope(cpu: &str) -> Envelope {
         Envelope {

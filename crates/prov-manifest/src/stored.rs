@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use prov_store::{Digest, ObjectKind, Store, StoreError};
 
 use crate::canonical::{DecodeError, EncodeError};
-use crate::records::Record;
+use crate::record::Record;
 use crate::replay::ReplayRecord;
 
 /// An error reading or writing a stored record.

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 
 use prov_dataset::{LedgerDecision, LedgerRow, LedgerShard, write_dataset, write_ledger, write_ledger_shard};
 use prov_exec::{StageContext, StageError, StageOutput};
-use prov_manifest::{DatasetRecord, OutputRef, OutputType, Record, ShardRef, get_record};
+use prov_manifest::{OutputRef, OutputType, ShardRef};
 use serde_json::{Value, json};
 
 /// One shard's result: the kept (or rewritten) documents, its ledger shard and its rows'
@@ -22,17 +22,6 @@ pub(crate) type CountedShard = (ShardRef, LedgerShard, FilterStats);
 /// The outputs every filter declares; [`finish_counted`] writes exactly these.
 pub(crate) fn outputs() -> Vec<(String, OutputType)> {
     vec![("dataset".into(), OutputType::Dataset), ("ledger".into(), OutputType::Ledger)]
-}
-
-/// Reads the dataset record of an input.
-pub(crate) fn input_dataset(cx: &StageContext<'_>, input: &str) -> Result<DatasetRecord, StageError> {
-    match get_record(cx.store, &cx.input(input)?.digest)? {
-        Record::Dataset(ds) => Ok(ds),
-        other => Err(StageError::Input {
-            input: input.into(),
-            message: format!("expected a dataset record, found a {} record", other.kind_name()),
-        }),
-    }
 }
 
 /// Documents and words per rule, removed per language, and in all.

@@ -289,7 +289,7 @@ impl Stage for LicenseStage {
     fn run(&self, cx: &StageContext<'_>) -> Result<StageOutput, StageError> {
         let config: LicenseConfig = parse_params(cx.config).map_err(StageError::Config)?;
         let policy = policy_of(&config.policy)?;
-        let ds = crate::filter::input_dataset(cx, "docs")?;
+        let ds = cx.input_record::<prov_manifest::DatasetRecord>("docs")?;
         let subject = cx.input("docs")?.digest;
         let reviewers = reviewer_verdicts(cx)?;
         let results: Vec<ShardResult> = cx.pool.install(|| {

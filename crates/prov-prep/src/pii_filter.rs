@@ -79,7 +79,7 @@ impl Stage for PiiStage {
     fn run(&self, cx: &StageContext<'_>) -> Result<StageOutput, StageError> {
         let config: PiiConfig = parse_params(cx.config).map_err(StageError::Config)?;
         let redactor = Redactor::new(config.mode, StrictOptions { keep_private_ips: config.keep_private_ips });
-        let ds = crate::filter::input_dataset(cx, "docs")?;
+        let ds = cx.input_record::<prov_manifest::DatasetRecord>("docs")?;
         // Shards in parallel, collected in shard order: bytes do not depend on the threads.
         let results: Vec<(crate::filter::CountedShard, PiiCounts)> = cx.pool.install(|| {
             ds.shards

@@ -253,7 +253,7 @@ impl Stage for RobotsStage {
     }
     fn run(&self, cx: &StageContext<'_>) -> Result<StageOutput, StageError> {
         let config: RobotsConfig = parse_params(cx.config).map_err(StageError::Config)?;
-        let ds = crate::filter::input_dataset(cx, "docs")?;
+        let ds = cx.input_record::<prov_manifest::DatasetRecord>("docs")?;
         let snapshot = Snapshot::load(cx.store, &cx.input("snapshot")?.digest)?;
         let robots = snapshot.parse_all(config.keys)?;
         // Shards in parallel; results collected in shard order, so bytes do not depend on threads.

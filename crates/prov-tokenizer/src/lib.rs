@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use prov_dataset::shard_documents;
 use prov_dataset::tokens::{TokenWriter, data_order, encode_order};
 use prov_exec::{ConfigError, InputSpec, Stage, StageContext, StageError, StageOutput, parse_params};
-use prov_manifest::{DatasetRecord, Determinism, OutputRef, OutputType, Record, get_record};
+use prov_manifest::{DatasetRecord, Determinism, OutputRef, OutputType};
 use prov_store::{ObjectKind, Store};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -51,16 +51,6 @@ fn default_min_frequency() -> u64 {
 }
 
 /// Reads the documents of a dataset input, shard by shard, in dataset order.
-fn input_dataset(cx: &StageContext<'_>, input: &str) -> Result<DatasetRecord, StageError> {
-    match get_record(cx.store, &cx.input(input)?.digest)? {
-        Record::Dataset(ds) => Ok(ds),
-        other => Err(StageError::Input {
-            input: input.into(),
-            message: format!("expected a dataset record, found a {} record", other.kind_name()),
-        }),
-    }
-}
-
 fn tokenizer_error(input: &str, e: impl std::fmt::Display) -> StageError {
     StageError::Input { input: input.into(), message: format!("tokenizers: {e}") }
 }
@@ -134,7 +124,7 @@ impl Stage for TokenizerStage {
     }
     fn run(&self, cx: &StageContext<'_>) -> Result<StageOutput, StageError> {
         let config: TokenizerConfig = parse_params(cx.config).map_err(StageError::Config)?;
-        let ds = input_dataset(cx, "docs")?;
+        let ds = cx.input_record::<DatasetRecord>("docs")?;
         let mut texts = Vec::with_capacity(ds.rows as usize);
         for shard in &ds.shards {
             for doc in shard_documents(cx.store, &shard.digest)? {
@@ -260,7 +250,7 @@ impl Stage for TokenizeStage {
         let special = special_ids(&tokenizer)?;
         let vocab = u32::try_from(tokenizer.get_vocab_size(true))
             .map_err(|_| tokenizer_error("tokenizer", "vocabulary too large"))?;
-        let ds = input_dataset(cx, "docs")?;
+        let ds = cx.input_record::<DatasetRecord>("docs")?;
         let mut writer = TokenWriter::new(cx.store, config.seq_len, config.samples_per_shard, vocab, special.clone())?;
         let (bos, eos) = (special["bos"], special["eos"]);
         for shard in &ds.shards {

@@ -1,18 +1,21 @@
-//! Using a stored checkpoint on its own: loading it with every tensor checked against the
-//! digest its record lists, per-token log-probabilities, reproducible sampling, and the Hugging
-//! Face folder (`config.json`, `model.safetensors`, `tokenizer.json`, `tokenizer_config.json`)
+//! Checkpoints: writing a trainer's state as a checkpoint record's objects
+//! ([`CheckpointWriter`], for every training stage), and using a stored checkpoint on its own:
+//! loading it with every tensor checked against the digest its record lists, per-token
+//! log-probabilities, reproducible sampling, and the Hugging Face folder (`config.json`, `model.safetensors`, `tokenizer.json`, `tokenizer_config.json`)
 //! that transformers' `ApertusForCausalLM` loads as it is.
 
 use std::collections::BTreeMap;
 
-use prov_manifest::{CheckpointRecord, Record};
-use prov_store::{Digest, Store, StoreError};
+use prov_exec::StageError;
+use prov_manifest::{CheckpointRecord, Finite, Record, SCHEMA_VERSION, encode_value};
+use prov_store::{Digest, ObjectKind, Store, StoreError};
 use prov_torch::NamedTensors;
 use serde_json::{Value, json};
 use tch::nn::VarStore;
 use tch::{Device, Kind, Tensor};
 
 use crate::model::{Decoder, KvCache, ModelConfig, XIELU_BETA, XIELU_EPS};
+use crate::trainer::Trainer;
 
 /// Why a checkpoint cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -405,6 +408,48 @@ fn special_tokens(added: &[Value], config: &Value) -> BTreeMap<&'static str, Str
         }
     }
     out
+}
+
+/// Writes a trainer's state as a checkpoint record's objects.
+pub(crate) struct CheckpointWriter<'a> {
+    pub(crate) store: &'a Store,
+    /// The stored `config.json`.
+    pub(crate) config: Digest,
+    pub(crate) tokenizer: Digest,
+    /// The random state a resumed run needs, as JSON.
+    pub(crate) rng: Value,
+}
+
+impl CheckpointWriter<'_> {
+    /// Stores the weights, optimizer state, RNG state and log; returns the record naming them.
+    pub(crate) fn record(&self, trainer: &Trainer, batch_size: u64) -> Result<CheckpointRecord, StageError> {
+        let store = self.store;
+        let weights = trainer.weights();
+        let config_text = String::from_utf8(store.read(&self.config)?).expect("canonical JSON is UTF-8");
+        let weights_digest = store.put_bytes(ObjectKind::Blob, &weights.to_safetensors(&config_text))?;
+        let optimizer_digest = store.put_bytes(ObjectKind::Blob, &trainer.optimizer_state().to_safetensors("{}"))?;
+        let rng_digest = store.put_bytes(ObjectKind::Blob, &encode_value(&self.rng))?;
+        let log_digest = store.put_bytes(ObjectKind::Blob, &trainer.log_bytes())?;
+        let tensors = weights
+            .0
+            .iter()
+            .map(|(name, (_, values))| (name.clone(), Digest::of(&NamedTensors::le_bytes(values))))
+            .collect();
+        let last = trainer.log().last().expect("a checkpoint follows a step");
+        Ok(CheckpointRecord {
+            schema: SCHEMA_VERSION,
+            step: trainer.step(),
+            config: self.config,
+            weights: weights_digest,
+            tensors,
+            optimizer: optimizer_digest,
+            rng: rng_digest,
+            data_position: trainer.step() * batch_size,
+            loss: Finite::new(last.loss),
+            log: Some(log_digest),
+            tokenizer: Some(self.tokenizer),
+        })
+    }
 }
 
 #[cfg(test)]

@@ -22,7 +22,7 @@ static TABLE: OnceLock<Vec<f32>> = OnceLock::new();
 ///
 /// The first call reseeds libtorch's global CPU generator to draw it. Callers that draw
 /// random numbers of their own (model initialisation) call this first and seed afterwards:
-/// [`crate::trainer::Trainer::new`] does.
+/// the trainer does (`Trainer::new`).
 pub fn table() -> &'static [f32] {
     TABLE.get_or_init(|| {
         tch::manual_seed(TABLE_SEED);

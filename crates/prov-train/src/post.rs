@@ -16,8 +16,8 @@ use serde_json::{Value, json};
 use tokenizers::Tokenizer;
 
 use crate::ademamix::AdEMAMixConfig;
+use crate::checkpoint::CheckpointWriter;
 use crate::checkpoint::{CheckpointError, LoadedCheckpoint};
-use crate::pretrain::CheckpointWriter;
 use crate::trainer::{LoopConfig, ScheduleKind, Trainer};
 
 /// One line of a chat-examples file (JSON Lines): an id and a conversation ending with the

@@ -16,8 +16,8 @@ use std::collections::BTreeMap;
 use prov_dataset::tokens::TokenData;
 use prov_exec::{ConfigError, InputSpec, Located, Stage, StageContext, StageError, StageOutput, parse_params};
 use prov_manifest::{
-    CheckpointRecord, Determinism, Finite, OutputRef, OutputType, Record, SCHEMA_VERSION, TreeEntry, TreeRecord,
-    encode_value, put_record,
+    CheckpointRecord, Determinism, OutputRef, OutputType, Record, SCHEMA_VERSION, TreeEntry, TreeRecord, encode_value,
+    put_record,
 };
 use prov_store::{Digest, ObjectKind, Store};
 use prov_torch::NamedTensors;
@@ -25,6 +25,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::ademamix::AdEMAMixConfig;
+use crate::checkpoint::CheckpointWriter;
 use crate::model::ModelConfig;
 use crate::trainer::{LoopConfig, Samples, StepLog, Trainer, decode_log, hf_config};
 
@@ -578,47 +579,5 @@ pub fn model_config(p: &ModelParams, vocab_size: i64, seq_len: i64) -> ModelConf
         rms_norm_eps: p.rms_norm_eps,
         init_std: p.init_std,
         max_position_embeddings: seq_len,
-    }
-}
-
-/// Writes a trainer's state as a checkpoint record's objects.
-pub(crate) struct CheckpointWriter<'a> {
-    pub(crate) store: &'a Store,
-    /// The stored `config.json`.
-    pub(crate) config: Digest,
-    pub(crate) tokenizer: Digest,
-    /// The random state a resumed run needs, as JSON.
-    pub(crate) rng: Value,
-}
-
-impl CheckpointWriter<'_> {
-    /// Stores the weights, optimizer state, RNG state and log; returns the record naming them.
-    pub(crate) fn record(&self, trainer: &Trainer, batch_size: u64) -> Result<CheckpointRecord, StageError> {
-        let store = self.store;
-        let weights = trainer.weights();
-        let config_text = String::from_utf8(store.read(&self.config)?).expect("canonical JSON is UTF-8");
-        let weights_digest = store.put_bytes(ObjectKind::Blob, &weights.to_safetensors(&config_text))?;
-        let optimizer_digest = store.put_bytes(ObjectKind::Blob, &trainer.optimizer_state().to_safetensors("{}"))?;
-        let rng_digest = store.put_bytes(ObjectKind::Blob, &encode_value(&self.rng))?;
-        let log_digest = store.put_bytes(ObjectKind::Blob, &trainer.log_bytes())?;
-        let tensors = weights
-            .0
-            .iter()
-            .map(|(name, (_, values))| (name.clone(), Digest::of(&NamedTensors::le_bytes(values))))
-            .collect();
-        let last = trainer.log().last().expect("a checkpoint follows a step");
-        Ok(CheckpointRecord {
-            schema: SCHEMA_VERSION,
-            step: trainer.step(),
-            config: self.config,
-            weights: weights_digest,
-            tensors,
-            optimizer: optimizer_digest,
-            rng: rng_digest,
-            data_position: trainer.step() * batch_size,
-            loss: Finite::new(last.loss),
-            log: Some(log_digest),
-            tokenizer: Some(self.tokenizer),
-        })
     }
 }

@@ -231,7 +231,12 @@ fn run_sandboxed(
     let stderr = fs_err::File::create(scratch.join("stderr.log"))?;
     let program = resolve_program(&config.command[0], &env["PATH"]);
     // Never unconfined: if the sandbox cannot start, neither does the command.
-    let sandbox = crate::sandbox::Sandbox::new(config, scratch, work).map_err(StageError::Sandbox)?;
+    let limits = crate::sandbox::Limits {
+        network: config.network,
+        memory_mib: config.memory_mib,
+        max_file_mib: config.max_file_mib,
+    };
+    let sandbox = crate::sandbox::Sandbox::new(&limits, scratch, work).map_err(StageError::Sandbox)?;
     let child = sandbox
         .command(&program, &config.command[1..])
         .env_clear()

@@ -171,7 +171,7 @@ impl Stage for ToxicityStage {
     fn run(&self, cx: &StageContext<'_>) -> Result<StageOutput, StageError> {
         let config: ToxicityConfig = parse_params(cx.config).map_err(StageError::Config)?;
         let classifier = Self::load(cx)?;
-        let ds = crate::filter::input_dataset(cx, "docs")?;
+        let ds = cx.input_record::<prov_manifest::DatasetRecord>("docs")?;
 
         // Pass 1: score every document, shard-parallel, in shard order. Only the scores stay
         // in memory (16 bytes a document); pass 2 reads the documents again.
