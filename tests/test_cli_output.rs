@@ -298,6 +298,8 @@ fn the_audit_run_commands_print_what_they_printed() {
     let readme = fs_err::read_to_string(p.path("card-hf/README.md")).unwrap();
     insta::assert_snapshot!("card.hf.README.md", pin.redact(&readme));
     pin.both("card.croissant", &["card", "lockfiles/audited.lock", "--format", "croissant", "--out", "card-croissant"]);
+    let croissant = fs_err::read_to_string(p.path("card-croissant/croissant.json")).unwrap();
+    insta::assert_snapshot!("card.croissant.croissant.json", pin.redact(&croissant));
 }
 
 #[test]

@@ -1,5 +1,6 @@
 //! Croissant 1.0 JSON-LD with the Responsible AI (RAI) vocabulary.
 
+use std::collections::BTreeMap;
 use std::io::Read as _;
 
 use prov_store::{Digest, Store};
@@ -89,56 +90,8 @@ pub fn build(ev: &CardInputs, sha256: &[String]) -> Value {
     let out = &ev.output;
     let (licenses, _) = kept_licenses(ev);
     let (languages, _) = ev.kept_languages();
-    let mut distribution = Vec::new();
-    for (i, (shard, sha)) in out.record.shards.iter().zip(sha256).enumerate() {
-        distribution.push(json!({
-            "@type": "cr:FileObject",
-            "@id": format!("shard-{i:05}"),
-            "name": format!("shard-{i:05}"),
-            "description": format!("Shard {i} of the dataset: {} rows; BLAKE3 {} (the object's name in the Provenant store).", group(shard.rows), shard.digest),
-            "contentUrl": shard_path(i),
-            "contentSize": format!("{} B", shard.bytes),
-            "encodingFormat": "application/x-parquet",
-            "sha256": sha,
-        }));
-    }
-    distribution.push(json!({
-        "@type": "cr:FileSet",
-        "@id": "parquet-shards",
-        "name": "parquet-shards",
-        "description": "The dataset's Parquet shards (zstd), in dataset order.",
-        "encodingFormat": "application/x-parquet",
-        "includes": "data/*.parquet",
-    }));
-    let fields: Vec<Value> = out
-        .record
-        .columns
-        .iter()
-        .map(|c| {
-            let data_type = match c.data_type.as_str() {
-                "Int64" | "UInt64" | "Int32" | "UInt32" => "sc:Integer",
-                "Float64" | "Float32" => "sc:Float",
-                "Boolean" => "sc:Boolean",
-                _ => "sc:Text",
-            };
-            json!({
-                "@type": "cr:Field",
-                "@id": format!("documents/{}", c.name),
-                "name": c.name,
-                "description": format!("Column `{}` ({}{}).", c.name, c.data_type, if c.nullable { ", nullable" } else { "" }),
-                "dataType": data_type,
-                "source": {"fileSet": {"@id": "parquet-shards"}, "extract": {"column": c.name}},
-            })
-        })
-        .collect();
-    let record_set = json!({
-        "@type": "cr:RecordSet",
-        "@id": "documents",
-        "name": "documents",
-        "description": format!("One record per document: {} records.", group(out.record.rows)),
-        "field": fields,
-    });
-
+    let distribution = distribution(ev, sha256);
+    let record_set = record_set(ev);
     let run_ref = refs.cite(ev.run.manifest, "run");
     let out_ref = refs.cite(out.digest, "dataset");
     let sources: Vec<String> = ev
@@ -156,72 +109,10 @@ pub fn build(ev: &CardInputs, sha256: &[String]) -> Value {
             )
         })
         .collect();
-    let preprocessing: Vec<String> = ev
-        .chain_stages()
-        .map(|st| {
-            let r = refs.cite(st.manifest, "stage");
-            let rules = match st.record.stats.get("by_rule") {
-                Some(Value::Object(m)) => m
-                    .iter()
-                    .map(|(k, v)| {
-                        format!("{k}: {} documents", group(v.get("documents").and_then(Value::as_u64).unwrap_or(0)))
-                    })
-                    .collect::<Vec<_>>()
-                    .join(", "),
-                _ => String::new(),
-            };
-            let config = serde_json::to_string(&st.record.config).expect("JSON serialises");
-            format!(
-                "{} ({} v{}, {}), config {config}{}{r}",
-                st.record.name,
-                st.record.stage_kind,
-                st.record.version,
-                st.record.determinism.as_str(),
-                if rules.is_empty() { String::new() } else { format!("; {rules}") }
-            )
-        })
-        .collect();
-    let pii = ev.chain_stage("pii").map_or_else(
-        || "No PII stage ran in this pipeline: the data may contain personal information.".to_owned(),
-        |st| {
-            let r = refs.cite(st.manifest, "pii");
-            let replaced = match st.record.stats.get("replaced") {
-                Some(Value::Object(m)) => m.iter().map(|(k, v)| format!("{} {k}", group(v.as_u64().unwrap_or(0)))).collect::<Vec<_>>().join(", "),
-                _ => "not recorded".to_owned(),
-            };
-            let redacted = st.record.stats.get("by_rule").and_then(|b| b.get("pii:redacted")).and_then(|v| v.get("documents")).and_then(Value::as_u64).unwrap_or(0);
-            format!(
-                "The `{}` stage (mode `{}`) replaced spans in {} documents: {replaced}{r}. Only these pattern kinds are detected; names, postal addresses and phone numbers are not.",
-                st.record.name,
-                st.record.config.get("mode").and_then(Value::as_str).unwrap_or("?"),
-                group(redacted)
-            )
-        },
-    );
+    let preprocessing = preprocessing(ev, &mut refs);
+    let pii = personal_information(ev, &mut refs);
     let limits: Vec<String> = limitations(ev, &mut refs);
-    let biases = {
-        let mut parts = Vec::new();
-        if let Some(st) = ev.chain_stage("toxicity") {
-            let r = refs.cite(st.manifest, "toxicity");
-            let (d, _) = st
-                .record
-                .stats
-                .get("by_rule")
-                .and_then(|b| b.get("toxicity:toxic"))
-                .map_or((0, 0), |v| (v.get("documents").and_then(Value::as_u64).unwrap_or(0), 0));
-            parts.push(format!("The toxicity filter removed {} documents, the top scores of each language with a classifier{r}; languages without one were not filtered.", group(d)));
-        }
-        let mut sorted: Vec<(&String, &u64)> = languages.iter().collect();
-        sorted.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
-        let top: Vec<String> = sorted.iter().take(5).map(|(l, n)| format!("{l} {}", group(**n))).collect();
-        parts.push(format!(
-            "{} language tags; the largest: {} documents{}.",
-            group(languages.len() as u64),
-            top.join(", "),
-            refs.cite(out.digest, "dataset")
-        ));
-        parts.join(" ")
-    };
+    let biases = biases(ev, &mut refs, &languages);
     let license_value: Vec<Value> =
         licenses.iter().map(|l| Value::String(format!("https://spdx.org/licenses/{l}.html"))).collect();
 
@@ -272,4 +163,140 @@ pub fn build(ev: &CardInputs, sha256: &[String]) -> Value {
         json!(format!("No annotation. Manifests cited by short id: {}", manifests.join("; "))),
     );
     Value::Object(doc)
+}
+
+/// The output's shards as `cr:FileObject`s with their SHA-256, and the `cr:FileSet` of them.
+fn distribution(ev: &CardInputs, sha256: &[String]) -> Vec<Value> {
+    let out = &ev.output;
+    let mut distribution = Vec::new();
+    for (i, (shard, sha)) in out.record.shards.iter().zip(sha256).enumerate() {
+        distribution.push(json!({
+            "@type": "cr:FileObject",
+            "@id": format!("shard-{i:05}"),
+            "name": format!("shard-{i:05}"),
+            "description": format!("Shard {i} of the dataset: {} rows; BLAKE3 {} (the object's name in the Provenant store).", group(shard.rows), shard.digest),
+            "contentUrl": shard_path(i),
+            "contentSize": format!("{} B", shard.bytes),
+            "encodingFormat": "application/x-parquet",
+            "sha256": sha,
+        }));
+    }
+    distribution.push(json!({
+        "@type": "cr:FileSet",
+        "@id": "parquet-shards",
+        "name": "parquet-shards",
+        "description": "The dataset's Parquet shards (zstd), in dataset order.",
+        "encodingFormat": "application/x-parquet",
+        "includes": "data/*.parquet",
+    }));
+    distribution
+}
+
+/// The one record set: a record per document, a field per column.
+fn record_set(ev: &CardInputs) -> Value {
+    let out = &ev.output;
+    let fields: Vec<Value> = out
+        .record
+        .columns
+        .iter()
+        .map(|c| {
+            let data_type = match c.data_type.as_str() {
+                "Int64" | "UInt64" | "Int32" | "UInt32" => "sc:Integer",
+                "Float64" | "Float32" => "sc:Float",
+                "Boolean" => "sc:Boolean",
+                _ => "sc:Text",
+            };
+            json!({
+                "@type": "cr:Field",
+                "@id": format!("documents/{}", c.name),
+                "name": c.name,
+                "description": format!("Column `{}` ({}{}).", c.name, c.data_type, if c.nullable { ", nullable" } else { "" }),
+                "dataType": data_type,
+                "source": {"fileSet": {"@id": "parquet-shards"}, "extract": {"column": c.name}},
+            })
+        })
+        .collect();
+    let record_set = json!({
+        "@type": "cr:RecordSet",
+        "@id": "documents",
+        "name": "documents",
+        "description": format!("One record per document: {} records.", group(out.record.rows)),
+        "field": fields,
+    });
+    record_set
+}
+
+/// `rai:dataPreprocessingProtocol`: each stage of the chain with its configuration and rules.
+fn preprocessing(ev: &CardInputs, refs: &mut Refs) -> Vec<String> {
+    ev.chain_stages()
+        .map(|st| {
+            let r = refs.cite(st.manifest, "stage");
+            let rules = match st.record.stats.get("by_rule") {
+                Some(Value::Object(m)) => m
+                    .iter()
+                    .map(|(k, v)| {
+                        format!("{k}: {} documents", group(v.get("documents").and_then(Value::as_u64).unwrap_or(0)))
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                _ => String::new(),
+            };
+            let config = serde_json::to_string(&st.record.config).expect("JSON serialises");
+            format!(
+                "{} ({} v{}, {}), config {config}{}{r}",
+                st.record.name,
+                st.record.stage_kind,
+                st.record.version,
+                st.record.determinism.as_str(),
+                if rules.is_empty() { String::new() } else { format!("; {rules}") }
+            )
+        })
+        .collect()
+}
+
+/// `rai:personalSensitiveInformation`: what the PII stage replaced, or that none ran.
+fn personal_information(ev: &CardInputs, refs: &mut Refs) -> String {
+    ev.chain_stage("pii").map_or_else(
+        || "No PII stage ran in this pipeline: the data may contain personal information.".to_owned(),
+        |st| {
+            let r = refs.cite(st.manifest, "pii");
+            let replaced = match st.record.stats.get("replaced") {
+                Some(Value::Object(m)) => m.iter().map(|(k, v)| format!("{} {k}", group(v.as_u64().unwrap_or(0)))).collect::<Vec<_>>().join(", "),
+                _ => "not recorded".to_owned(),
+            };
+            let redacted = st.record.stats.get("by_rule").and_then(|b| b.get("pii:redacted")).and_then(|v| v.get("documents")).and_then(Value::as_u64).unwrap_or(0);
+            format!(
+                "The `{}` stage (mode `{}`) replaced spans in {} documents: {replaced}{r}. Only these pattern kinds are detected; names, postal addresses and phone numbers are not.",
+                st.record.name,
+                st.record.config.get("mode").and_then(Value::as_str).unwrap_or("?"),
+                group(redacted)
+            )
+        },
+    )
+}
+
+/// `rai:dataBiases`: what the toxicity filter removed, and the languages' sizes.
+fn biases(ev: &CardInputs, refs: &mut Refs, languages: &BTreeMap<String, u64>) -> String {
+    let out = &ev.output;
+    let mut parts = Vec::new();
+    if let Some(st) = ev.chain_stage("toxicity") {
+        let r = refs.cite(st.manifest, "toxicity");
+        let (d, _) = st
+            .record
+            .stats
+            .get("by_rule")
+            .and_then(|b| b.get("toxicity:toxic"))
+            .map_or((0, 0), |v| (v.get("documents").and_then(Value::as_u64).unwrap_or(0), 0));
+        parts.push(format!("The toxicity filter removed {} documents, the top scores of each language with a classifier{r}; languages without one were not filtered.", group(d)));
+    }
+    let mut sorted: Vec<(&String, &u64)> = languages.iter().collect();
+    sorted.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+    let top: Vec<String> = sorted.iter().take(5).map(|(l, n)| format!("{l} {}", group(**n))).collect();
+    parts.push(format!(
+        "{} language tags; the largest: {} documents{}.",
+        group(languages.len() as u64),
+        top.join(", "),
+        refs.cite(out.digest, "dataset")
+    ));
+    parts.join(" ")
 }

@@ -78,12 +78,28 @@ pub fn render(ev: &CardInputs, plots: &[(String, String)]) -> String {
     let run_ref = refs.cite(ev.run.manifest, format!("run record of `{}`", ev.run.recipe()));
     let out_ref = refs.cite(ev.output.digest, format!("dataset record, `{}.dataset`", ev.output.stage));
     let (licenses, license_refs) = kept_licenses(ev);
-    let (languages, languages_add_up) = ev.kept_languages();
-    let primaries: BTreeSet<String> = languages.keys().map(|l| primary_language(l)).collect();
-    let rows = ev.output.record.rows;
 
     let mut s = String::new();
-    // Front matter.
+    front_matter(&mut s, ev, &licenses);
+    introduction(&mut s, ev, &mut refs, (&run_ref, &out_ref), (&licenses, &license_refs));
+    sources_section(&mut s, ev, &mut refs);
+    processing_section(&mut s, ev, &mut refs, &run_ref);
+    filters_section(&mut s, ev, &mut refs, &out_ref);
+    plots_section(&mut s, ev, &mut refs, plots);
+    s.push_str("## Known limitations\n\n");
+    for line in limitations(ev, &mut refs) {
+        let _ = writeln!(s, "- {line}");
+    }
+    s.push('\n');
+    s.push_str("## Manifests\n\n");
+    s.push_str(&refs.footnotes());
+    s
+}
+
+/// The YAML front matter the Hub reads: name, licenses, languages, size, sources, tags.
+fn front_matter(s: &mut String, ev: &CardInputs, licenses: &[String]) {
+    let (languages, _) = ev.kept_languages();
+    let primaries: BTreeSet<String> = languages.keys().map(|l| primary_language(l)).collect();
     s.push_str("---\n");
     let _ = writeln!(
         s,
@@ -91,7 +107,7 @@ pub fn render(ev: &CardInputs, plots: &[(String, String)]) -> String {
         yaml_str(&format!("{} (Provenant run manifest {})", ev.run.recipe(), ev.run.manifest.short()))
     );
     s.push_str("license:\n");
-    for l in &licenses {
+    for l in licenses {
         let _ = writeln!(s, "- {}", yaml_str(&l.to_lowercase()));
     }
     if licenses.is_empty() {
@@ -101,7 +117,7 @@ pub fn render(ev: &CardInputs, plots: &[(String, String)]) -> String {
     for l in &primaries {
         let _ = writeln!(s, "- {}", yaml_str(l));
     }
-    let _ = writeln!(s, "size_categories:\n- {}", yaml_str(size_category(rows)));
+    let _ = writeln!(s, "size_categories:\n- {}", yaml_str(size_category(ev.output.record.rows)));
     s.push_str("source_datasets:\n");
     for src in ev.sources.iter().filter(|s| s.documents) {
         let _ = writeln!(s, "- {}", yaml_str(&format!("extended|{}", src.record.name)));
@@ -113,7 +129,16 @@ pub fn render(ev: &CardInputs, plots: &[(String, String)]) -> String {
     }
     s.push_str("configs:\n- config_name: default\n  data_files:\n  - split: train\n    path: data/*.parquet\n");
     s.push_str("---\n\n");
+}
 
+/// The title, where the card comes from, what the dataset is and its licenses.
+fn introduction(
+    s: &mut String,
+    ev: &CardInputs,
+    refs: &mut Refs,
+    (run_ref, out_ref): (&str, &str),
+    (licenses, license_refs): (&[String], &[Digest]),
+) {
     let _ = writeln!(s, "# {}\n", ev.run.recipe());
     let _ = writeln!(
         s,
@@ -127,7 +152,7 @@ pub fn render(ev: &CardInputs, plots: &[(String, String)]) -> String {
         "The dataset is the `dataset` output of stage `{}`: {} documents in {} Parquet shards{out_ref}, \
          with Merkle root `{}`{out_ref}.\n",
         ev.output.stage,
-        group(rows),
+        group(ev.output.record.rows),
         group(ev.output.record.shards.len() as u64),
         ev.output.record.merkle_root
     );
@@ -135,8 +160,10 @@ pub fn render(ev: &CardInputs, plots: &[(String, String)]) -> String {
         let cites: String = license_refs.iter().map(|d| refs.cite(*d, "license evidence")).collect();
         let _ = writeln!(s, "Licenses of the kept documents (SPDX): {}{cites}.\n", licenses.join(", "));
     }
+}
 
-    // Sources.
+/// `## Sources`: each source record, its role, origin, license and size.
+fn sources_section(s: &mut String, ev: &CardInputs, refs: &mut Refs) {
     s.push_str("## Sources\n\n| source | role | origin | license | retrieved | files | bytes | manifest |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n");
     for src in &ev.sources {
         let r = refs.cite(src.digest, format!("source record `{}`", src.record.name));
@@ -157,8 +184,11 @@ pub fn render(ev: &CardInputs, plots: &[(String, String)]) -> String {
         );
     }
     s.push('\n');
+}
 
-    // Processing.
+/// `## Processing`: every stage in plan order with its resolved configuration, and the chain
+/// the documents went through.
+fn processing_section(s: &mut String, ev: &CardInputs, refs: &mut Refs, run_ref: &str) {
     s.push_str("## Processing\n\nEvery stage of the run, in plan order, with its resolved configuration (every default explicit).\n\n");
     s.push_str("| stage | kind | version | determinism | config | manifest |\n| --- | --- | --- | --- | --- | --- |\n");
     for st in ev.run.stages() {
@@ -180,11 +210,15 @@ pub fn render(ev: &CardInputs, plots: &[(String, String)]) -> String {
     s.push('\n');
     let chain: Vec<String> = ev.chain_stages().map(|st| format!("`{}`", st.record.name)).collect();
     let _ = writeln!(s, "The documents go through {}{run_ref}.\n", chain.join(" → "));
+}
 
-    // Compliance filters.
+/// `## Compliance filters`: each filter of the chain, then the documents per language.
+fn filters_section(s: &mut String, ev: &CardInputs, refs: &mut Refs, out_ref: &str) {
+    let (languages, languages_add_up) = ev.kept_languages();
+    let rows = ev.output.record.rows;
     s.push_str("## Compliance filters\n\nWords are whitespace-separated words, as the ledgers count them.\n\n");
     for f in ev.filters() {
-        filter_section(&mut s, &mut refs, f);
+        filter_section(s, refs, f);
     }
     if !languages.is_empty() {
         let mut cites = String::new();
@@ -213,7 +247,10 @@ pub fn render(ev: &CardInputs, plots: &[(String, String)]) -> String {
         }
         s.push('\n');
     }
+}
 
+/// `## Plots`, each citing the chain's stage records it was drawn from.
+fn plots_section(s: &mut String, ev: &CardInputs, refs: &mut Refs, plots: &[(String, String)]) {
     if !plots.is_empty() {
         s.push_str("## Plots\n\n");
         // Each plot is drawn from the chain's stage records (each plot's bottom line names the
@@ -223,16 +260,6 @@ pub fn render(ev: &CardInputs, plots: &[(String, String)]) -> String {
             let _ = writeln!(s, "![{caption}]({file}){cites}\n");
         }
     }
-
-    s.push_str("## Known limitations\n\n");
-    for line in limitations(ev, &mut refs) {
-        let _ = writeln!(s, "- {line}");
-    }
-    s.push('\n');
-
-    s.push_str("## Manifests\n\n");
-    s.push_str(&refs.footnotes());
-    s
 }
 
 // Short names for the string, the stage, its citation, documents and words keep the table rows
