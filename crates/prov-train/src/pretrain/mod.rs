@@ -10,6 +10,16 @@
 //!
 //! The class is `envelope`: libtorch's results depend on the thread count and the `ATen` CPU
 //! capability, which the executor pins and records.
+//!
+//! Its configuration and defaults are in `config`, resuming a killed stage in `progress`, and
+//! locating where a replay departs from its recording in `forensics`.
+
+mod config;
+mod forensics;
+mod progress;
+
+pub use config::{GoldfishParams, ModelParams, PretrainConfig};
+pub use progress::progress_path;
 
 use std::collections::BTreeMap;
 
@@ -21,122 +31,14 @@ use prov_manifest::{
 };
 use prov_store::{Digest, ObjectKind, Store};
 use prov_torch::NamedTensors;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::{Value, json};
 
-use crate::ademamix::AdEMAMixConfig;
+use self::forensics::{damaged_tensor, first_log_difference, locate_checkpoint};
+use self::progress::Progress;
 use crate::checkpoint::CheckpointWriter;
 use crate::model::ModelConfig;
-use crate::trainer::{LoopConfig, Samples, StepLog, Trainer, decode_log, hf_config};
-
-/// The model's shape, without what the data fixes (vocabulary, sequence length).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct ModelParams {
-    /// Width of the residual stream.
-    pub hidden_size: i64,
-    /// Width of the MLP.
-    pub intermediate_size: i64,
-    /// Layers.
-    pub num_hidden_layers: i64,
-    /// Query heads.
-    pub num_attention_heads: i64,
-    /// Key-value heads.
-    pub num_key_value_heads: i64,
-    /// RoPE's base.
-    pub rope_theta: f64,
-    /// RMSNorm's epsilon.
-    pub rms_norm_eps: f64,
-    /// Initialisation standard deviation (Apertus: 0.008944).
-    pub init_std: f64,
-}
-
-impl Default for ModelParams {
-    fn default() -> Self {
-        Self {
-            hidden_size: 256,
-            intermediate_size: 1024,
-            num_hidden_layers: 4,
-            num_attention_heads: 4,
-            num_key_value_heads: 2,
-            rope_theta: 500_000.0,
-            rms_norm_eps: 1e-5,
-            init_std: 0.008_944,
-        }
-    }
-}
-
-/// Goldfish's settings.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct GoldfishParams {
-    /// One label in `k` is dropped.
-    pub k: u64,
-    /// The hashed context's width.
-    pub h: u64,
-}
-
-/// The resolved configuration of a `pretrain` stage.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PretrainConfig {
-    /// The model's shape.
-    #[serde(default)]
-    pub model: ModelParams,
-    /// Optimizer steps.
-    #[serde(default = "default_steps")]
-    pub steps: u64,
-    /// Samples per step.
-    #[serde(default = "default_batch_size")]
-    pub batch_size: u64,
-    /// Peak learning rate.
-    #[serde(default = "default_lr")]
-    pub lr: f64,
-    /// Warmup steps; default a tenth of `steps`.
-    #[serde(default)]
-    pub warmup_steps: Option<u64>,
-    /// Cooldown steps; default a fifth of `steps`.
-    #[serde(default)]
-    pub cooldown_steps: Option<u64>,
-    /// `AdEMAMix`'s settings (Apertus pretraining's by default).
-    #[serde(default)]
-    pub optimizer: AdEMAMixConfig,
-    /// Largest global gradient norm.
-    #[serde(default = "default_clip")]
-    pub clip: f64,
-    /// Goldfish loss settings, or `null` for the plain loss.
-    #[serde(default = "default_goldfish")]
-    pub goldfish: Option<GoldfishParams>,
-    /// Steps between checkpoints (the last step always gets one).
-    #[serde(default = "default_checkpoint_every")]
-    pub checkpoint_every: u64,
-    /// libtorch's intra-op threads (part of the envelope).
-    #[serde(default = "default_threads")]
-    pub threads: u32,
-}
-
-fn default_steps() -> u64 {
-    300
-}
-fn default_batch_size() -> u64 {
-    8
-}
-fn default_lr() -> f64 {
-    3e-3
-}
-fn default_clip() -> f64 {
-    0.1
-}
-#[allow(clippy::unnecessary_wraps)]
-fn default_goldfish() -> Option<GoldfishParams> {
-    Some(GoldfishParams { k: 50, h: 50 })
-}
-fn default_checkpoint_every() -> u64 {
-    100
-}
-fn default_threads() -> u32 {
-    1
-}
+use crate::trainer::{LoopConfig, Samples, Trainer, decode_log, hf_config};
 
 /// The `pretrain` stage kind.
 pub struct PretrainStage;
@@ -291,89 +193,6 @@ impl Stage for PretrainStage {
     }
 }
 
-/// The first step whose log line differs: a line for people and its JSON form.
-fn first_log_difference(expected: &[StepLog], actual: &[StepLog]) -> Option<(String, Value)> {
-    let (e, a) = expected.iter().zip(actual).find(|(e, a)| e != a)?;
-    let mut fields = Vec::new();
-    let mut data = serde_json::Map::new();
-    for (name, x, y) in [("loss", e.loss, a.loss), ("grad_norm", e.grad_norm, a.grad_norm), ("lr", e.lr, a.lr)] {
-        if x.to_bits() != y.to_bits() {
-            fields.push(format!("{name} recorded {x}, replayed {y}"));
-            data.insert(name.into(), json!({ "recorded": x, "replayed": y }));
-        }
-    }
-    if (e.tokens, e.dropped) != (a.tokens, a.dropped) {
-        fields.push(format!("labels recorded {}/{} dropped, replayed {}/{}", e.tokens, e.dropped, a.tokens, a.dropped));
-        data.insert("labels".into(), json!({ "recorded": [e.tokens, e.dropped], "replayed": [a.tokens, a.dropped] }));
-    }
-    Some((
-        format!("first divergent step: {} ({})", e.step, fields.join("; ")),
-        json!({ "step": e.step, "fields": data }),
-    ))
-}
-
-/// Where two checkpoint records differ: the first step whose log differs, and the first
-/// tensor (in name order) whose digest differs, with its largest absolute difference when
-/// both weights are in the store.
-fn locate_checkpoint(store: &Store, name: &str, expected: &Digest, actual: &Digest) -> Option<Located> {
-    let (e, a) =
-        (crate::checkpoint::read_record(store, expected).ok()?, crate::checkpoint::read_record(store, actual).ok()?);
-    let mut lines = vec![format!("first divergent checkpoint: {name} (step {})", e.step)];
-    let mut data = serde_json::Map::new();
-    data.insert("checkpoint".into(), json!(name));
-    data.insert("checkpoint_step".into(), json!(e.step));
-    let logs = e.log.zip(a.log).and_then(|(le, la)| {
-        Some((decode_log(&store.read(&le).ok()?).ok()?, decode_log(&store.read(&la).ok()?).ok()?))
-    });
-    if let Some((line, step)) = logs.and_then(|(le, la)| first_log_difference(&le, &la)) {
-        lines.push(line);
-        data.insert("first_step".into(), step);
-    }
-    let differing: Vec<&String> =
-        e.tensors.iter().filter(|(n, d)| a.tensors.get(*n) != Some(*d)).map(|(n, _)| n).collect();
-    if let Some(first) = differing.first() {
-        let weights = |r: &CheckpointRecord| NamedTensors::from_safetensors(&store.read(&r.weights).ok()?).ok();
-        let largest = weights(&e).zip(weights(&a)).and_then(|(we, wa)| {
-            let (x, y) = (&we.0.get(*first)?.1, &wa.0.get(*first)?.1);
-            Some(x.iter().zip(y).map(|(p, q)| f64::from((p - q).abs())).fold(0.0, f64::max))
-        });
-        let text = largest.map_or_else(String::new, |m| format!(", largest |difference| {m:e}"));
-        lines.push(format!(
-            "first divergent tensor: {first}{text} ({} of {} tensors differ)",
-            differing.len(),
-            e.tensors.len()
-        ));
-        data.insert("tensor".into(), json!(first));
-        data.insert("max_abs_difference".into(), json!(largest));
-        data.insert("tensors_differing".into(), json!(differing.len()));
-    }
-    Some(Located { lines, data: Value::Object(data) })
-}
-
-/// The first tensor of checkpoint `name` whose stored bytes (read without verification) no
-/// longer have the digest its record lists.
-fn damaged_tensor(store: &Store, name: &str, digest: &Digest) -> Option<Located> {
-    let record = crate::checkpoint::read_record(store, digest).ok()?;
-    if store.verify(&record.weights).is_ok() {
-        return None;
-    }
-    let raw = fs_err::read(store.object_path(&record.weights)).ok()?;
-    let line = match NamedTensors::from_safetensors(&raw) {
-        Ok(weights) => {
-            let bad = record
-                .tensors
-                .iter()
-                .find(|(n, d)| weights.0.get(*n).is_none_or(|(_, v)| Digest::of(&NamedTensors::le_bytes(v)) != **d))?;
-            format!("damaged checkpoint: {name} (step {}), first damaged tensor: {}", record.step, bad.0)
-        }
-        Err(e) => format!("damaged checkpoint: {name} (step {}): its weights no longer parse ({e})", record.step),
-    };
-    Some(Located {
-        lines: vec![line.clone()],
-        data: json!({ "checkpoint": name, "step": record.step, "detail": line }),
-    })
-}
-
 /// What a `pretrain` stage trains on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct PretrainInputs {
@@ -385,45 +204,6 @@ pub struct PretrainInputs {
     pub tokenizer: Digest,
     /// The initialisation seed.
     pub seed: u64,
-}
-
-/// The checkpoints a `pretrain` stage has written so far, kept in the store directory
-/// (`progress/<stage key hex>.json`, a JSON array of checkpoint record digests) so that a run
-/// killed mid-training continues from its last checkpoint when run again, with the bytes of a
-/// run that never stopped. The file is a hint, never trusted: each record is read verified
-/// and must be the checkpoint this configuration writes at its step ([`train`] checks).
-struct Progress {
-    path: std::path::PathBuf,
-}
-
-/// Where a stage with this key keeps its progress.
-pub fn progress_path(store: &Store, key: &Digest) -> std::path::PathBuf {
-    store.root().join("progress").join(format!("{}.json", key.to_hex()))
-}
-
-impl Progress {
-    fn new(store: &Store, key: &Digest) -> Self {
-        Self { path: progress_path(store, key) }
-    }
-
-    fn load(&self, store: &Store) -> Vec<Digest> {
-        let Ok(bytes) = fs_err::read(&self.path) else { return Vec::new() };
-        let digests: Vec<Digest> = serde_json::from_slice(&bytes).unwrap_or_default();
-        // Only a prefix whose records are all in the store is usable.
-        digests.into_iter().take_while(|d| store.contains(d)).collect()
-    }
-
-    fn save(&self, so_far: &[Digest]) -> Result<(), StageError> {
-        let dir = self.path.parent().expect("the progress file has a directory");
-        let bytes = serde_json::to_vec(so_far).expect("digests encode");
-        prov_store::write_atomically(dir, &self.path, &bytes)?;
-        Ok(())
-    }
-
-    fn clear(&self) {
-        // A leftover file only costs a verified resume that ends where the run ended.
-        let _ = fs_err::remove_file(&self.path);
-    }
 }
 
 /// Trains from scratch, or from the last of `resume` (checkpoint records this configuration

@@ -1,0 +1,116 @@
+//! The `pretrain` stage's configuration: the model's shape, the Goldfish settings, and every
+//! training setting with its default (the defaults are the main job's; a lockfile states
+//! them all).
+
+use serde::{Deserialize, Serialize};
+
+use crate::ademamix::AdEMAMixConfig;
+
+/// The model's shape, without what the data fixes (vocabulary, sequence length).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ModelParams {
+    /// Width of the residual stream.
+    pub hidden_size: i64,
+    /// Width of the MLP.
+    pub intermediate_size: i64,
+    /// Layers.
+    pub num_hidden_layers: i64,
+    /// Query heads.
+    pub num_attention_heads: i64,
+    /// Key-value heads.
+    pub num_key_value_heads: i64,
+    /// RoPE's base.
+    pub rope_theta: f64,
+    /// RMSNorm's epsilon.
+    pub rms_norm_eps: f64,
+    /// Initialisation standard deviation (Apertus: 0.008944).
+    pub init_std: f64,
+}
+
+impl Default for ModelParams {
+    fn default() -> Self {
+        Self {
+            hidden_size: 256,
+            intermediate_size: 1024,
+            num_hidden_layers: 4,
+            num_attention_heads: 4,
+            num_key_value_heads: 2,
+            rope_theta: 500_000.0,
+            rms_norm_eps: 1e-5,
+            init_std: 0.008_944,
+        }
+    }
+}
+
+/// Goldfish's settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GoldfishParams {
+    /// One label in `k` is dropped.
+    pub k: u64,
+    /// The hashed context's width.
+    pub h: u64,
+}
+
+/// The resolved configuration of a `pretrain` stage.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PretrainConfig {
+    /// The model's shape.
+    #[serde(default)]
+    pub model: ModelParams,
+    /// Optimizer steps.
+    #[serde(default = "default_steps")]
+    pub steps: u64,
+    /// Samples per step.
+    #[serde(default = "default_batch_size")]
+    pub batch_size: u64,
+    /// Peak learning rate.
+    #[serde(default = "default_lr")]
+    pub lr: f64,
+    /// Warmup steps; default a tenth of `steps`.
+    #[serde(default)]
+    pub warmup_steps: Option<u64>,
+    /// Cooldown steps; default a fifth of `steps`.
+    #[serde(default)]
+    pub cooldown_steps: Option<u64>,
+    /// `AdEMAMix`'s settings (Apertus pretraining's by default).
+    #[serde(default)]
+    pub optimizer: AdEMAMixConfig,
+    /// Largest global gradient norm.
+    #[serde(default = "default_clip")]
+    pub clip: f64,
+    /// Goldfish loss settings, or `null` for the plain loss.
+    #[serde(default = "default_goldfish")]
+    pub goldfish: Option<GoldfishParams>,
+    /// Steps between checkpoints (the last step always gets one).
+    #[serde(default = "default_checkpoint_every")]
+    pub checkpoint_every: u64,
+    /// libtorch's intra-op threads (part of the envelope).
+    #[serde(default = "default_threads")]
+    pub threads: u32,
+}
+
+fn default_steps() -> u64 {
+    300
+}
+fn default_batch_size() -> u64 {
+    8
+}
+fn default_lr() -> f64 {
+    3e-3
+}
+fn default_clip() -> f64 {
+    0.1
+}
+#[allow(clippy::unnecessary_wraps)]
+fn default_goldfish() -> Option<GoldfishParams> {
+    Some(GoldfishParams { k: 50, h: 50 })
+}
+fn default_checkpoint_every() -> u64 {
+    100
+}
+fn default_threads() -> u32 {
+    1
+}
