@@ -54,8 +54,8 @@ pub use key::stage_key;
 pub use lock::{Locked, absolute, lock_recipe, lock_text, lockfile_bytes, plan_order, relative_to};
 pub use maintenance::{AffectedRun, Damage, GcError, GcReport, Problem, StoreCheck, check_store, gc, run_records};
 pub use run::{
-    Divergence, ExecOptions, Observer, ReplayRange, RunReport, Silent, StageReport, StageStatus, recorded_run, replay,
-    run, verify_closure,
+    Divergence, ExecOptions, Observer, ReplayRange, RunReport, Silent, StageReport, StageStatus, load_recorded_run,
+    recorded_run, replay, run, verify_closure,
 };
 pub use stage::{
     ConfigError, InputSpec, Located, Registry, Stage, StageContext, StageError, StageInput, StageOutput, parse_params,

@@ -492,6 +492,19 @@ pub fn recorded_run(store: &Store, run_id: &Digest) -> Result<Option<(Digest, Ru
     Ok(crate::maintenance::run_records(store)?.into_iter().find(|(_, r)| r.lockfile == *run_id))
 }
 
+/// [`recorded_run`] with its stage records read: the run as every reader of a recorded run
+/// takes it.
+///
+/// # Errors
+///
+/// As [`recorded_run`], and when a stage record is missing, damaged or of the wrong kind.
+pub fn load_recorded_run(store: &Store, run_id: &Digest) -> Result<Option<LoadedRun>, ExecError> {
+    match recorded_run(store, run_id)? {
+        Some((manifest, record)) => Ok(Some(LoadedRun::from_record(store, manifest, record)?)),
+        None => Ok(None),
+    }
+}
+
 /// Which stages a replay re-executes.
 #[derive(Debug, Clone, Default)]
 pub struct ReplayRange {

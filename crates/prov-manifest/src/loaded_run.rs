@@ -139,11 +139,6 @@ impl LoadedRun {
         &self.record.recipe
     }
 
-    /// The run id: the digest of the lockfile executed.
-    pub fn run_id(&self) -> Digest {
-        self.record.lockfile
-    }
-
     /// Every stage, in plan order.
     pub fn stages(&self) -> &[LoadedStage] {
         &self.stages
@@ -162,14 +157,6 @@ impl LoadedRun {
     /// The output `output` of stage `stage`.
     pub fn output(&self, stage: &str, output: &str) -> Option<&OutputRef> {
         self.stage(stage)?.record.outputs.get(output)
-    }
-
-    /// The stage of this run that output `digest`, and the output's name; the first in plan
-    /// order when several did.
-    pub fn producer_of(&self, digest: &Digest) -> Option<(&LoadedStage, &str)> {
-        self.stages.iter().find_map(|s| {
-            s.record.outputs.iter().find(|(_, o)| o.digest == *digest).map(|(name, _)| (s, name.as_str()))
-        })
     }
 
     /// The source at the start of stage `name`'s `docs` chain: the latest earlier stage that
@@ -251,7 +238,6 @@ mod tests {
         let loaded = LoadedRun::load(&store, m).unwrap();
         assert_eq!(loaded.stages().iter().map(LoadedStage::name).collect::<Vec<_>>(), ["a", "b"]);
         assert_eq!(loaded.output("b", "docs").map(|o| o.digest), Some(out_b));
-        assert_eq!(loaded.producer_of(&out_a).map(|(s, o)| (s.name(), o)), Some(("a", "docs")));
         assert_eq!(loaded.position("b"), Some(1));
         assert_eq!(loaded.stages_of_kind("shard").count(), 2);
     }

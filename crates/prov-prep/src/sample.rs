@@ -12,7 +12,7 @@
 
 use prov_dataset::{ShardWriter, shard_documents, write_dataset};
 use prov_exec::{ConfigError, InputSpec, Stage, StageContext, StageError, StageOutput, parse_params};
-use prov_manifest::{DatasetRecord, Determinism, Finite, OutputRef, OutputType, ShardRef, get_typed};
+use prov_manifest::{DatasetRecord, Determinism, Finite, OutputRef, OutputType, ShardRef};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -90,8 +90,7 @@ impl Stage for SampleStage {
     fn run(&self, cx: &StageContext<'_>) -> Result<StageOutput, StageError> {
         let config: SampleConfig = parse_params(cx.config).map_err(StageError::Config)?;
         let seed = cx.seed("sample")?;
-        let input = cx.input("docs")?;
-        let ds = get_typed::<DatasetRecord>(cx.store, &input.digest).map_err(|e| StageError::of_input("docs", e))?;
+        let ds = cx.input_record::<DatasetRecord>("docs")?;
         let rule = match (config.fraction, config.rows) {
             // f · 2^64 as u128 is exact at f = 1 (2^64), so every key is below it.
             (Some(f), _) => Rule::Below((f.get() * 18_446_744_073_709_551_616.0) as u128),

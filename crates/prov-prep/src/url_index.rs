@@ -12,7 +12,7 @@
 use prov_dataset::shard_documents;
 use prov_dataset::url_index::{UrlIndexEntry, build_url_index};
 use prov_exec::{ConfigError, InputSpec, Stage, StageContext, StageError, StageOutput, parse_params};
-use prov_manifest::{DatasetRecord, Determinism, OutputRef, OutputType, get_typed};
+use prov_manifest::{DatasetRecord, Determinism, OutputRef, OutputType};
 use prov_store::ObjectKind;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -53,8 +53,7 @@ impl Stage for UrlIndexStage {
         vec![("index".into(), OutputType::File)]
     }
     fn run(&self, cx: &StageContext<'_>) -> Result<StageOutput, StageError> {
-        let input = cx.input("docs")?;
-        let ds = get_typed::<DatasetRecord>(cx.store, &input.digest).map_err(|e| StageError::of_input("docs", e))?;
+        let ds = cx.input_record::<DatasetRecord>("docs")?;
         // Shards in parallel, then one sort: the bytes do not depend on the thread count.
         let parts: Vec<(Vec<UrlIndexEntry>, u64)> = cx.pool.install(|| {
             ds.shards

@@ -4,7 +4,6 @@ use std::path::PathBuf;
 
 use prov_audit::{AuditOptions, AuditPolicy, Outcome, Report, RunContext, evaluate};
 use prov_exec::ReplayRange;
-use prov_manifest::LoadedRun;
 use prov_store::{Access, Digest};
 use serde_json::json;
 
@@ -79,12 +78,11 @@ pub(crate) fn cmd_audit(ui: &mut Ui, cx: &CommandContext, args: &AuditArgs) -> R
         }
     }
     let run_id = prov_manifest::run_id(&loaded.bytes);
-    let Some((run_manifest, run)) = prov_exec::recorded_run(&store, &run_id)? else {
+    let Some(recorded) = prov_exec::load_recorded_run(&store, &run_id)? else {
         return Err(CommandError::input(format!("no completed run of `{}` in this store", loaded.display))
             .with_hint("run it with `prov run` first; an audit reads a recorded run"));
     };
-    let recorded = LoadedRun::from_record(&store, run_manifest, run)?;
-    let run = &recorded.record;
+    let (run_manifest, run) = (recorded.manifest, &recorded.record);
     let context = RunContext::new(&store, &recorded);
     let options = AuditOptions { sample: args.sample.map(|n| (n, args.seed)), rescan: Some(&prov_audit::StageRescan) };
     let report = Report {

@@ -1,6 +1,6 @@
 //! `prov diff`.
 
-use prov_manifest::{LoadedRun, LockfileDiff, NamedChanges, RunOutputsDiff};
+use prov_manifest::{LockfileDiff, NamedChanges, RunOutputsDiff};
 use prov_store::{Access, Digest, Store};
 use serde_json::{Value, json};
 
@@ -53,13 +53,10 @@ impl OutputComparison {
 
 /// Reads the latest completed run of each lockfile and compares their outputs.
 fn compare_outputs(store: &Store, a: &LoadedLockfile, b: &LoadedLockfile) -> Result<OutputComparison, CommandError> {
-    let ra = prov_exec::recorded_run(store, &prov_manifest::run_id(&a.bytes))?;
-    let rb = prov_exec::recorded_run(store, &prov_manifest::run_id(&b.bytes))?;
+    let ra = prov_exec::load_recorded_run(store, &prov_manifest::run_id(&a.bytes))?;
+    let rb = prov_exec::load_recorded_run(store, &prov_manifest::run_id(&b.bytes))?;
     match (ra, rb) {
-        (Some((ma, ra)), Some((mb, rb))) => {
-            let (ra, rb) = (LoadedRun::from_record(store, ma, ra)?, LoadedRun::from_record(store, mb, rb)?);
-            Ok(OutputComparison::Compared(RunOutputsDiff::between(&ra, &rb)))
-        }
+        (Some(ra), Some(rb)) => Ok(OutputComparison::Compared(RunOutputsDiff::between(&ra, &rb))),
         (x, y) => {
             let which =
                 [("a", x.is_none()), ("b", y.is_none())].into_iter().filter(|(_, m)| *m).map(|(w, _)| w).collect();

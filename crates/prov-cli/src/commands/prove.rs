@@ -69,11 +69,12 @@ pub(crate) fn cmd_prove(ui: &mut Ui, cx: &CommandContext, args: &ProveArgs) -> R
     let (store, _) = cx.open_store(Access::ReadOnly, true)?;
     let loaded = load_lockfile(&store, &args.run)?;
     let run_id = prov_manifest::run_id(&loaded.bytes);
-    let Some((run_manifest, run)) = prov_exec::recorded_run(&store, &run_id)? else {
+    let Some(recorded) = prov_exec::load_recorded_run(&store, &run_id)? else {
         return Err(CommandError::input(format!("no completed run of `{}` in this store", loaded.display))
             .with_hint("run it with `prov run` first; a proof is built from a recorded run"));
     };
-    let proof = prove(&store, &prov_manifest::LoadedRun::from_record(&store, run_manifest, run)?, &subject)?;
+    let run_manifest = recorded.manifest;
+    let proof = prove(&store, &recorded, &subject)?;
     let mut bytes = proof.to_bytes();
     // The proof is checked as a verifier would before it is handed out.
     let pins = Pins { root: None, run_manifest: Some(run_manifest), until: None };

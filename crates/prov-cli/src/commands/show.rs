@@ -234,10 +234,7 @@ fn show_run(ui: &mut Ui, store: &Store, loaded: &LoadedLockfile) -> Result<(), C
     let run_id = prov_manifest::run_id(&loaded.bytes);
     let l = &loaded.lockfile;
     let lock_record = Record::Lockfile(l.clone());
-    let recorded = match prov_exec::recorded_run(store, &run_id)? {
-        Some((m, r)) => Some(LoadedRun::from_record(store, m, r)?),
-        None => None,
-    };
+    let recorded = prov_exec::load_recorded_run(store, &run_id)?;
     ui.json("record", record_json(&run_id, &lock_record, &[]))?;
     if let Some(run) = &recorded {
         ui.json("record", record_json(&run.manifest, &Record::Run(run.record.clone()), &[]))?;

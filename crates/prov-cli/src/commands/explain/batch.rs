@@ -1,6 +1,6 @@
 //! `prov explain batch`: which documents a training step saw.
 
-use prov_manifest::{LoadedRun, StageRecord};
+use prov_manifest::StageRecord;
 use prov_store::Access;
 use serde_json::json;
 
@@ -33,11 +33,10 @@ pub(super) fn cmd_explain_batch(ui: &mut Ui, cx: &CommandContext, args: &BatchAr
     let (store, _) = cx.open_store(Access::Shared, true)?;
     let loaded = load_lockfile(&store, &args.run)?;
     let run_id = prov_manifest::run_id(&loaded.bytes);
-    let (manifest, run) = prov_exec::recorded_run(&store, &run_id)?.ok_or_else(|| {
+    let run = prov_exec::load_recorded_run(&store, &run_id)?.ok_or_else(|| {
         CommandError::input(format!("run {run_id} is not recorded in this store"))
             .with_hint("run it with `prov run` first")
     })?;
-    let run = LoadedRun::from_record(&store, manifest, run)?;
     let mut candidates: Vec<&StageRecord> = run
         .stages_of_kind("pretrain")
         .map(|s| &s.record)
