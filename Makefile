@@ -49,7 +49,7 @@ bench-memory: release
 	scripts/bench-memory
 
 bench-train: release
-	$(CARGO) build --release --locked -p prov-train --example bench_step
+	$(CARGO) build --release --locked -p prov-worker --example bench_step
 	BENCH_EXAMPLE=target/release/examples/bench_step scripts/bench-train
 
 book: setup

@@ -2,7 +2,7 @@
 """The transformers side of the training-step benchmark (scripts/bench-train).
 
 Times one training step of transformers' ApertusForCausalLM in PyTorch eager mode, float32,
-with the same shape, batch, data, loss and optimizer as crates/prov-train/examples/bench_step.rs
+with the same shape, batch, data, loss and optimizer as crates/prov-worker/examples/bench_step.rs
 (the main job's model: hidden 256, MLP 1024, 4 layers, 4 query and 2 key-value heads,
 vocabulary 4096, RoPE base 5e5, xIELU, untied embeddings, no biases; batch 8 of 128 tokens).
 

@@ -35,6 +35,7 @@ mod test_tokenizer;
 mod test_toxicity;
 mod test_train;
 mod test_verify;
+mod test_worker;
 
 /// Fails when a `test_*.rs` file exists in tests/ without being listed above.
 #[test]

@@ -12,8 +12,8 @@ use crate::common::repo_root;
 const LAYERS: &[(&str, u32)] = &[
     ("prov-store", 0),
     ("prov-testkit", 0),
-    ("prov-torch", 0),
     ("prov-manifest", 1),
+    ("prov-torch", 2),
     ("prov-dataset", 2),
     ("prov-exec", 3),
     ("prov-license", 3),
@@ -22,6 +22,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("prov-prep", 5),
     ("prov-train", 6),
     ("prov-toxicity", 6),
+    ("prov-worker", 7),
     ("prov-audit", 7),
     ("prov-card", 7),
     ("prov-fuzz", 8),

@@ -77,6 +77,7 @@ impl CommandContext {
         let registry = registry();
         let clock = CommandContext::clock();
         let progress = StageProgress::new(ui);
+        let worker = Self::worker();
         let opts = ExecOptions {
             registry: &registry,
             threads,
@@ -85,10 +86,17 @@ impl CommandContext {
             lockfile_display,
             clock: &*clock,
             observer: &progress,
+            worker: &worker,
         };
         let result = f(&opts);
         progress.finish();
         Ok(result?)
+    }
+
+    /// Returns the worker executable: `PROV_WORKER`, else `prov-worker` beside `prov`.
+    pub fn worker() -> PathBuf {
+        env_vars::get(env_vars::PROV_WORKER)
+            .map_or_else(prov_exec::worker::beside_this_executable, |p| prov_exec::absolute(Path::new(&p)))
     }
 
     /// Returns the clock for the execution log.
@@ -109,43 +117,37 @@ impl CommandContext {
     }
 }
 
-/// libtorch facts: the linked version, the `ATen` CPU capability that `main` pinned before
-/// libtorch started, and the MKL reproducibility mode, if set.
+/// libtorch facts: the version the worker links (which it checks before a stage computes), the
+/// `ATen` CPU capability that `main` pinned for the worker, and the MKL reproducibility mode,
+/// if set.
 pub(crate) fn torch_facts() -> TorchFacts {
     TorchFacts {
-        libtorch: Some(prov_torch::LIBTORCH_VERSION.to_owned()),
+        libtorch: Some(prov_exec::aten::LIBTORCH_VERSION.to_owned()),
         aten_cpu_capability: env_vars::get(env_vars::ATEN_CPU_CAPABILITY),
         mkl_cbwr: env_vars::get(env_vars::MKL_CBWR),
     }
 }
 
-/// Decides the `ATen` CPU capability for this process and pins it, before any libtorch
-/// kernel runs: the user's `ATEN_CPU_CAPABILITY` if this CPU can run it, else the best it can.
-/// Pinning it explicitly makes the envelope record what libtorch really uses.
+/// Decides the `ATen` CPU capability and pins it in this process's environment, which every
+/// worker it starts inherits before libtorch loads: the user's `ATEN_CPU_CAPABILITY` if this
+/// CPU can run it, else the portable default. Pinning it explicitly makes the envelope record
+/// what libtorch really uses (the worker refuses to compute under another).
 pub(crate) fn pin_aten_capability() -> Result<(), CommandError> {
     let flags = prov_exec::capture_envelope(1, &TorchFacts::default()).cpu_flags;
     let requested = env_vars::get(env_vars::ATEN_CPU_CAPABILITY);
-    let capability = prov_torch::resolve_capability(requested.as_deref(), &flags).map_err(|e| {
+    let capability = prov_exec::aten::resolve_capability(requested.as_deref(), &flags).map_err(|e| {
         CommandError::input(e.to_string()).with_hint(format!(
             "unset {} to use the best this CPU runs, or set one of {}",
             env_vars::ATEN_CPU_CAPABILITY,
-            prov_torch::CAPABILITIES.join(", ")
+            prov_exec::aten::CAPABILITIES.join(", ")
         ))
     })?;
     // SAFETY: called first thing in `main`, before any thread is spawned.
     #[allow(unsafe_code)]
     unsafe {
-        prov_torch::pin_capability(capability);
-        prov_torch::pin_cuda_workspace();
+        prov_exec::aten::pin_capability(capability);
+        prov_exec::aten::pin_cuda_workspace();
     }
-    // Every libtorch computation of every command runs in deterministic-algorithms mode, so
-    // that no stage's result depends on which stage ran before it in the same process.
-    prov_torch::set_deterministic_algorithms(true);
-    // Training frees and re-allocates the same tensor sizes every step: keep freed memory in
-    // the process instead of faulting it in again, zero-filled, each step (about 5% of a step
-    // of the main job's model). No computed value depends on it; glibc refusing it only costs
-    // time, so its answer is not an error.
-    let _ = prov_torch::keep_freed_memory();
     Ok(())
 }
 
@@ -153,7 +155,7 @@ pub(crate) fn pin_aten_capability() -> Result<(), CommandError> {
 pub(crate) fn registry() -> Registry {
     let mut r = Registry::with_builtins();
     prov_prep::register(&mut r);
-    r.register(std::sync::Arc::new(prov_toxicity::ToxicityTrainStage));
+    prov_toxicity::register(&mut r);
     prov_tokenizer::register(&mut r);
     prov_train::register(&mut r);
     r.register(std::sync::Arc::new(prov_reward::stage::RewardStage));

@@ -10,8 +10,10 @@ pub(crate) const PROV_THREADS: &str = "PROV_THREADS";
 pub(crate) const PROV_TIMESTAMP: &str = "PROV_TIMESTAMP";
 /// Disables progress bars when set to anything.
 pub(crate) const PROV_NO_PROGRESS: &str = "PROV_NO_PROGRESS";
-/// `ATen` CPU capability libtorch will use; reported by `prov doctor`. No stage of this build
-/// uses libtorch, so envelopes do not record it yet; the training stages will pin it.
+/// The worker executable that runs libtorch stages (default: `prov-worker` beside `prov`).
+pub(crate) const PROV_WORKER: &str = "PROV_WORKER";
+/// `ATen` CPU capability libtorch will use: pinned by `prov` at start (for the worker it
+/// starts) and recorded in every envelope.
 pub(crate) const ATEN_CPU_CAPABILITY: &str = "ATEN_CPU_CAPABILITY";
 /// MKL conditional numerical reproducibility mode; reported like the above.
 pub(crate) const MKL_CBWR: &str = "MKL_CBWR";
@@ -26,6 +28,7 @@ pub(crate) const ALL: &[(&str, &str)] = &[
     (PROV_THREADS, "worker threads (default: all cores); recorded in envelopes"),
     (PROV_TIMESTAMP, "fixed clock for the execution log, ms since the epoch (tests)"),
     (PROV_NO_PROGRESS, "disable progress bars"),
+    (PROV_WORKER, "the worker that runs libtorch stages (default: prov-worker beside prov)"),
     (ATEN_CPU_CAPABILITY, "ATen CPU capability for libtorch stages"),
     (MKL_CBWR, "MKL conditional numerical reproducibility mode"),
 ];

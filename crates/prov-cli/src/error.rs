@@ -125,6 +125,11 @@ impl From<ExecError> for CommandError {
             ExecError::Stage { source: prov_exec::StageError::SourceChanged { .. }, .. } => {
                 Some("re-lock the recipe if the new bytes are intended".to_owned())
             }
+            ExecError::Stage { source: prov_exec::StageError::Worker(_), .. } => Some(
+                "the worker runs every libtorch stage: build it with `cargo build` (it sits beside `prov`), or set \
+                 PROV_WORKER; `prov doctor` checks it"
+                    .to_owned(),
+            ),
             ExecError::Stage { source: prov_exec::StageError::Sandbox(_), .. } => Some(
                 "install bubblewrap (`scripts/setup` does; Debian package `bubblewrap`) and allow unprivileged user \
                  namespaces, or run as root"

@@ -9,7 +9,10 @@
 //! references what ([`check_store`], [`gc`]).
 //!
 //! It implements two kinds itself, `source` and `external`; data kinds live in `prov-prep`
-//! and are registered by the CLI. The executor never names them.
+//! and are registered by the CLI. The executor never names them. Kinds whose computation
+//! links libtorch run in the worker process ([`worker`]), so that `prov` never loads
+//! libtorch; the `ATen` capability and libtorch version of the envelope are decided here
+//! without it ([`aten`]).
 //!
 //! # Example
 //!
@@ -27,12 +30,14 @@
 //!     lockfile_display: "lockfiles/quickstart.lock",
 //!     clock: &|| 0,
 //!     observer: &Silent,
+//!     worker: Path::new("target/debug/prov-worker"),
 //! };
 //! let report = run(&store, &locked.lockfile, &locked.bytes, &opts)?;
 //! println!("run {}", report.run_id);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+pub mod aten;
 mod builtin;
 mod check;
 mod envelope;
@@ -45,6 +50,9 @@ mod sandbox;
 mod stage;
 mod staleness;
 mod tree;
+pub mod worker;
+
+pub use worker::{StageRun, TorchClaim, run_in_worker};
 
 pub use builtin::{ExternalConfig, ExternalStage, SourcePathError, SourceStage, confine_source};
 pub use check::check_lockfile;

@@ -196,6 +196,8 @@ pub struct ExecOptions<'a> {
     pub clock: &'a (dyn Fn() -> i64 + Sync),
     /// Progress.
     pub observer: &'a dyn Observer,
+    /// The worker executable that runs libtorch stages ([`crate::worker`]).
+    pub worker: &'a std::path::Path,
 }
 
 /// One node of the plan: a source or a stage, with its lockfile entry.
@@ -283,6 +285,7 @@ impl Executor<'_> {
             project_root: self.opts.project_root,
             pool: &self.pool,
             allow_commands: self.lockfile.allow_commands,
+            worker: self.opts.worker,
         };
         let fail = |source| ExecError::Stage { stage: stage.name.clone(), kind: stage.stage_kind.clone(), source };
         // The last resort for a bug (a libtorch call that panics on input nobody checked): the
@@ -377,7 +380,7 @@ impl Executor<'_> {
 }
 
 /// The message a panic carried (`panic!("…")` gives a `&str` or a `String`).
-fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
     payload
         .downcast_ref::<&str>()
         .map(|s| (*s).to_owned())
@@ -966,6 +969,7 @@ mod tests {
             lockfile_display: "test",
             clock: &|| 0,
             observer: &Silent,
+            worker: std::path::Path::new("prov-worker"),
         }
     }
 

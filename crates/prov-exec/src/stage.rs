@@ -107,6 +107,22 @@ pub enum StageError {
         /// The end of its standard error.
         stderr: String,
     },
+    /// The worker that runs libtorch stages could not be started, or ended without a reply.
+    #[error("{0}")]
+    Worker(String),
+    /// The worker named an output whose objects are not in the store with the bytes of their
+    /// digests: an integrity failure, whatever the worker says.
+    #[error("the worker's outputs do not check: {0}")]
+    UnverifiedOutput(prov_manifest::StoredError),
+    /// The worker reported an error that has no variant here (a store's, a record's, a
+    /// dataset's), by its message.
+    #[error("{message}")]
+    Remote {
+        /// What went wrong.
+        message: String,
+        /// Whether bytes did not match their digest.
+        integrity: bool,
+    },
 }
 
 impl StageError {
@@ -127,7 +143,8 @@ impl StageError {
             Self::Store(e) => e.is_integrity_failure(),
             Self::Stored(e) => e.is_integrity_failure(),
             Self::Dataset(e) => e.is_integrity_failure(),
-            Self::SourceChanged { .. } => true,
+            Self::SourceChanged { .. } | Self::UnverifiedOutput(_) => true,
+            Self::Remote { integrity, .. } => *integrity,
             _ => false,
         }
     }
@@ -164,6 +181,8 @@ pub struct StageContext<'a> {
     pub pool: &'a rayon::ThreadPool,
     /// Whether the lockfile allows external commands.
     pub allow_commands: bool,
+    /// The worker executable, for kinds whose computation runs there ([`crate::worker`]).
+    pub worker: &'a Path,
 }
 
 impl StageContext<'_> {

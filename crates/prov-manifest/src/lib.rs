@@ -5,7 +5,8 @@
 //! rule for integers and floats), the recipe schema with line-precise errors, the lockfile
 //! schema and seed derivation. It stores and reads records through `prov-store`, walks
 //! the reference graph between them, reads a run as one typed value, and says how two
-//! lockfiles or runs differ and what an object was made from.
+//! lockfiles or runs differ and what an object was made from. It encodes named tensors (a
+//! checkpoint's weights) as safetensors, byte for byte fixed by the tensors.
 //!
 //! It does not run anything: stage kinds, planning and the cache are `prov-exec`'s.
 //!
@@ -43,6 +44,7 @@ mod record;
 mod records;
 mod replay;
 mod stored;
+mod tensors;
 
 pub use canonical::{
     DecodeError, EncodeError, Finite, encode_value, from_canonical_bytes, parse_canonical, to_canonical_bytes,
@@ -68,3 +70,4 @@ pub use replay::{
 pub use stored::{
     StoredError, closure, find_records, get_record, is_manifest, looks_like_record, put_record, replays_of,
 };
+pub use tensors::NamedTensors;

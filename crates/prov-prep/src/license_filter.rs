@@ -495,6 +495,7 @@ mod tests {
                 project_root: dir.path(),
                 pool: &pool,
                 allow_commands: false,
+                worker: std::path::Path::new("prov-worker"),
             };
             LicenseStage.run(&cx)
         };

@@ -790,6 +790,7 @@ mod tests {
             project_root: Path::new("."),
             pool: &pool,
             allow_commands: false,
+            worker: Path::new("prov-worker"),
         };
         TranslationPairsStage.run(&cx)
     }

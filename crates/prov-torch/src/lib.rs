@@ -1,109 +1,18 @@
-//! The libtorch envelope, owned in one place: which libtorch this build links, pinning the
-//! `ATen` CPU capability before libtorch starts and the intra-op thread count before a stage
-//! computes, and turning named tensors into bytes in name order (tch's `VarStore` keeps its
-//! variables in a `HashMap`, whose order must never reach hashed bytes).
+//! libtorch itself, for the worker process that links it: which libtorch this build links,
+//! the intra-op thread count pinned before a stage computes, `ATen`'s deterministic-algorithms
+//! switch and the in-place operations tch lacks (a small C++ shim), and named tensors copied
+//! out of libtorch in name order (tch's `VarStore` keeps its variables in a `HashMap`, whose
+//! order must never reach hashed bytes).
 //!
 //! The same program gives different weights for 1 and 2 threads, and for each `ATen` CPU
-//! capability (`default`, `avx2`, `avx512`): both are part of the determinism envelope of every
-//! stage that runs libtorch, recorded by the executor and enforced on replay.
-
-use std::collections::BTreeMap;
-use std::fmt::Write as _;
+//! capability: both are part of the determinism envelope of every stage that runs libtorch.
+//! The capability is decided and pinned by `prov` without libtorch (`prov_exec::aten`); only
+//! the worker links this crate.
 
 use tch::{Kind, Tensor};
 
 /// The libtorch version this binary is linked against (the torch wheel's `version.py`).
 pub const LIBTORCH_VERSION: &str = env!("PROV_LIBTORCH_VERSION");
-
-/// The environment variable `ATen` reads, once, to choose its CPU kernels.
-pub const ATEN_CPU_CAPABILITY: &str = "ATEN_CPU_CAPABILITY";
-
-/// The capabilities `ATen` accepts on x86-64, from least to most capable.
-pub const CAPABILITIES: [&str; 3] = ["default", "avx2", "avx512"];
-
-/// An `ATen` CPU capability that this machine cannot run or `ATen` does not know.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{ATEN_CPU_CAPABILITY}={requested}: {reason}")]
-pub struct CapabilityError {
-    /// The value asked for.
-    pub requested: String,
-    /// Why it cannot be used.
-    pub reason: String,
-}
-
-/// Returns the most capable kernels this CPU runs, by the rule `ATen` applies to its flags:
-/// `avx512` needs AVX-512 F, BW, VL and DQ (and FMA), `avx2` needs AVX2 and FMA.
-pub fn best_capability(cpu_flags: &[String]) -> &'static str {
-    let has = |f: &str| cpu_flags.iter().any(|x| x == f);
-    if ["avx512f", "avx512bw", "avx512vl", "avx512dq", "fma"].iter().all(|f| has(f)) {
-        "avx512"
-    } else if has("avx2") && has("fma") {
-        "avx2"
-    } else {
-        "default"
-    }
-}
-
-/// The capability used when the user names none: `avx2`, which every x86-64 machine of the
-/// last decade runs, so that a run recorded on one machine replays on another. `avx512` is
-/// an explicit choice (`ATEN_CPU_CAPABILITY=avx512`).
-pub const PORTABLE_CAPABILITY: &str = "avx2";
-
-/// Decides the capability libtorch will use: `requested` (the user's `ATEN_CPU_CAPABILITY`)
-/// when this CPU can run it; else [`PORTABLE_CAPABILITY`], or the best this CPU runs when it
-/// lacks that. Refuses a capability the CPU lacks, since `ATen` would silently fall back and
-/// the recorded envelope would lie.
-pub fn resolve_capability(requested: Option<&str>, cpu_flags: &[String]) -> Result<&'static str, CapabilityError> {
-    let best = best_capability(cpu_flags);
-    let Some(requested) = requested else {
-        return Ok(if best == "default" { best } else { PORTABLE_CAPABILITY });
-    };
-    let wanted = requested.trim().to_ascii_lowercase();
-    let Some(pos) = CAPABILITIES.iter().position(|c| *c == wanted) else {
-        return Err(CapabilityError {
-            requested: requested.to_owned(),
-            reason: format!("unknown; expected one of {}", CAPABILITIES.join(", ")),
-        });
-    };
-    let best_pos = CAPABILITIES.iter().position(|c| *c == best).unwrap_or(0);
-    if pos > best_pos {
-        return Err(CapabilityError {
-            requested: requested.to_owned(),
-            reason: format!("this CPU runs at most `{best}`"),
-        });
-    }
-    Ok(CAPABILITIES[pos])
-}
-
-/// Pins the capability for this process by setting `ATEN_CPU_CAPABILITY`.
-///
-/// # Safety
-/// Call it at the start of `main`, before any thread exists and before libtorch computes
-/// anything: `ATen` reads the variable once, at its first kernel dispatch, and changing the
-/// environment while other threads run is undefined behaviour.
-#[allow(unsafe_code)] // The one place the workbench writes its own environment.
-pub unsafe fn pin_capability(capability: &str) {
-    // SAFETY: the caller guarantees no other thread exists yet.
-    unsafe { std::env::set_var(ATEN_CPU_CAPABILITY, capability) };
-}
-
-/// The cuBLAS workspace setting that makes cuBLAS deterministic (NVIDIA's documented
-/// requirement, which `torch.use_deterministic_algorithms` checks on CUDA).
-pub const CUBLAS_WORKSPACE_CONFIG: (&str, &str) = ("CUBLAS_WORKSPACE_CONFIG", ":4096:8");
-
-/// Sets `CUBLAS_WORKSPACE_CONFIG` unless the user did: cuBLAS reads it when CUDA starts, so
-/// it must be in the environment before. Harmless without a GPU.
-///
-/// # Safety
-/// As [`pin_capability`]: call it at the start of `main`, before any thread exists.
-#[allow(unsafe_code)] // Writes this process's environment before any thread exists.
-pub unsafe fn pin_cuda_workspace() {
-    let (name, value) = CUBLAS_WORKSPACE_CONFIG;
-    if std::env::var_os(name).is_none() {
-        // SAFETY: the caller guarantees no other thread exists yet.
-        unsafe { std::env::set_var(name, value) };
-    }
-}
 
 #[allow(unsafe_code)] // The C++ shim's functions (shim/*.cpp).
 mod shim {
@@ -220,132 +129,35 @@ pub fn shape(t: &Tensor) -> Vec<usize> {
     t.size().iter().map(|&d| usize::try_from(d).expect("tensor sizes are non-negative")).collect()
 }
 
-/// Named float32 tensors copied out of libtorch, ordered by name.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct NamedTensors(pub BTreeMap<String, (Vec<usize>, Vec<f32>)>);
+/// Named tensors as the store keeps them; see [`TorchTensors`] for libtorch's side.
+pub use prov_manifest::NamedTensors;
 
-impl NamedTensors {
+/// [`NamedTensors`] to and from libtorch tensors. `NamedTensors` itself is libtorch-free (it
+/// lives in `prov-manifest`), so that `prov` reads checkpoints without linking libtorch.
+pub trait TorchTensors {
     /// Copies tensors out, ordering them by name whatever order they come in.
-    pub fn from_tensors<'a>(tensors: impl IntoIterator<Item = (String, &'a Tensor)>) -> Self {
-        Self(tensors.into_iter().map(|(name, t)| (name, (shape(t), f32_values(t)))).collect())
-    }
-
-    /// The little-endian bytes of one tensor, as safetensors stores them.
-    pub fn le_bytes(values: &[f32]) -> Vec<u8> {
-        values.iter().flat_map(|v| v.to_le_bytes()).collect()
-    }
-
-    /// Encodes the tensors as a safetensors file with one metadata entry, `config`.
-    pub fn to_safetensors(&self, config: &str) -> Vec<u8> {
-        self.to_safetensors_with(&[("config", config)])
-    }
-
-    /// Encodes the tensors as a safetensors file with the given metadata entries (`format:
-    /// pt` is what transformers requires of a model file).
-    ///
-    /// The header is written by hand so that its bytes are fixed by the tensors alone:
-    /// metadata in the order given, tensors in name order, offsets packed in that order, keys
-    /// in a fixed order, and the header padded with spaces to a multiple of 8 bytes (as the
-    /// format allows).
-    pub fn to_safetensors_with(&self, metadata: &[(&str, &str)]) -> Vec<u8> {
-        let entries: Vec<String> = metadata
-            .iter()
-            .map(|(k, v)| {
-                format!(
-                    "{}:{}",
-                    serde_json::to_string(k).expect("a string serialises"),
-                    serde_json::to_string(v).expect("a string serialises")
-                )
-            })
-            .collect();
-        let mut header = format!("{{\"__metadata__\":{{{}}}", entries.join(","));
-        let mut offset = 0usize;
-        for (name, (shape, values)) in &self.0 {
-            let len = values.len() * 4;
-            let dims: Vec<String> = shape.iter().map(ToString::to_string).collect();
-            let _ = write!(
-                header,
-                ",{}:{{\"dtype\":\"F32\",\"shape\":[{}],\"data_offsets\":[{},{}]}}",
-                serde_json::to_string(name).expect("a string serialises"),
-                dims.join(","),
-                offset,
-                offset + len
-            );
-            offset += len;
-        }
-        header.push('}');
-        while header.len() % 8 != 0 {
-            header.push(' ');
-        }
-        let mut out = Vec::with_capacity(8 + header.len() + offset);
-        out.extend_from_slice(&(header.len() as u64).to_le_bytes());
-        out.extend_from_slice(header.as_bytes());
-        for (_, values) in self.0.values() {
-            out.extend(Self::le_bytes(values));
-        }
-        out
-    }
-
-    /// Reads a safetensors file of float32 tensors (any writer's); other dtypes and malformed
-    /// files are errors that say what is wrong.
-    pub fn from_safetensors(bytes: &[u8]) -> Result<Self, String> {
-        let file = safetensors::SafeTensors::deserialize(bytes).map_err(|e| format!("not a safetensors file: {e}"))?;
-        let mut out = BTreeMap::new();
-        for (name, view) in file.tensors() {
-            if view.dtype() != safetensors::Dtype::F32 {
-                return Err(format!("tensor `{name}` is {:?}, not F32", view.dtype()));
-            }
-            let values = view.data().chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
-            out.insert(name, (view.shape().to_vec(), values));
-        }
-        Ok(Self(out))
-    }
+    fn from_tensors<'a>(tensors: impl IntoIterator<Item = (String, &'a Tensor)>) -> Self;
 
     /// The tensor `name` as a libtorch tensor on `device`.
-    pub fn tensor(&self, name: &str, device: tch::Device) -> Option<Tensor> {
+    fn tensor(&self, name: &str, device: tch::Device) -> Option<Tensor>;
+}
+
+impl TorchTensors for NamedTensors {
+    fn from_tensors<'a>(tensors: impl IntoIterator<Item = (String, &'a Tensor)>) -> Self {
+        NamedTensors(tensors.into_iter().map(|(name, t)| (name, (shape(t), f32_values(t)))).collect())
+    }
+
+    fn tensor(&self, name: &str, device: tch::Device) -> Option<Tensor> {
         self.0.get(name).map(|(shape, values)| {
             let dims: Vec<i64> = shape.iter().map(|&d| i64::try_from(d).expect("a dimension fits in i64")).collect();
             Tensor::from_slice(values).view(dims.as_slice()).to_device(device)
         })
-    }
-
-    /// BLAKE3 of each tensor's little-endian bytes, by name (what checkpoint records list).
-    pub fn digests(&self) -> BTreeMap<String, blake3::Hash> {
-        self.0.iter().map(|(name, (_, values))| (name.clone(), blake3::hash(&Self::le_bytes(values)))).collect()
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn flags(s: &str) -> Vec<String> {
-        s.split_whitespace().map(str::to_owned).collect()
-    }
-
-    #[test]
-    fn capability_follows_the_cpu_flags() {
-        assert_eq!(best_capability(&flags("sse2 avx")), "default");
-        assert_eq!(best_capability(&flags("avx2 fma")), "avx2");
-        assert_eq!(best_capability(&flags("avx2 fma avx512f avx512bw avx512vl avx512dq")), "avx512");
-        assert_eq!(best_capability(&flags("avx2 fma avx512f")), "avx2");
-    }
-
-    #[test]
-    fn a_capability_the_cpu_lacks_is_refused() {
-        let cpu = flags("avx2 fma");
-        assert_eq!(resolve_capability(None, &cpu).unwrap(), "avx2");
-        // Unasked, a CPU with AVX-512 still runs the portable kernels.
-        let big = flags("avx2 fma avx512f avx512bw avx512vl avx512dq");
-        assert_eq!(resolve_capability(None, &big).unwrap(), "avx2");
-        assert_eq!(resolve_capability(Some("avx512"), &big).unwrap(), "avx512");
-        assert_eq!(resolve_capability(None, &flags("sse2")).unwrap(), "default");
-        assert_eq!(resolve_capability(Some("DEFAULT"), &cpu).unwrap(), "default");
-        let e = resolve_capability(Some("avx512"), &cpu).unwrap_err();
-        assert!(e.to_string().contains("at most `avx2`"), "{e}");
-        let e = resolve_capability(Some("sse9"), &cpu).unwrap_err();
-        assert!(e.to_string().contains("expected one of default, avx2, avx512"), "{e}");
-    }
 
     #[test]
     fn safetensors_bytes_do_not_depend_on_insertion_order() {

@@ -17,16 +17,10 @@
 //! prompt are computed as one batch. A completion ends with `<|end|>` (kept in its ids) or
 //! after `max_new_tokens`; its text is its ids decoded without special tokens.
 
-use std::collections::BTreeMap;
-
 use prov_exec::{ConfigError, InputSpec, Stage, StageContext, StageError, StageOutput, parse_params};
-use prov_manifest::{Determinism, OutputRef, OutputType, derive_seed};
-use prov_reward::preference::{Completion, PromptCompletions};
-use prov_store::ObjectKind;
+use prov_manifest::{Determinism, OutputType};
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
-
-use crate::post;
+use serde_json::Value;
 
 /// The `sample-completions` stage's configuration.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -111,89 +105,13 @@ impl Stage for SampleCompletionsStage {
         &["prompts", "sample"]
     }
     fn run(&self, cx: &StageContext<'_>) -> Result<StageOutput, StageError> {
-        let config: SampleConfig = parse_params(cx.config).map_err(StageError::Config)?;
-        let model = post::load_checkpoint(cx, "model")?;
-        let (_, tokenizer, template) = post::chat_template(cx.store, "model", &model)?;
-        let examples = post::read_examples(cx, "examples")?;
-        let max_new = usize::try_from(config.max_new_tokens).expect("a length fits in memory");
-        let window = usize::try_from(model.config.max_position_embeddings).expect("a window fits in memory");
-        // Every prompt rendered; those that leave room for `max_new_tokens` in the model's
-        // window are eligible (a longer one would be sampled from a cut prompt).
-        let mut eligible = Vec::with_capacity(examples.len());
-        for (index, example) in examples.iter().enumerate() {
-            let bad = |message: String| StageError::Input {
-                input: "examples".into(),
-                message: format!("line {} (`{}`): {message}", index + 1, example.id),
-            };
-            let (prompt, reference) = example
-                .prompt_and_reference()
-                .ok_or_else(|| bad("does not end with an `assistant` answer after a prompt".into()))?;
-            let prompt_ids = template.render_prompt(prompt).map_err(|e| bad(e.to_string()))?;
-            if prompt_ids.len() + max_new <= window {
-                eligible.push((example, prompt_ids, reference));
-            }
-        }
-        if eligible.is_empty() {
-            return Err(StageError::Input {
-                input: "examples".into(),
-                message: format!(
-                    "no prompt of the {} examples leaves room for `max_new_tokens` {max_new} in the model's {window} positions",
-                    examples.len()
-                ),
-            });
-        }
-        let too_long = examples.len() - eligible.len();
-        let chosen = choose(eligible.len() as u64, config.prompts, cx.seed("prompts")?);
-        let sample_seed = cx.seed("sample")?;
-        let end = i64::from(template.end_id());
-        prov_torch::pin_threads(config.threads as usize);
-        prov_torch::set_deterministic_algorithms(true);
-
-        let mut lines = Vec::with_capacity(chosen.len());
-        let (mut stopped, mut tokens) = (0u64, 0u64);
-        for index in chosen {
-            let (example, prompt_ids, reference) = &eligible[index];
-            let seeds: Vec<u64> =
-                (0..config.n).map(|j| derive_seed(sample_seed, &example.id, &format!("completion-{j}"))).collect();
-            let prompt_i64: Vec<i64> = prompt_ids.iter().map(|&t| i64::from(t)).collect();
-            let sampled = model.sample_batch(&prompt_i64, &seeds, max_new, config.temperature, Some(end));
-            let mut completions = Vec::with_capacity(sampled.len());
-            for ids in sampled {
-                let ids: Vec<u32> =
-                    ids.iter().map(|&t| u32::try_from(t).expect("token ids are vocabulary indices")).collect();
-                stopped += u64::from(ids.last() == Some(&template.end_id()));
-                tokens += ids.len() as u64;
-                let text = tokenizer.decode(&ids, true).map_err(|e| StageError::Input {
-                    input: "model".into(),
-                    message: format!("decoding a completion of `{}`: {e}", example.id),
-                })?;
-                completions.push(Completion { ids, text });
-            }
-            lines.push(PromptCompletions {
-                id: example.id.clone(),
-                prompt_ids: prompt_ids.clone(),
-                reference: (*reference).to_owned(),
-                completions,
-            });
-        }
-        let count = lines.iter().map(|l| l.completions.len() as u64).sum::<u64>();
-        let digest = cx.store.put_bytes(ObjectKind::Blob, &prov_reward::stage::write_lines(&lines))?;
-        let mut out = StageOutput::default();
-        out.outputs.insert("completions".into(), OutputRef { output_type: OutputType::File, digest });
-        out.stats = BTreeMap::from([
-            ("prompts".into(), json!(lines.len())),
-            ("completions".into(), json!(count)),
-            ("completions_ended".into(), json!(stopped)),
-            ("mean_completion_tokens".into(), json!(tokens as f64 / count as f64)),
-            ("prompts_too_long".into(), json!(too_long)),
-        ]);
-        Ok(out)
+        crate::run_in_worker(cx, self.kind())
     }
 }
 
 /// Which of `n` examples to use: all, or the first `prompts` of a seeded permutation, in
 /// file order.
-fn choose(n: u64, prompts: Option<u64>, seed: u64) -> Vec<usize> {
+pub fn choose(n: u64, prompts: Option<u64>, seed: u64) -> Vec<usize> {
     let mut picked: Vec<u64> = match prompts {
         Some(k) if k < n => {
             let mut state = seed;
@@ -207,6 +125,8 @@ fn choose(n: u64, prompts: Option<u64>, seed: u64) -> Vec<usize> {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     #[test]

@@ -4,11 +4,13 @@
 //! every sample and every epoch, so a passage seen many times is never learned verbatim.
 //!
 //! The table is `torch.rand(1_000_003)` after `torch.manual_seed(2971215073)` on the CPU: the
-//! released code's table, drawn here from libtorch's own generator so that both agree to the bit.
+//! released code's table. It is drawn here as libtorch's CPU generator draws it (an MT19937
+//! seeded with the 32-bit seed, each float32 from the low 24 bits of one 32-bit output), so
+//! that `prov` computes masks without loading libtorch; the worker's tests check the table
+//! against libtorch's own `rand`, and `tests/test_goldfish.rs` the masks against the released
+//! code in `PyTorch`.
 
 use std::sync::OnceLock;
-
-use tch::{Device, Kind, Tensor};
 
 /// Entries in the hash table (a prime).
 pub const TABLE_SIZE: i64 = 1_000_003;
@@ -19,16 +21,59 @@ pub const TABLE_SEED: i64 = 2_971_215_073;
 static TABLE: OnceLock<Vec<f32>> = OnceLock::new();
 
 /// The table of uniform `[0, 1)` float32 values.
-///
-/// The first call reseeds libtorch's global CPU generator to draw it. Callers that draw
-/// random numbers of their own (model initialisation) call this first and seed afterwards:
-/// the trainer does (`Trainer::new`).
 pub fn table() -> &'static [f32] {
     TABLE.get_or_init(|| {
-        tch::manual_seed(TABLE_SEED);
-        let t = Tensor::rand([TABLE_SIZE], (Kind::Float, Device::Cpu));
-        prov_torch::f32_values(&t)
+        let seed = u32::try_from(TABLE_SEED).expect("the table's seed fits in 32 bits");
+        torch_cpu_rand(seed, usize::try_from(TABLE_SIZE).expect("the table size fits in usize"))
     })
+}
+
+/// `torch.rand(n)` on the CPU after `torch.manual_seed(seed)`: `ATen`'s
+/// `uniform_real_distribution<float>` over its `mt19937`, `(x & (2^24 - 1)) / 2^24` for each
+/// 32-bit output `x`, drawn serially.
+pub fn torch_cpu_rand(seed: u32, n: usize) -> Vec<f32> {
+    let mut mt = Mt19937::new(seed);
+    (0..n).map(|_| (mt.next_u32() & 0x00FF_FFFF) as f32 / (1u32 << 24) as f32).collect()
+}
+
+/// The 32-bit Mersenne Twister (Matsumoto and Nishimura 1998), as `ATen`'s `at::mt19937`
+/// seeds and draws it.
+struct Mt19937 {
+    state: [u32; 624],
+    next: usize,
+}
+
+impl Mt19937 {
+    fn new(seed: u32) -> Self {
+        let mut state = [0u32; 624];
+        state[0] = seed;
+        for i in 1..624 {
+            let prev = state[i - 1];
+            state[i] = 1_812_433_253u32.wrapping_mul(prev ^ (prev >> 30)).wrapping_add(i as u32);
+        }
+        Self { state, next: 624 }
+    }
+
+    fn twist(&mut self) {
+        for i in 0..624 {
+            let y = (self.state[i] & 0x8000_0000) | (self.state[(i + 1) % 624] & 0x7FFF_FFFF);
+            let mag = if y & 1 == 0 { 0 } else { 0x9908_B0DF };
+            self.state[i] = self.state[(i + 397) % 624] ^ (y >> 1) ^ mag;
+        }
+        self.next = 0;
+    }
+
+    fn next_u32(&mut self) -> u32 {
+        if self.next >= 624 {
+            self.twist();
+        }
+        let mut y = self.state[self.next];
+        self.next += 1;
+        y ^= y >> 11;
+        y ^= (y << 7) & 0x9D2C_5680;
+        y ^= (y << 15) & 0xEFC6_0000;
+        y ^ (y >> 18)
+    }
 }
 
 /// The hash key of the window ending at each position `j >= h - 1`: the product of the
@@ -62,15 +107,21 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_table_is_torch_rand_after_the_seed() {
+    fn the_generator_is_the_published_mersenne_twister() {
+        // The reference implementation's 10000th output for the default seed 5489 (the C++
+        // standard's check of `std::mt19937`).
+        let mut mt = Mt19937::new(5489);
+        let tenth_thousand = (0..10_000).map(|_| mt.next_u32()).last();
+        assert_eq!(tenth_thousand, Some(4_123_659_995));
+    }
+
+    #[test]
+    fn the_table_is_uniform() {
+        // That it is libtorch's `rand` bit for bit is the worker's test (`prov-worker`'s
+        // `goldfish_table_is_libtorch_rand`), which links libtorch.
         let t = table();
         assert_eq!(t.len(), TABLE_SIZE as usize);
         assert!(t.iter().all(|&v| (0.0..1.0).contains(&v)));
-        // Drawing again from the same seed gives the same values: the table is libtorch's
-        // generator, not something that merely looks uniform.
-        tch::manual_seed(TABLE_SEED);
-        let again = prov_torch::f32_values(&Tensor::rand([16], (Kind::Float, Device::Cpu)));
-        assert_eq!(&t[..16], again.as_slice());
         let mean = t.iter().map(|&v| f64::from(v)).sum::<f64>() / t.len() as f64;
         assert!((mean - 0.5).abs() < 1e-3, "mean {mean}");
     }

@@ -1,26 +1,35 @@
-//! Training with libtorch, replayable step by step: the Apertus-style decoder ([`model`]),
-//! the Goldfish loss ([`goldfish`]), the `AdEMAMix` optimizer ([`ademamix`]), the learning-rate
-//! schedules ([`schedule`]), and the stages: `pretrain` ([`pretrain`]), supervised
+//! The training stage kinds as a lockfile sees them: `pretrain` ([`pretrain`]), supervised
 //! fine-tuning ([`sft`]), reference completions ([`completions`]), preference alignment with
-//! DPO and QRPO ([`alignment`], losses in [`preference_loss`]) and translation evaluation
-//! ([`evaluate`]).
+//! DPO and QRPO ([`alignment`]) and translation evaluation ([`evaluate`]). For each: its
+//! configuration with every default explicit, its inputs, outputs, seeds, determinism class
+//! and version, and (for `pretrain`) where a replay departs from its recording.
 //!
-//! Every tensor that reaches hashed bytes goes through `prov_torch::NamedTensors`, in name
-//! order; every random draw comes from a generator seeded from the stage's seed.
+//! Around them, what needs no libtorch: the decoder's shape and its transformers
+//! configuration ([`model_config`]), `AdEMAMix`'s settings ([`optimizer`]), the learning-rate
+//! schedules ([`schedule`]), the loop's configuration and per-step log ([`loop_config`]), the
+//! Goldfish mask ([`goldfish`]), checkpoint records and their tensors ([`checkpoint`]), and
+//! what the post-training stages share ([`post`]).
+//!
+//! Every kind here computes with libtorch, which `prov` does not load: each kind's
+//! [`prov_exec::Stage::run`] hands the stage to the worker executable
+//! ([`prov_exec::run_in_worker`]), where `prov-worker` runs it against the same store. See the
+//! book's "How Provenant is built".
 
-pub mod ademamix;
 pub mod alignment;
 pub mod checkpoint;
+pub mod checkpoint_tasks;
 pub mod completions;
 pub mod evaluate;
 pub mod goldfish;
-pub mod model;
+pub mod loop_config;
+pub mod model_config;
+pub mod optimizer;
 pub mod post;
-pub mod preference_loss;
 pub mod pretrain;
 pub mod schedule;
 pub mod sft;
-pub mod trainer;
+
+use prov_exec::{StageContext, StageError, StageOutput};
 
 /// Registers the training stage kinds: `pretrain`, `sft`, `sample-completions`, `dpo`,
 /// `qrpo` and `chrf-eval`.
@@ -34,14 +43,7 @@ pub fn register(registry: &mut prov_exec::Registry) {
     registry.register(Arc::new(evaluate::ChrfEvalStage));
 }
 
-/// Overwrites `target` (under `no_grad`) with a stored tensor of the same shape; the error
-/// names the tensor.
-pub(crate) fn copy_stored(target: &mut tch::Tensor, name: &str, stored: &(Vec<usize>, Vec<f32>)) -> Result<(), String> {
-    let (shape, values) = stored;
-    let dims: Vec<i64> = shape.iter().map(|&d| i64::try_from(d).expect("a tensor dimension fits in i64")).collect();
-    if dims != target.size() {
-        return Err(format!("`{name}`: the stored shape {dims:?} is not the model's {:?}", target.size()));
-    }
-    target.copy_(&tch::Tensor::from_slice(values).view(dims.as_slice()).to_device(target.device()));
-    Ok(())
+/// Every kind's `run`: in the worker.
+fn run_in_worker(cx: &StageContext<'_>, kind: &str) -> Result<StageOutput, StageError> {
+    prov_exec::run_in_worker(cx, kind)
 }

@@ -1,24 +1,18 @@
 //! What the post-training stages (`sft`, `sample-completions`, `dpo`, `qrpo`, `chrf-eval`)
-//! share: chat examples, the training-loop parameters they all take, loading the checkpoint
-//! they start from, and writing the checkpoint they end with.
+//! share: chat examples, the training-loop parameters they all take and their data order.
+//! Loading the checkpoint they start from and writing the one they end with is the worker's
+//! (`prov_worker::fine_tuning`).
 //!
 //! Every post-training stage starts from a checkpoint input (`model`) and uses the tokenizer
 //! that checkpoint records, so a recipe cannot pair a model with another tokenizer.
 
-use std::collections::BTreeMap;
-
-use prov_exec::{ConfigError, StageContext, StageError, StageOutput, parse_params};
-use prov_manifest::{OutputRef, OutputType, Record, encode_value, put_record};
-use prov_store::{Digest, ObjectKind, Store};
-use prov_tokenizer::chat::{ChatTemplate, Message, Role};
+use prov_exec::{ConfigError, StageContext, StageError, parse_params};
+use prov_tokenizer::chat::{Message, Role};
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
-use serde_json::{Value, json};
-use tokenizers::Tokenizer;
+use serde_json::Value;
 
-use crate::ademamix::AdEMAMixConfig;
-use crate::checkpoint::CheckpointWriter;
-use crate::checkpoint::{CheckpointError, LoadedCheckpoint};
-use crate::trainer::{LoopConfig, ScheduleKind, Trainer};
+use crate::loop_config::{LoopConfig, ScheduleKind};
+use crate::optimizer::AdEMAMixConfig;
 
 /// One line of a chat-examples file (JSON Lines): an id and a conversation ending with the
 /// assistant's answer. Other fields (a `translation-pairs` line's `source` and `target`) are
@@ -157,60 +151,6 @@ fn overlay(base: &mut Value, top: Value) {
     }
 }
 
-/// Loads the checkpoint of input `input`; a damaged checkpoint is an integrity failure.
-pub fn load_checkpoint(cx: &StageContext<'_>, input: &str) -> Result<LoadedCheckpoint, StageError> {
-    let digest = cx.input(input)?.digest;
-    crate::checkpoint::load(cx.store, &digest).map_err(|e| checkpoint_error(input, e))
-}
-
-/// A checkpoint error as a stage error: the store's own errors keep their kind (and exit code).
-pub fn checkpoint_error(input: &str, e: CheckpointError) -> StageError {
-    match e {
-        CheckpointError::Store(e) => StageError::Store(e),
-        other => StageError::Input { input: input.to_owned(), message: other.to_string() },
-    }
-}
-
-/// The tokenizer checkpoint `checkpoint` (input `input`) records, and its chat template.
-pub fn chat_template(
-    store: &Store,
-    input: &str,
-    checkpoint: &LoadedCheckpoint,
-) -> Result<(Digest, Tokenizer, ChatTemplate), StageError> {
-    let bad = |message: String| StageError::Input { input: input.to_owned(), message };
-    let digest = checkpoint.record.tokenizer.ok_or_else(|| bad("the checkpoint records no tokenizer".into()))?;
-    let tokenizer = prov_tokenizer::load_tokenizer(store, &digest)?;
-    let template = ChatTemplate::new(tokenizer.clone()).map_err(|e| bad(e.to_string()))?;
-    Ok((digest, tokenizer, template))
-}
-
-/// Stores `trainer`'s final state as a checkpoint (with `hf_config` as its `config.json`) and
-/// returns the `model` and `log` outputs with the loop's statistics.
-pub fn finish(
-    store: &Store,
-    trainer: &Trainer,
-    hf_config: &Value,
-    tokenizer: Digest,
-    rng: Value,
-    batch_size: u64,
-) -> Result<StageOutput, StageError> {
-    let config = store.put_bytes(ObjectKind::Blob, &encode_value(hf_config))?;
-    let writer = CheckpointWriter { store, config, tokenizer, rng };
-    let model = put_record(store, &Record::Checkpoint(writer.record(trainer, batch_size)?))?;
-    let log = store.put_bytes(ObjectKind::Blob, &trainer.log_bytes())?;
-    let steps = trainer.log();
-    let mut out = StageOutput::default();
-    out.outputs.insert("model".into(), OutputRef { output_type: OutputType::Checkpoint, digest: model });
-    out.outputs.insert("log".into(), OutputRef { output_type: OutputType::File, digest: log });
-    out.stats = BTreeMap::from([
-        ("steps".into(), json!(trainer.step())),
-        ("first_loss".into(), json!(steps[0].loss)),
-        ("final_loss".into(), json!(steps[steps.len() - 1].loss)),
-        ("tokens_trained".into(), json!(steps.iter().map(|l| l.tokens).sum::<u64>())),
-    ]);
-    Ok(out)
-}
-
 /// `epochs` permutations of `0..n` in turn, from one `SplitMix64` stream seeded with `seed`
 /// (the `tokenize` stage's data order), cut to `needed` indices.
 pub fn order(n: u64, needed: u64, seed: u64) -> Vec<u64> {
@@ -225,6 +165,8 @@ pub fn order(n: u64, needed: u64, seed: u64) -> Vec<u64> {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     #[test]

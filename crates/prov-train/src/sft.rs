@@ -21,15 +21,13 @@
 //! The data order is a fresh seeded permutation of the conversations that fit for each epoch
 //! (seed `order`), as many epochs as `steps * batch_size` rows need.
 
-use std::collections::BTreeMap;
-
 use prov_exec::{ConfigError, InputSpec, Stage, StageContext, StageError, StageOutput};
 use prov_manifest::{Determinism, OutputType};
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::Value;
 
+use crate::loop_config::IGNORE_INDEX;
 use crate::post::{self, LoopParams};
-use crate::trainer::{IGNORE_INDEX, Trainer};
 
 /// The `sft` stage's own settings (beside [`LoopParams`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -47,9 +45,11 @@ fn default_seq_len() -> u64 {
     256
 }
 
-const OWN: &[&str] = &["seq_len", "packing"];
+/// The `sft` stage's own fields, beside the loop's.
+pub const OWN: &[&str] = &["seq_len", "packing"];
 
-fn defaults() -> LoopParams {
+/// The loop's defaults for `sft`.
+pub fn defaults() -> LoopParams {
     LoopParams {
         steps: 200,
         batch_size: 8,
@@ -136,76 +136,13 @@ impl Stage for SftStage {
         &["order"]
     }
     fn run(&self, cx: &StageContext<'_>) -> Result<StageOutput, StageError> {
-        let (params, own, _) =
-            post::parse_stage_params::<SftParams>(cx.config, OWN, &defaults()).map_err(StageError::Config)?;
-        let seed = cx.seed("order")?;
-        let start = post::load_checkpoint(cx, "model")?;
-        let (tokenizer_digest, tokenizer, template) = post::chat_template(cx.store, "model", &start)?;
-        let pad = prov_tokenizer::special_ids(&tokenizer)?["pad"];
-        let examples = post::read_examples(cx, "examples")?;
-        let seq_len = usize::try_from(own.seq_len).expect("a sequence length fits in memory");
-
-        let mut fitting = Vec::new();
-        let mut too_long = 0u64;
-        for (line, e) in examples.iter().enumerate() {
-            let rendered = template.render(&e.messages).map_err(|err| StageError::Input {
-                input: "examples".into(),
-                message: format!("line {} (`{}`): {err}", line + 1, e.id),
-            })?;
-            if rendered.ids.len() > seq_len + 1 {
-                too_long += 1;
-                continue;
-            }
-            fitting.push(Conversation {
-                ids: rendered.ids.iter().map(|&i| i64::from(i)).collect(),
-                trained: rendered.trained,
-            });
-        }
-        if fitting.is_empty() {
-            return Err(StageError::Input {
-                input: "examples".into(),
-                message: format!("none of the {} conversations fits in `seq_len` {seq_len} + 1 tokens", examples.len()),
-            });
-        }
-        let batch = params.batch_size as usize;
-        let needed = params.steps as usize * batch;
-        let training_rows = epoch_rows(&fitting, needed, seq_len, own.packing, i64::from(pad), seed);
-
-        let mut model_config = start.config.clone();
-        model_config.max_position_embeddings = i64::try_from(seq_len).expect("checked above");
-        let mut hf_config = start.hf_config.clone();
-        hf_config["max_position_embeddings"] = json!(seq_len);
-        prov_torch::pin_threads(params.threads as usize);
-        prov_torch::set_deterministic_algorithms(true);
-        let mut trainer = Trainer::from_weights(&model_config, &params.loop_config(), &start.weights)
-            .map_err(|message| StageError::Input { input: "model".into(), message })?;
-        drop(start);
-        let time = i64::try_from(seq_len).expect("checked above");
-        for step_rows in training_rows.chunks(batch) {
-            let inputs: Vec<i64> = step_rows.iter().flat_map(|(i, _)| i.iter().copied()).collect();
-            let labels: Vec<i64> = step_rows.iter().flat_map(|(_, l)| l.iter().copied()).collect();
-            trainer.train_on_labels(&inputs, &labels, time, 0);
-        }
-        let mut out = post::finish(
-            cx.store,
-            &trainer,
-            &hf_config,
-            tokenizer_digest,
-            json!({ "order_seed": seed }),
-            params.batch_size,
-        )?;
-        out.stats.extend(BTreeMap::from([
-            ("examples".into(), json!(examples.len())),
-            ("examples_too_long".into(), json!(too_long)),
-            ("packing".into(), json!(own.packing)),
-        ]));
-        Ok(out)
+        crate::run_in_worker(cx, self.kind())
     }
 }
 
 /// The first `needed` rows of epoch after epoch over `conversations`, each epoch in a fresh
 /// seeded order.
-fn epoch_rows(
+pub fn epoch_rows(
     conversations: &[Conversation],
     needed: usize,
     seq_len: usize,

@@ -68,6 +68,8 @@ struct Report {
     store_found: bool,
     root: PathBuf,
     torch: Option<Torch>,
+    /// What the worker says it links, or why it cannot be asked.
+    worker: Result<prov_exec::TorchClaim, String>,
     aten: Option<String>,
     mkl: Option<String>,
     b3sum: Option<PathBuf>,
@@ -117,6 +119,24 @@ fn gather(cx: &CommandContext) -> Report {
         Some(_) => {}
     }
 
+    // The worker, which runs every libtorch computation: it must start and link the libtorch
+    // the envelope will record.
+    let worker = prov_exec::worker::facts(&CommandContext::worker()).map_err(|e| e.to_string());
+    match &worker {
+        Err(e) => {
+            problems.push((e.clone(), "build it with `cargo build` (beside `prov`), or set PROV_WORKER".to_owned()));
+        }
+        Ok(f) if f.libtorch.as_deref() != Some(prov_exec::aten::LIBTORCH_VERSION) => problems.push((
+            format!(
+                "the worker links libtorch {}, prov records {}",
+                f.libtorch.as_deref().unwrap_or("none"),
+                prov_exec::aten::LIBTORCH_VERSION
+            ),
+            "rebuild both with `cargo build` against the same `.venv`".to_owned(),
+        )),
+        Ok(_) => {}
+    }
+
     // Tools.
     let b3sum = env_vars::find_program("b3sum");
     if b3sum.is_none() {
@@ -136,6 +156,7 @@ fn gather(cx: &CommandContext) -> Report {
         store_found,
         root,
         torch,
+        worker,
         aten: env_vars::get(env_vars::ATEN_CPU_CAPABILITY),
         mkl: env_vars::get(env_vars::MKL_CBWR),
         b3sum,
@@ -176,7 +197,8 @@ fn to_json(r: &Report) -> serde_json::Value {
             "libtorch_so": t.has_libtorch,
         })),
         "aten_cpu_capability": r.aten,
-        "libtorch_linked": prov_torch::LIBTORCH_VERSION,
+        "libtorch_linked": r.worker.as_ref().ok().and_then(|f| f.libtorch.clone()),
+        "worker": { "path": CommandContext::worker().display().to_string(), "error": r.worker.as_ref().err() },
         "mkl_cbwr": r.mkl,
         "tools": { "b3sum": path(&r.b3sum), "mdbook": path(&r.mdbook) },
         "stage_kinds": r.kinds.iter().map(|(k, v, s)| json!({"kind": k, "version": v, "summary": s})).collect::<Vec<_>>(),
@@ -219,6 +241,17 @@ fn render_machine(ui: &mut Ui, r: &Report) -> Result<(), CommandError> {
             ui.line(format!("libtorch    {} in {}{so}", t.version, t.lib_dir.display()))?;
         }
         None => ui.line("libtorch    not found in .venv; run `scripts/setup`")?,
+    }
+    let worker = CommandContext::worker();
+    match &r.worker {
+        Ok(f) => {
+            ui.line(format!(
+                "worker      {} (libtorch {})",
+                worker.display(),
+                f.libtorch.as_deref().unwrap_or("none")
+            ))?;
+        }
+        Err(e) => ui.line(format!("worker      {e}"))?,
     }
     let pins = [
         (

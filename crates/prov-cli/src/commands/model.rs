@@ -6,30 +6,36 @@
 use std::io::Read as _;
 use std::path::PathBuf;
 
-use prov_store::{Access, Digest, Store};
-use prov_train::checkpoint::{self, CheckpointError, LoadedCheckpoint};
-use serde_json::{Value, json};
+use prov_exec::worker::{self, Reply};
+use prov_store::{Access, Digest};
+use prov_train::checkpoint_tasks::{EvalReply, EvalRequest, ExportReply, ExportRequest, SampleRequest, TaskFailure};
+use serde_json::json;
 
 use crate::context::CommandContext;
 use crate::error::CommandError;
 use crate::resolve::resolve_object;
 use crate::ui::Ui;
 
-impl From<CheckpointError> for CommandError {
-    fn from(e: CheckpointError) -> Self {
-        let integrity = e.is_integrity_failure();
-        let hint = match &e {
-            CheckpointError::NotACheckpoint { .. } => Some(
-                "give the digest of a checkpoint record: a `pretrain` stage's `model` output, or an entry of its `checkpoints` tree",
-            ),
-            CheckpointError::TensorDigest { .. } => Some("run `prov verify`; replay the run that wrote the checkpoint"),
-            _ => None,
-        };
-        let err = if integrity { Self::integrity(e.to_string()) } else { Self::input(e.to_string()) };
-        match hint {
+impl From<TaskFailure> for CommandError {
+    fn from(f: TaskFailure) -> Self {
+        let err = if f.integrity { Self::integrity(f.message) } else { Self::input(f.message) };
+        match f.hint {
             Some(h) => err.with_hint(h),
             None => err,
         }
+    }
+}
+
+/// Asks the worker, which loads the checkpoint with libtorch, to do `verb`.
+fn ask_worker<Req: serde::Serialize, T: serde::de::DeserializeOwned>(
+    verb: &str,
+    request: &Req,
+) -> Result<T, CommandError> {
+    match worker::call::<_, T, TaskFailure>(&CommandContext::worker(), verb, request) {
+        Ok(Reply::Ok(value)) => Ok(value),
+        Ok(Reply::Err(failure)) => Err(failure.into()),
+        Err(e) => Err(CommandError::internal(e.to_string())
+            .with_hint("build the worker with `cargo build` (it sits beside `prov`), or set PROV_WORKER")),
     }
 }
 
@@ -98,18 +104,11 @@ pub(crate) struct ExportArgs {
     out: PathBuf,
 }
 
-fn open_checkpoint(cx: &CommandContext, arg: &str) -> Result<(Store, Digest), CommandError> {
+/// The store directory and the checkpoint's digest.
+fn checkpoint(cx: &CommandContext, arg: &str) -> Result<(PathBuf, Digest), CommandError> {
     let (store, _) = cx.open_store(Access::Shared, true)?;
     let digest = resolve_object(&store, arg)?;
-    Ok((store, digest))
-}
-
-/// Loads the checkpoint with libtorch pinned to the command's thread count.
-fn load(cx: &CommandContext, arg: &str) -> Result<(LoadedCheckpoint, Digest, usize), CommandError> {
-    let (store, digest) = open_checkpoint(cx, arg)?;
-    let threads = cx.threads()?;
-    prov_torch::pin_threads(threads);
-    Ok((checkpoint::load(&store, &digest)?, digest, threads))
+    Ok((store.root().to_path_buf(), digest))
 }
 
 fn parse_ids(text: &str, what: &str) -> Result<Vec<i64>, CommandError> {
@@ -117,16 +116,6 @@ fn parse_ids(text: &str, what: &str) -> Result<Vec<i64>, CommandError> {
         CommandError::input(format!("{what}, column {}: {e}", e.column()))
             .with_hint("give a JSON array of integer token ids, e.g. `[0, 17, 4]`")
     })
-}
-
-fn check_ids(ids: &[i64], vocab: i64, what: &str) -> Result<(), CommandError> {
-    match ids.iter().position(|&t| !(0..vocab).contains(&t)) {
-        Some(i) => Err(CommandError::input(format!(
-            "{what}: token {} at position {i} is outside the vocabulary (0..{vocab})",
-            ids[i]
-        ))),
-        None => Ok(()),
-    }
 }
 
 pub(crate) fn cmd_eval(ui: &mut Ui, cx: &CommandContext, args: &EvalArgs) -> Result<(), CommandError> {
@@ -145,12 +134,20 @@ pub(crate) fn cmd_eval(ui: &mut Ui, cx: &CommandContext, args: &EvalArgs) -> Res
     if sequences.is_empty() {
         return Err(CommandError::input(format!("{name} holds no token sequences")));
     }
-    let (loaded, digest, threads) = load(cx, &args.checkpoint)?;
+    let (store, digest) = checkpoint(cx, &args.checkpoint)?;
+    let threads = cx.threads()?;
+    let request = EvalRequest {
+        store,
+        checkpoint: digest,
+        threads,
+        sequences: sequences.iter().map(|(line, ids)| (format!("{name}, line {line}"), ids.clone())).collect(),
+        logits: args.logits,
+    };
+    let reply: EvalReply = ask_worker("eval", &request)?;
     let mut out = Vec::new();
     let (mut total_nll, mut total_tokens) = (0.0, 0usize);
-    for (line, ids) in &sequences {
-        check_ids(ids, loaded.config.vocab_size, &format!("{name}, line {line}"))?;
-        let log_probs = loaded.log_probs(ids);
+    for ((line, _), scored) in sequences.iter().zip(reply.scored) {
+        let log_probs = scored.log_probs;
         let nll: f64 = -log_probs.iter().sum::<f64>();
         total_nll += nll;
         total_tokens += log_probs.len();
@@ -161,13 +158,14 @@ pub(crate) fn cmd_eval(ui: &mut Ui, cx: &CommandContext, args: &EvalArgs) -> Res
             "nll": mean,
             "perplexity": mean.exp(),
         });
-        if args.logits && ids.len() > 1 {
-            let logits = loaded.logits(&ids[..ids.len() - 1]);
-            let rows: Vec<Vec<f32>> = (0..logits.size()[0]).map(|r| prov_torch::f32_values(&logits.get(r))).collect();
+        if let Some(rows) = scored.logits {
             entry["logits"] = json!(rows);
         }
         ui.line(format!("line {line}: {} tokens, nll {mean:.4}, perplexity {:.3}", log_probs.len(), mean.exp()))?;
         out.push(entry);
+    }
+    if let Some(failure) = reply.stopped {
+        return Err(failure.into());
     }
     let mean = if total_tokens == 0 { 0.0 } else { total_nll / total_tokens as f64 };
     ui.line(format!("total: {total_tokens} tokens, nll {mean:.4}, perplexity {:.3}", mean.exp()))?;
@@ -193,10 +191,17 @@ pub(crate) fn cmd_sample(ui: &mut Ui, cx: &CommandContext, args: &SampleArgs) ->
     if prompt.is_empty() {
         return Err(CommandError::input("--prompt-ids is empty").with_hint("start with the BOS token, e.g. `[0]`"));
     }
-    let (loaded, digest, _) = load(cx, &args.checkpoint)?;
-    check_ids(&prompt, loaded.config.vocab_size, "--prompt-ids")?;
-    let stop = loaded.hf_config.get("eos_token_id").and_then(Value::as_i64);
-    let tokens = loaded.sample(&prompt, args.max_tokens, args.temperature, args.seed, stop);
+    let (store, digest) = checkpoint(cx, &args.checkpoint)?;
+    let request = SampleRequest {
+        store,
+        checkpoint: digest,
+        threads: cx.threads()?,
+        prompt: prompt.clone(),
+        max_tokens: args.max_tokens,
+        temperature: args.temperature,
+        seed: args.seed,
+    };
+    let tokens: Vec<i64> = ask_worker("sample", &request)?;
     ui.line(serde_json::to_string(&tokens).expect("integers encode"))?;
     ui.json(
         "sample",
@@ -212,16 +217,13 @@ pub(crate) fn cmd_sample(ui: &mut Ui, cx: &CommandContext, args: &SampleArgs) ->
 }
 
 pub(crate) fn cmd_export(ui: &mut Ui, cx: &CommandContext, args: &ExportArgs) -> Result<(), CommandError> {
-    let (store, digest) = open_checkpoint(cx, &args.checkpoint)?;
-    let files = checkpoint::hf_folder(&store, &digest)?;
-    fs_err::create_dir_all(&args.out)?;
+    let (store, digest) = checkpoint(cx, &args.checkpoint)?;
+    let request = ExportRequest { store, checkpoint: digest, out: cx.cwd.join(&args.out) };
+    let files: ExportReply = ask_worker("export", &request)?;
     let mut written = serde_json::Map::new();
-    for (name, bytes) in &files {
-        // The temp file sits in DIR itself, so the rename never crosses a file system.
-        prov_store::write_atomically(&args.out, &args.out.join(name), bytes)?;
-        let file_digest = Digest::of(bytes);
+    for (name, file_digest) in &files {
         ui.line(format!("{file_digest}  {}", args.out.join(name).display()))?;
-        written.insert((*name).to_owned(), json!(file_digest.to_string()));
+        written.insert(name.clone(), json!(file_digest.to_string()));
     }
     ui.json("export", json!({ "checkpoint": digest.to_string(), "out": args.out, "files": written }))?;
     Ok(())

@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::ademamix::AdEMAMixConfig;
+use crate::optimizer::AdEMAMixConfig;
 
 /// The model's shape, without what the data fixes (vocabulary, sequence length).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -3,12 +3,11 @@
 //! no longer holds.
 
 use prov_exec::Located;
-use prov_manifest::CheckpointRecord;
+use prov_manifest::{CheckpointRecord, NamedTensors};
 use prov_store::{Digest, Store};
-use prov_torch::NamedTensors;
 use serde_json::{Value, json};
 
-use crate::trainer::{StepLog, decode_log};
+use crate::loop_config::{StepLog, decode_log};
 
 /// The first step whose log line differs: a line for people and its JSON form.
 pub(super) fn first_log_difference(expected: &[StepLog], actual: &[StepLog]) -> Option<(String, Value)> {

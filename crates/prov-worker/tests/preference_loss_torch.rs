@@ -13,7 +13,8 @@
 
 #![allow(clippy::unwrap_used, clippy::print_stderr, clippy::cast_possible_wrap, missing_docs)]
 
-use prov_train::preference_loss::{Completions, DpoConfig, QrpoConfig, completion_log_probs, dpo_loss, qrpo_loss};
+use prov_train::alignment::{DpoConfig, QrpoConfig};
+use prov_worker::preference_loss::{Completions, completion_log_probs, dpo_loss, qrpo_loss};
 use serde_json::{Value, json};
 use tch::{Kind, Tensor};
 

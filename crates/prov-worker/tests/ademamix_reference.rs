@@ -9,7 +9,8 @@
 
 #![allow(clippy::unwrap_used, clippy::print_stderr, missing_docs)]
 
-use prov_train::ademamix::{AdEMAMix, AdEMAMixConfig};
+use prov_train::optimizer::AdEMAMixConfig;
+use prov_worker::ademamix::AdEMAMix;
 use tch::{Kind, Tensor};
 
 const REFERENCE: &str = r#"

@@ -46,11 +46,14 @@ use std::time::Instant;
 use prov_manifest::{CheckpointRecord, Finite, Record, SCHEMA_VERSION, encode_value, put_record};
 use prov_store::{Digest, ObjectKind, Store};
 use prov_torch::NamedTensors;
-use prov_train::ademamix::{AdEMAMix, AdEMAMixConfig};
 use prov_train::goldfish;
-use prov_train::model::{Decoder, ModelConfig, decays};
+use prov_train::loop_config::{IGNORE_INDEX, LoopConfig, ScheduleKind};
+use prov_train::model_config::{ModelConfig, hf_config};
+use prov_train::optimizer::AdEMAMixConfig;
 use prov_train::schedule::Wsd;
-use prov_train::trainer::{IGNORE_INDEX, LoopConfig, Samples, Trainer, hf_config};
+use prov_worker::ademamix::AdEMAMix;
+use prov_worker::model::{Decoder, decays};
+use prov_worker::trainer::{Samples, Trainer};
 use serde_json::{Value, json};
 use tch::nn::VarStore;
 use tch::{Device, Kind, Reduction, Tensor};
@@ -261,7 +264,7 @@ fn loop_config(total_steps: u64) -> LoopConfig {
         lr: 3e-3,
         warmup_steps: steps / 10,
         cooldown_steps: steps / 5,
-        schedule: prov_train::trainer::ScheduleKind::Wsd,
+        schedule: ScheduleKind::Wsd,
         optimizer,
         clip: 0.1,
         goldfish_k: Some(50),
@@ -365,11 +368,11 @@ fn median(xs: &[f64]) -> f64 {
 /// Sets libtorch up as `prov` does (unless told otherwise) and returns the `ATen` capability.
 /// Call it first in `main`, before any thread exists and before libtorch runs.
 fn set_up_libtorch(args: &Args) -> String {
-    if std::env::var_os(prov_torch::ATEN_CPU_CAPABILITY).is_none() {
+    if std::env::var_os(prov_exec::aten::ATEN_CPU_CAPABILITY).is_none() {
         // SAFETY: called first thing in `main`, before any thread exists and before libtorch runs.
         #[allow(unsafe_code)]
         unsafe {
-            prov_torch::pin_capability(prov_torch::PORTABLE_CAPABILITY);
+            prov_exec::aten::pin_capability(prov_exec::aten::PORTABLE_CAPABILITY);
         }
     }
     if !args.glibc_malloc_defaults {
@@ -377,7 +380,7 @@ fn set_up_libtorch(args: &Args) -> String {
     }
     prov_torch::set_deterministic_algorithms(args.deterministic);
     prov_torch::pin_threads(args.threads);
-    std::env::var(prov_torch::ATEN_CPU_CAPABILITY).unwrap_or_default()
+    std::env::var(prov_exec::aten::ATEN_CPU_CAPABILITY).unwrap_or_default()
 }
 
 fn main() {

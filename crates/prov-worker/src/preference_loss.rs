@@ -22,7 +22,7 @@
 //! 0.1, below 1e-15 from 0.03 down), and `beta / |y|` is not clamped to at most 0.1 (Apertus
 //! clamps to bound its gradient norm; a recipe wanting that can say so later).
 
-use serde::{Deserialize, Serialize};
+use prov_train::alignment::{DpoConfig, QrpoConfig};
 use tch::{Kind, Tensor};
 
 /// What prevents a loss.
@@ -198,23 +198,6 @@ fn constants(values: &[f64], like: &Tensor) -> Tensor {
     Tensor::from_slice(values).to_kind(like.kind()).to_device(like.device())
 }
 
-/// DPO's settings.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields, rename_all = "snake_case")]
-pub struct DpoConfig {
-    /// The KL penalty's weight, `beta`.
-    pub beta: f64,
-    /// Divide each completion's log-ratio by its token count `|y|` (equivalently: `beta / |y|`
-    /// in place of `beta`, per completion).
-    pub length_normalised: bool,
-}
-
-impl Default for DpoConfig {
-    fn default() -> Self {
-        Self { beta: 0.1, length_normalised: false }
-    }
-}
-
 /// The DPO loss of `chosen[i]` preferred over `rejected[i]`:
 /// `-log sigmoid(beta_w (log pi(y_w|x) - log ref(y_w|x)) - beta_l (log pi(y_l|x) - log ref(y_l|x)))`.
 pub fn dpo_loss(config: &DpoConfig, chosen: &Completions, rejected: &Completions) -> Result<Loss, AlignError> {
@@ -230,22 +213,6 @@ pub fn dpo_loss(config: &DpoConfig, chosen: &Completions, rejected: &Completions
     let margin = beta_w * chosen.log_ratio() - beta_l * rejected.log_ratio();
     let per_item = -margin.log_sigmoid();
     Ok(Loss { mean: per_item.mean(per_item.kind()), per_item })
-}
-
-/// QRPO's settings.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields, rename_all = "snake_case")]
-pub struct QrpoConfig {
-    /// The KL penalty's weight, `beta` (the Apertus report: 5, length-normalised).
-    pub beta: f64,
-    /// `beta / |y|` in place of `beta`, per completion, in the target and the log-ratio.
-    pub length_normalised: bool,
-}
-
-impl Default for QrpoConfig {
-    fn default() -> Self {
-        Self { beta: 5.0, length_normalised: true }
-    }
 }
 
 /// `log Z_q(beta) = log(beta (exp(1/beta) - 1))`, the log partition function of the quantile

@@ -4,59 +4,17 @@
 //! exactly the bytes of the uninterrupted run: after initialisation nothing is random (no
 //! dropout), the data order is a pinned object, and the state restored is the whole state.
 
-use std::collections::BTreeMap;
-
-use prov_torch::NamedTensors;
-use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use prov_torch::{NamedTensors, TorchTensors as _};
 use tch::nn::VarStore;
 use tch::{Device, Kind, Reduction, Tensor};
 
-use crate::ademamix::{AdEMAMix, AdEMAMixConfig};
-use crate::goldfish;
-use crate::model::{Decoder, ModelConfig, decays};
-use crate::schedule::{Linear, Schedule, Wsd};
+use prov_train::goldfish;
+use prov_train::loop_config::{IGNORE_INDEX, LoopConfig, ScheduleKind, StepLog, encode_log};
+use prov_train::model_config::ModelConfig;
+use prov_train::schedule::{Linear, Schedule, Wsd};
 
-/// The label value the loss ignores (transformers' and Megatron's convention).
-pub const IGNORE_INDEX: i64 = -100;
-
-/// What the loop needs beyond the model's shape.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct LoopConfig {
-    /// Optimizer steps.
-    pub steps: u64,
-    /// Samples per step.
-    pub batch_size: u64,
-    /// The schedule's peak learning rate.
-    pub lr: f64,
-    /// Warmup steps (from 10% of the peak).
-    pub warmup_steps: u64,
-    /// Cooldown steps at the end (1-sqrt, to 10% of the peak); the linear schedule has none.
-    pub cooldown_steps: u64,
-    /// The learning-rate schedule's shape.
-    #[serde(default)]
-    pub schedule: ScheduleKind,
-    /// `AdEMAMix`'s settings.
-    pub optimizer: AdEMAMixConfig,
-    /// Largest global gradient norm; larger gradients are scaled down to it.
-    pub clip: f64,
-    /// Goldfish `k` (drop one label in `k`), or none for the plain loss.
-    pub goldfish_k: Option<u64>,
-    /// Goldfish context width `h`.
-    pub goldfish_h: u64,
-}
-
-/// Which learning-rate schedule a loop follows.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ScheduleKind {
-    /// Warmup-stable-decay (pretraining).
-    #[default]
-    Wsd,
-    /// Linear warmup and decay (fine-tuning and alignment).
-    Linear,
-}
+use crate::ademamix::AdEMAMix;
+use crate::model::{Decoder, decays};
 
 /// A source of training samples: each `seq_len + 1` token ids.
 pub trait Samples {
@@ -64,24 +22,6 @@ pub trait Samples {
     type Error;
     /// The tokens of sample `index`.
     fn sample(&self, index: u64) -> Result<Vec<u32>, Self::Error>;
-}
-
-/// One line of the per-step log.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct StepLog {
-    /// The step, from 1.
-    pub step: u64,
-    /// Mean loss over the labels kept.
-    pub loss: f64,
-    /// Global gradient norm before clipping.
-    pub grad_norm: f64,
-    /// The learning rate this step used.
-    pub lr: f64,
-    /// Labels that counted in the loss.
-    pub tokens: u64,
-    /// Labels Goldfish dropped.
-    pub dropped: u64,
 }
 
 /// The model, its optimizer and the log: everything a checkpoint holds.
@@ -284,58 +224,12 @@ impl Trainer {
     }
 }
 
-/// The per-step log as JSON Lines (canonical JSON, one object per line).
-pub fn encode_log(log: &[StepLog]) -> Vec<u8> {
-    let mut out = Vec::new();
-    for l in log {
-        out.extend(prov_manifest::encode_value(&serde_json::to_value(l).expect("finite numbers encode")));
-        out.push(b'\n');
-    }
-    out
-}
-
-/// Reads a log written by [`encode_log`].
-pub fn decode_log(bytes: &[u8]) -> Result<Vec<StepLog>, String> {
-    bytes
-        .split(|&b| b == b'\n')
-        .filter(|l| !l.is_empty())
-        .enumerate()
-        .map(|(i, l)| serde_json::from_slice(l).map_err(|e| format!("log line {}: {e}", i + 1)))
-        .collect()
-}
-
-/// The checkpoint's `config.json`: transformers' `ApertusConfig` fields for this model
-/// (transformers 5's layout: RoPE under `rope_parameters`).
-pub fn hf_config(c: &ModelConfig, special: &BTreeMap<&str, u32>) -> Value {
-    json!({
-        "architectures": [crate::model::ARCHITECTURE],
-        "model_type": "apertus",
-        "vocab_size": c.vocab_size,
-        "hidden_size": c.hidden_size,
-        "intermediate_size": c.intermediate_size,
-        "num_hidden_layers": c.num_hidden_layers,
-        "num_attention_heads": c.num_attention_heads,
-        "num_key_value_heads": c.num_key_value_heads,
-        "hidden_act": "xielu",
-        "max_position_embeddings": c.max_position_embeddings,
-        "initializer_range": c.init_std,
-        "rms_norm_eps": c.rms_norm_eps,
-        "rope_parameters": { "rope_type": "default", "rope_theta": c.rope_theta },
-        "tie_word_embeddings": false,
-        "attention_bias": false,
-        "attention_dropout": 0.0,
-        "bos_token_id": special.get("bos"),
-        "eos_token_id": special.get("eos"),
-        "pad_token_id": special.get("pad"),
-        "dtype": "float32",
-    })
-}
-
 #[cfg(test)]
 #[allow(clippy::float_cmp)] // exact values are the point: the formulas are exact here
 mod tests {
     use super::*;
-    use crate::ademamix::AdEMAMixConfig;
+    use prov_train::loop_config::decode_log;
+    use prov_train::optimizer::AdEMAMixConfig;
 
     /// Samples generated from their index: a deterministic stand-in for token shards.
     struct Synthetic {

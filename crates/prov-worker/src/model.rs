@@ -12,96 +12,10 @@
 //! than calling a fused kernel, so that the forward and backward passes are the plain
 //! operations whose determinism on CPU the envelope covers.
 
-use serde::{Deserialize, Serialize};
 use tch::nn::{self, Init};
 use tch::{Device, Kind, Tensor};
 
-/// The architecture's name in checkpoint configurations.
-pub const ARCHITECTURE: &str = "ApertusForCausalLM";
-
-/// xIELU's fixed `beta` and `eps` (the released activation's constants).
-pub const XIELU_BETA: f64 = 0.5;
-/// See [`XIELU_BETA`].
-pub const XIELU_EPS: f64 = -1e-6;
-/// The value both of xIELU's slopes start at.
-pub const XIELU_ALPHA_INIT: f64 = 0.8;
-
-/// The shape and initialisation of a decoder.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ModelConfig {
-    /// Tokens in the vocabulary.
-    pub vocab_size: i64,
-    /// Width of the residual stream.
-    pub hidden_size: i64,
-    /// Width of the MLP's hidden layer.
-    pub intermediate_size: i64,
-    /// Decoder layers.
-    pub num_hidden_layers: i64,
-    /// Query heads.
-    pub num_attention_heads: i64,
-    /// Key and value heads (grouped-query attention); divides `num_attention_heads`.
-    pub num_key_value_heads: i64,
-    /// RoPE's base.
-    pub rope_theta: f64,
-    /// The epsilon of every RMSNorm.
-    pub rms_norm_eps: f64,
-    /// Standard deviation of the normal initialisation of every matrix.
-    pub init_std: f64,
-    /// The longest sequence the model is trained or evaluated on.
-    pub max_position_embeddings: i64,
-}
-
-impl ModelConfig {
-    /// Width of one attention head.
-    pub fn head_dim(&self) -> i64 {
-        self.hidden_size / self.num_attention_heads
-    }
-
-    /// Checks the shape's constraints; the message names the field.
-    pub fn check(&self) -> Result<(), (&'static str, String)> {
-        let positive = [
-            ("vocab_size", self.vocab_size),
-            ("hidden_size", self.hidden_size),
-            ("intermediate_size", self.intermediate_size),
-            ("num_hidden_layers", self.num_hidden_layers),
-            ("num_attention_heads", self.num_attention_heads),
-            ("num_key_value_heads", self.num_key_value_heads),
-            ("max_position_embeddings", self.max_position_embeddings),
-        ];
-        for (field, v) in positive {
-            if v < 1 {
-                return Err((field, format!("must be at least 1, got {v}")));
-            }
-        }
-        if self.hidden_size % self.num_attention_heads != 0 {
-            return Err((
-                "num_attention_heads",
-                format!("{} heads do not divide hidden_size {}", self.num_attention_heads, self.hidden_size),
-            ));
-        }
-        if self.head_dim() % 2 != 0 {
-            return Err(("num_attention_heads", format!("the head width {} must be even for RoPE", self.head_dim())));
-        }
-        if self.num_attention_heads % self.num_key_value_heads != 0 {
-            return Err((
-                "num_key_value_heads",
-                format!(
-                    "{} key-value heads do not divide {} heads",
-                    self.num_key_value_heads, self.num_attention_heads
-                ),
-            ));
-        }
-        let positive_float =
-            [("rope_theta", self.rope_theta), ("rms_norm_eps", self.rms_norm_eps), ("init_std", self.init_std)];
-        for (field, v) in positive_float {
-            if !(v.is_finite() && v > 0.0) {
-                return Err((field, format!("must be a positive number, got {v}")));
-            }
-        }
-        Ok(())
-    }
-}
+pub use prov_train::model_config::{ARCHITECTURE, ModelConfig, XIELU_ALPHA_INIT, XIELU_BETA, XIELU_EPS};
 
 /// One decoder layer's parameters.
 struct Layer {

@@ -1,0 +1,517 @@
+//! The process boundary to libtorch: stage kinds whose computation links libtorch run in the
+//! worker executable, `prov-worker`, so that `prov` itself never loads libtorch (whose static
+//! initialisers cost every command half a second).
+//!
+//! Such a kind is registered in `prov` as its specification (configuration, inputs, outputs,
+//! determinism class, version: everything a lockfile and a stage key need) and its
+//! [`Stage::run`] calls [`run_in_worker`]. The worker registers the same specification with
+//! its computation attached ([`StageRun`], [`Registry::attach_runs`]) and serves one request:
+//!
+//! ```text
+//! prov-worker stage < request.json > reply.json
+//! ```
+//!
+//! The request ([`StageRequest`]) carries what [`StageContext`] holds, by value: the store
+//! directory, the stage's name, key, resolved configuration, inputs, seeds, thread count and
+//! the libtorch facts the parent's envelope records. The worker opens the same store (shared
+//! access, as any second `prov` process would), checks that it is the libtorch and `ATen`
+//! capability the envelope claims, runs the stage, and answers with its [`StageOutput`] or a
+//! [`RemoteStageError`]. Objects it wrote are in the store by atomic rename; a worker that is
+//! killed leaves whole objects and its resumable progress, never a stage record (only the
+//! parent writes records and the log).
+//!
+//! The same transport ([`call`]) serves the worker's other verbs (evaluating, sampling and
+//! exporting a checkpoint), whose requests belong to the crates that own them.
+
+use std::collections::BTreeMap;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+
+use prov_manifest::{OutputRef, OutputType};
+use prov_store::Digest;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::stage::{ConfigError, Registry, Stage, StageContext, StageError, StageInput, StageOutput};
+use crate::{InputSpec, Located};
+
+/// The worker executable's file name; `prov` looks for it beside itself.
+pub const WORKER_NAME: &str = "prov-worker";
+
+/// The computation of a stage kind, attached to its specification in the process that can run
+/// it (the worker, for kinds that link libtorch).
+pub trait StageRun: Send + Sync {
+    /// The kind it computes.
+    fn kind(&self) -> &'static str;
+    /// Runs the stage, as [`Stage::run`].
+    fn run(&self, cx: &StageContext<'_>) -> Result<StageOutput, StageError>;
+}
+
+/// A kind's specification with its computation attached: what the worker's registry holds.
+struct Attached {
+    spec: Arc<dyn Stage>,
+    run: Arc<dyn StageRun>,
+}
+
+impl Stage for Attached {
+    fn kind(&self) -> &'static str {
+        self.spec.kind()
+    }
+    fn version(&self) -> u32 {
+        self.spec.version()
+    }
+    fn summary(&self) -> &'static str {
+        self.spec.summary()
+    }
+    fn resolve_config(&self, params: &Value) -> Result<Value, ConfigError> {
+        self.spec.resolve_config(params)
+    }
+    fn determinism(&self, config: &Value) -> prov_manifest::Determinism {
+        self.spec.determinism(config)
+    }
+    fn inputs(&self) -> InputSpec {
+        self.spec.inputs()
+    }
+    fn optional_inputs(&self) -> &'static [&'static str] {
+        self.spec.optional_inputs()
+    }
+    fn outputs(&self, config: &Value) -> Vec<(String, OutputType)> {
+        self.spec.outputs(config)
+    }
+    fn seed_names(&self) -> &'static [&'static str] {
+        self.spec.seed_names()
+    }
+    fn runs_commands(&self) -> bool {
+        self.spec.runs_commands()
+    }
+    fn run(&self, cx: &StageContext<'_>) -> Result<StageOutput, StageError> {
+        self.run.run(cx)
+    }
+    fn locate_difference(
+        &self,
+        store: &prov_store::Store,
+        output: &str,
+        expected: &OutputRef,
+        actual: &OutputRef,
+    ) -> Option<Located> {
+        self.spec.locate_difference(store, output, expected, actual)
+    }
+    fn locate_damage(&self, store: &prov_store::Store, output: &str, recorded: &OutputRef) -> Option<Located> {
+        self.spec.locate_damage(store, output, recorded)
+    }
+}
+
+impl Registry {
+    /// Attaches computations to the kinds registered here, so that they run in this process.
+    ///
+    /// # Panics
+    ///
+    /// When a computation names a kind that is not registered: a build error of the worker.
+    pub fn attach_runs(&mut self, runs: impl IntoIterator<Item = Arc<dyn StageRun>>) {
+        for run in runs {
+            let spec = self.get(run.kind()).unwrap_or_else(|| panic!("no kind `{}` to attach a run to", run.kind()));
+            let attached = Attached { spec: Arc::clone(spec), run };
+            self.register(Arc::new(attached));
+        }
+    }
+}
+
+/// The libtorch facts a stage's envelope records, which the worker must match.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TorchClaim {
+    /// The libtorch version.
+    pub libtorch: Option<String>,
+    /// The `ATen` CPU capability.
+    pub aten_cpu_capability: Option<String>,
+}
+
+impl TorchClaim {
+    /// What this process's envelope says of libtorch: the version the worker is built against
+    /// and the capability `prov` pinned in its environment at start.
+    pub fn of_this_process() -> Self {
+        Self {
+            libtorch: Some(crate::aten::LIBTORCH_VERSION.to_owned()),
+            aten_cpu_capability: std::env::var(crate::aten::ATEN_CPU_CAPABILITY).ok(),
+        }
+    }
+}
+
+/// One stage to run in the worker: a [`StageContext`] by value.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StageRequest {
+    /// The store directory.
+    pub store: PathBuf,
+    /// The project root.
+    pub project_root: PathBuf,
+    /// Stage name.
+    pub stage: String,
+    /// Stage kind.
+    pub kind: String,
+    /// Stage key.
+    pub key: Digest,
+    /// Resolved configuration.
+    pub config: Value,
+    /// Inputs by name.
+    pub inputs: BTreeMap<String, (OutputType, Digest)>,
+    /// Seeds by name.
+    pub seeds: BTreeMap<String, u64>,
+    /// The envelope's thread count.
+    pub threads: usize,
+    /// Whether the lockfile allows commands.
+    pub allow_commands: bool,
+    /// What the envelope says of libtorch.
+    pub torch: TorchClaim,
+}
+
+/// A stage error that crosses the process boundary: the variants a user acts on keep their
+/// shape (the CLI renders them alike on both sides); the rest keep their message and whether
+/// they are an integrity failure.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum RemoteStageError {
+    /// [`StageError::Input`].
+    Input {
+        /// Input name.
+        input: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// [`StageError::Config`].
+    Config {
+        /// Path inside `params`.
+        path: Vec<String>,
+        /// What is wrong.
+        message: String,
+        /// What to do.
+        hint: Option<String>,
+    },
+    /// [`StageError::SourceChanged`].
+    SourceChanged {
+        /// The source path.
+        path: String,
+        /// The pinned digest.
+        expected: Digest,
+        /// What is there now.
+        actual: Digest,
+    },
+    /// [`StageError::Command`].
+    Command {
+        /// The command line.
+        command: String,
+        /// How it ended.
+        status: String,
+        /// The end of its standard error.
+        stderr: String,
+    },
+    /// [`StageError::Sandbox`].
+    Sandbox {
+        /// Why the sandbox cannot start.
+        message: String,
+    },
+    /// Any other error: the store's, a record's, a dataset's, a file's.
+    Other {
+        /// Its message.
+        message: String,
+        /// Whether bytes did not match their digest.
+        integrity: bool,
+    },
+    /// The stage panicked: a bug.
+    Panic {
+        /// The panic's message and place.
+        message: String,
+    },
+}
+
+impl From<&StageError> for RemoteStageError {
+    fn from(e: &StageError) -> Self {
+        match e {
+            StageError::Input { input, message } => Self::Input { input: input.clone(), message: message.clone() },
+            StageError::Config(c) => {
+                Self::Config { path: c.path.clone(), message: c.message.clone(), hint: c.hint.clone() }
+            }
+            StageError::SourceChanged { path, expected, actual } => {
+                Self::SourceChanged { path: path.clone(), expected: *expected, actual: *actual }
+            }
+            StageError::Command { command, status, stderr } => {
+                Self::Command { command: command.clone(), status: status.clone(), stderr: stderr.clone() }
+            }
+            StageError::Sandbox(message) => Self::Sandbox { message: message.clone() },
+            StageError::Remote { message, integrity } => {
+                Self::Other { message: message.clone(), integrity: *integrity }
+            }
+            other => Self::Other { message: other.to_string(), integrity: other.is_integrity_failure() },
+        }
+    }
+}
+
+impl RemoteStageError {
+    /// The error as the parent reports it; a panic is resumed as a panic, so that the executor
+    /// treats it as it treats its own.
+    fn into_stage_error(self) -> StageError {
+        match self {
+            Self::Input { input, message } => StageError::Input { input, message },
+            Self::Config { path, message, hint } => StageError::Config(ConfigError { path, message, hint }),
+            Self::SourceChanged { path, expected, actual } => StageError::SourceChanged { path, expected, actual },
+            Self::Command { command, status, stderr } => StageError::Command { command, status, stderr },
+            Self::Sandbox { message } => StageError::Sandbox(message),
+            Self::Other { message, integrity } => StageError::Remote { message, integrity },
+            // `resume_unwind` carries the message to the executor's `catch_unwind` without
+            // running this process's panic hook, which would report a place in `prov`.
+            Self::Panic { message } => std::panic::resume_unwind(Box::new(message)),
+        }
+    }
+}
+
+/// What a worker verb answers on standard output.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum Reply<T, E> {
+    /// The result.
+    Ok(T),
+    /// The failure.
+    Err(E),
+}
+
+/// The reply to a [`StageRequest`].
+pub type StageReply = Reply<WireOutput, RemoteStageError>;
+
+/// [`StageOutput`] on the wire.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WireOutput {
+    /// Outputs by name.
+    pub outputs: BTreeMap<String, OutputRef>,
+    /// Statistics by name.
+    pub stats: BTreeMap<String, Value>,
+}
+
+/// Why the worker could not be used at all (as opposed to a failure it reported).
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerError {
+    /// The executable is not where it should be.
+    #[error("the worker executable `{0}` is missing")]
+    Missing(PathBuf),
+    /// It could not be started or talked to.
+    #[error("the worker `{path}`: {source}")]
+    Io {
+        /// The executable.
+        path: PathBuf,
+        /// What failed.
+        source: std::io::Error,
+    },
+    /// It ended without a reply (killed, out of memory, crashed).
+    #[error("the worker `{path}` ended without a reply ({status}){}", if stderr.is_empty() { String::new() } else { format!("; its stderr ends with:\n{stderr}") })]
+    NoReply {
+        /// The executable.
+        path: PathBuf,
+        /// How it ended.
+        status: String,
+        /// The end of its standard error.
+        stderr: String,
+    },
+}
+
+/// Returns `prov-worker` beside the running executable, where `cargo build` and an install
+/// put it (the CLI lets `PROV_WORKER` name another).
+pub fn beside_this_executable() -> PathBuf {
+    let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from(WORKER_NAME));
+    exe.parent().unwrap_or_else(|| Path::new(".")).join(WORKER_NAME)
+}
+
+/// Starts the worker `worker` with `verb`, writes `request` to its standard input and reads its reply.
+/// Its standard error passes through (libtorch's warnings reach the user as they would have).
+///
+/// # Errors
+///
+/// [`WorkerError`] when the worker cannot be started or ends without a parseable reply.
+pub fn call<Req: Serialize, T: serde::de::DeserializeOwned, E: serde::de::DeserializeOwned>(
+    worker: &Path,
+    verb: &str,
+    request: &Req,
+) -> Result<Reply<T, E>, WorkerError> {
+    let path = worker.to_path_buf();
+    if !path.is_file() {
+        return Err(WorkerError::Missing(path));
+    }
+    let io = |source| WorkerError::Io { path: path.clone(), source };
+    let mut child = Command::new(&path)
+        .arg(verb)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(io)?;
+    let body = serde_json::to_vec(request).expect("requests encode");
+    let mut stdin = child.stdin.take().expect("stdin is piped");
+    // A worker that dies before reading its request breaks the pipe; its exit says why.
+    let _ = stdin.write_all(&body);
+    drop(stdin);
+    let out = child.wait_with_output().map_err(io)?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    // The worker's own messages (libtorch's warnings) are the user's to see.
+    if !stderr.is_empty() && out.status.success() {
+        let _ = std::io::stderr().write_all(stderr.as_bytes());
+    }
+    let reply = out.stdout.split(|&b| b == b'\n').rev().find(|l| !l.is_empty()).unwrap_or_default();
+    match serde_json::from_slice(reply) {
+        Ok(r) if out.status.success() => Ok(r),
+        _ => Err(WorkerError::NoReply { path, status: describe_exit(out.status), stderr: tail(&stderr) }),
+    }
+}
+
+/// How a process ended, in words: its exit code, or the signal that killed it.
+fn describe_exit(status: std::process::ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt as _;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exit code {code}"),
+        (None, Some(signal)) => format!("killed by signal {signal}"),
+        (None, None) => "ended".to_owned(),
+    }
+}
+
+/// The last lines of a worker's standard error, enough to say why it died.
+fn tail(stderr: &str) -> String {
+    let lines: Vec<&str> = stderr.lines().collect();
+    lines[lines.len().saturating_sub(20)..].join("\n")
+}
+
+/// Asks the worker which libtorch it links and which `ATen` capability it would run (for
+/// `prov doctor`).
+///
+/// # Errors
+///
+/// [`WorkerError`] when the worker cannot be started or does not answer.
+pub fn facts(worker: &Path) -> Result<TorchClaim, WorkerError> {
+    match call::<_, TorchClaim, ()>(worker, "facts", &())? {
+        Reply::Ok(facts) => Ok(facts),
+        Reply::Err(()) => unreachable!("`facts` always answers"),
+    }
+}
+
+/// Runs the stage `cx` describes in the worker; the [`Stage::run`] of every kind whose
+/// computation links libtorch.
+///
+/// # Errors
+///
+/// The stage's own error, as the worker reported it; [`StageError::Worker`] when the worker
+/// could not be started or died without a reply.
+///
+/// # Panics
+///
+/// Resumes a panic the stage had in the worker, for the executor to report as a bug.
+pub fn run_in_worker(cx: &StageContext<'_>, kind: &str) -> Result<StageOutput, StageError> {
+    let request = StageRequest {
+        store: cx.store.root().to_path_buf(),
+        project_root: cx.project_root.to_path_buf(),
+        stage: cx.name.to_owned(),
+        kind: kind.to_owned(),
+        key: cx.key,
+        config: cx.config.clone(),
+        inputs: cx.inputs.iter().map(|(n, i)| (n.clone(), (i.output_type, i.digest))).collect(),
+        seeds: cx.seeds.clone(),
+        threads: cx.pool.current_num_threads(),
+        allow_commands: cx.allow_commands,
+        torch: TorchClaim::of_this_process(),
+    };
+    match call::<_, WireOutput, RemoteStageError>(cx.worker, "stage", &request) {
+        Ok(Reply::Ok(out)) => {
+            // What the worker says it wrote is checked, not trusted: every object reachable
+            // from its outputs is in the store with the bytes of its digest, before a stage
+            // record names them.
+            let roots: Vec<Digest> = out.outputs.values().map(|o| o.digest).collect();
+            crate::run::verify_closure(cx.store, cx.pool, &roots).map_err(StageError::UnverifiedOutput)?;
+            Ok(StageOutput { outputs: out.outputs, stats: out.stats })
+        }
+        Ok(Reply::Err(e)) => Err(e.into_stage_error()),
+        Err(e) => Err(StageError::Worker(e.to_string())),
+    }
+}
+
+/// Serves one [`StageRequest`] with `registry` (whose kinds have their runs attached): the
+/// worker's `stage` verb. `check_torch` says why this process cannot honour the request's
+/// libtorch claim, if it cannot.
+pub fn serve_stage(
+    registry: &Registry,
+    request: &StageRequest,
+    check_torch: impl FnOnce(&TorchClaim) -> Result<(), String>,
+) -> StageReply {
+    let other = |message: String| Reply::Err(RemoteStageError::Other { message, integrity: false });
+    if let Err(message) = check_torch(&request.torch) {
+        return other(message);
+    }
+    let Some(kind) = registry.get(&request.kind) else {
+        return other(format!("this worker has no stage kind `{}`", request.kind));
+    };
+    let store = match prov_store::Store::open(&request.store, prov_store::Access::Shared, true) {
+        Ok(s) => s,
+        Err(e) => return Reply::Err(RemoteStageError::from(&StageError::Store(e))),
+    };
+    let pool = match rayon::ThreadPoolBuilder::new().num_threads(request.threads.max(1)).build() {
+        Ok(p) => p,
+        Err(e) => return other(format!("cannot start {} threads: {e}", request.threads)),
+    };
+    let inputs: BTreeMap<String, StageInput> = request
+        .inputs
+        .iter()
+        .map(|(n, (output_type, digest))| (n.clone(), StageInput { output_type: *output_type, digest: *digest }))
+        .collect();
+    let cx = StageContext {
+        store: &store,
+        name: &request.stage,
+        key: request.key,
+        config: &request.config,
+        inputs: &inputs,
+        seeds: &request.seeds,
+        project_root: &request.project_root,
+        pool: &pool,
+        allow_commands: request.allow_commands,
+        // A stage in the worker runs here; it never starts another worker.
+        worker: Path::new(WORKER_NAME),
+    };
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| kind.run(&cx))) {
+        Ok(Ok(out)) => Reply::Ok(WireOutput { outputs: out.outputs, stats: out.stats }),
+        Ok(Err(e)) => Reply::Err(RemoteStageError::from(&e)),
+        Err(payload) => Reply::Err(RemoteStageError::Panic { message: crate::run::panic_message(payload.as_ref()) }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn round_trip(e: &StageError) -> StageError {
+        let wire = serde_json::to_string(&RemoteStageError::from(e)).unwrap();
+        serde_json::from_str::<RemoteStageError>(&wire).unwrap().into_stage_error()
+    }
+
+    #[test]
+    fn errors_keep_their_shape_and_integrity_across_the_boundary() {
+        let input = StageError::Input { input: "model".into(), message: "not a checkpoint".into() };
+        assert!(matches!(round_trip(&input), StageError::Input { input, .. } if input == "model"));
+        let config = StageError::Config(ConfigError::at(&["steps"], "must be at least 1").with_hint("raise it"));
+        let StageError::Config(c) = round_trip(&config) else { panic!() };
+        assert_eq!((c.path, c.hint.as_deref()), (vec!["steps".to_owned()], Some("raise it")));
+        // A store error that is an integrity failure stays one, with its message.
+        let missing = StageError::Store(prov_store::StoreError::Corrupt(prov_store::Mismatch {
+            expected: Digest::of(b"x"),
+            actual: Digest::of(b"y"),
+        }));
+        assert!(missing.is_integrity_failure());
+        let back = round_trip(&missing);
+        assert!(back.is_integrity_failure());
+        assert_eq!(back.to_string(), missing.to_string());
+        let io = StageError::Io(std::io::Error::other("disk full"));
+        assert!(!round_trip(&io).is_integrity_failure());
+    }
+
+    #[test]
+    fn a_panic_in_the_worker_is_resumed_as_a_panic() {
+        let e = RemoteStageError::Panic { message: "index out of bounds".into() };
+        let payload = std::panic::catch_unwind(|| e.into_stage_error()).unwrap_err();
+        assert_eq!(crate::run::panic_message(payload.as_ref()), "index out of bounds");
+    }
+}

@@ -1,0 +1,182 @@
+//! The worker: everything Provenant computes with libtorch, and the process that computes it.
+//! `prov` never links libtorch (its start-up would cost every command half a second); it
+//! starts `prov-worker` for the stages whose kinds say they run here and for `prov eval`,
+//! `prov sample` and `prov export`, and a cluster node runs the same executable.
+//!
+//! What runs here: the Apertus-style decoder ([`model`]), its training loop ([`trainer`]) with
+//! `AdEMAMix` ([`ademamix`]) and the preference losses ([`preference_loss`]), checkpoints
+//! loaded into a model for scoring, sampling and export and written from a trainer
+//! ([`checkpoint`]), the runs of the training stages ([`pretrain`], [`sft`], [`completions`],
+//! [`alignment`], [`evaluate`], sharing [`fine_tuning`]) and of the toxicity classifier's
+//! training ([`toxicity`]). Their kinds (configuration, inputs, outputs, versions) are
+//! `prov-train`'s and `prov-toxicity`'s, registered alike in `prov` and here.
+//!
+//! The protocol ([`main`]): `prov-worker VERB` reads one JSON request on standard input and
+//! writes one JSON reply on standard output. Before anything computes, it pins what the
+//! envelope records: the `ATen` CPU capability `prov` put in its environment, one inter-op
+//! thread, the intra-op threads the stage or task names, and `ATen`'s deterministic algorithms.
+//!
+//! Every tensor that reaches hashed bytes goes through `prov_torch::NamedTensors`, in name
+//! order; every random draw comes from a generator seeded from the stage's seed.
+
+pub mod ademamix;
+pub mod alignment;
+pub mod checkpoint;
+pub mod completions;
+pub mod evaluate;
+pub mod fine_tuning;
+pub mod model;
+pub mod preference_loss;
+pub mod pretrain;
+pub mod sft;
+pub mod tasks;
+pub mod toxicity;
+pub mod trainer;
+
+use std::io::{Read as _, Write as _};
+use std::sync::Arc;
+
+use prov_exec::worker::{Reply, StageRequest, TorchClaim, serve_stage};
+use prov_exec::{Registry, StageRun};
+
+/// The computations this worker attaches to their kinds.
+pub fn runs() -> Vec<Arc<dyn StageRun>> {
+    use prov_train::alignment::Method;
+    vec![
+        Arc::new(pretrain::PretrainRun),
+        Arc::new(sft::SftRun),
+        Arc::new(completions::SampleCompletionsRun),
+        Arc::new(alignment::AlignRun(Method::Dpo)),
+        Arc::new(alignment::AlignRun(Method::Qrpo)),
+        Arc::new(evaluate::ChrfEvalRun),
+        Arc::new(toxicity::ToxicityTrainRun),
+    ]
+}
+
+/// The kinds this worker runs, with their computations attached.
+pub fn registry() -> Registry {
+    let mut registry = Registry::new();
+    prov_train::register(&mut registry);
+    prov_toxicity::register(&mut registry);
+    registry.attach_runs(runs());
+    registry
+}
+
+/// Why this worker cannot honour a request's libtorch claim: it links another libtorch, or
+/// runs another `ATen` capability than the envelope records.
+fn check_torch(claim: &TorchClaim) -> Result<(), String> {
+    if claim.libtorch.as_deref() != Some(prov_torch::LIBTORCH_VERSION) {
+        return Err(format!(
+            "the worker links libtorch {}, the envelope records {}",
+            prov_torch::LIBTORCH_VERSION,
+            claim.libtorch.as_deref().unwrap_or("none")
+        ));
+    }
+    let here = std::env::var(prov_exec::aten::ATEN_CPU_CAPABILITY).ok();
+    if claim.aten_cpu_capability != here {
+        return Err(format!(
+            "the worker runs ATen capability {}, the envelope records {}",
+            here.as_deref().unwrap_or("unset"),
+            claim.aten_cpu_capability.as_deref().unwrap_or("unset")
+        ));
+    }
+    Ok(())
+}
+
+/// Pins what every libtorch computation of this process must run under, before the first:
+/// deterministic algorithms, and glibc keeping freed memory (training frees and re-allocates
+/// the same sizes every step; returning them to the kernel costs about 5% of a step of the
+/// main job's model, and changes no value, so glibc refusing is not an error).
+fn pin_libtorch() {
+    prov_torch::set_deterministic_algorithms(true);
+    let _ = prov_torch::keep_freed_memory();
+}
+
+/// The worker's `main`: `prov-worker stage|eval|sample|export` with a JSON request on
+/// standard input; or `prov-worker facts`, which prints the libtorch it links.
+pub fn main() -> std::process::ExitCode {
+    let verb = std::env::args().nth(1).unwrap_or_default();
+    let mut input = Vec::new();
+    if verb != "facts" && std::io::stdin().read_to_end(&mut input).is_err() {
+        return std::process::ExitCode::from(1);
+    }
+    // A panic is reported in the reply (the stage verb) or as a failure; Rust's own message
+    // would only repeat it on standard error.
+    std::panic::set_hook(Box::new(|_| {}));
+    pin_libtorch();
+    let reply = match verb.as_str() {
+        "facts" => to_line(&Reply::<_, ()>::Ok(TorchClaim {
+            libtorch: Some(prov_torch::LIBTORCH_VERSION.to_owned()),
+            aten_cpu_capability: std::env::var(prov_exec::aten::ATEN_CPU_CAPABILITY).ok(),
+        })),
+        "stage" => match serde_json::from_slice::<StageRequest>(&input) {
+            Ok(request) => to_line(&serve_stage(&registry(), &request, check_torch)),
+            Err(e) => bad_request(&e),
+        },
+        "eval" => tasks::answer(&input, tasks::eval),
+        "sample" => tasks::answer(&input, tasks::sample),
+        "export" => tasks::answer(&input, tasks::export),
+        other => {
+            let message =
+                format!("prov-worker: unknown verb `{other}`; expected stage, eval, sample, export or facts\n");
+            let _ = std::io::stderr().write_all(message.as_bytes());
+            return std::process::ExitCode::from(1);
+        }
+    };
+    let mut out = std::io::stdout().lock();
+    if out.write_all(reply.as_bytes()).and_then(|()| out.flush()).is_err() {
+        return std::process::ExitCode::from(1);
+    }
+    std::process::ExitCode::SUCCESS
+}
+
+/// A reply as one JSON line.
+fn to_line<T: serde::Serialize>(reply: &T) -> String {
+    let mut line = serde_json::to_string(reply).expect("replies encode");
+    line.push('\n');
+    line
+}
+
+/// A request that does not parse: `prov` and the worker disagree on the protocol.
+fn bad_request(e: &serde_json::Error) -> String {
+    let failure = prov_train::checkpoint_tasks::TaskFailure::input(format!("the worker cannot read its request: {e}"));
+    to_line(&Reply::<(), _>::Err(failure))
+}
+
+/// Overwrites `target` (under `no_grad`) with a stored tensor of the same shape; the error
+/// names the tensor.
+pub(crate) fn copy_stored(target: &mut tch::Tensor, name: &str, stored: &(Vec<usize>, Vec<f32>)) -> Result<(), String> {
+    let (shape, values) = stored;
+    let dims: Vec<i64> = shape.iter().map(|&d| i64::try_from(d).expect("a tensor dimension fits in i64")).collect();
+    if dims != target.size() {
+        return Err(format!("`{name}`: the stored shape {dims:?} is not the model's {:?}", target.size()));
+    }
+    target.copy_(&tch::Tensor::from_slice(values).view(dims.as_slice()).to_device(target.device()));
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use prov_train::goldfish;
+    use tch::{Device, Kind, Tensor};
+
+    /// `prov` draws the Goldfish table without libtorch (`prov_train::goldfish`); here it is
+    /// compared with libtorch's own `torch.rand` after the same seed, every entry.
+    #[test]
+    fn the_goldfish_table_is_libtorch_rand() {
+        tch::manual_seed(goldfish::TABLE_SEED);
+        let t = Tensor::rand([goldfish::TABLE_SIZE], (Kind::Float, Device::Cpu));
+        assert_eq!(prov_torch::f32_values(&t).as_slice(), goldfish::table());
+    }
+
+    /// Every kind this worker runs is registered in `prov` with the same specification, and
+    /// every run is attached to a kind.
+    #[test]
+    fn every_run_has_its_kind() {
+        let registry = super::registry();
+        for run in super::runs() {
+            assert!(registry.get(run.kind()).is_some(), "{}", run.kind());
+        }
+        assert_eq!(registry.names().len(), super::runs().len());
+    }
+}

@@ -1,0 +1,156 @@
+//! The process boundary to libtorch: `prov` itself never loads libtorch; the stages that
+//! compute with it run in `prov-worker`, and `prov` trusts nothing the worker says without
+//! checking it. Each test puts a worker in `PROV_WORKER` that misbehaves in one way (runs
+//! under another `ATen` capability than the envelope records, is killed, answers garbage,
+//! claims outputs it never wrote, is missing) and shows that the stage fails and no record
+//! names its outputs; the real worker then completes the same run.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+
+use crate::common::{PROV, Project};
+
+const WORKER: &str = env!("CARGO_BIN_EXE_prov-worker");
+
+/// Two training steps of a tiny model on the quickstart's text: the cheapest run that starts
+/// the worker.
+const RECIPE: &str = "schema: 1\nname: tiny\nseed: 5\nsources:\n  udhr:\n    path: data/quickstart/udhr-sample.jsonl\n    license: MIT\n\
+stages:\n  shards:\n    kind: shard\n    inputs: {docs: udhr}\n    params: {shards: 1}\n\
+\x20 tokenizer:\n    kind: tokenizer\n    inputs: {docs: shards}\n    params: {vocab_size: 300}\n\
+\x20 tokens:\n    kind: tokenize\n    inputs: {docs: shards, tokenizer: tokenizer.tokenizer}\n    params: {seq_len: 16}\n\
+\x20 pretrain:\n    kind: pretrain\n    inputs: {tokens: tokens.tokens, order: tokens.order, tokenizer: tokenizer.tokenizer}\n\
+\x20   params:\n      steps: 2\n      batch_size: 2\n      checkpoint_every: 1\n\
+\x20     model: {hidden_size: 16, intermediate_size: 32, num_hidden_layers: 1, num_attention_heads: 2, num_key_value_heads: 1}\n";
+
+fn project() -> Project {
+    let p = Project::with_recipes();
+    p.write("recipes/tiny.yaml", RECIPE);
+    p.prov(&["lock", "recipes/tiny.yaml"]).success();
+    p
+}
+
+/// An executable shell script standing in for the worker.
+fn fake_worker(p: &Project, body: &str) -> PathBuf {
+    let path = p.write("fake-worker.sh", &format!("#!/bin/sh\nREAL='{WORKER}'\n{body}\n"));
+    let mut perms = fs_err::metadata(&path).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+    fs_err::set_permissions(&path, perms).unwrap();
+    path
+}
+
+/// `prov run` of the tiny lockfile with `worker` as the worker.
+fn run_with(p: &Project, worker: &Path) -> std::process::Output {
+    p.command(&["--json", "run", "lockfiles/tiny.lock"]).env("PROV_WORKER", worker).output().unwrap()
+}
+
+/// The `pretrain` stage's status in a `--json` run's output, if it reported one.
+fn pretrain_status(stdout: &[u8]) -> Option<String> {
+    String::from_utf8_lossy(stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|l| l["type"] == "stage" && l["data"]["name"] == "pretrain")
+        .and_then(|l| l["data"]["status"].as_str().map(str::to_owned))
+}
+
+/// After a failed attempt, no stage record of kind `pretrain` is in the store, and the real
+/// worker completes the run.
+fn nothing_recorded_then_the_real_worker_completes(p: &Project) {
+    let pretrain_records: Vec<PathBuf> = p
+        .object_files()
+        .into_iter()
+        .filter(|f| {
+            matches!(prov_manifest::Record::from_bytes(&fs_err::read(f).unwrap()),
+                Ok(prov_manifest::Record::Stage(s)) if s.stage_kind == "pretrain")
+        })
+        .collect();
+    assert!(pretrain_records.is_empty(), "a pretrain stage record was written: {pretrain_records:?}");
+    let out = run_with(p, Path::new(WORKER));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(pretrain_status(&out.stdout).as_deref(), Some("executed"));
+}
+
+/// The libraries the dynamic loader would load for `binary` (glibc's `ldd` mechanism).
+fn loaded_libraries(binary: &str) -> String {
+    let out = Command::new(binary).arg("--version").env("LD_TRACE_LOADED_OBJECTS", "1").output().unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn prov_loads_no_libtorch_and_the_worker_does() {
+    let prov = loaded_libraries(PROV);
+    assert!(!prov.contains("libtorch") && !prov.contains("libc10"), "prov loads libtorch:\n{prov}");
+    // The check can fail: the worker's list names libtorch.
+    let worker = loaded_libraries(WORKER);
+    assert!(worker.contains("libtorch_cpu") && worker.contains("libc10"), "{worker}");
+}
+
+#[test]
+fn a_worker_under_another_aten_capability_than_the_envelope_records_is_refused() {
+    let p = project();
+    // Whatever capability prov pinned, the fake worker runs under another.
+    let other = fake_worker(
+        &p,
+        "if [ \"$ATEN_CPU_CAPABILITY\" = default ]; then ATEN_CPU_CAPABILITY=avx2; else ATEN_CPU_CAPABILITY=default; fi\n\
+         export ATEN_CPU_CAPABILITY\nexec \"$REAL\" \"$@\"",
+    );
+    let out = run_with(&p, &other);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("the worker runs ATen capability") && stderr.contains("the envelope records"), "{stderr}");
+    nothing_recorded_then_the_real_worker_completes(&p);
+}
+
+#[test]
+fn a_killed_worker_fails_the_stage_and_leaves_no_record() {
+    let p = project();
+    let killed = fake_worker(&p, "kill -9 $$");
+    let out = run_with(&p, &killed);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("ended without a reply (killed by signal 9)"), "{stderr}");
+    assert!(stderr.contains("prov doctor"), "the hint names the check: {stderr}");
+    nothing_recorded_then_the_real_worker_completes(&p);
+}
+
+#[test]
+fn a_worker_that_answers_garbage_gives_no_reply() {
+    let p = project();
+    let garbage = fake_worker(&p, "cat >/dev/null\necho 'not a reply'\necho 'it broke' >&2");
+    let out = run_with(&p, &garbage);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("ended without a reply (exit code 0)") && stderr.contains("it broke"), "{stderr}");
+    nothing_recorded_then_the_real_worker_completes(&p);
+}
+
+#[test]
+fn outputs_a_worker_claims_but_never_wrote_are_an_integrity_failure() {
+    let p = project();
+    // A well-formed reply naming objects that are not in the store.
+    let forged = format!(
+        "{{\"ok\":{{\"outputs\":{{\"model\":{{\"type\":\"checkpoint\",\"digest\":\"blake3:{a}\"}},\
+         \"checkpoints\":{{\"type\":\"tree\",\"digest\":\"blake3:{a}\"}},\"log\":{{\"type\":\"file\",\"digest\":\"blake3:{a}\"}}}},\
+         \"stats\":{{}}}}}}",
+        a = "ab".repeat(32)
+    );
+    let liar = fake_worker(&p, &format!("cat >/dev/null\necho '{forged}'"));
+    let out = run_with(&p, &liar);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains(&"ab".repeat(32)), "the error names the missing object: {stderr}");
+    nothing_recorded_then_the_real_worker_completes(&p);
+}
+
+#[test]
+fn a_missing_worker_is_an_error_with_a_hint() {
+    let p = project();
+    let out = run_with(&p, &p.path("no-such-worker"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("no-such-worker` is missing") && stderr.contains("hint:"), "{stderr}");
+    // Commands that need no libtorch do not need the worker.
+    let status = p.command(&["status"]).env("PROV_WORKER", p.path("no-such-worker")).output().unwrap();
+    assert!(status.status.success(), "{}", String::from_utf8_lossy(&status.stderr));
+}
