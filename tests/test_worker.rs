@@ -144,6 +144,89 @@ fn outputs_a_worker_claims_but_never_wrote_are_an_integrity_failure() {
 }
 
 #[test]
+fn an_existing_object_a_worker_names_as_an_output_of_another_type_is_an_integrity_failure() {
+    let p = project();
+    // The stages before `pretrain`, run on their own, leave real objects in the store.
+    let before = RECIPE.split("  pretrain:").next().unwrap().replace("name: tiny", "name: before");
+    p.write("recipes/before.yaml", &before);
+    let tokenizer = p
+        .json(&["run", "recipes/before.yaml"])
+        .iter()
+        .find(|l| l["type"] == "stage" && l["data"]["name"] == "tokenizer")
+        .and_then(|l| l["data"]["outputs"]["tokenizer"].as_str().map(str::to_owned))
+        .expect("the tokenizer stage ran");
+    // The tokenizer's `tokenizer.json`, well-formed and in the store, named as every output:
+    // the bytes check, the types do not.
+    let forged = format!(
+        "{{\"ok\":{{\"outputs\":{{\"model\":{{\"type\":\"checkpoint\",\"digest\":\"{t}\"}},\
+         \"checkpoints\":{{\"type\":\"tree\",\"digest\":\"{t}\"}},\"log\":{{\"type\":\"file\",\"digest\":\"{t}\"}}}},\
+         \"stats\":{{}}}}}}",
+        t = &tokenizer
+    );
+    let liar = fake_worker(&p, &format!("cat >/dev/null\necho '{forged}'"));
+    let out = run_with(&p, &liar);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("output `checkpoints`") && stderr.contains("not a tree record"), "{stderr}");
+    nothing_recorded_then_the_real_worker_completes(&p);
+}
+
+/// The process ids of `parent`'s children, from `/proc`.
+fn children_of(parent: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    for entry in fs_err::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else { continue };
+        let Ok(stat) = fs_err::read_to_string(entry.path().join("stat")) else { continue };
+        // `pid (comm) state ppid …`; the command name may hold spaces, so split after `)`.
+        let parent_of_pid =
+            stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<u32>().ok());
+        if parent_of_pid == Some(parent) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+#[test]
+fn a_worker_whose_prov_is_killed_stops_too() {
+    let p = Project::with_recipes();
+    // Long enough that the worker is still training when `prov` is killed.
+    let long = RECIPE
+        .replace("steps: 2\n", "steps: 100000\n")
+        .replace("checkpoint_every: 1", "checkpoint_every: 100000")
+        .replace("params: {seq_len: 16}", "params: {seq_len: 16, epochs: 400}");
+    p.write("recipes/tiny.yaml", &long);
+    p.prov(&["lock", "recipes/tiny.yaml"]).success();
+    let mut prov = p
+        .command(&["run", "lockfiles/tiny.lock"])
+        .env("PROV_WORKER", WORKER)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_mins(1);
+    let worker = loop {
+        if let Some(&w) = children_of(prov.id()).first() {
+            break w;
+        }
+        assert!(std::time::Instant::now() < deadline, "prov started no worker");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    prov.kill().unwrap();
+    prov.wait().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while Path::new(&format!("/proc/{worker}")).exists() {
+        // A zombie has ended; only its parent's reaping is left (init reaps orphans).
+        let state = fs_err::read_to_string(format!("/proc/{worker}/stat")).unwrap_or_default();
+        if state.rsplit_once(')').is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')) {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the worker {worker} still runs after prov was killed");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+#[test]
 fn a_missing_worker_is_an_error_with_a_hint() {
     let p = project();
     let out = run_with(&p, &p.path("no-such-worker"));

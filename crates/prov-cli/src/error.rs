@@ -126,8 +126,8 @@ impl From<ExecError> for CommandError {
                 Some("re-lock the recipe if the new bytes are intended".to_owned())
             }
             ExecError::Stage { source: prov_exec::StageError::Worker(_), .. } => Some(
-                "the worker runs every libtorch stage: build it with `cargo build` (it sits beside `prov`), or set \
-                 PROV_WORKER; `prov doctor` checks it"
+                "the worker (`prov-worker` beside `prov`, or PROV_WORKER) runs every libtorch stage; what it said \
+                 is above; `prov doctor` checks that it starts and links the recorded libtorch"
                     .to_owned(),
             ),
             ExecError::Stage { source: prov_exec::StageError::Sandbox(_), .. } => Some(

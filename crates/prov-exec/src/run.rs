@@ -286,6 +286,7 @@ impl Executor<'_> {
             pool: &self.pool,
             allow_commands: self.lockfile.allow_commands,
             worker: self.opts.worker,
+            envelope: &self.opts.envelope,
         };
         let fail = |source| ExecError::Stage { stage: stage.name.clone(), kind: stage.stage_kind.clone(), source };
         // The last resort for a bug (a libtorch call that panics on input nobody checked): the
@@ -297,6 +298,7 @@ impl Executor<'_> {
                 message: panic_message(payload.as_ref()),
             })?
             .map_err(fail)?;
+        check_outputs(self.store, &kind.outputs(&stage.config), &out.outputs).map_err(fail)?;
         let record = StageRecord {
             schema: SCHEMA_VERSION,
             name: stage.name.clone(),
@@ -386,6 +388,45 @@ pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
         .map(|s| (*s).to_owned())
         .or_else(|| payload.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "a panic without a message".to_owned())
+}
+
+/// Checks what a stage returned against what its kind declares for its configuration: the
+/// same output names with the same types, and each record-typed output a record of that type
+/// (a `checkpoint` output a checkpoint record, …). Its objects' bytes are checked where a
+/// stage's word is not enough ([`crate::worker::run_in_worker`]).
+fn check_outputs(
+    store: &Store,
+    declared: &[(String, OutputType)],
+    returned: &BTreeMap<String, OutputRef>,
+) -> Result<(), StageError> {
+    let mismatch = |what: String| StageError::UnverifiedOutput(what);
+    let declared_map: BTreeMap<&str, OutputType> = declared.iter().map(|(n, t)| (n.as_str(), *t)).collect();
+    let returned_map: BTreeMap<&str, OutputType> = returned.iter().map(|(n, o)| (n.as_str(), o.output_type)).collect();
+    if declared_map != returned_map {
+        let show = |m: &BTreeMap<&str, OutputType>| {
+            m.iter().map(|(n, t)| format!("{n} ({})", crate::lock::type_name(*t))).collect::<Vec<_>>().join(", ")
+        };
+        return Err(mismatch(format!(
+            "its kind declares {}, it returned {}",
+            show(&declared_map),
+            show(&returned_map)
+        )));
+    }
+    for (name, output) in returned {
+        // Every type but `file` names a record kind, by the same word.
+        if output.output_type == OutputType::File {
+            continue;
+        }
+        let expected = crate::lock::type_name(output.output_type);
+        let found = match prov_manifest::get_record(store, &output.digest) {
+            Ok(record) => record.kind_name().to_owned(),
+            Err(e) => format!("not a record ({e})"),
+        };
+        if found != expected {
+            return Err(mismatch(format!("output `{name}` ({}) is {found}, not a {expected} record", output.digest)));
+        }
+    }
+    Ok(())
 }
 
 /// Verifies every object reachable from `roots`; returns the first failure.

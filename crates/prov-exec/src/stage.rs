@@ -110,10 +110,11 @@ pub enum StageError {
     /// The worker that runs libtorch stages could not be started, or ended without a reply.
     #[error("{0}")]
     Worker(String),
-    /// The worker named an output whose objects are not in the store with the bytes of their
-    /// digests: an integrity failure, whatever the worker says.
-    #[error("the worker's outputs do not check: {0}")]
-    UnverifiedOutput(prov_manifest::StoredError),
+    /// The outputs a stage returned are not what its kind declares (names, types), or name
+    /// objects that are not in the store with the bytes of their digests, or that are not the
+    /// records their types say: an integrity failure, whatever the stage (or worker) says.
+    #[error("the stage's outputs do not check: {0}")]
+    UnverifiedOutput(String),
     /// The worker reported an error that has no variant here (a store's, a record's, a
     /// dataset's), by its message.
     #[error("{message}")]
@@ -183,6 +184,9 @@ pub struct StageContext<'a> {
     pub allow_commands: bool,
     /// The worker executable, for kinds whose computation runs there ([`crate::worker`]).
     pub worker: &'a Path,
+    /// The envelope the stage record will carry; a kind whose computation runs in the worker
+    /// hands its libtorch facts to the worker, which refuses to compute under others.
+    pub envelope: &'a prov_manifest::Envelope,
 }
 
 impl StageContext<'_> {

@@ -40,6 +40,10 @@ use crate::{InputSpec, Located};
 /// The worker executable's file name; `prov` looks for it beside itself.
 pub const WORKER_NAME: &str = "prov-worker";
 
+/// The variable through which `prov` tells the worker its process id, so that the worker can
+/// have the kernel end it when `prov` dies, and end at once if `prov` is already gone.
+pub const PARENT_ENV: &str = "PROV_WORKER_PARENT";
+
 /// The computation of a stage kind, attached to its specification in the process that can run
 /// it (the worker, for kinds that link libtorch).
 pub trait StageRun: Send + Sync {
@@ -118,7 +122,7 @@ impl Registry {
     }
 }
 
-/// The libtorch facts a stage's envelope records, which the worker must match.
+/// What a worker says of the libtorch it runs (`prov-worker facts`, for `prov doctor`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TorchClaim {
@@ -126,17 +130,6 @@ pub struct TorchClaim {
     pub libtorch: Option<String>,
     /// The `ATen` CPU capability.
     pub aten_cpu_capability: Option<String>,
-}
-
-impl TorchClaim {
-    /// What this process's envelope says of libtorch: the version the worker is built against
-    /// and the capability `prov` pinned in its environment at start.
-    pub fn of_this_process() -> Self {
-        Self {
-            libtorch: Some(crate::aten::LIBTORCH_VERSION.to_owned()),
-            aten_cpu_capability: std::env::var(crate::aten::ATEN_CPU_CAPABILITY).ok(),
-        }
-    }
 }
 
 /// One stage to run in the worker: a [`StageContext`] by value.
@@ -151,6 +144,9 @@ pub struct StageRequest {
     pub stage: String,
     /// Stage kind.
     pub kind: String,
+    /// The kind's version in `prov`: a worker whose kind has another version is from another
+    /// build and refuses.
+    pub version: u32,
     /// Stage key.
     pub key: Digest,
     /// Resolved configuration.
@@ -163,8 +159,9 @@ pub struct StageRequest {
     pub threads: usize,
     /// Whether the lockfile allows commands.
     pub allow_commands: bool,
-    /// What the envelope says of libtorch.
-    pub torch: TorchClaim,
+    /// The envelope the stage record will carry: the worker refuses to compute under another
+    /// libtorch or `ATen` capability than it records.
+    pub envelope: prov_manifest::Envelope,
 }
 
 /// A stage error that crosses the process boundary: the variants a user acts on keep their
@@ -303,15 +300,14 @@ pub enum WorkerError {
         /// What failed.
         source: std::io::Error,
     },
-    /// It ended without a reply (killed, out of memory, crashed).
-    #[error("the worker `{path}` ended without a reply ({status}){}", if stderr.is_empty() { String::new() } else { format!("; its stderr ends with:\n{stderr}") })]
+    /// It ended without a reply (killed, out of memory, crashed); what it wrote to standard
+    /// error is above the message.
+    #[error("the worker `{path}` ended without a reply ({status})")]
     NoReply {
         /// The executable.
         path: PathBuf,
         /// How it ended.
         status: String,
-        /// The end of its standard error.
-        stderr: String,
     },
 }
 
@@ -322,8 +318,9 @@ pub fn beside_this_executable() -> PathBuf {
     exe.parent().unwrap_or_else(|| Path::new(".")).join(WORKER_NAME)
 }
 
-/// Starts the worker `worker` with `verb`, writes `request` to its standard input and reads its reply.
-/// Its standard error passes through (libtorch's warnings reach the user as they would have).
+/// Starts the worker `worker` with `verb`, writes `request` to its standard input and reads its
+/// reply. Its standard error is this process's, as it goes (libtorch's warnings, and what a
+/// dying worker says, reach the user as they would have in-process).
 ///
 /// # Errors
 ///
@@ -337,29 +334,29 @@ pub fn call<Req: Serialize, T: serde::de::DeserializeOwned, E: serde::de::Deseri
     if !path.is_file() {
         return Err(WorkerError::Missing(path));
     }
+    let body = serde_json::to_vec(request).expect("requests encode");
     let io = |source| WorkerError::Io { path: path.clone(), source };
     let mut child = Command::new(&path)
         .arg(verb)
+        .env(PARENT_ENV, std::process::id().to_string())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+        .stderr(Stdio::inherit())
         .spawn()
         .map_err(io)?;
-    let body = serde_json::to_vec(request).expect("requests encode");
     let mut stdin = child.stdin.take().expect("stdin is piped");
-    // A worker that dies before reading its request breaks the pipe; its exit says why.
-    let _ = stdin.write_all(&body);
-    drop(stdin);
+    // The request goes in from its own thread while this one drains the worker's output, so
+    // that neither side can block on a full pipe. A worker that dies before reading it breaks
+    // the pipe; its exit says why.
+    let writer = std::thread::spawn(move || {
+        let _ = stdin.write_all(&body);
+    });
     let out = child.wait_with_output().map_err(io)?;
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    // The worker's own messages (libtorch's warnings) are the user's to see.
-    if !stderr.is_empty() && out.status.success() {
-        let _ = std::io::stderr().write_all(stderr.as_bytes());
-    }
+    let _ = writer.join();
     let reply = out.stdout.split(|&b| b == b'\n').rev().find(|l| !l.is_empty()).unwrap_or_default();
     match serde_json::from_slice(reply) {
         Ok(r) if out.status.success() => Ok(r),
-        _ => Err(WorkerError::NoReply { path, status: describe_exit(out.status), stderr: tail(&stderr) }),
+        _ => Err(WorkerError::NoReply { path, status: describe_exit(out.status) }),
     }
 }
 
@@ -373,12 +370,6 @@ fn describe_exit(status: std::process::ExitStatus) -> String {
     }
 }
 
-/// The last lines of a worker's standard error, enough to say why it died.
-fn tail(stderr: &str) -> String {
-    let lines: Vec<&str> = stderr.lines().collect();
-    lines[lines.len().saturating_sub(20)..].join("\n")
-}
-
 /// Asks the worker which libtorch it links and which `ATen` capability it would run (for
 /// `prov doctor`).
 ///
@@ -386,9 +377,11 @@ fn tail(stderr: &str) -> String {
 ///
 /// [`WorkerError`] when the worker cannot be started or does not answer.
 pub fn facts(worker: &Path) -> Result<TorchClaim, WorkerError> {
-    match call::<_, TorchClaim, ()>(worker, "facts", &())? {
+    match call::<_, TorchClaim, String>(worker, "facts", &())? {
         Reply::Ok(facts) => Ok(facts),
-        Reply::Err(()) => unreachable!("`facts` always answers"),
+        Reply::Err(message) => {
+            Err(WorkerError::Io { path: worker.to_path_buf(), source: std::io::Error::other(message) })
+        }
     }
 }
 
@@ -403,19 +396,20 @@ pub fn facts(worker: &Path) -> Result<TorchClaim, WorkerError> {
 /// # Panics
 ///
 /// Resumes a panic the stage had in the worker, for the executor to report as a bug.
-pub fn run_in_worker(cx: &StageContext<'_>, kind: &str) -> Result<StageOutput, StageError> {
+pub fn run_in_worker(cx: &StageContext<'_>, kind: &dyn Stage) -> Result<StageOutput, StageError> {
     let request = StageRequest {
         store: cx.store.root().to_path_buf(),
         project_root: cx.project_root.to_path_buf(),
         stage: cx.name.to_owned(),
-        kind: kind.to_owned(),
+        kind: kind.kind().to_owned(),
+        version: kind.version(),
         key: cx.key,
         config: cx.config.clone(),
         inputs: cx.inputs.iter().map(|(n, i)| (n.clone(), (i.output_type, i.digest))).collect(),
         seeds: cx.seeds.clone(),
         threads: cx.pool.current_num_threads(),
         allow_commands: cx.allow_commands,
-        torch: TorchClaim::of_this_process(),
+        envelope: cx.envelope.clone(),
     };
     match call::<_, WireOutput, RemoteStageError>(cx.worker, "stage", &request) {
         Ok(Reply::Ok(out)) => {
@@ -423,7 +417,8 @@ pub fn run_in_worker(cx: &StageContext<'_>, kind: &str) -> Result<StageOutput, S
             // from its outputs is in the store with the bytes of its digest, before a stage
             // record names them.
             let roots: Vec<Digest> = out.outputs.values().map(|o| o.digest).collect();
-            crate::run::verify_closure(cx.store, cx.pool, &roots).map_err(StageError::UnverifiedOutput)?;
+            crate::run::verify_closure(cx.store, cx.pool, &roots)
+                .map_err(|e| StageError::UnverifiedOutput(e.to_string()))?;
             Ok(StageOutput { outputs: out.outputs, stats: out.stats })
         }
         Ok(Reply::Err(e)) => Err(e.into_stage_error()),
@@ -432,20 +427,28 @@ pub fn run_in_worker(cx: &StageContext<'_>, kind: &str) -> Result<StageOutput, S
 }
 
 /// Serves one [`StageRequest`] with `registry` (whose kinds have their runs attached): the
-/// worker's `stage` verb. `check_torch` says why this process cannot honour the request's
-/// libtorch claim, if it cannot.
+/// worker's `stage` verb. `check_torch` says why this process cannot compute under the
+/// request's envelope, if it cannot.
 pub fn serve_stage(
     registry: &Registry,
     request: &StageRequest,
-    check_torch: impl FnOnce(&TorchClaim) -> Result<(), String>,
+    check_torch: impl FnOnce(&prov_manifest::Envelope) -> Result<(), String>,
 ) -> StageReply {
     let other = |message: String| Reply::Err(RemoteStageError::Other { message, integrity: false });
-    if let Err(message) = check_torch(&request.torch) {
+    if let Err(message) = check_torch(&request.envelope) {
         return other(message);
     }
     let Some(kind) = registry.get(&request.kind) else {
         return other(format!("this worker has no stage kind `{}`", request.kind));
     };
+    if kind.version() != request.version {
+        return other(format!(
+            "this worker's `{}` is version {}, prov's is version {}: the worker is from another build",
+            request.kind,
+            kind.version(),
+            request.version
+        ));
+    }
     let store = match prov_store::Store::open(&request.store, prov_store::Access::Shared, true) {
         Ok(s) => s,
         Err(e) => return Reply::Err(RemoteStageError::from(&StageError::Store(e))),
@@ -469,8 +472,10 @@ pub fn serve_stage(
         project_root: &request.project_root,
         pool: &pool,
         allow_commands: request.allow_commands,
-        // A stage in the worker runs here; it never starts another worker.
-        worker: Path::new(WORKER_NAME),
+        // A stage in the worker runs here; it never starts another worker (an empty path is
+        // never a file, so `call` refuses it).
+        worker: Path::new(""),
+        envelope: &request.envelope,
     };
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| kind.run(&cx))) {
         Ok(Ok(out)) => Reply::Ok(WireOutput { outputs: out.outputs, stats: out.stats }),

@@ -496,6 +496,7 @@ mod tests {
                 pool: &pool,
                 allow_commands: false,
                 worker: std::path::Path::new("prov-worker"),
+                envelope: &prov_exec::capture_envelope(2, &prov_exec::TorchFacts::default()),
             };
             LicenseStage.run(&cx)
         };

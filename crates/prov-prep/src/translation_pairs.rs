@@ -791,6 +791,7 @@ mod tests {
             pool: &pool,
             allow_commands: false,
             worker: Path::new("prov-worker"),
+            envelope: &prov_exec::capture_envelope(2, &prov_exec::TorchFacts::default()),
         };
         TranslationPairsStage.run(&cx)
     }

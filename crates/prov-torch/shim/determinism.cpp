@@ -14,3 +14,15 @@ extern "C" void prov_set_deterministic(int on, int warn_only) {
 extern "C" int prov_deterministic_algorithms() {
   return at::globalContext().deterministicAlgorithms() ? 1 : 0;
 }
+
+// The CPU kernels ATen dispatches to ("DEFAULT", "AVX2", "AVX512"): what it really runs, after
+// reading ATEN_CPU_CAPABILITY, so that the worker checks the envelope against ATen itself
+// rather than against the variable. Writes at most `capacity` bytes, NUL-terminated.
+#include <ATen/Version.h>
+#include <cstring>
+
+extern "C" void prov_cpu_capability(char* out, size_t capacity) {
+  std::string capability = at::get_cpu_capability();
+  std::strncpy(out, capability.c_str(), capacity - 1);
+  out[capacity - 1] = '\0';
+}

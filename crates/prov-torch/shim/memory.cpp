@@ -13,3 +13,17 @@ extern "C" int prov_keep_freed_memory() {
   int trim_ok = mallopt(M_TRIM_THRESHOLD, 1 << 30);
   return (mmap_ok == 1 && trim_ok == 1) ? 1 : 0;
 }
+
+// Asks the kernel to kill this process when its parent dies, so that a worker whose `prov`
+// was killed stops computing (and releases the store) instead of training on as an orphan.
+// Returns 1 when the parent is still the one that started us (not re-parented already).
+#include <sys/prctl.h>
+#include <csignal>
+#include <unistd.h>
+
+extern "C" int prov_die_with_parent(int parent) {
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) {
+    return 0;
+  }
+  return getppid() == parent ? 1 : 0;
+}

@@ -22,6 +22,9 @@ mod shim {
         pub safe fn prov_set_deterministic(on: i32, warn_only: i32);
         pub safe fn prov_deterministic_algorithms() -> i32;
         pub safe fn prov_keep_freed_memory() -> i32;
+        pub safe fn prov_die_with_parent(parent: i32) -> i32;
+        /// `out` points to `capacity` writable bytes.
+        pub fn prov_cpu_capability(out: *mut c_char, capacity: usize);
         /// `this` and `other` point to live `at::Tensor`s; `message` to `capacity` writable bytes.
         pub fn prov_add_scaled_(
             this: *mut c_void,
@@ -92,6 +95,26 @@ pub fn addcmul_(dst: &mut Tensor, t1: &Tensor, t2: &Tensor, value: f64) -> Resul
 /// glibc accepted both settings. Call it before the first large allocation.
 pub fn keep_freed_memory() -> bool {
     shim::prov_keep_freed_memory() == 1
+}
+
+/// The CPU kernels `ATen` dispatches to, as `torch.backends.cpu.get_cpu_capability()` says
+/// them, lower-cased: `default`, `avx2` or `avx512`.
+pub fn cpu_capability() -> String {
+    let mut out = [0 as std::ffi::c_char; 64];
+    // SAFETY: the buffer is 64 writable bytes, which the shim NUL-terminates.
+    #[allow(unsafe_code)]
+    let text = unsafe {
+        shim::prov_cpu_capability(out.as_mut_ptr(), out.len());
+        std::ffi::CStr::from_ptr(out.as_ptr())
+    };
+    text.to_string_lossy().to_ascii_lowercase()
+}
+
+/// Has the kernel kill this process when the process `parent` that started it dies
+/// (`PR_SET_PDEATHSIG`); returns false when `parent` is already gone (this process was
+/// re-parented), which the caller treats as its parent's death.
+pub fn die_with_parent(parent: u32) -> bool {
+    shim::prov_die_with_parent(i32::try_from(parent).unwrap_or(-1)) == 1
 }
 
 /// Turns `ATen`'s deterministic-algorithms mode on or off (as `torch.use_deterministic_algorithms`

@@ -142,7 +142,7 @@ impl Stage for ToxicityTrainStage {
         &["toxicity"]
     }
     fn run(&self, cx: &StageContext<'_>) -> Result<StageOutput, StageError> {
-        prov_exec::run_in_worker(cx, self.kind())
+        prov_exec::run_in_worker(cx, self)
     }
 }
 

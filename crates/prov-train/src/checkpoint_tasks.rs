@@ -15,6 +15,8 @@ use crate::checkpoint::CheckpointError;
 pub struct TaskFailure {
     /// Bytes did not match their digest (exit 2); otherwise a wrong argument (exit 1).
     pub integrity: bool,
+    /// A bug of the worker (it panicked): reported as an internal error.
+    pub internal: bool,
     /// What went wrong.
     pub message: String,
     /// What to do.
@@ -30,14 +32,24 @@ impl From<&CheckpointError> for TaskFailure {
             CheckpointError::TensorDigest { .. } => Some("run `prov verify`; replay the run that wrote the checkpoint"),
             _ => None,
         };
-        Self { integrity: e.is_integrity_failure(), message: e.to_string(), hint: hint.map(str::to_owned) }
+        Self {
+            integrity: e.is_integrity_failure(),
+            internal: false,
+            message: e.to_string(),
+            hint: hint.map(str::to_owned),
+        }
     }
 }
 
 impl TaskFailure {
     /// A wrong argument, with no hint.
     pub fn input(message: impl Into<String>) -> Self {
-        Self { integrity: false, message: message.into(), hint: None }
+        Self { integrity: false, internal: false, message: message.into(), hint: None }
+    }
+
+    /// A bug of the worker.
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self { integrity: false, internal: true, message: message.into(), hint: None }
     }
 }
 
@@ -57,14 +69,37 @@ pub struct EvalRequest {
     pub logits: bool,
 }
 
-/// One scored sequence.
+/// One scored sequence. Numbers travel as their IEEE 754 bits, so that a diverged model's
+/// NaN and infinities arrive as they were computed (JSON has no such numbers).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ScoredSequence {
-    /// `log p(token | previous tokens)` of every token after the first.
-    pub log_probs: Vec<f64>,
-    /// Each position's float32 logits, when asked for.
-    pub logits: Option<Vec<Vec<f32>>>,
+    /// `log p(token | previous tokens)` of every token after the first, as `f64` bits.
+    pub log_prob_bits: Vec<u64>,
+    /// Each position's float32 logits as `f32` bits, when asked for.
+    pub logit_bits: Option<Vec<Vec<u32>>>,
+}
+
+impl ScoredSequence {
+    /// Encodes the values.
+    pub fn new(log_probs: &[f64], logits: Option<Vec<Vec<f32>>>) -> Self {
+        Self {
+            log_prob_bits: log_probs.iter().map(|v| v.to_bits()).collect(),
+            logit_bits: logits.map(|rows| rows.iter().map(|r| r.iter().map(|v| v.to_bits()).collect()).collect()),
+        }
+    }
+
+    /// The log-probabilities.
+    pub fn log_probs(&self) -> Vec<f64> {
+        self.log_prob_bits.iter().map(|&b| f64::from_bits(b)).collect()
+    }
+
+    /// The logits, when asked for.
+    pub fn logits(&self) -> Option<Vec<Vec<f32>>> {
+        self.logit_bits
+            .as_ref()
+            .map(|rows| rows.iter().map(|r| r.iter().map(|&b| f32::from_bits(b)).collect()).collect())
+    }
 }
 
 /// The answer to an [`EvalRequest`]: the sequences scored in order, up to the first that
@@ -121,5 +156,28 @@ pub fn check_ids(ids: &[i64], vocab: i64, what: &str) -> Result<(), TaskFailure>
             ids[i]
         ))),
         None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A diverged model's NaN and infinities reach `prov eval` as computed: plain JSON numbers
+    /// would have turned them into `null` and failed the reply.
+    #[test]
+    fn non_finite_scores_cross_the_boundary_bit_for_bit() {
+        let log_probs = [f64::NAN, f64::NEG_INFINITY, -0.125, f64::from_bits(0x7ff8_0000_0000_0001)];
+        let logits = vec![vec![f32::INFINITY, -0.0, f32::MIN_POSITIVE]];
+        let sent = ScoredSequence::new(&log_probs, Some(logits.clone()));
+        let wire = serde_json::to_string(&sent).unwrap();
+        let back: ScoredSequence = serde_json::from_str(&wire).unwrap();
+        let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&back.log_probs()), bits(&log_probs));
+        let back_logits = back.logits().unwrap();
+        assert_eq!(
+            back_logits[0].iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+            logits[0].iter().map(|x| x.to_bits()).collect::<Vec<_>>()
+        );
     }
 }

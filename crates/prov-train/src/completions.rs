@@ -38,7 +38,8 @@ pub struct SampleConfig {
     /// How many prompts to use (all when absent).
     #[serde(default)]
     pub prompts: Option<u64>,
-    /// libtorch's intra-op threads (part of the envelope).
+    /// libtorch's intra-op threads, pinned before the stage computes: its bits depend on them, so
+    /// they are configuration (in the stage key), beside the envelope's `ATen` capability.
     #[serde(default = "default_threads")]
     pub threads: u32,
 }
@@ -105,7 +106,7 @@ impl Stage for SampleCompletionsStage {
         &["prompts", "sample"]
     }
     fn run(&self, cx: &StageContext<'_>) -> Result<StageOutput, StageError> {
-        crate::run_in_worker(cx, self.kind())
+        prov_exec::run_in_worker(cx, self)
     }
 }
 

@@ -21,7 +21,8 @@ pub struct EvalConfig {
     /// Longest answer, in tokens.
     #[serde(default = "default_max_new_tokens")]
     pub max_new_tokens: u64,
-    /// libtorch's intra-op threads (part of the envelope).
+    /// libtorch's intra-op threads, pinned before the stage computes: its bits depend on them, so
+    /// they are configuration (in the stage key), beside the envelope's `ATen` capability.
     #[serde(default = "default_threads")]
     pub threads: u32,
 }
@@ -69,6 +70,6 @@ impl Stage for ChrfEvalStage {
         vec![("translations".into(), OutputType::File)]
     }
     fn run(&self, cx: &StageContext<'_>) -> Result<StageOutput, StageError> {
-        crate::run_in_worker(cx, self.kind())
+        prov_exec::run_in_worker(cx, self)
     }
 }

@@ -29,8 +29,6 @@ pub mod pretrain;
 pub mod schedule;
 pub mod sft;
 
-use prov_exec::{StageContext, StageError, StageOutput};
-
 /// Registers the training stage kinds: `pretrain`, `sft`, `sample-completions`, `dpo`,
 /// `qrpo` and `chrf-eval`.
 pub fn register(registry: &mut prov_exec::Registry) {
@@ -41,9 +39,4 @@ pub fn register(registry: &mut prov_exec::Registry) {
     registry.register(Arc::new(alignment::AlignStage(alignment::Method::Dpo)));
     registry.register(Arc::new(alignment::AlignStage(alignment::Method::Qrpo)));
     registry.register(Arc::new(evaluate::ChrfEvalStage));
-}
-
-/// Every kind's `run`: in the worker.
-fn run_in_worker(cx: &StageContext<'_>, kind: &str) -> Result<StageOutput, StageError> {
-    prov_exec::run_in_worker(cx, kind)
 }

@@ -68,7 +68,8 @@ pub struct LoopParams {
     pub optimizer: AdEMAMixConfig,
     /// Largest global gradient norm.
     pub clip: f64,
-    /// libtorch's intra-op threads (part of the envelope).
+    /// libtorch's intra-op threads, pinned before the stage computes: its bits depend on them, so
+    /// they are configuration (in the stage key), beside the envelope's `ATen` capability.
     pub threads: u32,
 }
 

@@ -136,7 +136,7 @@ impl Stage for SftStage {
         &["order"]
     }
     fn run(&self, cx: &StageContext<'_>) -> Result<StageOutput, StageError> {
-        crate::run_in_worker(cx, self.kind())
+        prov_exec::run_in_worker(cx, self)
     }
 }
 

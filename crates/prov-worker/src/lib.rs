@@ -16,8 +16,8 @@
 //! envelope records: the `ATen` CPU capability `prov` put in its environment, one inter-op
 //! thread, the intra-op threads the stage or task names, and `ATen`'s deterministic algorithms.
 //!
-//! Every tensor that reaches hashed bytes goes through `prov_torch::NamedTensors`, in name
-//! order; every random draw comes from a generator seeded from the stage's seed.
+//! Every tensor that reaches hashed bytes goes through `prov_manifest::NamedTensors` (copied
+//! out of libtorch by `prov_torch::TorchTensors`), in name order; every random draw comes from a generator seeded from the stage's seed.
 
 pub mod ademamix;
 pub mod alignment;
@@ -36,7 +36,7 @@ pub mod trainer;
 use std::io::{Read as _, Write as _};
 use std::sync::Arc;
 
-use prov_exec::worker::{Reply, StageRequest, TorchClaim, serve_stage};
+use prov_exec::worker::{RemoteStageError, Reply, StageRequest, TorchClaim, serve_stage};
 use prov_exec::{Registry, StageRun};
 
 /// The computations this worker attaches to their kinds.
@@ -62,25 +62,32 @@ pub fn registry() -> Registry {
     registry
 }
 
-/// Why this worker cannot honour a request's libtorch claim: it links another libtorch, or
-/// runs another `ATen` capability than the envelope records.
-fn check_torch(claim: &TorchClaim) -> Result<(), String> {
-    if claim.libtorch.as_deref() != Some(prov_torch::LIBTORCH_VERSION) {
+/// Why this worker cannot compute under `envelope`: it links another libtorch than the
+/// envelope records, or `ATen` itself says it dispatches to other CPU kernels than the
+/// recorded capability (asked of `ATen`, not read from the variable that asks for them).
+fn check_torch(envelope: &prov_manifest::Envelope) -> Result<(), String> {
+    if envelope.libtorch.as_deref() != Some(prov_torch::LIBTORCH_VERSION) {
         return Err(format!(
             "the worker links libtorch {}, the envelope records {}",
             prov_torch::LIBTORCH_VERSION,
-            claim.libtorch.as_deref().unwrap_or("none")
+            envelope.libtorch.as_deref().unwrap_or("none")
         ));
     }
-    let here = std::env::var(prov_exec::aten::ATEN_CPU_CAPABILITY).ok();
-    if claim.aten_cpu_capability != here {
+    let runs = prov_torch::cpu_capability();
+    if envelope.aten_cpu_capability.as_deref() != Some(runs.as_str()) {
         return Err(format!(
-            "the worker runs ATen capability {}, the envelope records {}",
-            here.as_deref().unwrap_or("unset"),
-            claim.aten_cpu_capability.as_deref().unwrap_or("unset")
+            "the worker runs ATen capability {runs}, the envelope records {}",
+            envelope.aten_cpu_capability.as_deref().unwrap_or("none")
         ));
     }
     Ok(())
+}
+
+/// Where the last panic happened (`file:line`), kept by the panic hook for the reply.
+static PANIC_AT: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
+
+pub(crate) fn panic_place() -> Option<String> {
+    PANIC_AT.lock().ok().and_then(|mut p| p.take())
 }
 
 /// Pins what every libtorch computation of this process must run under, before the first:
@@ -96,21 +103,39 @@ fn pin_libtorch() {
 /// standard input; or `prov-worker facts`, which prints the libtorch it links.
 pub fn main() -> std::process::ExitCode {
     let verb = std::env::args().nth(1).unwrap_or_default();
+    // A worker whose `prov` is killed stops too (and releases the store); one whose `prov` is
+    // already gone does not start. Run by hand, without `prov`, it has no parent to follow.
+    let parent = std::env::var(prov_exec::worker::PARENT_ENV).ok().and_then(|p| p.parse::<u32>().ok());
+    if let Some(parent) = parent
+        && !prov_torch::die_with_parent(parent)
+    {
+        return std::process::ExitCode::from(1);
+    }
     let mut input = Vec::new();
     if verb != "facts" && std::io::stdin().read_to_end(&mut input).is_err() {
         return std::process::ExitCode::from(1);
     }
-    // A panic is reported in the reply (the stage verb) or as a failure; Rust's own message
-    // would only repeat it on standard error.
-    std::panic::set_hook(Box::new(|_| {}));
+    // A panic is reported in the reply, with its place; Rust's own message would only repeat
+    // it on standard error.
+    std::panic::set_hook(Box::new(|info| {
+        if let (Some(l), Ok(mut at)) = (info.location(), PANIC_AT.lock()) {
+            *at = Some(format!("{}:{}", l.file(), l.line()));
+        }
+    }));
     pin_libtorch();
     let reply = match verb.as_str() {
         "facts" => to_line(&Reply::<_, ()>::Ok(TorchClaim {
             libtorch: Some(prov_torch::LIBTORCH_VERSION.to_owned()),
-            aten_cpu_capability: std::env::var(prov_exec::aten::ATEN_CPU_CAPABILITY).ok(),
+            aten_cpu_capability: Some(prov_torch::cpu_capability()),
         })),
         "stage" => match serde_json::from_slice::<StageRequest>(&input) {
-            Ok(request) => to_line(&serve_stage(&registry(), &request, check_torch)),
+            Ok(request) => {
+                let mut reply = serve_stage(&registry(), &request, check_torch);
+                if let (Reply::Err(RemoteStageError::Panic { message }), Some(at)) = (&mut reply, panic_place()) {
+                    *message = format!("{message} (at {at})");
+                }
+                to_line(&reply)
+            }
             Err(e) => bad_request(&e),
         },
         "eval" => tasks::answer(&input, tasks::eval),
@@ -169,14 +194,15 @@ mod tests {
         assert_eq!(prov_torch::f32_values(&t).as_slice(), goldfish::table());
     }
 
-    /// Every kind this worker runs is registered in `prov` with the same specification, and
-    /// every run is attached to a kind.
+    /// The worker's kinds are exactly the kinds its runs compute, one run each; each is
+    /// `prov-train`'s or `prov-toxicity`'s specification, which `prov` registers too
+    /// (`tests/test_worker.rs` runs them through `prov`).
     #[test]
-    fn every_run_has_its_kind() {
-        let registry = super::registry();
-        for run in super::runs() {
-            assert!(registry.get(run.kind()).is_some(), "{}", run.kind());
-        }
-        assert_eq!(registry.names().len(), super::runs().len());
+    fn every_kind_has_exactly_one_run() {
+        let runs: Vec<&str> = super::runs().iter().map(|r| r.kind()).collect();
+        let distinct: std::collections::BTreeSet<&str> = runs.iter().copied().collect();
+        assert_eq!(distinct.len(), runs.len(), "two runs for one kind: {runs:?}");
+        let kinds: std::collections::BTreeSet<&str> = super::registry().names().into_iter().collect();
+        assert_eq!(kinds, distinct);
     }
 }

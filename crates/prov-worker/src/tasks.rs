@@ -23,7 +23,15 @@ pub(crate) fn answer<Req: DeserializeOwned, T: Serialize>(
         Ok(request) => match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| task(&request))) {
             Ok(Ok(value)) => Reply::Ok(value),
             Ok(Err(failure)) => Reply::Err(failure),
-            Err(_) => Reply::Err(TaskFailure::input("internal error: the worker panicked; this is a bug of prov")),
+            Err(payload) => {
+                let what = payload
+                    .downcast_ref::<&str>()
+                    .map(|s| (*s).to_owned())
+                    .or_else(|| payload.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "a panic without a message".to_owned());
+                let at = crate::panic_place().map_or_else(String::new, |p| format!(" (at {p})"));
+                Reply::Err(TaskFailure::internal(format!("the worker panicked: {what}{at}")))
+            }
         },
         Err(e) => Reply::Err(TaskFailure::input(format!("the worker cannot read its request: {e}"))),
     };
@@ -35,6 +43,7 @@ pub(crate) fn answer<Req: DeserializeOwned, T: Serialize>(
 fn open(store: &std::path::Path) -> Result<Store, TaskFailure> {
     Store::open(store, Access::Shared, true).map_err(|e| TaskFailure {
         integrity: e.is_integrity_failure(),
+        internal: false,
         message: e.to_string(),
         hint: None,
     })
@@ -60,7 +69,7 @@ pub(crate) fn eval(request: &EvalRequest) -> Result<EvalReply, TaskFailure> {
             let logits = loaded.logits(&ids[..ids.len() - 1]);
             (0..logits.size()[0]).map(|r| prov_torch::f32_values(&logits.get(r))).collect()
         });
-        scored.push(ScoredSequence { log_probs, logits });
+        scored.push(ScoredSequence::new(&log_probs, logits));
     }
     Ok(EvalReply { scored, stopped: None })
 }
@@ -83,11 +92,8 @@ pub(crate) fn export(request: &ExportRequest) -> Result<ExportReply, TaskFailure
     let mut written = Vec::new();
     for (name, bytes) in &files {
         // The temp file sits in DIR itself, so the rename never crosses a file system.
-        prov_store::write_atomically(&request.out, &request.out.join(name), bytes).map_err(|e| TaskFailure {
-            integrity: false,
-            message: e.to_string(),
-            hint: None,
-        })?;
+        prov_store::write_atomically(&request.out, &request.out.join(name), bytes)
+            .map_err(|e| TaskFailure::input(e.to_string()))?;
         written.push(((*name).to_owned(), Digest::of(bytes)));
     }
     Ok(written)

@@ -40,9 +40,6 @@ pub struct Trainer {
 impl Trainer {
     /// A fresh model, initialised from libtorch's generator seeded with `seed`.
     pub fn new(model_config: &ModelConfig, config: &LoopConfig, seed: u64) -> Self {
-        // The Goldfish table reseeds libtorch's generator to draw itself: draw it first, so
-        // the initialisation below depends on `seed` alone.
-        goldfish::table();
         tch::manual_seed(seed.cast_signed());
         let vs = VarStore::new(Device::cuda_if_available());
         let model = Decoder::new(&vs.root(), model_config);

@@ -7,7 +7,7 @@ use std::io::Read as _;
 use std::path::PathBuf;
 
 use prov_exec::worker::{self, Reply};
-use prov_store::{Access, Digest};
+use prov_store::{Access, Digest, Store};
 use prov_train::checkpoint_tasks::{EvalReply, EvalRequest, ExportReply, ExportRequest, SampleRequest, TaskFailure};
 use serde_json::json;
 
@@ -18,6 +18,9 @@ use crate::ui::Ui;
 
 impl From<TaskFailure> for CommandError {
     fn from(f: TaskFailure) -> Self {
+        if f.internal {
+            return Self::internal(f.message);
+        }
         let err = if f.integrity { Self::integrity(f.message) } else { Self::input(f.message) };
         match f.hint {
             Some(h) => err.with_hint(h),
@@ -34,8 +37,12 @@ fn ask_worker<Req: serde::Serialize, T: serde::de::DeserializeOwned>(
     match worker::call::<_, T, TaskFailure>(&CommandContext::worker(), verb, request) {
         Ok(Reply::Ok(value)) => Ok(value),
         Ok(Reply::Err(failure)) => Err(failure.into()),
-        Err(e) => Err(CommandError::internal(e.to_string())
+        Err(e @ worker::WorkerError::Missing(_)) => Err(CommandError::input(e.to_string())
             .with_hint("build the worker with `cargo build` (it sits beside `prov`), or set PROV_WORKER")),
+        Err(e) => {
+            Err(CommandError::input(e.to_string())
+                .with_hint("the worker computes with libtorch; `prov doctor` checks it"))
+        }
     }
 }
 
@@ -104,11 +111,12 @@ pub(crate) struct ExportArgs {
     out: PathBuf,
 }
 
-/// The store directory and the checkpoint's digest.
-fn checkpoint(cx: &CommandContext, arg: &str) -> Result<(PathBuf, Digest), CommandError> {
+/// The store, held open (its shared lock keeps `prov gc` away while the worker reads the
+/// checkpoint), and the checkpoint's digest.
+fn checkpoint(cx: &CommandContext, arg: &str) -> Result<(Store, Digest), CommandError> {
     let (store, _) = cx.open_store(Access::Shared, true)?;
     let digest = resolve_object(&store, arg)?;
-    Ok((store.root().to_path_buf(), digest))
+    Ok((store, digest))
 }
 
 fn parse_ids(text: &str, what: &str) -> Result<Vec<i64>, CommandError> {
@@ -137,17 +145,26 @@ pub(crate) fn cmd_eval(ui: &mut Ui, cx: &CommandContext, args: &EvalArgs) -> Res
     let (store, digest) = checkpoint(cx, &args.checkpoint)?;
     let threads = cx.threads()?;
     let request = EvalRequest {
-        store,
+        store: store.root().to_path_buf(),
         checkpoint: digest,
         threads,
         sequences: sequences.iter().map(|(line, ids)| (format!("{name}, line {line}"), ids.clone())).collect(),
         logits: args.logits,
     };
     let reply: EvalReply = ask_worker("eval", &request)?;
+    drop(store);
+    let answered = reply.scored.len() + usize::from(reply.stopped.is_some());
+    if answered > sequences.len() || (reply.stopped.is_none() && reply.scored.len() != sequences.len()) {
+        return Err(CommandError::internal(format!(
+            "the worker scored {} of {} sequences without saying why",
+            reply.scored.len(),
+            sequences.len()
+        )));
+    }
     let mut out = Vec::new();
     let (mut total_nll, mut total_tokens) = (0.0, 0usize);
-    for ((line, _), scored) in sequences.iter().zip(reply.scored) {
-        let log_probs = scored.log_probs;
+    for ((line, _), scored) in sequences.iter().zip(&reply.scored) {
+        let log_probs = scored.log_probs();
         let nll: f64 = -log_probs.iter().sum::<f64>();
         total_nll += nll;
         total_tokens += log_probs.len();
@@ -158,7 +175,7 @@ pub(crate) fn cmd_eval(ui: &mut Ui, cx: &CommandContext, args: &EvalArgs) -> Res
             "nll": mean,
             "perplexity": mean.exp(),
         });
-        if let Some(rows) = scored.logits {
+        if let Some(rows) = scored.logits() {
             entry["logits"] = json!(rows);
         }
         ui.line(format!("line {line}: {} tokens, nll {mean:.4}, perplexity {:.3}", log_probs.len(), mean.exp()))?;
@@ -193,7 +210,7 @@ pub(crate) fn cmd_sample(ui: &mut Ui, cx: &CommandContext, args: &SampleArgs) ->
     }
     let (store, digest) = checkpoint(cx, &args.checkpoint)?;
     let request = SampleRequest {
-        store,
+        store: store.root().to_path_buf(),
         checkpoint: digest,
         threads: cx.threads()?,
         prompt: prompt.clone(),
@@ -202,6 +219,7 @@ pub(crate) fn cmd_sample(ui: &mut Ui, cx: &CommandContext, args: &SampleArgs) ->
         seed: args.seed,
     };
     let tokens: Vec<i64> = ask_worker("sample", &request)?;
+    drop(store);
     ui.line(serde_json::to_string(&tokens).expect("integers encode"))?;
     ui.json(
         "sample",
@@ -218,8 +236,9 @@ pub(crate) fn cmd_sample(ui: &mut Ui, cx: &CommandContext, args: &SampleArgs) ->
 
 pub(crate) fn cmd_export(ui: &mut Ui, cx: &CommandContext, args: &ExportArgs) -> Result<(), CommandError> {
     let (store, digest) = checkpoint(cx, &args.checkpoint)?;
-    let request = ExportRequest { store, checkpoint: digest, out: cx.cwd.join(&args.out) };
+    let request = ExportRequest { store: store.root().to_path_buf(), checkpoint: digest, out: cx.cwd.join(&args.out) };
     let files: ExportReply = ask_worker("export", &request)?;
+    drop(store);
     let mut written = serde_json::Map::new();
     for (name, file_digest) in &files {
         ui.line(format!("{file_digest}  {}", args.out.join(name).display()))?;

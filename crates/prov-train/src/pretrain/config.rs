@@ -87,7 +87,8 @@ pub struct PretrainConfig {
     /// Steps between checkpoints (the last step always gets one).
     #[serde(default = "default_checkpoint_every")]
     pub checkpoint_every: u64,
-    /// libtorch's intra-op threads (part of the envelope).
+    /// libtorch's intra-op threads, pinned before the stage computes: its bits depend on them, so
+    /// they are configuration (in the stage key), beside the envelope's `ATen` capability.
     #[serde(default = "default_threads")]
     pub threads: u32,
 }

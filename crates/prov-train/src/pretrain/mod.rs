@@ -136,7 +136,7 @@ impl Stage for PretrainStage {
         records.iter().find_map(|(name, digest)| damaged_tensor(store, name, digest))
     }
     fn run(&self, cx: &StageContext<'_>) -> Result<StageOutput, StageError> {
-        crate::run_in_worker(cx, self.kind())
+        prov_exec::run_in_worker(cx, self)
     }
 }
 
