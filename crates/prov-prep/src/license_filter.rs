@@ -243,7 +243,7 @@ fn declared(doc: &Document, field: &str) -> Option<String> {
 
 /// One shard's result: the counted shard, its declared strings with document counts, and the
 /// record verdicts that decided its documents.
-type ShardResult = (crate::filter::CountedShard, BTreeMap<String, u64>, BTreeMap<String, Digest>);
+type ShardResult = (prov_filter::CountedShard, BTreeMap<String, u64>, BTreeMap<String, Digest>);
 
 /// Filters documents by their declared license.
 pub struct LicenseStage;
@@ -282,7 +282,7 @@ impl Stage for LicenseStage {
         &["verdicts"]
     }
     fn outputs(&self, _config: &Value) -> Vec<(String, OutputType)> {
-        let mut outputs = crate::filter::outputs();
+        let mut outputs = prov_filter::outputs();
         outputs.push(("verdicts".into(), OutputType::Tree));
         outputs
     }
@@ -339,7 +339,7 @@ impl Stage for LicenseStage {
                             kept.push(doc)?;
                         }
                     }
-                    let (ledger, stats) = crate::filter::write_counted_ledger(cx, rows)?;
+                    let (ledger, stats) = prov_filter::write_counted_ledger(cx, rows)?;
                     Ok::<_, StageError>(((kept.finish()?, ledger, stats), strings, by_record))
                 })
                 .collect::<Result<_, _>>()
@@ -370,7 +370,7 @@ impl Stage for LicenseStage {
                 (raw, Value::Object(e))
             })
             .collect();
-        let mut out = crate::filter::finish_counted(cx, shards)?;
+        let mut out = prov_filter::finish_counted(cx, shards)?;
         out.outputs.insert("verdicts".into(), OutputRef { output_type: OutputType::Tree, digest: tree });
         out.stats.insert("licenses".into(), Value::Object(verdicts));
         if !by_record.is_empty() {

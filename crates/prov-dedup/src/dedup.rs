@@ -378,7 +378,7 @@ impl Stage for DedupStage {
         InputSpec::Named(vec![("docs", vec![OutputType::Dataset])])
     }
     fn outputs(&self, _config: &Value) -> Vec<(String, OutputType)> {
-        crate::filter::outputs()
+        prov_filter::outputs()
     }
     fn seed_names(&self) -> &'static [&'static str] {
         &["minhash"]
@@ -406,7 +406,7 @@ impl Stage for DedupStage {
         let ids: Vec<Vec<String>> = sketches.into_iter().map(|s| s.into_iter().map(|k| k.id).collect()).collect();
         // Phase 3: kept documents and ledger shards, shard-parallel (each shard streamed
         // again), collected in shard order.
-        let results: Vec<crate::filter::CountedShard> = cx.pool.install(|| {
+        let results: Vec<prov_filter::CountedShard> = cx.pool.install(|| {
             ds.shards
                 .par_iter()
                 .zip(decisions.par_iter().zip(ids.par_iter()))
@@ -438,12 +438,12 @@ impl Stage for DedupStage {
                     if expected.next().is_some() {
                         return Err(changed());
                     }
-                    let (ledger, stats) = crate::filter::write_counted_ledger(cx, rows)?;
+                    let (ledger, stats) = prov_filter::write_counted_ledger(cx, rows)?;
                     Ok((kept.finish()?, ledger, stats))
                 })
                 .collect::<Result<_, _>>()
         })?;
-        let mut out = crate::filter::finish_counted(cx, results)?;
+        let mut out = prov_filter::finish_counted(cx, results)?;
         out.stats.insert("unverified_candidates".into(), Value::from(unverified));
         Ok(out)
     }
