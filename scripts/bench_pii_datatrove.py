@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The datatrove 0.10.1 side of the PII benchmark (crates/prov-prep/benches/pii_vs_datatrove.rs).
+"""The datatrove 0.10.1 side of the PII benchmark (crates/prov-pii/benches/pii_vs_datatrove.rs).
 
 Runs datatrove's PIIFormatter (e-mail and IP redaction, its defaults) over every document of
 the shared PII bench corpus on one core, best of N, and prints one JSON object:

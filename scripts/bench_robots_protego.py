@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
-"""The Protego 0.7.0 side of the robots benchmark (crates/prov-prep/benches/robots_vs_protego.rs).
+"""The Protego 0.7.0 side of the robots benchmark (crates/prov-robots/benches/robots_vs_protego.rs).
 
 Parses every robots.txt of the main job's snapshot and checks every document URL against
 its host's rules for each agent, exactly the work the Rust side does, on one core. Prints
 one JSON object: {"parse_s", "check_s", "checks", "disallowed"} (best of N runs).
 
-With `--check-fixture FILE` (crates/prov-prep/src/robots/protego-disagreements.json), checks
+With `--check-fixture FILE` (crates/prov-robots/src/protego-disagreements.json), checks
 instead that Protego still gives the answer the fixture notes for each case, and exits 1 if not.
 
 With `--disagreements DATA PROV` (PROV: a `prov` binary), makes every check of DATA with

@@ -601,7 +601,7 @@ def main() -> None:
         (out / "robots" / host).write_bytes(body)
     write_jsonl(out / "corpus" / "udhr.jsonl", docs)
     write_jsonl(out / "corpus" / "debian.jsonl", debian)
-    # The robots benchmarks (crates/prov-prep/benches/robots_vs_protego.rs) replay the UDHR
+    # The robots benchmarks (crates/prov-robots/benches/robots_vs_protego.rs) replay the UDHR
     # documents' URLs from here.
     (out / "udhr.jsonl").symlink_to(Path("corpus") / "udhr.jsonl")
     held_out = {f"udhr-{code}-{EVAL_ARTICLE:02d}" for code in EVAL_CODES}

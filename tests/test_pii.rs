@@ -66,7 +66,7 @@ fn keep_private_ips_is_refused_in_apertus_mode() {
 /// The issue's differential check on the main job's corpus (the UDHR and the Debian manual
 /// pages and fortunes, with real addresses): the `apertus` mode's output equals Python `re`
 /// run with the same patterns in the documented order (distinct matches longest first, then
-/// by UTF-8 bytes), document by document. (`crates/prov-prep/tests/pii_apertus_python.rs`
+/// by UTF-8 bytes), document by document. (`crates/prov-pii/tests/pii_apertus_python.rs`
 /// does the same on the shared Debian bench corpus and on generated text.)
 #[test]
 fn apertus_mode_equals_python_on_the_main_job_corpus() {
@@ -119,7 +119,7 @@ for doc, out in zip(inputs, outputs):
         redacted_debian += 1
 print(len(inputs), redacted_debian, len(differ), differ[:5])
 "#;
-    let spec = crate::common::repo_root().join("crates/prov-prep/src/pii/apertus-pii-regexes.json");
+    let spec = crate::common::repo_root().join("crates/prov-pii/src/apertus-pii-regexes.json");
     let out = std::process::Command::new(python)
         .arg("-c")
         .arg(script)

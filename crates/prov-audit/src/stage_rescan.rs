@@ -4,19 +4,19 @@
 //! and [`crate::overlap`]; these are the second opinions and the re-derivations from pinned
 //! inputs.
 
-use prov_prep::pii::{Redactor, StrictOptions};
+use prov_pii::{Redactor, StrictOptions};
 use prov_store::{Digest, Store};
 use serde_json::Value;
 
 use crate::{PiiMatcher, Rescan, RobotsDecider};
 
-/// [`Rescan`] with the stage implementations of `prov-prep`.
+/// [`Rescan`] with the stage implementations of `prov-robots` and `prov-pii`.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct StageRescan;
 
 impl Rescan for StageRescan {
     fn pii_matcher(&self, config: &Value) -> Result<PiiMatcher, String> {
-        let config: prov_prep::PiiConfig =
+        let config: prov_pii::PiiConfig =
             serde_json::from_value(config.clone()).map_err(|e| format!("not a `pii` config this build knows: {e}"))?;
         let redactor = Redactor::new(config.mode, StrictOptions { keep_private_ips: config.keep_private_ips });
         Ok(Box::new(move |text| redactor.redact(text).counts().total()))
@@ -28,7 +28,7 @@ impl Rescan for StageRescan {
         config: &Value,
         snapshot: &Digest,
     ) -> Result<RobotsDecider<'s>, String> {
-        let decide = prov_prep::robots_decider(store, config, snapshot).map_err(|e| e.to_string())?;
+        let decide = prov_robots::robots_decider(store, config, snapshot).map_err(|e| e.to_string())?;
         Ok(Box::new(decide))
     }
 }

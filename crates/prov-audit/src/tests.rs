@@ -390,7 +390,7 @@ mod audit {
         h.update(&7u64.to_le_bytes());
         h.update(b"a");
         let expected = u64::from_le_bytes(h.finalize().as_bytes()[..8].try_into().unwrap());
-        assert_eq!(prov_prep::sample_key(7, "a"), expected);
-        assert_ne!(prov_prep::sample_key(7, "a"), prov_prep::sample_key(7, "b"));
+        assert_eq!(prov_dataset::sample_key(7, "a"), expected);
+        assert_ne!(prov_dataset::sample_key(7, "a"), prov_dataset::sample_key(7, "b"));
     }
 }

@@ -155,9 +155,12 @@ pub(crate) fn pin_aten_capability() -> Result<(), CommandError> {
 pub(crate) fn registry() -> Registry {
     let mut r = Registry::with_builtins();
     prov_prep::register(&mut r);
+    prov_robots::register(&mut r);
+    prov_pii::register(&mut r);
+    prov_dedup::register(&mut r);
     prov_toxicity::register(&mut r);
     prov_tokenizer::register(&mut r);
     prov_train::register(&mut r);
-    r.register(std::sync::Arc::new(prov_reward::stage::RewardStage));
+    prov_reward::register(&mut r);
     r
 }

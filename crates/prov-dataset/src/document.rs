@@ -57,3 +57,17 @@ pub fn document_columns() -> Vec<Column> {
         .map(|f| Column { name: f.name().clone(), data_type: f.data_type().to_string(), nullable: f.is_nullable() })
         .collect()
 }
+
+/// The key of a document id under a seed: the first 8 bytes (little endian) of
+/// `BLAKE3(seed as 8 little-endian bytes || id)`. Ordering documents by it gives a seeded
+/// order that does not depend on where they sit: the `sample` stage keeps the smallest keys,
+/// the toxicity classifier's training balances and holds out by them.
+pub fn sample_key(seed: u64, id: &str) -> u64 {
+    let mut h = prov_store::Hasher::new();
+    h.update(&seed.to_le_bytes());
+    h.update(id.as_bytes());
+    let d = h.finalize();
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&d.as_bytes()[..8]);
+    u64::from_le_bytes(first)
+}

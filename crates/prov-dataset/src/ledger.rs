@@ -71,6 +71,24 @@ pub struct LedgerRow {
 }
 
 impl LedgerRow {
+    /// The row a filter writes for `doc`: its id, language and word count, with the decision,
+    /// the rule that made it and the evidence.
+    pub fn of_document(
+        doc: &crate::Document,
+        decision: LedgerDecision,
+        rule: &str,
+        evidence: Option<serde_json::Map<String, Value>>,
+    ) -> Self {
+        Self {
+            id: doc.id.clone(),
+            decision,
+            rule: rule.to_owned(),
+            evidence,
+            language: doc.language.clone(),
+            words: crate::word_count(&doc.text),
+        }
+    }
+
     /// Returns the row's canonical JSON, the bytes its leaf hashes.
     pub fn canonical(&self) -> Vec<u8> {
         let mut obj = serde_json::Map::new();

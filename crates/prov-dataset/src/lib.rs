@@ -5,7 +5,7 @@
 //! and Parquet with errors that name file, line and field, writing shards deterministically
 //! into the store, and comparing two datasets row by row to find their first difference.
 //!
-//! It does not decide what goes into a shard (that is the stages' job, in `prov-prep`) nor
+//! It does not decide what goes into a shard (that is the stages' job, in the stage crates) nor
 //! how datasets are cached (`prov-exec`).
 //!
 //! # Determinism of shard bytes
@@ -51,7 +51,7 @@ pub mod tokens;
 pub mod url_index;
 
 pub use diff::{DatasetDifference, first_difference};
-pub use document::{Document, document_columns, document_schema};
+pub use document::{Document, document_columns, document_schema, sample_key};
 pub use ledger::{
     LedgerDecision, LedgerRow, LedgerShard, ledger_schema, read_ledger_shard, word_count, write_ledger,
     write_ledger_shard,

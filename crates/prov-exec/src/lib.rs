@@ -8,7 +8,7 @@
 //! ([`lockfile_status`]), and the store-wide checks that need to know what
 //! references what ([`check_store`], [`gc`]).
 //!
-//! It implements two kinds itself, `source` and `external`; data kinds live in `prov-prep`
+//! It implements two kinds itself, `source` and `external`; data kinds live in the stage crates (`prov-prep`, `prov-robots`, …)
 //! and are registered by the CLI. The executor never names them. Kinds whose computation
 //! links libtorch run in the worker process ([`worker`]), so that `prov` never loads
 //! libtorch; the `ATen` capability and libtorch version of the envelope are decided here

@@ -14,6 +14,10 @@ use crate::{Target, files, repo_root};
 fn registry() -> Registry {
     let mut r = Registry::with_builtins();
     prov_prep::register(&mut r);
+    prov_robots::register(&mut r);
+    prov_pii::register(&mut r);
+    prov_dedup::register(&mut r);
+    prov_toxicity::register(&mut r);
     r
 }
 
@@ -110,7 +114,7 @@ fn robots() -> Target {
         name: "robots",
         corpus,
         run: Box::new(|input| {
-            use prov_prep::robots::{KeyReading, RobotsTxt};
+            use prov_robots::{KeyReading, RobotsTxt};
             for reading in [KeyReading::Rfc9309, KeyReading::GoogleTypos] {
                 let robots = RobotsTxt::parse_with(input, reading);
                 for (agent, url) in [("GPTBot", "/private/x?y=1"), ("*", "/"), ("CCBot/2.0", "/%E3%83%84/a.gif")] {

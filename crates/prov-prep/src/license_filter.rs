@@ -47,7 +47,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use prov_dataset::{Document, LedgerDecision, LedgerRow, ShardWriter, shard_documents, word_count};
+use prov_dataset::{Document, LedgerDecision, LedgerRow, ShardWriter, shard_documents};
 use prov_exec::{ConfigError, InputSpec, Stage, StageContext, StageError, StageOutput, parse_params};
 use prov_license::{Decision, Normalized, Policy, Reviewed, ReviewedVerdicts, evaluate, normalize};
 use prov_manifest::{
@@ -243,7 +243,7 @@ fn declared(doc: &Document, field: &str) -> Option<String> {
 
 /// One shard's result: the counted shard, its declared strings with document counts, and the
 /// record verdicts that decided its documents.
-type ShardResult = (crate::filter::CountedShard, BTreeMap<String, u64>, BTreeMap<String, Digest>);
+type ShardResult = (prov_filter::CountedShard, BTreeMap<String, u64>, BTreeMap<String, Digest>);
 
 /// Filters documents by their declared license.
 pub struct LicenseStage;
@@ -282,7 +282,7 @@ impl Stage for LicenseStage {
         &["verdicts"]
     }
     fn outputs(&self, _config: &Value) -> Vec<(String, OutputType)> {
-        let mut outputs = crate::filter::outputs();
+        let mut outputs = prov_filter::outputs();
         outputs.push(("verdicts".into(), OutputType::Tree));
         outputs
     }
@@ -327,19 +327,12 @@ impl Stage for LicenseStage {
                                 }
                             }
                         };
-                        rows.push(LedgerRow {
-                            id: doc.id.clone(),
-                            decision,
-                            rule: rule.to_owned(),
-                            evidence,
-                            language: doc.language.clone(),
-                            words: word_count(&doc.text),
-                        });
+                        rows.push(LedgerRow::of_document(&doc, decision, rule, evidence));
                         if decision == LedgerDecision::Kept {
                             kept.push(doc)?;
                         }
                     }
-                    let (ledger, stats) = crate::filter::write_counted_ledger(cx, rows)?;
+                    let (ledger, stats) = prov_filter::write_counted_ledger(cx, rows)?;
                     Ok::<_, StageError>(((kept.finish()?, ledger, stats), strings, by_record))
                 })
                 .collect::<Result<_, _>>()
@@ -370,7 +363,7 @@ impl Stage for LicenseStage {
                 (raw, Value::Object(e))
             })
             .collect();
-        let mut out = crate::filter::finish_counted(cx, shards)?;
+        let mut out = prov_filter::finish_counted(cx, shards)?;
         out.outputs.insert("verdicts".into(), OutputRef { output_type: OutputType::Tree, digest: tree });
         out.stats.insert("licenses".into(), Value::Object(verdicts));
         if !by_record.is_empty() {

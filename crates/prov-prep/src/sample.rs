@@ -10,7 +10,7 @@
 //!
 //! Output shard `i` holds the kept documents of input shard `i`, in input order.
 
-use prov_dataset::{ShardWriter, shard_documents, write_dataset};
+use prov_dataset::{ShardWriter, sample_key, shard_documents, write_dataset};
 use prov_exec::{ConfigError, InputSpec, Stage, StageContext, StageError, StageOutput, parse_params};
 use prov_manifest::{DatasetRecord, Determinism, Finite, OutputRef, OutputType, ShardRef};
 use rayon::prelude::*;
@@ -27,17 +27,6 @@ pub struct SampleConfig {
     /// Exact number of documents to keep (all when the dataset is smaller).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rows: Option<u64>,
-}
-
-/// Returns the sampling key of a document id under a seed.
-pub fn sample_key(seed: u64, id: &str) -> u64 {
-    let mut h = prov_store::Hasher::new();
-    h.update(&seed.to_le_bytes());
-    h.update(id.as_bytes());
-    let d = h.finalize();
-    let mut first = [0u8; 8];
-    first.copy_from_slice(&d.as_bytes()[..8]);
-    u64::from_le_bytes(first)
 }
 
 /// Samples documents with a seed.

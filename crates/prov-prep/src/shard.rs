@@ -38,7 +38,7 @@ fn origin(cx: &StageContext<'_>) -> Result<Origin, StageError> {
     let input = cx.input("docs")?;
     match get_record(cx.store, &input.digest)? {
         Record::Source(_) => {
-            Ok(Origin::Files(crate::decontaminate::source_files(cx.store, &input.digest, "docs", "a `shard` source")?))
+            Ok(Origin::Files(prov_filter::source_files(cx.store, &input.digest, "docs", "a `shard` source")?))
         }
         Record::Dataset(ds) => Ok(Origin::Dataset(ds.shards.iter().map(|s| s.digest).collect())),
         other => Err(StageError::Input {

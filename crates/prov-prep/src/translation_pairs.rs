@@ -486,7 +486,7 @@ fn collect(
             }
         }
         Record::Source(_) if input == "held_out" => {
-            let files = crate::decontaminate::source_files(cx.store, &given.digest, input, "a held-out source")?;
+            let files = prov_filter::source_files(cx.store, &given.digest, input, "a held-out source")?;
             for (path, format, display) in files {
                 for doc in read_documents_as(&path, format, Path::new(&display))? {
                     let Document { id, text, .. } = doc?;
@@ -868,8 +868,11 @@ mod tests {
             prov_dataset::read_documents(path).unwrap().map(Result::unwrap).collect()
         };
         // The decontaminate stage of the main job removes the corpus's copies of the held-out article.
-        let mut benchmark =
-            crate::BenchmarkIndex::new(&crate::DecontaminateConfig { ngram: 8, min_overlap: 5, max_coverage: 0.5 });
+        let mut benchmark = prov_dedup::BenchmarkIndex::new(&prov_dedup::DecontaminateConfig {
+            ngram: 8,
+            min_overlap: 5,
+            max_coverage: 0.5,
+        });
         let held_out = read(&eval);
         for d in &held_out {
             benchmark.add(&d.id, &d.text).unwrap();

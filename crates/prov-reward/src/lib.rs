@@ -33,3 +33,8 @@
 pub mod chrf;
 pub mod preference;
 pub mod stage;
+
+/// Registers the `reward` stage kind.
+pub fn register(registry: &mut prov_exec::Registry) {
+    registry.register(std::sync::Arc::new(stage::RewardStage));
+}

@@ -57,7 +57,7 @@ pub fn runs() -> Vec<Arc<dyn StageRun>> {
 pub fn registry() -> Registry {
     let mut registry = Registry::new();
     prov_train::register(&mut registry);
-    prov_toxicity::register(&mut registry);
+    registry.register(Arc::new(prov_toxicity::ToxicityTrainStage));
     registry.attach_runs(runs());
     registry
 }

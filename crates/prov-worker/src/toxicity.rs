@@ -2,13 +2,13 @@
 //!
 //! As in the Apertus report, one 2-layer MLP per language on document embeddings, trained on
 //! labelled data balanced 50/50 with 10% held out, for 6 epochs, keeping the epoch with the
-//! best validation loss. The embedding is `prov-prep`'s hashed character n-grams and the
-//! weights are stored in the layout `prov_prep::toxicity::model` reads: the `toxicity` filter
+//! best validation loss. The embedding is `prov_toxicity::embed`'s hashed character n-grams and the
+//! weights are stored in the layout `prov_toxicity::model` reads: the `toxicity` filter
 //! scores with them in plain Rust, so only this stage depends on libtorch and its envelope.
 //!
 //! Every choice that could vary is pinned by the stage's seed:
 //! - balancing keeps, of each class, the examples with the smallest keyed hash
-//!   ([`prov_prep::sample_key`]) under the language's `balance` seed;
+//!   ([`prov_dataset::sample_key`]) under the language's `balance` seed;
 //! - the held-out tenth is the smallest keys under the `holdout` seed;
 //! - each epoch visits the training examples in key order under that epoch's seed;
 //! - libtorch's CPU generator is seeded with the language's `init` seed before the layers are
@@ -19,17 +19,17 @@
 
 use std::collections::BTreeMap;
 
+use prov_dataset::sample_key;
 use prov_dataset::{Document, read_shard};
 use prov_exec::{StageContext, StageError, StageOutput, StageRun, parse_params};
 use prov_manifest::{
     CheckpointRecord, DatasetRecord, OutputRef, OutputType, Record, SCHEMA_VERSION, derive_seed, encode_value,
     put_record,
 };
-use prov_prep::sample_key;
-use prov_prep::toxicity::model::{ARCHITECTURE, ClassifierConfig, classifier_language};
 use prov_store::{Digest, ObjectKind};
 use prov_torch::{NamedTensors, TorchTensors as _};
 use prov_toxicity::TrainConfig;
+use prov_toxicity::model::{ARCHITECTURE, ClassifierConfig, classifier_language};
 use serde_json::{Value, json};
 use tch::nn::{self, Module};
 use tch::{Device, Kind, Reduction, Tensor};
@@ -358,7 +358,7 @@ mod tests {
         let (train, val) = split(examples.clone(), &config, 1);
         let trained = train_language("en", &train, &val, &config, 1).unwrap();
         let values = |n: &str| trained.weights.0[&format!("en.{n}")].1.clone();
-        let mlp = prov_prep::toxicity::model::Mlp::new(
+        let mlp = prov_toxicity::model::Mlp::new(
             256,
             8,
             &values("fc1.weight"),

@@ -104,8 +104,9 @@ impl ClaimResult {
     }
 }
 
-/// Re-checks that need the stage implementations (which live in `prov-prep`, a crate that
-/// depends on this one): the caller supplies them.
+/// Re-checks that use the stages' own implementations (`prov-robots`, `prov-pii`) as second
+/// opinions: the caller supplies them ([`crate::StageRescan`]), so that tests can pass blind
+/// or forged ones.
 pub trait Rescan {
     /// Returns a function that counts the PII matches the `pii` stage with `config` finds in
     /// a text.
@@ -140,7 +141,7 @@ pub type RobotsDecider<'s> = Box<dyn Fn(&Document) -> String + 's>;
 #[derive(Default)]
 pub struct AuditOptions<'a> {
     /// Re-check only this many documents: those with the smallest keys under this seed, by the
-    /// `sample` stage's key ([`prov_prep::sample_key`]: the first 8 bytes of
+    /// `sample` stage's key ([`prov_dataset::sample_key`]: the first 8 bytes of
     /// `BLAKE3(seed as 8 little-endian bytes ‖ id)`, read little-endian).
     pub sample: Option<(usize, u64)>,
     /// The re-checks that need stage implementations; without them, those claims cannot be
@@ -414,7 +415,7 @@ fn choose_rows<'f>(
         .collect();
     let population = candidates.len();
     if let Some((n, seed)) = options.sample {
-        candidates.sort_by_key(|&(i, id)| (prov_prep::sample_key(seed, id), i, id));
+        candidates.sort_by_key(|&(i, id)| (prov_dataset::sample_key(seed, id), i, id));
         candidates.truncate(n);
         result
             .evidence(format!("`{name}` rescan sample (seed {seed})"), format!("{} of {population}", candidates.len()));

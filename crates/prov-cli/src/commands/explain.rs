@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::io::BufRead as _;
 use std::path::{Path, PathBuf};
 
-use prov_prep::robots::{Basis, BodyKind, Decision, KeyReading, RobotsTxt, product_token};
+use prov_robots::{Basis, BodyKind, Decision, KeyReading, RobotsTxt, product_token};
 use serde::Deserialize;
 use serde_json::{Value, json};
 

@@ -2,7 +2,7 @@
 
 use std::io::Read as _;
 
-use prov_prep::pii::{Mode, Redactor, StrictOptions};
+use prov_pii::{Mode, Redactor, StrictOptions};
 use serde_json::json;
 
 use crate::error::CommandError;

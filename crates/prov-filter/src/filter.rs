@@ -17,16 +17,16 @@ use serde_json::{Value, json};
 
 /// One shard's result: the kept (or rewritten) documents, its ledger shard and its rows'
 /// counts (see [`write_counted_ledger`]).
-pub(crate) type CountedShard = (ShardRef, LedgerShard, FilterStats);
+pub type CountedShard = (ShardRef, LedgerShard, FilterStats);
 
 /// The outputs every filter declares; [`finish_counted`] writes exactly these.
-pub(crate) fn outputs() -> Vec<(String, OutputType)> {
+pub fn outputs() -> Vec<(String, OutputType)> {
     vec![("dataset".into(), OutputType::Dataset), ("ledger".into(), OutputType::Ledger)]
 }
 
 /// Documents and words per rule, removed per language, and in all.
 #[derive(Default)]
-pub(crate) struct FilterStats {
+pub struct FilterStats {
     by_rule: BTreeMap<String, (u64, u64)>,
     removed_by_language: BTreeMap<String, (u64, u64)>,
     total: (u64, u64),
@@ -34,7 +34,7 @@ pub(crate) struct FilterStats {
 
 impl FilterStats {
     /// Counts one ledger row.
-    pub(crate) fn add(&mut self, r: &LedgerRow) {
+    pub fn add(&mut self, r: &LedgerRow) {
         let bump = |e: &mut (u64, u64)| {
             e.0 += 1;
             e.1 += r.words;
@@ -47,7 +47,7 @@ impl FilterStats {
     }
 
     /// Counts rows.
-    pub(crate) fn of(rows: &[LedgerRow]) -> Self {
+    pub fn of(rows: &[LedgerRow]) -> Self {
         let mut stats = Self::default();
         for r in rows {
             stats.add(r);
@@ -56,7 +56,7 @@ impl FilterStats {
     }
 
     /// Adds another shard's counts.
-    pub(crate) fn merge(&mut self, other: Self) {
+    pub fn merge(&mut self, other: Self) {
         let sum = |a: &mut (u64, u64), b: (u64, u64)| {
             a.0 += b.0;
             a.1 += b.1;
@@ -71,7 +71,7 @@ impl FilterStats {
     }
 
     /// Returns `by_rule`, `removed_by_language` and `total`, each as documents and words.
-    pub(crate) fn into_map(self) -> BTreeMap<String, Value> {
+    pub fn into_map(self) -> BTreeMap<String, Value> {
         let counts = |m: BTreeMap<String, (u64, u64)>| -> Value {
             m.into_iter().map(|(k, (d, w))| (k, json!({ "documents": d, "words": w }))).collect()
         };
@@ -84,7 +84,7 @@ impl FilterStats {
 }
 
 /// Counts a shard's ledger rows, then writes them as its ledger shard.
-pub(crate) fn write_counted_ledger(
+pub fn write_counted_ledger(
     cx: &StageContext<'_>,
     rows: Vec<LedgerRow>,
 ) -> Result<(LedgerShard, FilterStats), StageError> {
@@ -94,7 +94,7 @@ pub(crate) fn write_counted_ledger(
 
 /// Sums the shards' statistics, writes the dataset and the ledger from the results (in
 /// shard order) and returns the stage output with both and the statistics.
-pub(crate) fn finish_counted(cx: &StageContext<'_>, results: Vec<CountedShard>) -> Result<StageOutput, StageError> {
+pub fn finish_counted(cx: &StageContext<'_>, results: Vec<CountedShard>) -> Result<StageOutput, StageError> {
     let mut stats = FilterStats::default();
     let (mut shards, mut ledgers) = (Vec::with_capacity(results.len()), Vec::with_capacity(results.len()));
     for (shard, ledger, counts) in results {

@@ -15,7 +15,7 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::pii::{Mode, PiiCounts, Redactor, StrictOptions};
+use crate::{Mode, PiiCounts, Redactor, StrictOptions};
 
 /// The resolved configuration of a `pii` stage.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -74,14 +74,14 @@ impl Stage for PiiStage {
         InputSpec::Named(vec![("docs", vec![OutputType::Dataset])])
     }
     fn outputs(&self, _config: &Value) -> Vec<(String, OutputType)> {
-        crate::filter::outputs()
+        prov_filter::outputs()
     }
     fn run(&self, cx: &StageContext<'_>) -> Result<StageOutput, StageError> {
         let config: PiiConfig = parse_params(cx.config).map_err(StageError::Config)?;
         let redactor = Redactor::new(config.mode, StrictOptions { keep_private_ips: config.keep_private_ips });
         let ds = cx.input_record::<prov_manifest::DatasetRecord>("docs")?;
         // Shards in parallel, collected in shard order: bytes do not depend on the threads.
-        let results: Vec<(crate::filter::CountedShard, PiiCounts)> = cx.pool.install(|| {
+        let results: Vec<(prov_filter::CountedShard, PiiCounts)> = cx.pool.install(|| {
             ds.shards
                 .par_iter()
                 .map(|s| {
@@ -119,7 +119,7 @@ impl Stage for PiiStage {
                         });
                         out.push(doc)?;
                     }
-                    let (ledger, stats) = crate::filter::write_counted_ledger(cx, rows)?;
+                    let (ledger, stats) = prov_filter::write_counted_ledger(cx, rows)?;
                     Ok::<_, StageError>(((out.finish()?, ledger, stats), counts))
                 })
                 .collect::<Result<_, _>>()
@@ -132,7 +132,7 @@ impl Stage for PiiStage {
             total.iban += counts.iban;
             shards.push(shard);
         }
-        let mut out = crate::filter::finish_counted(cx, shards)?;
+        let mut out = prov_filter::finish_counted(cx, shards)?;
         out.stats.insert("replaced".into(), json!(total));
         Ok(out)
     }

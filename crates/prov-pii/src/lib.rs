@@ -1,4 +1,5 @@
-//! PII redaction: e-mail addresses, IP addresses and IBANs replaced by markers.
+//! PII redaction: e-mail addresses, IP addresses and IBANs replaced by markers; and the `pii`
+//! stage kind that redacts a dataset's documents with a ledger ([`PiiStage`], in `stage`).
 //!
 //! A [`Redactor`] is built once per worker and applied to one document at a time with
 //! [`Redactor::redact`], which returns the redacted text and the [`PiiMatch`]es: the kind and
@@ -34,7 +35,7 @@
 //! # Example
 //!
 //! ```
-//! use prov_prep::pii::{PiiKind, Redactor, StrictOptions};
+//! use prov_pii::{PiiKind, Redactor, StrictOptions};
 //!
 //! let text = "Mail jane@example.org from 203.0.113.9 or 8.8.8.8, IBAN DE89370400440532013000.";
 //! let apertus = Redactor::apertus().redact(text);
@@ -52,6 +53,7 @@ mod iban;
 mod iban_registry;
 mod ip;
 mod python_word;
+mod stage;
 mod strict;
 
 use std::borrow::Cow;
@@ -63,6 +65,7 @@ use regex::Regex;
 use serde::{Deserialize, Serialize};
 
 pub use iban::is_valid_iban;
+pub use stage::{PiiConfig, PiiStage};
 
 /// The patterns, markers and order of the released Apertus PII step, as JSON
 /// (`{"what", "order", "patterns", "markers"}`): a byte-for-byte copy of the shared
@@ -382,6 +385,11 @@ fn splice<'a>(text: &'a str, matches: &[PiiMatch]) -> Cow<'a, str> {
     }
     out.push_str(&text[at..]);
     Cow::Owned(out)
+}
+
+/// Registers the `pii` stage kind.
+pub fn register(registry: &mut prov_exec::Registry) {
+    registry.register(std::sync::Arc::new(PiiStage));
 }
 
 #[cfg(test)]

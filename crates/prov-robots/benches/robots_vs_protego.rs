@@ -10,7 +10,7 @@
 //! groups share one check per URL. Before the comparison, an untimed pass asserts that the
 //! fast path answers as the explaining path (`RobotsTxt::check`) on every check.
 //!
-//! Run with `cargo bench -p prov-prep --bench robots_vs_protego` after `scripts/setup`
+//! Run with `cargo bench -p prov-robots --bench robots_vs_protego` after `scripts/setup`
 //! (which fetches the data and installs Protego into `.venv`). With `-- --rust-only`, only the
 //! Rust side runs (for profiling).
 
@@ -20,8 +20,8 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Instant;
 
-use prov_prep::APERTUS_AGENTS;
-use prov_prep::robots::{AgentRules, CheckOptions, RequestPath, RobotsTxt, request_path};
+use prov_robots::APERTUS_AGENTS;
+use prov_robots::{AgentRules, CheckOptions, RequestPath, RobotsTxt, request_path};
 
 const RUNS: usize = 5;
 
@@ -121,7 +121,7 @@ fn main() {
     let (p_parse, p_check) = (peer["parse_s"].as_f64().unwrap(), peer["check_s"].as_f64().unwrap());
 
     println!("robots.txt: {} files, {} URL x agent checks, one core, best of {RUNS}", bodies.len(), checks);
-    println!("{:<22} {:>12} {:>12}", "", "prov-prep", "Protego 0.7.0");
+    println!("{:<22} {:>12} {:>12}", "", "prov-robots", "Protego 0.7.0");
     println!("{:<22} {:>10.1}ms {:>10.1}ms", "parse all files", best_parse * 1e3, p_parse * 1e3);
     println!("{:<22} {:>10.1}ms {:>10.1}ms", "check all URLs", best_check * 1e3, p_check * 1e3);
     println!("{:<22} {:>10.1}ms", "  sharing rules", best_shared * 1e3);

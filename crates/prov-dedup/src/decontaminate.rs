@@ -59,16 +59,13 @@
 //! n-gram), which is small for benchmark sets; the documents are streamed shard by shard.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::LazyLock;
 
-use prov_dataset::{
-    InputFormat, LedgerDecision, LedgerRow, ShardWriter, SourceShapeError, read_documents_as, shard_documents,
-    word_count,
-};
+use prov_dataset::{LedgerDecision, LedgerRow, ShardWriter, read_documents_as, shard_documents};
 use prov_exec::{ConfigError, InputSpec, Stage, StageContext, StageError, StageOutput, parse_params};
 use prov_manifest::{DatasetRecord, Determinism, OutputType};
-use prov_store::{Digest, Hasher, Store};
+use prov_store::{Digest, Hasher};
 use rayon::prelude::*;
 use regex::Regex;
 use serde::{Deserialize, Serialize};
@@ -289,28 +286,6 @@ impl BenchmarkIndex {
     }
 }
 
-/// The document files of a source given as input `input` (`what` names it in messages: "a
-/// benchmark source"), in path order: (object path, format, display name). In a directory,
-/// the license files beside the data (`LICENSE`, `COPYING`, …, see
-/// [`prov_license::detect::is_license_file`]) are not documents and are passed over; the license
-/// review reads them.
-pub(crate) fn source_files(
-    store: &Store,
-    source: &Digest,
-    input: &str,
-    what: &str,
-) -> Result<Vec<(PathBuf, InputFormat, String)>, StageError> {
-    let listed = prov_dataset::source_files(store, source, &prov_license::detect::is_license_file)?;
-    let files = listed.map_err(|e| StageError::Input {
-        input: input.into(),
-        message: match e {
-            SourceShapeError::NotDocuments(_) => format!("{e}; {what} holds only those"),
-            _ => e.to_string(),
-        },
-    })?;
-    Ok(files.into_iter().map(|f| (f.path, f.format, f.display)).collect())
-}
-
 /// Removes training documents that contain benchmark prompts, with a ledger.
 pub struct DecontaminateStage;
 
@@ -345,13 +320,14 @@ impl Stage for DecontaminateStage {
         InputSpec::Named(vec![("docs", vec![OutputType::Dataset]), ("benchmark", vec![OutputType::Source])])
     }
     fn outputs(&self, _config: &Value) -> Vec<(String, OutputType)> {
-        crate::filter::outputs()
+        prov_filter::outputs()
     }
     fn run(&self, cx: &StageContext<'_>) -> Result<StageOutput, StageError> {
         let config: DecontaminateConfig = parse_params(cx.config).map_err(StageError::Config)?;
         let ds = cx.input_record::<DatasetRecord>("docs")?;
         let mut index = BenchmarkIndex::new(&config);
-        let files = source_files(cx.store, &cx.input("benchmark")?.digest, "benchmark", "a benchmark source")?;
+        let files =
+            prov_filter::source_files(cx.store, &cx.input("benchmark")?.digest, "benchmark", "a benchmark source")?;
         for (path, format, display) in files {
             for doc in read_documents_as(&path, format, Path::new(&display))? {
                 let doc = doc?;
@@ -362,7 +338,7 @@ impl Stage for DecontaminateStage {
             }
         }
         // Shards in parallel; results collected in shard order, so bytes do not depend on threads.
-        let results: Vec<(crate::filter::CountedShard, BTreeMap<String, u64>)> = cx.pool.install(|| {
+        let results: Vec<(prov_filter::CountedShard, BTreeMap<String, u64>)> = cx.pool.install(|| {
             ds.shards
                 .par_iter()
                 .map(|s| {
@@ -377,19 +353,12 @@ impl Stage for DecontaminateStage {
                         {
                             *removed_by_benchmark.entry(b.clone()).or_default() += 1;
                         }
-                        rows.push(LedgerRow {
-                            id: doc.id.clone(),
-                            decision,
-                            rule: rule.to_owned(),
-                            evidence,
-                            language: doc.language.clone(),
-                            words: word_count(&doc.text),
-                        });
+                        rows.push(LedgerRow::of_document(&doc, decision, rule, evidence));
                         if decision == LedgerDecision::Kept {
                             kept.push(doc)?;
                         }
                     }
-                    let (ledger, stats) = crate::filter::write_counted_ledger(cx, rows)?;
+                    let (ledger, stats) = prov_filter::write_counted_ledger(cx, rows)?;
                     Ok::<_, StageError>(((kept.finish()?, ledger, stats), removed_by_benchmark))
                 })
                 .collect::<Result<_, _>>()
@@ -402,7 +371,7 @@ impl Stage for DecontaminateStage {
             }
             shards.push(shard);
         }
-        let mut out = crate::filter::finish_counted(cx, shards)?;
+        let mut out = prov_filter::finish_counted(cx, shards)?;
         out.stats.extend([
             ("benchmark_examples".to_owned(), Value::from(index.examples())),
             ("benchmark_too_short".to_owned(), Value::from(index.too_short())),

@@ -3,7 +3,7 @@
 //! language), scored by a classifier that the `toxicity-train` stage trained and pinned.
 //!
 //! A document's score is the maximum logit of its language's classifier over its chunks
-//! ([`embed::chunks`]); its language is the primary subtag of its `language` field. For each
+//! ([`crate::embed::chunks`]); its language is the primary subtag of its `language` field. For each
 //! language, the threshold is the `quantile` (default 0.95) of the scores of that language's
 //! scored documents, by [`quantile`]'s linear interpolation (`NumPy`'s default), and documents
 //! scoring at or above it are removed.
@@ -21,19 +21,16 @@
 //! (`thresholds`), and each language's score distribution as 21 quantiles (0, 5, …, 100%,
 //! `score_quantiles`) for data cards; every score is in the ledger.
 
-pub mod embed;
-pub mod model;
-
 use std::collections::BTreeMap;
 
-use prov_dataset::{Document, LedgerDecision, LedgerRow, ShardWriter, shard_documents, word_count};
+use prov_dataset::{Document, LedgerDecision, LedgerRow, ShardWriter, shard_documents};
 use prov_exec::{ConfigError, InputSpec, Stage, StageContext, StageError, StageOutput, parse_params};
 use prov_manifest::{CheckpointRecord, Determinism, OutputType};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
-use self::model::{Classifier, Mlp, classifier_language};
+use crate::model::{Classifier, Mlp, classifier_language};
 
 /// The resolved configuration of a `toxicity` stage.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -166,7 +163,7 @@ impl Stage for ToxicityStage {
         InputSpec::Named(vec![("docs", vec![OutputType::Dataset]), ("model", vec![OutputType::Checkpoint])])
     }
     fn outputs(&self, _config: &Value) -> Vec<(String, OutputType)> {
-        crate::filter::outputs()
+        prov_filter::outputs()
     }
     fn run(&self, cx: &StageContext<'_>) -> Result<StageOutput, StageError> {
         let config: ToxicityConfig = parse_params(cx.config).map_err(StageError::Config)?;
@@ -209,7 +206,7 @@ impl Stage for ToxicityStage {
 
         // Pass 2: decide and write, shard-parallel, collected in shard order. Each shard's
         // rows are counted and written as soon as the shard is done.
-        let results: Vec<(crate::filter::CountedShard, BTreeMap<String, u64>)> = cx.pool.install(|| {
+        let results: Vec<(prov_filter::CountedShard, BTreeMap<String, u64>)> = cx.pool.install(|| {
             ds.shards
                 .par_iter()
                 .zip(shard_scores.par_iter())
@@ -225,14 +222,7 @@ impl Stage for ToxicityStage {
                         if let (Assessment::Scored(lang, _), LedgerDecision::Removed) = (&a, decision) {
                             *removed.entry(lang.clone()).or_default() += 1;
                         }
-                        rows.push(LedgerRow {
-                            id: doc.id.clone(),
-                            decision,
-                            rule: rule.to_owned(),
-                            evidence,
-                            language: doc.language.clone(),
-                            words: word_count(&doc.text),
-                        });
+                        rows.push(LedgerRow::of_document(&doc, decision, rule, evidence));
                         if decision != LedgerDecision::Removed {
                             out.push(doc)?;
                         }
@@ -240,7 +230,7 @@ impl Stage for ToxicityStage {
                     if docs.next().is_some() {
                         return Err(shard_changed(s));
                     }
-                    let (ledger, stats) = crate::filter::write_counted_ledger(cx, rows)?;
+                    let (ledger, stats) = prov_filter::write_counted_ledger(cx, rows)?;
                     Ok::<_, StageError>(((out.finish()?, ledger, stats), removed))
                 })
                 .collect::<Result<_, _>>()
@@ -255,7 +245,7 @@ impl Stage for ToxicityStage {
             shards.push(shard);
         }
         let by_language = threshold_summary(&thresholds, &scores_by_language, &removed);
-        let mut out = crate::filter::finish_counted(cx, shards)?;
+        let mut out = prov_filter::finish_counted(cx, shards)?;
         out.stats.insert("thresholds".into(), Value::Object(by_language));
         out.stats.insert("score_quantiles".into(), Value::Object(quantiles));
         out.stats.insert("quantile".into(), json!(config.quantile));

@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::embed::EmbeddingConfig;
+use crate::embed::EmbeddingConfig;
 
 /// The name of the classifier architecture in checkpoint configurations.
 pub const ARCHITECTURE: &str = "hashed-char-ngram-mlp";
@@ -155,7 +155,7 @@ impl Classifier {
     /// Scores a document with a language's model: the maximum logit over its chunks, or
     /// `None` when it has no chunk with text.
     pub fn score(&self, model: &Mlp, text: &str, chunk_chars: usize) -> Option<f32> {
-        super::embed::chunks(text, chunk_chars)
+        crate::embed::chunks(text, chunk_chars)
             .iter()
             .map(|c| model.logit(&self.config.embedding.embed(c)))
             .reduce(f32::max)

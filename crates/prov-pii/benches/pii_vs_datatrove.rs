@@ -5,7 +5,7 @@
 //! modes here, `PIIFormatter()` with its defaults (e-mails and public IPs) in datatrove. The
 //! issue's target is at least 10x per core.
 //!
-//! Run with `cargo bench -p prov-prep --bench pii_vs_datatrove` after `scripts/setup`.
+//! Run with `cargo bench -p prov-pii --bench pii_vs_datatrove` after `scripts/setup`.
 
 #![allow(clippy::print_stdout, clippy::unwrap_used, missing_docs)]
 
@@ -13,7 +13,7 @@ use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use prov_prep::pii::{Redactor, StrictOptions};
+use prov_pii::{Redactor, StrictOptions};
 
 const RUNS: usize = 3;
 
@@ -58,14 +58,8 @@ fn main() {
 
     let mbs = |s: f64| bytes as f64 / s / 1e6;
     println!("PII: {} documents, {:.1} MB, one core, best of {RUNS}", texts.len(), bytes as f64 / 1e6);
-    println!(
-        "{:<28} {:>9.3} s {:>8.1} MB/s  ({} matches)",
-        "prov-prep apertus",
-        apertus,
-        mbs(apertus),
-        apertus_matches
-    );
-    println!("{:<28} {:>9.3} s {:>8.1} MB/s  ({} matches)", "prov-prep strict", strict, mbs(strict), strict_matches);
+    println!("{:<28} {:>9.3} s {:>8.1} MB/s  ({} matches)", "prov-pii apertus", apertus, mbs(apertus), apertus_matches);
+    println!("{:<28} {:>9.3} s {:>8.1} MB/s  ({} matches)", "prov-pii strict", strict, mbs(strict), strict_matches);
     println!("{:<28} {:>9.3} s {:>8.1} MB/s", "datatrove 0.10.1 PIIFormatter", datatrove, mbs(datatrove));
     for (name, s) in [("apertus", apertus), ("strict", strict)] {
         let r = datatrove / s;

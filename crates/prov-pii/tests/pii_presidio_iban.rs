@@ -10,7 +10,7 @@
 
 use std::path::PathBuf;
 
-use prov_prep::pii::{PiiKind, Redactor, StrictOptions, is_valid_iban};
+use prov_pii::{PiiKind, Redactor, StrictOptions, is_valid_iban};
 use serde::Deserialize;
 
 #[derive(Debug, Deserialize)]

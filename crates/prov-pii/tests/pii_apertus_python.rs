@@ -20,7 +20,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Instant;
 
-use prov_prep::pii::{APERTUS_SPEC_JSON, Redactor};
+use prov_pii::{APERTUS_SPEC_JSON, Redactor};
 
 /// Python's side. Arguments: the spec JSON, then a `.jsonl.gz` path or `-` for JSON lines on
 /// stdin. Writes one header record (Python and Unicode versions), then for every document

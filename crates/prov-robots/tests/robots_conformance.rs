@@ -1,4 +1,4 @@
-//! Runs google/robotstxt-spec-test against [`prov_prep::robots`]: every `STANDARD` case must
+//! Runs google/robotstxt-spec-test against [`prov_robots`]: every `STANDARD` case must
 //! pass; the `GOOGLE_SPECIFIC` ones (Google's extensions beyond RFC 9309) are reported.
 //!
 //! The cases come from `robots/google-robotstxt-spec-test.json` in the shared data directory
@@ -10,7 +10,7 @@
 use std::path::PathBuf;
 
 use base64::Engine as _;
-use prov_prep::robots::{CheckOptions, RobotsTxt};
+use prov_robots::{CheckOptions, RobotsTxt};
 use serde::Deserialize;
 
 #[derive(Debug, Deserialize)]

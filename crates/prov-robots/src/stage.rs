@@ -16,7 +16,7 @@
 
 use std::collections::BTreeMap;
 
-use prov_dataset::{Document, LedgerDecision, LedgerRow, ShardWriter, shard_documents, word_count};
+use prov_dataset::{Document, LedgerDecision, LedgerRow, ShardWriter, shard_documents};
 use prov_exec::{ConfigError, InputSpec, Stage, StageContext, StageError, StageOutput, parse_params};
 use prov_manifest::{Content, Determinism, OutputType, SourceRecord, TreeRecord, get_typed};
 use prov_store::{Digest, Store};
@@ -24,7 +24,7 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::robots::{AgentRules, CheckOptions, KeyReading, RequestPath, RobotsTxt};
+use crate::{AgentRules, CheckOptions, KeyReading, RequestPath, RobotsTxt};
 
 /// The 14 user-agent strings of the released Apertus robots filter.
 pub const APERTUS_AGENTS: [&str; 14] = [
@@ -136,7 +136,7 @@ impl Snapshot<'_> {
 /// bytes is also looked up by the token its file lines are read as; either disallowing
 /// removes the document. This errs towards honouring opt-outs.
 fn agent_names(agent: &str) -> Vec<&str> {
-    let name = crate::robots::product_token(agent);
+    let name = crate::product_token(agent);
     let n = name.bytes().take_while(|&b| b.is_ascii_alphabetic() || b == b'-' || b == b'_').count();
     if n > 0 && n < name.len() && !name.bytes().any(|b| b.is_ascii_whitespace()) {
         vec![agent, &name[..n]]
@@ -147,13 +147,9 @@ fn agent_names(agent: &str) -> Vec<&str> {
 
 /// Decides one document.
 fn decide(doc: &Document, config: &RobotsConfig, robots: &BTreeMap<String, RobotsTxt>) -> LedgerRow {
-    let row = |decision: LedgerDecision, rule: &str, evidence: Option<Value>| LedgerRow {
-        id: doc.id.clone(),
-        decision,
-        rule: rule.to_owned(),
-        evidence: evidence.and_then(|v| if let Value::Object(m) = v { Some(m) } else { None }),
-        language: doc.language.clone(),
-        words: word_count(&doc.text),
+    let row = |decision: LedgerDecision, rule: &str, evidence: Option<Value>| {
+        let evidence = evidence.and_then(|v| if let Value::Object(m) = v { Some(m) } else { None });
+        LedgerRow::of_document(doc, decision, rule, evidence)
     };
     let Some(host) = doc.url.as_deref().and_then(url_host) else {
         return row(LedgerDecision::Kept, "robots:no-url", None);
@@ -189,7 +185,7 @@ fn decide(doc: &Document, config: &RobotsConfig, robots: &BTreeMap<String, Robot
         .and_then(|a| {
             agent_names(a)
                 .into_iter()
-                .find_map(|n| txt.check(n, target).rule.filter(|r| r.directive == crate::robots::Directive::Disallow))
+                .find_map(|n| txt.check(n, target).rule.filter(|r| r.directive == crate::Directive::Disallow))
         })
         .map(|r| json!({ "line": r.line, "directive": r.directive, "pattern": r.pattern }));
     if agents.is_empty() {
@@ -249,7 +245,7 @@ impl Stage for RobotsStage {
         InputSpec::Named(vec![("docs", vec![OutputType::Dataset]), ("snapshot", vec![OutputType::Source])])
     }
     fn outputs(&self, _config: &Value) -> Vec<(String, OutputType)> {
-        crate::filter::outputs()
+        prov_filter::outputs()
     }
     fn run(&self, cx: &StageContext<'_>) -> Result<StageOutput, StageError> {
         let config: RobotsConfig = parse_params(cx.config).map_err(StageError::Config)?;
@@ -258,7 +254,7 @@ impl Stage for RobotsStage {
         let robots = snapshot.parse_all(config.keys)?;
         // Shards in parallel; results collected in shard order, so bytes do not depend on threads.
         // Each shard streams, and its rows are counted and written when the shard is done.
-        let results: Vec<crate::filter::CountedShard> = cx.pool.install(|| {
+        let results: Vec<prov_filter::CountedShard> = cx.pool.install(|| {
             ds.shards
                 .par_iter()
                 .map(|s| {
@@ -272,12 +268,12 @@ impl Stage for RobotsStage {
                         }
                         rows.push(row);
                     }
-                    let (ledger, stats) = crate::filter::write_counted_ledger(cx, rows)?;
+                    let (ledger, stats) = prov_filter::write_counted_ledger(cx, rows)?;
                     Ok::<_, StageError>((kept.finish()?, ledger, stats))
                 })
                 .collect::<Result<_, _>>()
         })?;
-        let mut out = crate::filter::finish_counted(cx, results)?;
+        let mut out = prov_filter::finish_counted(cx, results)?;
         out.stats.insert("snapshot_hosts".into(), Value::from(snapshot.files.len()));
         // Every file that spells a key as only Google's parser reads it, with those lines:
         // under `rfc9309` their rules were ignored, under `google-typos` they were read.

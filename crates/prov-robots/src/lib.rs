@@ -1,4 +1,6 @@
-//! robots.txt: an RFC 9309 parser and matcher that says which rule decided.
+//! robots.txt: an RFC 9309 parser and matcher that says which rule decided, and the `robots`
+//! stage kind that applies a pinned robots.txt snapshot to a dataset with hindsight
+//! ([`RobotsStage`], in `stage`).
 //!
 //! [`RobotsTxt::parse`] reads a body as bytes and never fails; what it could not use is
 //! counted in [`ParseStats`], and [`RobotsTxt::looks_unparseable`] tells a stage when to give
@@ -35,7 +37,7 @@
 //! # Example
 //!
 //! ```
-//! use prov_prep::robots::{Directive, RobotsTxt};
+//! use prov_robots::{Directive, RobotsTxt};
 //!
 //! let robots = RobotsTxt::parse(b"User-agent: GPTBot\nDisallow: /\nAllow: /public/\n");
 //! let d = robots.check("GPTBot/1.1", "https://example.com/private/page");
@@ -51,6 +53,7 @@
 mod disagreements;
 mod matcher;
 mod parse;
+mod stage;
 mod table;
 
 use std::fmt;
@@ -58,6 +61,7 @@ use std::fmt;
 use serde::Serialize;
 
 pub use parse::{BodyKind, KeyReading, ParseStats};
+pub use stage::{APERTUS_AGENTS, RobotsConfig, RobotsMode, RobotsStage, robots_decider, url_host};
 
 use parse::{Agent, Group};
 
@@ -346,6 +350,11 @@ pub fn product_token(user_agent: &str) -> &str {
         [first, .., last] if first.is_ascii_graphic() && last.is_ascii_graphic() => token,
         _ => token.trim(),
     }
+}
+
+/// Registers the `robots` stage kind.
+pub fn register(registry: &mut prov_exec::Registry) {
+    registry.register(std::sync::Arc::new(RobotsStage));
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 use std::cmp::Reverse;
 
 use super::{Patterns, PiiMatch, Redaction, StrictOptions, apertus, iban, ip, splice};
-use crate::pii::PiiKind;
+use crate::PiiKind;
 
 pub(super) fn redact<'a>(patterns: &Patterns, options: StrictOptions, text: &'a str) -> Redaction<'a> {
     let mut candidates: Vec<PiiMatch> = apertus::find_emails(&patterns.email, text)

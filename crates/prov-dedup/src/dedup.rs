@@ -68,7 +68,7 @@
 
 use std::collections::HashMap;
 
-use prov_dataset::{LedgerDecision, LedgerRow, ShardWriter, shard_documents, word_count};
+use prov_dataset::{LedgerDecision, LedgerRow, ShardWriter, shard_documents};
 use prov_exec::{ConfigError, InputSpec, Stage, StageContext, StageError, StageOutput, parse_params};
 use prov_manifest::{DatasetRecord, Determinism, OutputType};
 use prov_store::{Digest, Hasher};
@@ -378,7 +378,7 @@ impl Stage for DedupStage {
         InputSpec::Named(vec![("docs", vec![OutputType::Dataset])])
     }
     fn outputs(&self, _config: &Value) -> Vec<(String, OutputType)> {
-        crate::filter::outputs()
+        prov_filter::outputs()
     }
     fn seed_names(&self) -> &'static [&'static str] {
         &["minhash"]
@@ -406,7 +406,7 @@ impl Stage for DedupStage {
         let ids: Vec<Vec<String>> = sketches.into_iter().map(|s| s.into_iter().map(|k| k.id).collect()).collect();
         // Phase 3: kept documents and ledger shards, shard-parallel (each shard streamed
         // again), collected in shard order.
-        let results: Vec<crate::filter::CountedShard> = cx.pool.install(|| {
+        let results: Vec<prov_filter::CountedShard> = cx.pool.install(|| {
             ds.shards
                 .par_iter()
                 .zip(decisions.par_iter().zip(ids.par_iter()))
@@ -423,14 +423,7 @@ impl Stage for DedupStage {
                         let Some((d, _)) = expected.next().filter(|(_, id)| &doc.id == *id) else {
                             return Err(changed());
                         };
-                        rows.push(LedgerRow {
-                            id: doc.id.clone(),
-                            decision: d.decision,
-                            rule: d.rule.to_owned(),
-                            evidence: d.evidence.clone(),
-                            language: doc.language.clone(),
-                            words: word_count(&doc.text),
-                        });
+                        rows.push(LedgerRow::of_document(&doc, d.decision, d.rule, d.evidence.clone()));
                         if d.decision == LedgerDecision::Kept {
                             kept.push(doc)?;
                         }
@@ -438,12 +431,12 @@ impl Stage for DedupStage {
                     if expected.next().is_some() {
                         return Err(changed());
                     }
-                    let (ledger, stats) = crate::filter::write_counted_ledger(cx, rows)?;
+                    let (ledger, stats) = prov_filter::write_counted_ledger(cx, rows)?;
                     Ok((kept.finish()?, ledger, stats))
                 })
                 .collect::<Result<_, _>>()
         })?;
-        let mut out = crate::filter::finish_counted(cx, results)?;
+        let mut out = prov_filter::finish_counted(cx, results)?;
         out.stats.insert("unverified_candidates".into(), Value::from(unverified));
         Ok(out)
     }

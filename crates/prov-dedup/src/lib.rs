@@ -1,0 +1,17 @@
+//! Duplicates and contamination: the `dedup` stage kind, which removes exact and near
+//! (`MinHash` LSH) duplicates keeping the first of each group ([`DedupStage`], in `dedup`), and
+//! the `decontaminate` stage kind, which removes training documents whose n-grams cover a
+//! pinned benchmark's prompts ([`DecontaminateStage`], in `decontaminate`). Both write a ledger
+//! row for every document.
+
+mod decontaminate;
+mod dedup;
+
+pub use decontaminate::{BenchmarkIndex, Contamination, DecontaminateConfig, DecontaminateStage, ngram_tokens};
+pub use dedup::{DedupConfig, DedupStage, MinHasher, band_hashes, estimated_jaccard, normalise};
+
+/// Registers the `dedup` and `decontaminate` stage kinds.
+pub fn register(registry: &mut prov_exec::Registry) {
+    registry.register(std::sync::Arc::new(DedupStage));
+    registry.register(std::sync::Arc::new(DecontaminateStage));
+}

@@ -1,0 +1,13 @@
+//! What document stages share: the document files of a source input ([`source_files`]), and
+//! the scaffold every filter stage stands on ([`filter`]): its per-shard results, the
+//! statistics each filter reports (documents and words per rule, removed per language), and
+//! writing the kept documents and the ledger as the stage's `dataset` and `ledger` outputs.
+//!
+//! The filter kinds themselves live in the crates of their concepts (`prov-robots`,
+//! `prov-pii`, `prov-dedup`, `prov-toxicity`, `prov-prep`'s `license`).
+
+pub mod filter;
+mod sources;
+
+pub use filter::{CountedShard, FilterStats, finish_counted, outputs, write_counted_ledger};
+pub use sources::source_files;
