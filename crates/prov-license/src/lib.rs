@@ -44,7 +44,7 @@
 //! | module | holds |
 //! | --- | --- |
 //! | `expression.rs` | [`LicenseExpression`]: case-insensitive SPDX parsing, deprecated ids rewritten, canonical text |
-//! | `normalize.rs` | the normalisation rules and their tables (not-a-license words, prose aliases, Debian names) |
+//! | `normalize/` | the normalisation rules in their order and their tables (not-a-license words; Creative Commons, Debian, prose names and families in a module each) |
 //! | `dpi.rs` | the DPI table (generated left column, reviewed right column) |
 //! | `detect.rs` | license files and their matching against the SPDX license texts |
 //! | `classify.rs` | license terms and [`classify()`] |
