@@ -25,7 +25,7 @@ mod license_filter;
 mod sample;
 mod shard;
 mod translation_pairs;
-mod url_index;
+mod url_index_stage;
 
 pub use license_filter::{LicenseConfig, LicenseStage, MissingLicense};
 pub use sample::{SampleConfig, SampleStage};
@@ -34,7 +34,7 @@ pub use translation_pairs::{
     DEFAULT_TEMPLATE, ExamplesError, PairCounts, ParallelDocuments, ParallelId, TranslationExample,
     TranslationPairsConfig, TranslationPairsStage, TranslationSide, parse_parallel_id, read_examples, write_examples,
 };
-pub use url_index::{URL_INDEX_KIND, UrlIndexConfig, UrlIndexStage};
+pub use url_index_stage::{URL_INDEX_KIND, UrlIndexConfig, UrlIndexStage};
 
 use std::sync::Arc;
 
