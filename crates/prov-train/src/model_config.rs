@@ -44,6 +44,23 @@ pub struct ModelConfig {
 }
 
 impl ModelConfig {
+    /// A small model for tests and examples: width 32, MLP 64, 2 layers, 4 query and 2
+    /// key-value heads, RoPE base 5e5, RMSNorm epsilon 1e-5, initial standard deviation 0.02.
+    pub fn small(vocab_size: i64, max_position_embeddings: i64) -> Self {
+        Self {
+            vocab_size,
+            hidden_size: 32,
+            intermediate_size: 64,
+            num_hidden_layers: 2,
+            num_attention_heads: 4,
+            num_key_value_heads: 2,
+            rope_theta: 500_000.0,
+            rms_norm_eps: 1e-5,
+            init_std: 0.02,
+            max_position_embeddings,
+        }
+    }
+
     /// Width of one attention head.
     pub fn head_dim(&self) -> i64 {
         self.hidden_size / self.num_attention_heads
@@ -154,18 +171,7 @@ mod tests {
 
     #[test]
     fn hf_configs_read_back() {
-        let c = ModelConfig {
-            vocab_size: 100,
-            hidden_size: 32,
-            intermediate_size: 64,
-            num_hidden_layers: 2,
-            num_attention_heads: 4,
-            num_key_value_heads: 2,
-            rope_theta: 500_000.0,
-            rms_norm_eps: 1e-5,
-            init_std: 0.02,
-            max_position_embeddings: 16,
-        };
+        let c = ModelConfig::small(100, 16);
         let hf = hf_config(&c, &BTreeMap::from([("bos", 0), ("eos", 1), ("pad", 2)]));
         assert_eq!(model_config_from_hf(&hf).unwrap(), c);
         let mut bad = hf.clone();

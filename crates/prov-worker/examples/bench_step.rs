@@ -43,6 +43,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Instant;
 
+use prov_dataset::tokens::SplitMix64;
 use prov_manifest::{CheckpointRecord, Finite, Record, SCHEMA_VERSION, encode_value, put_record};
 use prov_store::{Digest, ObjectKind, Store};
 use prov_torch::NamedTensors;
@@ -60,37 +61,13 @@ use tch::{Device, Kind, Reduction, Tensor};
 
 /// The main job's model (`pretrain`'s defaults; vocabulary and sequence length from its data).
 fn model_config() -> ModelConfig {
-    ModelConfig {
-        vocab_size: 4096,
-        hidden_size: 256,
-        intermediate_size: 1024,
-        num_hidden_layers: 4,
-        num_attention_heads: 4,
-        num_key_value_heads: 2,
-        rope_theta: 500_000.0,
-        rms_norm_eps: 1e-5,
-        init_std: 0.008_944,
-        max_position_embeddings: SEQ_LEN,
-    }
+    prov_train::pretrain::model_config(&prov_train::pretrain::ModelParams::default(), 4096, SEQ_LEN)
 }
 
 const SEQ_LEN: i64 = 128;
 const BATCH: u64 = 8;
 /// The main job's steps; the schedule's phases depend on it.
 const MAIN_JOB_STEPS: u64 = 300;
-
-/// `SplitMix64` (Steele, Lea and Flood 2014); the Python side draws the same ids.
-struct SplitMix64(u64);
-
-impl SplitMix64 {
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-}
 
 /// Sample `i` is `seq_len + 1` ids from `SplitMix64` seeded with `seed * 2^32 + i`, each
 /// modulo the vocabulary.

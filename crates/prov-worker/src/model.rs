@@ -254,18 +254,7 @@ mod tests {
     use super::*;
 
     fn tiny() -> ModelConfig {
-        ModelConfig {
-            vocab_size: 61,
-            hidden_size: 32,
-            intermediate_size: 48,
-            num_hidden_layers: 2,
-            num_attention_heads: 4,
-            num_key_value_heads: 2,
-            rope_theta: 500_000.0,
-            rms_norm_eps: 1e-5,
-            init_std: 0.02,
-            max_position_embeddings: 16,
-        }
+        ModelConfig { intermediate_size: 48, ..ModelConfig::small(61, 16) }
     }
 
     #[test]

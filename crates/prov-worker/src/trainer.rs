@@ -250,18 +250,7 @@ mod tests {
     }
 
     fn tiny() -> (ModelConfig, LoopConfig) {
-        let model = ModelConfig {
-            vocab_size: 40,
-            hidden_size: 32,
-            intermediate_size: 64,
-            num_hidden_layers: 2,
-            num_attention_heads: 4,
-            num_key_value_heads: 2,
-            rope_theta: 500_000.0,
-            rms_norm_eps: 1e-5,
-            init_std: 0.02,
-            max_position_embeddings: 12,
-        };
+        let model = ModelConfig::small(40, 12);
         let mut optimizer = AdEMAMixConfig::default();
         optimizer.resolve(30).unwrap();
         let config = LoopConfig {
