@@ -68,6 +68,8 @@ struct Report {
     store_found: bool,
     root: PathBuf,
     torch: Option<Torch>,
+    /// The worker executable.
+    worker_path: PathBuf,
     /// What the worker says it links, or why it cannot be asked.
     worker: Result<prov_exec::TorchClaim, String>,
     aten: Option<String>,
@@ -121,7 +123,8 @@ fn gather(cx: &CommandContext) -> Report {
 
     // The worker, which runs every libtorch computation: it must start and link the libtorch
     // the envelope will record.
-    let worker = prov_exec::worker::facts(&CommandContext::worker()).map_err(|e| e.to_string());
+    let worker_path = CommandContext::worker();
+    let worker = prov_exec::worker::facts(&worker_path).map_err(|e| e.to_string());
     match &worker {
         Err(e) => {
             problems.push((e.clone(), "build it with `cargo build` (beside `prov`), or set PROV_WORKER".to_owned()));
@@ -156,6 +159,7 @@ fn gather(cx: &CommandContext) -> Report {
         store_found,
         root,
         torch,
+        worker_path,
         worker,
         aten: env_vars::get(env_vars::ATEN_CPU_CAPABILITY),
         mkl: env_vars::get(env_vars::MKL_CBWR),
@@ -198,7 +202,7 @@ fn to_json(r: &Report) -> serde_json::Value {
         })),
         "aten_cpu_capability": r.aten,
         "libtorch_linked": r.worker.as_ref().ok().and_then(|f| f.libtorch.clone()),
-        "worker": { "path": CommandContext::worker().display().to_string(), "error": r.worker.as_ref().err() },
+        "worker": { "path": r.worker_path.display().to_string(), "error": r.worker.as_ref().err() },
         "mkl_cbwr": r.mkl,
         "tools": { "b3sum": path(&r.b3sum), "mdbook": path(&r.mdbook) },
         "stage_kinds": r.kinds.iter().map(|(k, v, s)| json!({"kind": k, "version": v, "summary": s})).collect::<Vec<_>>(),
@@ -242,12 +246,11 @@ fn render_machine(ui: &mut Ui, r: &Report) -> Result<(), CommandError> {
         }
         None => ui.line("libtorch    not found in .venv; run `scripts/setup`")?,
     }
-    let worker = CommandContext::worker();
     match &r.worker {
         Ok(f) => {
             ui.line(format!(
                 "worker      {} (libtorch {})",
-                worker.display(),
+                r.worker_path.display(),
                 f.libtorch.as_deref().unwrap_or("none")
             ))?;
         }
