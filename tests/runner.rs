@@ -4,6 +4,7 @@
 
 mod common;
 
+mod test_attest;
 mod test_audit;
 mod test_card;
 mod test_cli_output;

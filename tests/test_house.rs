@@ -15,6 +15,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("prov-manifest", 1),
     ("prov-torch", 2),
     ("prov-dataset", 2),
+    ("prov-attest", 2),
     ("prov-exec", 3),
     ("prov-license", 3),
     ("prov-tokenizer", 4),

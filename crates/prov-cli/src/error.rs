@@ -64,6 +64,12 @@ impl CommandError {
         self.hint = Some(hint.into());
         self
     }
+    /// The same error, its message prefixed with what it is about (a file's name).
+    #[must_use]
+    pub fn prefixed(mut self, what: &str) -> Self {
+        self.message = format!("{what}: {}", self.message);
+        self
+    }
     #[must_use]
     pub fn with_detail(mut self, detail: impl Into<String>) -> Self {
         self.detail = Some(detail.into());
@@ -139,6 +145,31 @@ impl From<ExecError> for CommandError {
         };
         let code = if integrity { ExitCode::Integrity } else { ExitCode::Input };
         Self { code, message: e.to_string(), detail: None, hint }
+    }
+}
+
+impl From<prov_attest::AttestError> for CommandError {
+    fn from(e: prov_attest::AttestError) -> Self {
+        let code = if e.is_integrity_failure() { ExitCode::Integrity } else { ExitCode::Input };
+        Self { code, message: e.to_string(), detail: None, hint: e.hint().map(str::to_owned) }
+    }
+}
+
+impl From<prov_attest::KeyError> for CommandError {
+    fn from(e: prov_attest::KeyError) -> Self {
+        prov_attest::AttestError::from(e).into()
+    }
+}
+
+impl From<prov_attest::EnvelopeError> for CommandError {
+    fn from(e: prov_attest::EnvelopeError) -> Self {
+        prov_attest::AttestError::from(e).into()
+    }
+}
+
+impl From<prov_attest::ProvenanceError> for CommandError {
+    fn from(e: prov_attest::ProvenanceError) -> Self {
+        prov_attest::AttestError::from(e).into()
     }
 }
 

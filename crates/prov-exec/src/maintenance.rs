@@ -226,9 +226,9 @@ pub struct GcReport {
     pub tmp_cleaned: usize,
 }
 
-/// Removes every object that no run or replay references: roots are the lockfiles of all
-/// logged executions, the run manifests of completed ones, and every run and replay record in
-/// the store. Refuses while a logged run's record is missing. Needs the store opened with
+/// Removes every object that no run, replay or attestation references: roots are the lockfiles
+/// of all logged executions, the run manifests of completed ones, and every run, replay and
+/// attestation record in the store. Refuses while a logged run's record is missing. Needs the store opened with
 /// exclusive access, so that no run is writing meanwhile.
 pub fn gc(store: &Store, dry_run: bool) -> Result<GcReport, GcError> {
     let mut roots = logged_roots(store)?;
@@ -239,9 +239,12 @@ pub fn gc(store: &Store, dry_run: bool) -> Result<GcReport, GcError> {
     }
     // Every run record and every replay record in the store is a root too, so that a lost or
     // replaced index (whose execution log is empty) cannot make gc delete the runs themselves,
-    // and a replay's evidence (the stage records it produced) stays for audits.
-    // (Both reference their lockfile.)
-    let records = find_records(store, |r| matches!(r, Record::Run(_) | Record::Replay(_)).then_some(()))?;
+    // and a replay's evidence (the stage records it produced) stays for audits; so is every
+    // attestation record, which keeps its signed envelope (and its run).
+    // (Runs and replays reference their lockfile.)
+    let records = find_records(store, |r| {
+        matches!(r, Record::Run(_) | Record::Replay(_) | Record::Attestation(_)).then_some(())
+    })?;
     roots.extend(records.into_iter().map(|(digest, ())| digest));
     let roots: Vec<Digest> = roots.into_iter().filter(|d| store.contains(d)).collect();
     let (live, problems) = closure(store, &roots);

@@ -1,7 +1,7 @@
 //! The records of Provenant and their one canonical encoding.
 //!
 //! `prov-manifest` owns what a manifest says: the typed records (source, tree, dataset,
-//! verdict, stage, checkpoint, run, lockfile, replay), canonical JSON (RFC 8785 style, with a written
+//! verdict, stage, checkpoint, run, lockfile, replay, attestation), canonical JSON (RFC 8785 style, with a written
 //! rule for integers and floats), the recipe schema with line-precise errors, the lockfile
 //! schema and seed derivation. It stores and reads records through `prov-store`, walks
 //! the reference graph between them, reads a run as one typed value, and says how two
@@ -33,6 +33,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod attestation;
 mod canonical;
 mod diff;
 mod lineage;
@@ -46,6 +47,7 @@ mod replay;
 mod stored;
 mod tensors;
 
+pub use attestation::{AttestationRecord, AttestationRole};
 pub use canonical::{
     DecodeError, EncodeError, Finite, encode_value, from_canonical_bytes, parse_canonical, to_canonical_bytes,
 };
@@ -68,6 +70,7 @@ pub use replay::{
     EnvelopeCheck, EnvelopeDifference, ReplayDifference, ReplayDivergence, ReplayRecord, ReplayStage, ReplayStatus,
 };
 pub use stored::{
-    StoredError, closure, find_records, get_record, is_manifest, looks_like_record, put_record, replays_of,
+    StoredError, attestations_of, closure, find_records, get_record, is_manifest, looks_like_record, put_record,
+    replays_of,
 };
 pub use tensors::NamedTensors;

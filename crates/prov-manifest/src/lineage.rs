@@ -152,7 +152,11 @@ impl Graph {
                         g.name(digest, 2, part.to_owned());
                     }
                 }
-                Record::Verdict(_) | Record::Run(_) | Record::Lockfile(_) | Record::Replay(_) => {}
+                Record::Verdict(_)
+                | Record::Run(_)
+                | Record::Lockfile(_)
+                | Record::Replay(_)
+                | Record::Attestation(_) => {}
             }
         }
         // Shards are named after their dataset, whose name comes from the stage output

@@ -8,6 +8,7 @@
 
 use prov_store::{Digest, Store};
 
+use crate::attestation::AttestationRecord;
 use crate::lockfile::Lockfile;
 use crate::record::Record;
 use crate::records::{
@@ -54,6 +55,7 @@ record_kind! {
     Lockfile => Lockfile, "lockfile";
     LedgerRecord => Ledger, "ledger";
     ReplayRecord => Replay, "replay";
+    AttestationRecord => Attestation, "attestation";
 }
 
 /// Reads and verifies a stored record that must be of kind `T`.

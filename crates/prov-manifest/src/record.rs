@@ -5,6 +5,7 @@ use prov_store::{Digest, merkle_root};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::attestation::AttestationRecord;
 use crate::canonical::{DecodeError, EncodeError, parse_canonical, to_canonical_bytes};
 use crate::lockfile::Lockfile;
 use crate::records::{
@@ -39,6 +40,8 @@ pub enum Record {
     Ledger(LedgerRecord),
     /// The outcome of one replay of a run.
     Replay(ReplayRecord),
+    /// A signed statement about a run.
+    Attestation(AttestationRecord),
 }
 
 impl Record {
@@ -55,6 +58,7 @@ impl Record {
             Self::Lockfile(_) => "lockfile",
             Self::Ledger(_) => "ledger",
             Self::Replay(_) => "replay",
+            Self::Attestation(_) => "attestation",
         }
     }
 
@@ -119,6 +123,7 @@ impl Record {
             Self::Lockfile(l) => l.validate(),
             Self::Ledger(l) => l.validate(),
             Self::Replay(r) => r.validate(),
+            Self::Attestation(a) => a.validate(),
             _ => Ok(()),
         }
     }
@@ -150,6 +155,7 @@ impl Record {
             Self::Lockfile(_) => Vec::new(),
             Self::Ledger(l) => l.shards.iter().map(|s| s.digest).collect(),
             Self::Replay(r) => r.references(),
+            Self::Attestation(a) => vec![a.envelope, a.run],
         };
         out.sort();
         out.dedup();

@@ -4,6 +4,7 @@ use std::collections::BTreeSet;
 
 use prov_store::{Digest, ObjectKind, Store, StoreError};
 
+use crate::attestation::AttestationRecord;
 use crate::canonical::{DecodeError, EncodeError};
 use crate::record::Record;
 use crate::replay::ReplayRecord;
@@ -125,6 +126,14 @@ fn starts_like_a_record(path: &std::path::Path) -> bool {
 pub fn replays_of(store: &Store, recording: &Digest) -> Result<Vec<(Digest, ReplayRecord)>, StoreError> {
     find_records(store, |r| match r {
         Record::Replay(r) if r.recording == *recording => Some(r),
+        _ => None,
+    })
+}
+
+/// The attestation records attached to a run record, in digest order.
+pub fn attestations_of(store: &Store, run: &Digest) -> Result<Vec<(Digest, AttestationRecord)>, StoreError> {
+    find_records(store, |r| match r {
+        Record::Attestation(a) if a.run == *run => Some(a),
         _ => None,
     })
 }

@@ -57,6 +57,15 @@ impl StoreError {
         Self::Index { path: path.to_owned(), source }
     }
 
+    /// The error of a read from a [`crate::VerifiedReader`]: the mismatch it found at the end
+    /// of the object, or the I/O error.
+    pub fn from_verified_read(e: std::io::Error) -> Self {
+        match e.get_ref().and_then(|inner| inner.downcast_ref::<Mismatch>()) {
+            Some(m) => Self::Corrupt(m.clone()),
+            None => Self::Io(e),
+        }
+    }
+
     /// Returns true when the error means stored bytes do not match their digest.
     pub fn is_integrity_failure(&self) -> bool {
         matches!(self, Self::Corrupt(_))

@@ -1,5 +1,6 @@
 //! One file per subcommand; this module holds the `Command` enum and the one dispatch.
 
+mod attest;
 mod audit;
 mod card;
 mod diff;
@@ -18,6 +19,7 @@ mod run;
 mod show;
 mod status;
 mod verify;
+mod verify_attestation;
 mod verify_proof;
 
 use crate::context::CommandContext;
@@ -46,6 +48,8 @@ pub(crate) enum Command {
     Card(card::CardArgs),
     License(license::LicenseArgs),
     VerifyProof(verify_proof::VerifyProofArgs),
+    Attest(attest::AttestArgs),
+    VerifyAttestation(verify_attestation::VerifyAttestationArgs),
     Gc(gc::GcArgs),
 }
 
@@ -71,6 +75,8 @@ pub(crate) fn dispatch(ui: &mut Ui, cx: &CommandContext, command: &Command) -> R
         Command::Card(a) => card::cmd_card(ui, cx, a),
         Command::License(a) => license::cmd_license(ui, cx, a),
         Command::VerifyProof(a) => verify_proof::cmd_verify_proof(ui, cx, a),
+        Command::Attest(a) => attest::cmd_attest(ui, cx, a),
+        Command::VerifyAttestation(a) => verify_attestation::cmd_verify_attestation(ui, cx, a),
         Command::Gc(a) => gc::cmd_gc(ui, cx, a),
     }
 }

@@ -107,6 +107,7 @@ fn show_record(ui: &mut Ui, store: &Store, digest: &Digest, bytes: &[u8]) -> Res
             ui.line(format!("  root      {}", r.root))?;
             let run = LoadedRun::from_record(store, *digest, r.clone())?;
             ui.line(stages_table(&run).lines().map(|l| format!("  {l}")).collect::<Vec<_>>().join("\n"))?;
+            attestation_lines(ui, store, digest)?;
         }
         Record::Dataset(d) => {
             ui.line(format!(
@@ -132,6 +133,15 @@ fn show_record(ui: &mut Ui, store: &Store, digest: &Digest, bytes: &[u8]) -> Res
                 None => ui.line("  outcome   identical")?,
                 Some(d) => ui.line(format!("  outcome   diverged at stage `{}`", d.stage()))?,
             }
+        }
+        Record::Attestation(a) => {
+            ui.line(format!("  role      {}", a.role.as_str()))?;
+            ui.line(format!("  run       {}", a.run))?;
+            ui.line(format!("  envelope  {}", a.envelope))?;
+            ui.line(format!(
+                "  key ids   {} (as the envelope states them: `prov verify-attestation` checks them)",
+                a.keyids.join(", ")
+            ))?;
         }
         _ => {}
     }
@@ -251,7 +261,7 @@ fn show_run(ui: &mut Ui, store: &Store, loaded: &LoadedLockfile) -> Result<(), C
     if let Some(run) = &recorded {
         ui.line(format!("recorded run {} (root {})", run.manifest, run.record.root.short()))?;
         ui.line(stages_table(run))?;
-        return Ok(());
+        return attestation_lines(ui, store, &run.manifest);
     }
     ui.line("not recorded: no completed run of it in this store")?;
     let rows: Vec<Vec<String>> = l
@@ -269,6 +279,33 @@ fn show_run(ui: &mut Ui, store: &Store, loaded: &LoadedLockfile) -> Result<(), C
         })
         .collect();
     ui.line(table(&["stage", "kind", "version", "determinism", "inputs"], &rows))?;
+    Ok(())
+}
+
+/// The attestations kept beside a run: who they say signed, not checked (that takes a key).
+fn attestation_lines(ui: &mut Ui, store: &Store, run: &Digest) -> Result<(), CommandError> {
+    let attestations = prov_manifest::attestations_of(store, run)?;
+    for (digest, a) in &attestations {
+        ui.json(
+            "attestation",
+            json!({"record": digest.to_string(), "role": a.role.as_str(), "envelope": a.envelope.to_string(), "keyids": a.keyids}),
+        )?;
+    }
+    if attestations.is_empty() {
+        return Ok(());
+    }
+    ui.line(format!(
+        "attestations ({}, signatures not checked here: `prov verify-attestation` checks one)",
+        attestations.len()
+    ))?;
+    let rows: Vec<Vec<String>> = attestations
+        .iter()
+        .map(|(digest, a)| {
+            let keys: Vec<String> = a.keyids.iter().map(|k| prov_attest::short_keyid(k)).collect();
+            vec![digest.short(), a.role.as_str().to_owned(), keys.join(" "), a.envelope.short()]
+        })
+        .collect();
+    ui.line(table(&["attestation", "role", "key ids (stated)", "envelope"], &rows))?;
     Ok(())
 }
 

@@ -1,0 +1,117 @@
+//! `prov verify-attestation`: check a signed statement, and what it says of a run.
+
+use std::path::PathBuf;
+
+use prov_attest::{Envelope, PublicKey, attach, check_about_run, read_provenance, verify_statement};
+use prov_store::Access;
+use serde_json::json;
+
+use crate::context::CommandContext;
+use crate::error::CommandError;
+use crate::resolve::load_lockfile;
+use crate::ui::Ui;
+
+/// Check an attestation's signature and statement, and with `--run` that it is about a run
+///
+/// Reads a DSSE envelope (`prov attest` and `prov replay --attest` write them; so do the
+/// in-toto tools) and checks, in this order: that a signature verifies with one of the keys
+/// given (the key ids the envelope states are not trusted), that the signed payload is an
+/// in-toto Statement v1, and, for Provenant's run and replay statements, that the SLSA
+/// Provenance predicate reads. With `--run`, that the statement is about that recorded run:
+/// it names the run's lockfile and run record, and its subjects are exactly the run's outputs,
+/// with both digests recomputed from the store. `--add` then keeps it beside the run, so that
+/// `prov show` lists it and `prov audit` counts a signed replay.
+///
+/// Exits 0 when everything holds, 2 when a signature does not verify or the statement is about
+/// other outputs, 1 when the file is not an attestation.
+#[derive(Debug, clap::Args)]
+pub(crate) struct VerifyAttestationArgs {
+    /// The attestation: a DSSE envelope (JSON)
+    file: PathBuf,
+    /// A public key it may be signed with (PEM or OpenSSH `.pub`); repeat for several
+    #[arg(long, value_name = "PUB", required = true)]
+    key: Vec<PathBuf>,
+    /// The recorded run it must be about (run id or lockfile path)
+    #[arg(long, value_name = "RUN")]
+    run: Option<String>,
+    /// Keep the attestation in the store beside the run once it verifies
+    #[arg(long, requires = "run")]
+    add: bool,
+}
+
+pub(crate) fn cmd_verify_attestation(
+    ui: &mut Ui,
+    cx: &CommandContext,
+    args: &VerifyAttestationArgs,
+) -> Result<(), CommandError> {
+    let keys = args
+        .key
+        .iter()
+        .map(|k| PublicKey::read(&cx.cwd.join(k)))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(CommandError::from)?;
+    let bytes = fs_err::read(cx.cwd.join(&args.file))
+        .map_err(|e| CommandError::input(format!("reading the attestation: {e}")))?;
+    let shown = args.file.display().to_string();
+    let envelope = Envelope::parse(&bytes).map_err(|e| CommandError::from(e).prefixed(&shown))?;
+    let (statement, signers) =
+        verify_statement(&envelope, &keys).map_err(|e| CommandError::from(e).prefixed(&shown))?;
+    let provenance = read_provenance(&statement).ok();
+    let mut about_run = None;
+    if let Some(run_arg) = &args.run {
+        let access = if args.add { Access::Shared } else { Access::ReadOnly };
+        let (store, _) = cx.open_store(access, true)?;
+        let loaded = load_lockfile(&store, run_arg)?;
+        let run_id = prov_manifest::run_id(&loaded.bytes);
+        let Some(run) = prov_exec::load_recorded_run(&store, &run_id)? else {
+            return Err(CommandError::input(format!("no completed run of `{}` in this store", loaded.display)));
+        };
+        let read = check_about_run(&store, &statement, &run).map_err(|e| CommandError::from(e).prefixed(&shown))?;
+        let record = if args.add { Some(attach(&store, &bytes, &envelope, run.manifest, read.role)?) } else { None };
+        about_run = Some((run.manifest, read.role, record));
+    }
+    ui.json(
+        "attestation",
+        json!({
+            "file": shown,
+            "verified": true,
+            "signers": signers.iter().map(|id| {
+                let key = keys.iter().find(|k| &k.keyid() == id).expect("signers are among the keys");
+                json!({"keyid": id, "algorithm": key.algorithm().name(), "openssh_fingerprint": key.openssh_fingerprint()})
+            }).collect::<Vec<_>>(),
+            "predicate_type": statement.predicate_type,
+            "role": provenance.as_ref().map(|p| p.role.as_str()),
+            "subjects": statement.subject.len(),
+            "run_manifest": about_run.as_ref().map(|(m, _, _)| m.to_string()),
+            "record": about_run.as_ref().and_then(|(_, _, r)| r.map(|r| r.to_string())),
+        }),
+    )?;
+    let by: Vec<String> = signers
+        .iter()
+        .map(|id| {
+            let key = keys.iter().find(|k| &k.keyid() == id).expect("signers are among the keys");
+            format!("{} key {id}", key.algorithm().name())
+        })
+        .collect();
+    ui.line(format!("attestation {shown}: signature valid, signed by {}", by.join(" and ")))?;
+    let said = match &provenance {
+        Some(p) => format!(
+            "  statement  SLSA Provenance v1 of a {} of lockfile {}, {} subjects",
+            p.role.as_str(),
+            p.lockfile,
+            statement.subject.len()
+        ),
+        None => format!("  statement  `{}`, {} subjects", statement.predicate_type, statement.subject.len()),
+    };
+    ui.line(said)?;
+    if let Some((manifest, role, record)) = &about_run {
+        ui.line(format!(
+            "  about run  {manifest}: its subjects are the run's outputs ({} attestation)",
+            role.as_str()
+        ))?;
+        if let Some(r) = record {
+            ui.line(format!("  kept as attestation {r}"))?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,406 @@
+//! Signed run attestations (`prov attest`, `prov verify-attestation`), checked against the
+//! in-toto reference implementations from `PyPI` (pinned by hash in `lockfiles/requirements.txt`;
+//! `tests/python/intoto_reference.py` drives them): `securesystemslib` verifies Provenant's
+//! DSSE signatures and computes key ids, `in-toto-attestation` parses its Statements and SLSA
+//! predicates with their protobuf schemas, `cryptography` and `ssh-keygen` write the keys
+//! Provenant signs with. The other direction too: Provenant verifies what `securesystemslib`
+//! signs. Every forgery (a flipped byte in a subject, the payload or the signature, another
+//! key, a re-signed statement about other outputs) is refused by both sides where both can
+//! judge it.
+
+use std::path::{Path, PathBuf};
+
+use base64::Engine as _;
+use serde_json::Value;
+
+use crate::common::{Project, flip_byte, repo_root, venv_python};
+
+/// A change made to a statement before it is signed again.
+type Lie = Box<dyn Fn(&mut Value)>;
+
+const B64: base64::engine::GeneralPurpose = base64::engine::general_purpose::STANDARD;
+
+/// The reference implementations, or `None` (skipped, or failing under CI) without the venv.
+struct Reference {
+    python: PathBuf,
+}
+
+impl Reference {
+    fn get() -> Option<Self> {
+        venv_python().map(|python| Self { python })
+    }
+
+    fn call(&self, cwd: &Path, args: &[&str]) -> std::process::Output {
+        std::process::Command::new(&self.python)
+            .arg(repo_root().join("tests/python/intoto_reference.py"))
+            .args(args)
+            .current_dir(cwd)
+            .output()
+            .expect("the project's Python starts")
+    }
+
+    /// What the reference prints when it accepts; panics when it refuses.
+    fn accepts(&self, cwd: &Path, args: &[&str]) -> Value {
+        let out = self.call(cwd, args);
+        assert!(out.status.success(), "the reference refused {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice(&out.stdout).unwrap_or(Value::Null)
+    }
+
+    /// The reference's reason for refusing; panics when it accepts.
+    fn refuses(&self, cwd: &Path, args: &[&str]) -> String {
+        let out = self.call(cwd, args);
+        assert!(!out.status.success(), "the reference accepted {args:?}: {}", String::from_utf8_lossy(&out.stdout));
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    }
+
+    fn text(&self, cwd: &Path, args: &[&str]) -> String {
+        let out = self.call(cwd, args);
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    }
+}
+
+/// A project with the quickstart run recorded.
+fn recorded() -> Project {
+    let p = Project::with_recipes();
+    p.prov(&["run", "recipes/quickstart.yaml"]).success();
+    p
+}
+
+/// The run's outputs as `STAGE/OUTPUT` -> (BLAKE3 hex, SHA-256 hex of the object's bytes).
+fn run_outputs(p: &Project) -> std::collections::BTreeMap<String, (String, String)> {
+    use sha2::Digest as _;
+    let mut out = std::collections::BTreeMap::new();
+    for line in p.json(&["show", "lockfiles/quickstart.lock"]) {
+        let Some("stage") = line["data"]["kind"].as_str() else { continue };
+        let record = &line["data"]["record"];
+        for (name, o) in record["outputs"].as_object().unwrap() {
+            let digest = o["digest"].as_str().unwrap();
+            let bytes = fs_err::read(p.object_file(digest)).unwrap();
+            out.insert(
+                format!("{}/{name}", record["name"].as_str().unwrap()),
+                (digest["blake3:".len()..].to_owned(), hex::encode(sha2::Sha256::digest(&bytes))),
+            );
+        }
+    }
+    out
+}
+
+fn keyid_of(p: &Project, key: &str) -> String {
+    let out = p.json(&["attest", "--generate-key", key]);
+    out.iter().find(|l| l["type"] == "key").unwrap()["data"]["keyid"].as_str().unwrap().to_owned()
+}
+
+fn read_envelope(path: &Path) -> Value {
+    serde_json::from_slice(&fs_err::read(path).unwrap()).unwrap()
+}
+
+fn write_envelope(path: &Path, envelope: &Value) {
+    fs_err::write(path, serde_json::to_vec_pretty(envelope).unwrap()).unwrap();
+}
+
+fn payload_of(envelope: &Value) -> Vec<u8> {
+    B64.decode(envelope["payload"].as_str().unwrap()).unwrap()
+}
+
+#[test]
+fn the_in_toto_reference_verifies_provenants_attestations_with_both_algorithms() {
+    let Some(reference) = Reference::get() else { return };
+    let p = recorded();
+    let outputs = run_outputs(&p);
+    assert_eq!(outputs.len(), 4, "{outputs:?}");
+    for alg in ["ed25519", "ecdsa-p256"] {
+        let key = format!("{alg}.key");
+        p.prov(&["attest", "--generate-key", &key, "--key-type", alg]).success();
+        let keyid = p
+            .json(&["attest", "lockfiles/quickstart.lock", "--key", &key, "--out", "a.json"])
+            .into_iter()
+            .find(|l| l["type"] == "attestation")
+            .unwrap()["data"]["keyid"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        // securesystemslib gives the public key the same id Provenant does.
+        assert_eq!(reference.accepts(&p.root, &["keyid", &format!("{key}.pub")])["keyid"], keyid.as_str());
+        let seen = reference.accepts(&p.root, &["verify", "a.json", &format!("{key}.pub")]);
+        assert_eq!(seen["verified_keyids"], serde_json::json!([keyid]), "{alg}");
+        assert_eq!(seen["predicate_type"], "https://slsa.dev/provenance/v1");
+        assert_eq!(seen["build_type"], "https://provenant.dev/attestation/run/v1");
+        let run_manifest = p
+            .json(&["show", "lockfiles/quickstart.lock"])
+            .into_iter()
+            .find(|l| l["type"] == "record" && l["data"]["kind"] == "run")
+            .unwrap()["data"]["digest"]
+            .clone();
+        assert_eq!(seen["invocation_id"], run_manifest);
+        // The subjects are the run's outputs, each with its BLAKE3 and the SHA-256 of its bytes.
+        let subjects: std::collections::BTreeMap<String, (String, String)> = seen["subjects"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .map(|(k, v)| (k.clone(), (v["blake3"].as_str().unwrap().into(), v["sha256"].as_str().unwrap().into())))
+            .collect();
+        assert_eq!(subjects, outputs, "{alg}");
+        // Deterministic: the same run signed by the same key is the same file.
+        let first = fs_err::read(p.path("a.json")).unwrap();
+        p.prov(&["attest", "lockfiles/quickstart.lock", "--key", &key, "--out", "b.json"]).success();
+        assert_eq!(first, fs_err::read(p.path("b.json")).unwrap(), "{alg}");
+        p.prov(&["verify-attestation", "a.json", "--key", &format!("{key}.pub"), "--run", "lockfiles/quickstart.lock"])
+            .success();
+    }
+}
+
+#[test]
+fn keys_written_by_cryptography_and_ssh_keygen_sign_for_provenant() {
+    let Some(reference) = Reference::get() else { return };
+    let p = recorded();
+    let mut keys: Vec<String> = Vec::new();
+    for (alg, format) in [
+        ("ed25519", "pkcs8"),
+        ("ed25519", "openssh"),
+        ("ecdsa-p256", "pkcs8"),
+        ("ecdsa-p256", "sec1"),
+        ("ecdsa-p256", "openssh"),
+    ] {
+        let name = format!("{alg}-{format}.key");
+        reference.text(&p.root, &["keygen", alg, format, &name]);
+        keys.push(name);
+    }
+    let mut fingerprints = std::collections::BTreeMap::new();
+    for (t, name) in [("ed25519", "ssh-ed25519.key"), ("ecdsa", "ssh-ecdsa.key")] {
+        let mut c = std::process::Command::new("ssh-keygen");
+        c.args(["-q", "-t", t, "-N", "", "-C", "tester", "-f", name]).current_dir(&p.root);
+        if t == "ecdsa" {
+            c.args(["-b", "256"]);
+        }
+        assert!(c.status().expect("ssh-keygen runs (Debian openssh-client)").success());
+        keys.push(name.to_owned());
+        // Provenant names the key as `ssh-keygen -l` does.
+        let listed = std::process::Command::new("ssh-keygen")
+            .args(["-l", "-f", &format!("{name}.pub")])
+            .current_dir(&p.root)
+            .output()
+            .unwrap();
+        let fingerprint = String::from_utf8(listed.stdout).unwrap().split_whitespace().nth(1).unwrap().to_owned();
+        fingerprints.insert(format!("{name}.pub"), fingerprint);
+    }
+    for key in &keys {
+        let out = format!("{key}.att.json");
+        p.prov(&["attest", "lockfiles/quickstart.lock", "--key", key, "--out", &out]).success();
+        let public = format!("{key}.pub");
+        let id = reference.accepts(&p.root, &["keyid", &public])["keyid"].as_str().unwrap().to_owned();
+        assert_eq!(reference.accepts(&p.root, &["verify", &out, &public])["verified_keyids"], serde_json::json!([id]));
+        // Provenant reads the public half in the same format (OpenSSH `.pub` lines included).
+        let said = p.json(&["verify-attestation", &out, "--key", &public, "--run", "lockfiles/quickstart.lock"]);
+        let signer = &said.iter().find(|l| l["type"] == "attestation").unwrap()["data"]["signers"][0];
+        assert_eq!(signer["keyid"], id.as_str());
+        if let Some(f) = fingerprints.get(&public) {
+            assert_eq!(signer["openssh_fingerprint"], f.as_str(), "named as ssh-keygen -l names it");
+        }
+    }
+}
+
+#[test]
+fn provenant_verifies_what_securesystemslib_signs() {
+    let Some(reference) = Reference::get() else { return };
+    let p = recorded();
+    p.prov(&["attest", "--generate-key", "mine.key"]).success();
+    p.prov(&["attest", "lockfiles/quickstart.lock", "--key", "mine.key", "--out", "mine.json"]).success();
+    fs_err::write(p.path("statement.json"), payload_of(&read_envelope(&p.path("mine.json")))).unwrap();
+    for (alg, format) in [("ed25519", "pkcs8"), ("ecdsa-p256", "pkcs8")] {
+        let key = format!("theirs-{alg}.key");
+        reference.text(&p.root, &["keygen", alg, format, &key]);
+        let signed = reference.text(&p.root, &["sign", "statement.json", &key]);
+        fs_err::write(p.path("theirs.json"), &signed).unwrap();
+        let public = format!("{key}.pub");
+        let ok = p.prov(&["verify-attestation", "theirs.json", "--key", &public, "--run", "lockfiles/quickstart.lock"]);
+        ok.success();
+        assert!(ok.stdout().contains("signature valid"), "{}", ok.describe());
+        // Their envelope under our key: not signed by it.
+        p.prov(&["verify-attestation", "theirs.json", "--key", "mine.key.pub"]).exit(2);
+        // One flipped payload byte: refused by both.
+        let mut envelope = read_envelope(&p.path("theirs.json"));
+        let mut payload = payload_of(&envelope);
+        let at = payload.len() / 2;
+        payload[at] ^= 0x01;
+        envelope["payload"] = Value::String(B64.encode(&payload));
+        write_envelope(&p.path("flipped.json"), &envelope);
+        reference.refuses(&p.root, &["verify", "flipped.json", &public]);
+        p.prov(&["verify-attestation", "flipped.json", "--key", &public]).exit(2);
+    }
+}
+
+/// Every way of changing a signed attestation is refused, by Provenant and (where the change is
+/// in what the reference checks) by securesystemslib.
+#[test]
+fn forged_attestations_are_refused_by_both_sides() {
+    let Some(reference) = Reference::get() else { return };
+    let p = recorded();
+    let a = keyid_of(&p, "a.key");
+    keyid_of(&p, "b.key");
+    p.prov(&["attest", "lockfiles/quickstart.lock", "--key", "a.key", "--out", "good.json"]).success();
+    p.prov(&["attest", "lockfiles/quickstart.lock", "--key", "b.key", "--out", "by-b.json"]).success();
+    let good = read_envelope(&p.path("good.json"));
+    let verify =
+        |file: &str| p.prov(&["verify-attestation", file, "--key", "a.key.pub", "--run", "lockfiles/quickstart.lock"]);
+    verify("good.json").success();
+
+    // A flipped byte in a subject's digest.
+    let mut forged = good.clone();
+    let text = String::from_utf8(payload_of(&good)).unwrap();
+    let statement: Value = serde_json::from_str(&text).unwrap();
+    let digest = statement["subject"][1]["digest"]["sha256"].as_str().unwrap();
+    let flipped = format!("{}{}", if digest.starts_with('0') { "1" } else { "0" }, &digest[1..]);
+    forged["payload"] = Value::String(B64.encode(text.replace(digest, &flipped)));
+    write_envelope(&p.path("subject.json"), &forged);
+    reference.refuses(&p.root, &["verify", "subject.json", "a.key.pub"]);
+    assert!(verify("subject.json").exit(2).stderr().contains("no signature verifies"));
+
+    // A flipped bit in the signature.
+    let mut forged = good.clone();
+    let mut sig = B64.decode(good["signatures"][0]["sig"].as_str().unwrap()).unwrap();
+    sig[10] ^= 0x01;
+    forged["signatures"][0]["sig"] = Value::String(B64.encode(&sig));
+    write_envelope(&p.path("sig.json"), &forged);
+    reference.refuses(&p.root, &["verify", "sig.json", "a.key.pub"]);
+    verify("sig.json").exit(2);
+
+    // Signed by b, with a's key id written over b's: the key id is not trusted.
+    let mut forged = read_envelope(&p.path("by-b.json"));
+    forged["signatures"][0]["keyid"] = Value::String(a.clone());
+    write_envelope(&p.path("keyid.json"), &forged);
+    reference.refuses(&p.root, &["verify", "keyid.json", "a.key.pub"]);
+    verify("keyid.json").exit(2);
+    verify("by-b.json").exit(2);
+
+    // The payload type changed: the signature covers it.
+    let mut forged = good.clone();
+    forged["payloadType"] = Value::String("application/json".into());
+    write_envelope(&p.path("type.json"), &forged);
+    reference.refuses(&p.root, &["verify", "type.json", "a.key.pub"]);
+    verify("type.json").exit(2);
+
+    // Statements signed by the right key that lie about the run: the signature holds, so only
+    // the check against the store can refuse them. Each is re-signed by `a` through
+    // securesystemslib, so the envelope is as well-formed as a real one.
+    let a_pem = p.path("a.key");
+    let lies: Vec<(&str, Lie)> = vec![
+        (
+            "a subject's digest",
+            Box::new(move |s: &mut Value| s["subject"][1]["digest"]["sha256"] = Value::String(flipped.clone())),
+        ),
+        (
+            "a dropped subject",
+            Box::new(|s: &mut Value| {
+                s["subject"].as_array_mut().unwrap().pop();
+            }),
+        ),
+        (
+            "an added subject",
+            Box::new(|s: &mut Value| {
+                let extra = serde_json::json!({"name": "extra/out", "digest": {"sha256": "00".repeat(32)}});
+                s["subject"].as_array_mut().unwrap().push(extra);
+            }),
+        ),
+        ("a renamed subject", Box::new(|s: &mut Value| s["subject"][0]["name"] = Value::String("udhr/renamed".into()))),
+        (
+            "another lockfile",
+            Box::new(|s: &mut Value| {
+                s["predicate"]["buildDefinition"]["externalParameters"]["lockfile"]["blake3"] =
+                    Value::String("ab".repeat(32));
+            }),
+        ),
+        (
+            "another run record",
+            Box::new(|s: &mut Value| {
+                s["predicate"]["runDetails"]["metadata"]["invocationId"] =
+                    Value::String(format!("blake3:{}", "cd".repeat(32)));
+            }),
+        ),
+    ];
+    for (what, lie) in lies {
+        let mut s = statement.clone();
+        lie(&mut s);
+        fs_err::write(p.path("lie.statement"), serde_json::to_vec(&s).unwrap()).unwrap();
+        let signed = reference.text(&p.root, &["sign", "lie.statement", a_pem.to_str().unwrap()]);
+        fs_err::write(p.path("lie.json"), signed).unwrap();
+        // Signed by a: the signature alone holds, for the reference and for Provenant.
+        reference.accepts(&p.root, &["verify", "lie.json", "a.key.pub"]);
+        p.prov(&["verify-attestation", "lie.json", "--key", "a.key.pub"]).success();
+        let run = verify("lie.json");
+        run.exit(2);
+        assert!(run.stderr().contains("not about this run"), "{what}: {}", run.describe());
+    }
+
+    // The store's copy of an output damaged after attesting: the subjects no longer check.
+    let half = run_outputs(&p).remove("half/dataset").unwrap().0;
+    flip_byte(&p.object_file(&format!("blake3:{half}")), 5);
+    verify("good.json").exit(2);
+}
+
+#[test]
+fn show_lists_a_runs_attestations_and_gc_keeps_them() {
+    let p = recorded();
+    keyid_of(&p, "producer.key");
+    keyid_of(&p, "auditor.key");
+    p.prov(&["attest", "lockfiles/quickstart.lock", "--key", "producer.key"]).success();
+    // A second party's attestation, checked and then kept with `--add`.
+    let other = Project::with_recipes();
+    other.prov(&["run", "recipes/quickstart.yaml"]).success();
+    fs_err::copy(p.path("auditor.key"), other.path("auditor.key")).unwrap();
+    other.prov(&["attest", "lockfiles/quickstart.lock", "--key", "auditor.key", "--out", "theirs.json"]).success();
+    fs_err::copy(other.path("theirs.json"), p.path("theirs.json")).unwrap();
+    // Without `--run` there is nothing to keep it with.
+    p.prov(&["verify-attestation", "theirs.json", "--key", "auditor.key.pub", "--add"]).exit(1);
+    p.prov(&[
+        "verify-attestation",
+        "theirs.json",
+        "--key",
+        "auditor.key.pub",
+        "--run",
+        "lockfiles/quickstart.lock",
+        "--add",
+    ])
+    .success();
+    p.prov(&["gc"]).success();
+    let shown = p.json(&["show", "lockfiles/quickstart.lock"]);
+    let listed: Vec<&Value> = shown.iter().filter(|l| l["type"] == "attestation").collect();
+    assert_eq!(listed.len(), 2, "{shown:?}");
+    for a in &listed {
+        // The envelope survived gc and reads back as an envelope that verifies.
+        let envelope = a["data"]["envelope"].as_str().unwrap();
+        fs_err::copy(p.object_file(envelope), p.path("kept.json")).unwrap();
+        let run = p.prov(&["verify-attestation", "kept.json", "--key", "producer.key.pub", "--key", "auditor.key.pub"]);
+        run.success();
+    }
+    let text = p.prov(&["show", "lockfiles/quickstart.lock"]).success().stdout();
+    assert!(text.contains("attestations (2, signatures not checked here"), "{text}");
+}
+
+#[test]
+fn unusable_keys_are_input_errors_with_a_hint() {
+    let p = recorded();
+    p.prov(&["attest", "--generate-key", "k"]).success();
+    // Never overwrites a key.
+    assert!(p.prov(&["attest", "--generate-key", "k"]).exit(1).stderr().contains("refusing to overwrite"));
+    let mode = std::os::unix::fs::PermissionsExt::mode(&fs_err::metadata(p.path("k")).unwrap().permissions());
+    assert_eq!(mode & 0o777, 0o600, "the private key is its owner's only");
+    // The public half where the private key is needed, and back.
+    let e = p.prov(&["attest", "lockfiles/quickstart.lock", "--key", "k.pub"]).exit(1).stderr();
+    assert!(e.contains("this is a public key") && e.contains("hint:"), "{e}");
+    p.prov(&["attest", "lockfiles/quickstart.lock", "--key", "k", "--out", "a.json"]).success();
+    assert!(p.prov(&["verify-attestation", "a.json", "--key", "k"]).exit(1).stderr().contains("this is a private key"));
+    // An encrypted key: refused, saying how to get an unencrypted copy.
+    let status = std::process::Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "secret", "-f", "enc"])
+        .current_dir(&p.root)
+        .status()
+        .expect("ssh-keygen runs");
+    assert!(status.success());
+    let e = p.prov(&["attest", "lockfiles/quickstart.lock", "--key", "enc"]).exit(1).stderr();
+    assert!(e.contains("encrypted") && e.contains("ssh-keygen -p"), "{e}");
+    // Not a key; not an envelope.
+    p.write("junk", "hello");
+    assert!(p.prov(&["attest", "lockfiles/quickstart.lock", "--key", "junk"]).exit(1).stderr().contains("hint:"));
+    p.prov(&["verify-attestation", "junk", "--key", "k.pub"]).exit(1);
+}
