@@ -404,3 +404,118 @@ fn unusable_keys_are_input_errors_with_a_hint() {
     assert!(p.prov(&["attest", "lockfiles/quickstart.lock", "--key", "junk"]).exit(1).stderr().contains("hint:"));
     p.prov(&["verify-attestation", "junk", "--key", "k.pub"]).exit(1);
 }
+
+#[test]
+fn a_replay_that_reproduces_the_run_is_signed_and_the_reference_verifies_it() {
+    let Some(reference) = Reference::get() else { return };
+    let p = recorded();
+    keyid_of(&p, "r.key");
+    let out = p.json(&["replay", "lockfiles/quickstart.lock", "--attest", "r.key", "--attest-out", "replay.json"]);
+    let said = &out.iter().find(|l| l["type"] == "attestation").unwrap()["data"];
+    assert_eq!(said["role"], "replay");
+    let seen = reference.accepts(&p.root, &["verify", "replay.json", "r.key.pub"]);
+    assert_eq!(seen["build_type"], "https://provenant.dev/attestation/replay/v1");
+    assert_eq!(seen["invocation_id"], said["replay_record"]);
+    assert_eq!(seen["subjects"].as_object().unwrap().len(), run_outputs(&p).len());
+    let checked =
+        p.prov(&["verify-attestation", "replay.json", "--key", "r.key.pub", "--run", "lockfiles/quickstart.lock"]);
+    assert!(checked.success().stdout().contains("(replay attestation)"), "{}", checked.describe());
+    // A partial replay is not evidence of the whole run: refused before anything runs.
+    p.prov(&["replay", "lockfiles/quickstart.lock", "--from", "half", "--attest", "r.key"]).exit(1);
+    // A key that cannot sign is refused before the replay starts.
+    let r = p.prov(&["--json", "replay", "lockfiles/quickstart.lock", "--attest", "r.key.pub"]);
+    r.exit(1);
+    assert!(!r.stdout().contains("\"stage\""), "no stage ran: {}", r.describe());
+}
+
+/// `prov audit`'s replay claim counts the listed replayers who signed a replay that reproduced
+/// the run; it does not count unlisted keys, counts a replayer once, and fails on a listed
+/// replayer's signed statement of other outputs, even one planted in the store well-formed.
+#[test]
+fn the_audit_counts_independent_signed_replays() {
+    let Some(reference) = Reference::get() else { return };
+    let producer = recorded();
+    producer.write(
+        "policy/replay.yaml",
+        "schema: 1\nname: r\nclaims:\n  - kind: replay\n    replayers: [keys/alice.pub, keys/bob.pub]\n    min_signed_replays: 1\n",
+    );
+    // Two replayers with their own stores and keys; a third party not in the policy.
+    let mut files = Vec::new();
+    for who in ["alice", "bob", "mallory"] {
+        let r = recorded();
+        r.prov(&["attest", "--generate-key", who]).success();
+        fs_err::create_dir_all(producer.path("policy/keys")).unwrap();
+        fs_err::copy(r.path(&format!("{who}.pub")), producer.path(&format!("policy/keys/{who}.pub"))).unwrap();
+        r.prov(&["replay", "lockfiles/quickstart.lock", "--attest", who, "--attest-out", "replay.json"]).success();
+        let file = format!("{who}-replay.json");
+        fs_err::copy(r.path("replay.json"), producer.path(&file)).unwrap();
+        if who == "alice" {
+            fs_err::copy(r.path(who), producer.path("alice.key")).unwrap();
+        }
+        files.push(file);
+    }
+    let audit = || producer.prov(&["audit", "lockfiles/quickstart.lock", "--policy", "policy/replay.yaml"]);
+    // No replay in this store, no signed replay: cannot be decided.
+    let r = audit();
+    r.exit(4);
+    assert!(r.stdout().contains("asks for signed replays by 1 of its replayers"), "{}", r.describe());
+    let add = |file: &str, who: &str| {
+        let key = format!("policy/keys/{who}.pub");
+        producer
+            .prov(&["verify-attestation", file, "--key", &key, "--run", "lockfiles/quickstart.lock", "--add"])
+            .success();
+    };
+    // Mallory's replay is real and verifies, but mallory is not listed: not counted.
+    add(&files[2], "mallory");
+    let r = audit();
+    r.exit(4);
+    assert!(r.stdout().contains("not signed by a listed replayer (not counted): 1"), "{}", r.describe());
+    // Alice's: the claim holds, every stage reproduced by her signed replay. The same envelope
+    // in other bytes (compact JSON) is a second attestation record of the same replayer: still
+    // one replayer.
+    add(&files[0], "alice");
+    let compact = serde_json::to_vec(&read_envelope(&producer.path(&files[0]))).unwrap();
+    fs_err::write(producer.path("alice-again.json"), compact).unwrap();
+    add("alice-again.json", "alice");
+    let listed =
+        producer.json(&["show", "lockfiles/quickstart.lock"]).iter().filter(|l| l["type"] == "attestation").count();
+    assert_eq!(listed, 3, "mallory's and alice's two");
+    let r = audit();
+    r.success();
+    assert!(
+        r.stdout().contains("signed replays by listed replayers (distinct keys): 1 of 2 listed: keys/alice.pub"),
+        "{}",
+        r.describe()
+    );
+    // Bob's too: two independent parties.
+    add(&files[1], "bob");
+    let r = audit();
+    r.success();
+    assert!(r.stdout().contains("2 of 2 listed: keys/alice.pub, keys/bob.pub"), "{}", r.describe());
+
+    // Alice's key signs a replay statement whose outputs differ, planted in the store as a
+    // well-formed attestation (`--add` would refuse it): the claim fails.
+    let envelope = read_envelope(&producer.path(&files[0]));
+    let mut statement: Value = serde_json::from_slice(&payload_of(&envelope)).unwrap();
+    statement["subject"][2]["digest"]["blake3"] = Value::String("ee".repeat(32));
+    fs_err::write(producer.path("lie.statement"), serde_json::to_vec(&statement).unwrap()).unwrap();
+    let signed = reference.text(&producer.root, &["sign", "lie.statement", "alice.key"]);
+    let store = prov_store::Store::open(&producer.path(".prov"), prov_store::Access::Shared, true).unwrap();
+    let run_manifest: prov_store::Digest = producer
+        .json(&["show", "lockfiles/quickstart.lock"])
+        .into_iter()
+        .find(|l| l["type"] == "record" && l["data"]["kind"] == "run")
+        .unwrap()["data"]["digest"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let parsed = prov_attest::Envelope::parse(signed.as_bytes()).unwrap();
+    prov_attest::attach(&store, signed.as_bytes(), &parsed, run_manifest, prov_manifest::AttestationRole::Replay)
+        .unwrap();
+    drop(store);
+    let r = audit();
+    r.exit(4);
+    assert!(r.stdout().contains("replay: FAILS"), "{}", r.describe());
+    assert!(r.stdout().contains("signed by keys/alice.pub does not reproduce the run"), "{}", r.describe());
+}

@@ -20,6 +20,42 @@ use prov_manifest::RecipeError;
 use prov_store::Digest;
 use serde::{Deserialize, Serialize};
 
+/// Reads the public keys the claims name, relative to the policy file's folder.
+fn read_keys(
+    file: &Path,
+    text: &str,
+    claims: &[Claim],
+) -> Result<std::collections::BTreeMap<String, prov_attest::PublicKey>, RecipeError> {
+    let dir = file.parent().unwrap_or_else(|| Path::new(""));
+    let mut keys = std::collections::BTreeMap::new();
+    for (i, claim) in claims.iter().enumerate() {
+        let Claim::Replay { replayers, min_signed_replays } = claim else { continue };
+        let at = |message: String| {
+            let mut e = RecipeError::at_field(file, text, &[], message);
+            if let Some((line, column)) = locate_claim_field(text, i, "replayers") {
+                (e.line, e.column) = (line, column);
+                e.source_line = text.lines().nth(line - 1).map(str::to_owned);
+            }
+            e.field = Some(format!("claims[{i}].replayers"));
+            e
+        };
+        if *min_signed_replays > replayers.len() {
+            return Err(at(format!(
+                "`min_signed_replays` is {min_signed_replays} but only {} replayers are listed",
+                replayers.len()
+            )));
+        }
+        for path in replayers {
+            let key = prov_attest::PublicKey::read(&dir.join(path)).map_err(|e| at(e.to_string()))?;
+            if keys.values().any(|k| k == &key) && !keys.contains_key(path) {
+                return Err(at(format!("`{path}` is a key listed already: each replayer has its own key")));
+            }
+            keys.insert(path.clone(), key);
+        }
+    }
+    Ok(keys)
+}
+
 /// The one policy schema version this build reads.
 pub const POLICY_SCHEMA: u32 = 1;
 
@@ -33,6 +69,9 @@ pub struct AuditPolicy {
     pub name: String,
     /// The claims, evaluated in this order.
     pub claims: Vec<Claim>,
+    /// The public keys the claims name, read when the policy is parsed, by the path written.
+    #[serde(skip)]
+    pub keys: std::collections::BTreeMap<String, prov_attest::PublicKey>,
 }
 
 /// One claim about a run.
@@ -104,7 +143,16 @@ pub enum Claim {
         benchmark: Option<Digest>,
     },
     /// Every stage of the run replays bit for bit.
-    Replay {},
+    Replay {
+        /// Public keys (paths relative to the policy file) of the parties whose signed replay
+        /// attestations (`prov replay --attest`) count as evidence.
+        #[serde(default)]
+        replayers: Vec<String>,
+        /// How many of those parties, each with its own key, must have signed a replay that
+        /// reproduced every output; 0 (the default) asks for none but still reports them.
+        #[serde(default)]
+        min_signed_replays: usize,
+    },
 }
 
 /// A group of languages and the share of its words that a filter is claimed to remove.
@@ -137,7 +185,7 @@ impl Claim {
             Self::License { .. } => "license",
             Self::CompoundLicense { .. } => "compound-license",
             Self::Decontamination { .. } => "decontamination",
-            Self::Replay {} => "replay",
+            Self::Replay { .. } => "replay",
         }
     }
 }
@@ -151,7 +199,7 @@ impl AuditPolicy {
     /// missing field, a schema version other than [`POLICY_SCHEMA`], a share outside 0..=1.
     pub fn parse(file: &Path, text: &str) -> Result<Self, RecipeError> {
         prov_manifest::check_yaml_nesting(file, text)?;
-        let policy: Self = serde_yaml::from_str(text).map_err(|e| from_yaml_error(file, text, &e))?;
+        let mut policy: Self = serde_yaml::from_str(text).map_err(|e| from_yaml_error(file, text, &e))?;
         if policy.schema != POLICY_SCHEMA {
             return Err(RecipeError::at_field(
                 file,
@@ -166,6 +214,7 @@ impl AuditPolicy {
         if policy.claims.is_empty() {
             return Err(RecipeError::at_field(file, text, &["claims"], "list at least one claim"));
         }
+        policy.keys = read_keys(file, text, &policy.claims)?;
         for (i, claim) in policy.claims.iter().enumerate() {
             let share = |name: &str, value: f64| {
                 if (0.0..=1.0).contains(&value) {
@@ -246,6 +295,25 @@ mod tests {
     use super::*;
 
     const GOOD: &str = "schema: 1\nname: t\nclaims:\n  - kind: robots\n    max_default_share: 0.5\n  - kind: toxicity\n    removed_share: 0.05\n    tolerance: 0.01\n  - kind: replay\n";
+
+    #[test]
+    fn replayers_keys_are_read_beside_the_policy_and_errors_are_located() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = prov_attest::SigningKey::generate(prov_attest::KeyAlgorithm::Ed25519);
+        key.write_pair(&dir.path().join("alice")).unwrap();
+        let file = dir.path().join("p.yaml");
+        let text =
+            "schema: 1\nname: r\nclaims:\n  - kind: replay\n    replayers: [alice.pub]\n    min_signed_replays: 1\n";
+        let p = AuditPolicy::parse(&file, text).unwrap();
+        assert_eq!(p.keys["alice.pub"], key.public());
+        let e = AuditPolicy::parse(&file, &text.replace("alice.pub", "bob.pub")).unwrap_err();
+        assert_eq!((e.line, e.field.as_deref()), (5, Some("claims[0].replayers")), "{e}");
+        assert!(e.message.contains("bob.pub"), "{e}");
+        let e = AuditPolicy::parse(&file, &text.replace("min_signed_replays: 1", "min_signed_replays: 2")).unwrap_err();
+        assert!(e.message.contains("only 1 replayers are listed"), "{e}");
+        let e = AuditPolicy::parse(&file, &text.replace("[alice.pub]", "[alice.pub, ./alice.pub]")).unwrap_err();
+        assert!(e.message.contains("listed already"), "{e}");
+    }
 
     #[test]
     fn the_shipped_policies_parse() {

@@ -520,7 +520,11 @@ pub fn evaluate(cx: &RunContext<'_>, policy: &AuditPolicy, options: &AuditOption
             Claim::Decontamination { stage, benchmark } => {
                 decontamination::decontamination(cx, stage.as_deref(), benchmark.as_ref(), options)
             }
-            Claim::Replay {} => replay::replay(cx),
+            Claim::Replay { replayers, min_signed_replays } => {
+                let keys: Vec<(&str, &prov_attest::PublicKey)> =
+                    replayers.iter().filter_map(|r| policy.keys.get(r).map(|k| (r.as_str(), k))).collect();
+                replay::replay(cx, &keys, *min_signed_replays)
+            }
         })
         .collect()
 }

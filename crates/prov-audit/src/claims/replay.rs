@@ -8,10 +8,19 @@
 //! ([`StageRecord::replay_difference`]). A replay on another machine (another CPU model, CPU
 //! flags or kernel) that reproduced the outputs is evidence of portability, and the claim says
 //! so.
+//!
+//! Replays elsewhere count through signed replay attestations (`prov replay --attest`) kept
+//! beside the run: the policy lists the replayers' public keys (`replayers`) and how many of
+//! them must have signed (`min_signed_replays`). Each is verified here, with those keys only,
+//! and its subjects recomputed from the store; a listed replayer's signed statement of other
+//! outputs fails the claim. Replayers are counted by key, so one party signing twice counts
+//! once.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
+use prov_attest::{Envelope, PublicKey, check_about_run, verify_statement};
+use prov_manifest::{AttestationRole, attestations_of};
 use prov_manifest::{
     Determinism, EnvelopeDifference, Name, Record, ReplayDifference, ReplayDivergence, ReplayRecord, ReplayStatus,
     StageRecord, get_record, replays_of,
@@ -33,7 +42,7 @@ struct Judged {
     notes: Vec<String>,
 }
 
-pub(super) fn replay(cx: &RunContext<'_>) -> ClaimResult {
+pub(super) fn replay(cx: &RunContext<'_>, replayers: &[(&str, &PublicKey)], min_signed: usize) -> ClaimResult {
     let mut result = ClaimResult::new("replay", "every stage of the run replays bit for bit".into());
     result.evidence("run manifest", cx.run.manifest);
     let replays = match replays_of(cx.store, &cx.run.manifest) {
@@ -107,6 +116,7 @@ pub(super) fn replay(cx: &RunContext<'_>) -> ClaimResult {
             ),
         );
     }
+    weigh_signed_replays(cx, replayers, min_signed, &mut missing, &mut result);
     if !missing.is_empty() {
         result.undecided(format!(
             "no replay record re-executed stage(s) {}: replay the run (`prov replay`, or `prov audit --replay`)",
@@ -119,6 +129,103 @@ pub(super) fn replay(cx: &RunContext<'_>) -> ClaimResult {
             .into(),
     );
     result
+}
+
+/// Adds the signed replays to the claim: how many listed replayers signed one, whether the
+/// policy's minimum is met, and the stages they reproduced that no replay here re-executed
+/// (taken off `missing`).
+fn weigh_signed_replays(
+    cx: &RunContext<'_>,
+    replayers: &[(&str, &PublicKey)],
+    min_signed: usize,
+    missing: &mut Vec<String>,
+    result: &mut ClaimResult,
+) {
+    let signed = signed_replays(cx, replayers, result);
+    if !replayers.is_empty() {
+        result.evidence(
+            "signed replays by listed replayers (distinct keys)",
+            format!(
+                "{} of {} listed{}",
+                signed.len(),
+                replayers.len(),
+                if signed.is_empty() { String::new() } else { format!(": {}", signed.join(", ")) }
+            ),
+        );
+    }
+    if signed.len() < min_signed {
+        result.undecided(format!(
+            "the policy asks for signed replays by {min_signed} of its replayers, and {} signed one that reproduced \
+             the run: have them replay it (`prov replay --attest KEY`) and add the attestation here \
+             (`prov verify-attestation FILE --key PUB --run RUN --add`)",
+            signed.len()
+        ));
+    }
+    // A stage no replay of this store re-executed is still reproduced when listed replayers
+    // signed whole replays that reproduced every output.
+    if !missing.is_empty() && !signed.is_empty() && signed.len() >= min_signed {
+        result.evidence(
+            format!("stage(s) {}", missing.join(", ")),
+            format!("reproduced by the signed replays of {}, not replayed in this store", signed.join(", ")),
+        );
+        missing.clear();
+    }
+}
+
+/// The listed replayers (by the path their key is listed under) who signed a replay
+/// attestation of this run whose subjects are the run's outputs. A replay attestation signed
+/// by a listed key that states other outputs fails the claim: a replayer says the run did not
+/// reproduce. One that no listed key signed is only noted: anyone can put a file in a store.
+fn signed_replays(cx: &RunContext<'_>, replayers: &[(&str, &PublicKey)], result: &mut ClaimResult) -> Vec<String> {
+    let mut signed = std::collections::BTreeSet::new();
+    let attestations = match attestations_of(cx.store, &cx.run.manifest) {
+        Ok(a) => a,
+        Err(e) => {
+            result.undecided(format!("the store's attestation records cannot be listed: {e}"));
+            return Vec::new();
+        }
+    };
+    let keys: Vec<PublicKey> = replayers.iter().map(|(_, k)| (*k).clone()).collect();
+    let mut unsigned = 0;
+    for (digest, a) in attestations.iter().filter(|(_, a)| a.role == AttestationRole::Replay) {
+        let envelope = match cx
+            .store
+            .read(&a.envelope)
+            .map_err(|e| e.to_string())
+            .and_then(|b| Envelope::parse(&b).map_err(|e| e.to_string()))
+        {
+            Ok(e) => e,
+            Err(e) => {
+                result.fail(format!("attestation record {digest}: its envelope {} cannot be read: {e}", a.envelope));
+                continue;
+            }
+        };
+        if keys.is_empty() {
+            unsigned += 1;
+            continue;
+        }
+        let Ok((statement, signers)) = verify_statement(&envelope, &keys) else {
+            unsigned += 1;
+            continue;
+        };
+        let names: Vec<&str> =
+            replayers.iter().filter(|(_, k)| signers.contains(&k.keyid())).map(|(n, _)| *n).collect();
+        match check_about_run(cx.store, &statement, cx.run) {
+            Ok(read) if read.role == AttestationRole::Replay => signed.extend(names.iter().map(|n| (*n).to_owned())),
+            Ok(_) => result.fail(format!(
+                "attestation record {digest}, signed by {}, is stored as a replay but states a run",
+                names.join(", ")
+            )),
+            Err(e) => result.fail(format!(
+                "the replay attestation {digest} signed by {} does not reproduce the run: {e}",
+                names.join(", ")
+            )),
+        }
+    }
+    if unsigned > 0 {
+        result.evidence("replay attestations not signed by a listed replayer (not counted)", unsigned);
+    }
+    signed.into_iter().collect()
 }
 
 /// Judges one replay record: the stages it re-executed, and its divergence.
@@ -310,7 +417,7 @@ mod tests {
 
     fn claim(store: &Store, run_manifest: Digest) -> ClaimResult {
         let run = prov_manifest::LoadedRun::load(store, run_manifest).unwrap();
-        replay(&RunContext::new(store, &run))
+        replay(&RunContext::new(store, &run), &[], 0)
     }
 
     fn evidence(c: &ClaimResult) -> String {

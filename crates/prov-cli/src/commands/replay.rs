@@ -46,6 +46,14 @@ pub(crate) struct ReplayArgs {
     /// from elsewhere); they run in the sandbox either way
     #[arg(long)]
     allow_commands: bool,
+    /// When the replay reproduces every stage, sign the statement "I re-executed this lockfile
+    /// and got these outputs" with this private key (as `prov attest` does) and keep it beside
+    /// the recording; `prov audit` counts it as a signed replay
+    #[arg(long, value_name = "KEY", conflicts_with_all = ["from", "until", "ignore_envelope"])]
+    attest: Option<std::path::PathBuf>,
+    /// Also write the replay attestation (JSON) to FILE, to hand to an auditor
+    #[arg(long, value_name = "FILE", requires = "attest")]
+    attest_out: Option<std::path::PathBuf>,
 }
 
 /// Imports committed manifests into the store, each checked against the digest its file is
@@ -82,6 +90,13 @@ fn import_manifests(store: &prov_store::Store, dir: &std::path::Path) -> Result<
 }
 
 pub(crate) fn cmd_replay(ui: &mut Ui, cx: &CommandContext, args: &ReplayArgs) -> Result<(), CommandError> {
+    // The key is read first: a replay of hours should not end in a key that cannot sign.
+    let key = args
+        .attest
+        .as_ref()
+        .map(|k| prov_attest::SigningKey::read(&cx.cwd.join(k)))
+        .transpose()
+        .map_err(CommandError::from)?;
     let (store, root) = cx.open_store(Access::Shared, true)?;
     let loaded = load_lockfile(&store, &args.run)?;
     crate::resolve::check_command_consent(&loaded, &root, args.allow_commands)?;
@@ -133,11 +148,62 @@ pub(crate) fn cmd_replay(ui: &mut Ui, cx: &CommandContext, args: &ReplayArgs) ->
         ui.line(format!(
             "replay identical: {replayed} stages re-executed, every output equal to the recording{reused}"
         ))?;
+        if let Some(key) = &key {
+            attest_replay(ui, cx, &store, &report, key, args.attest_out.as_deref())?;
+        }
         return Ok(());
     };
     let (summary, detail, data) = describe(d);
     ui.json("divergence", data)?;
     Err(CommandError::divergence(summary).with_detail(detail))
+}
+
+/// Signs and keeps the replay's attestation.
+fn attest_replay(
+    ui: &mut Ui,
+    cx: &CommandContext,
+    store: &prov_store::Store,
+    report: &prov_exec::RunReport,
+    key: &prov_attest::SigningKey,
+    out: Option<&std::path::Path>,
+) -> Result<(), CommandError> {
+    let Some(replay_digest) = report.replay_record else {
+        return Err(CommandError::internal("an identical replay wrote no replay record"));
+    };
+    let replay = prov_manifest::get_typed::<prov_manifest::ReplayRecord>(store, &replay_digest)?;
+    let recording = prov_manifest::LoadedRun::load(store, replay.recording)?;
+    let statement = prov_attest::replay_statement(store, &recording, &replay_digest, &replay)?;
+    let envelope = prov_attest::sign_statement(&statement, key);
+    let bytes = envelope.to_json();
+    let record =
+        prov_attest::attach(store, &bytes, &envelope, recording.manifest, prov_manifest::AttestationRole::Replay)?;
+    if let Some(out) = out {
+        let dest = cx.cwd.join(out);
+        let dir = dest.parent().map_or_else(|| cx.cwd.clone(), std::path::Path::to_path_buf);
+        prov_store::write_atomically(&dir, &dest, &bytes)
+            .map_err(|e| CommandError::input(format!("writing the attestation: {e}")))?;
+    }
+    let public = key.public();
+    ui.json(
+        "attestation",
+        json!({
+            "record": record.to_string(),
+            "run_manifest": recording.manifest.to_string(),
+            "replay_record": replay_digest.to_string(),
+            "role": "replay",
+            "keyid": public.keyid(),
+            "algorithm": public.algorithm().name(),
+            "subjects": statement.subject.len(),
+            "file": out.map(|o| o.display().to_string()),
+        }),
+    )?;
+    ui.line(format!(
+        "attested the replay: {} outputs, signed by {} key {}, kept as attestation {record}",
+        statement.subject.len(),
+        public.algorithm().name(),
+        public.keyid()
+    ))?;
+    Ok(())
 }
 
 /// Returns a one-line summary, detail lines, and the JSON form of a divergence.
