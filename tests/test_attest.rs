@@ -519,3 +519,64 @@ fn the_audit_counts_independent_signed_replays() {
     assert!(r.stdout().contains("replay: FAILS"), "{}", r.describe());
     assert!(r.stdout().contains("signed by keys/alice.pub does not reproduce the run"), "{}", r.describe());
 }
+
+/// `prov export --sign` writes a signature the `OpenSSF` reference (`model-signing` 1.1.1)
+/// verifies offline with the public key; Provenant verifies what `model-signing` signs; and
+/// both refuse a changed file, an added file and another key.
+#[test]
+fn signed_exports_are_verified_by_model_signing_and_the_reverse() {
+    let Some(reference) = Reference::get() else { return };
+    let (p, lines) = crate::test_train::trained();
+    let pretrain = lines.iter().find(|l| l["type"] == "stage" && l["data"]["name"] == "pretrain").unwrap();
+    let model = pretrain["data"]["outputs"]["model"].as_str().unwrap().to_owned();
+    p.prov(&["attest", "--generate-key", "ed.key"]).success();
+    p.prov(&["attest", "--generate-key", "ec.key", "--key-type", "ecdsa-p256"]).success();
+    p.prov(&["attest", "--generate-key", "other.key", "--key-type", "ecdsa-p256"]).success();
+
+    // Model signatures are ECDSA only: refused with a hint, before anything is written.
+    let e = p.prov(&["export", &model, "--out", "hf", "--sign", "ed.key"]).exit(1).stderr();
+    assert!(e.contains("ECDSA") && e.contains("--key-type ecdsa-p256"), "{e}");
+    assert!(!p.path("hf").exists());
+
+    p.prov(&["export", &model, "--out", "hf", "--sign", "ec.key"]).success();
+    let ours = |key: &str| p.prov(&["verify-attestation", "hf/model.sig", "--key", key, "--model", "hf"]);
+    reference.accepts(&p.root, &["model-verify", "hf", "hf/model.sig", "ec.key.pub"]);
+    ours("ec.key.pub").success();
+    // Another key: refused by both.
+    reference.refuses(&p.root, &["model-verify", "hf", "hf/model.sig", "other.key.pub"]);
+    ours("other.key.pub").exit(2);
+    // One flipped byte in a file: refused by both.
+    flip_byte(&p.path("hf/config.json"), 3);
+    reference.refuses(&p.root, &["model-verify", "hf", "hf/model.sig", "ec.key.pub"]);
+    assert!(ours("ec.key.pub").exit(2).stderr().contains("`config.json` has other bytes"));
+    flip_byte(&p.path("hf/config.json"), 3);
+    ours("ec.key.pub").success();
+    // A file added: refused by both.
+    p.write("hf/extra.txt", "not signed");
+    reference.refuses(&p.root, &["model-verify", "hf", "hf/model.sig", "ec.key.pub"]);
+    assert!(ours("ec.key.pub").exit(2).stderr().contains("`extra.txt` is not signed"));
+    // A flipped byte in the signed payload: refused by both.
+    let mut bundle: Value = serde_json::from_slice(&fs_err::read(p.path("hf/model.sig")).unwrap()).unwrap();
+    let mut payload = B64.decode(bundle["dsseEnvelope"]["payload"].as_str().unwrap()).unwrap();
+    let at = payload.len() / 2;
+    payload[at] ^= 0x01;
+    bundle["dsseEnvelope"]["payload"] = Value::String(B64.encode(&payload));
+    fs_err::write(p.path("forged.sig"), serde_json::to_vec(&bundle).unwrap()).unwrap();
+    fs_err::remove_file(p.path("hf/extra.txt")).unwrap();
+    reference.refuses(&p.root, &["model-verify", "hf", "forged.sig", "ec.key.pub"]);
+    p.prov(&["verify-attestation", "forged.sig", "--key", "ec.key.pub", "--model", "hf"]).exit(2);
+
+    // Signing covers the whole folder: a folder with a file the export did not write is not
+    // signed.
+    p.write("hf2/notes.txt", "mine");
+    let e = p.prov(&["export", &model, "--out", "hf2", "--sign", "ec.key"]).exit(1).stderr();
+    assert!(e.contains("`notes.txt` is not a file the export wrote"), "{e}");
+
+    // The other direction: model-signing signs the exported folder, Provenant verifies it.
+    reference.text(&p.root, &["model-sign", "hf", "theirs.sig", "other.key"]);
+    p.prov(&["verify-attestation", "theirs.sig", "--key", "other.key.pub", "--model", "hf"]).success();
+    p.prov(&["verify-attestation", "theirs.sig", "--key", "ec.key.pub", "--model", "hf"]).exit(2);
+    flip_byte(&p.path("hf/model.safetensors"), 100);
+    reference.refuses(&p.root, &["model-verify", "hf", "theirs.sig", "other.key.pub"]);
+    p.prov(&["verify-attestation", "theirs.sig", "--key", "other.key.pub", "--model", "hf"]).exit(2);
+}

@@ -11,6 +11,8 @@ unknown or mistyped field is an error), cryptography writes and reads the key fi
   keyid PUBKEY                the key id securesystemslib gives a public key
   keygen ALG FORMAT OUT       cryptography writes a key pair (ALG ed25519|ecdsa-p256,
                               FORMAT pkcs8|openssh|sec1) to OUT and OUT.pub
+  model-verify DIR SIG PUB    model-signing (OpenSSF) verifies the folder DIR against SIG
+  model-sign DIR SIG PRIV     model-signing signs the folder DIR into SIG (an ECDSA key)
 """
 
 import json
@@ -93,10 +95,28 @@ def keygen(alg, fmt, out):
     open(out + ".pub", "wb").write(public)
 
 
+def model_verify(folder, signature, public_key):
+    import model_signing
+
+    model_signing.verifying.Config().use_elliptic_key_verifier(public_key=public_key).verify(folder, signature)
+    print(json.dumps({"verified": True}))
+
+
+def model_sign(folder, signature, private_key):
+    import model_signing
+
+    # As the model_signing command line does, a signature inside the folder is ignored.
+    hashing = model_signing.hashing.Config().set_ignored_paths(paths=["model.sig"], ignore_git_paths=True)
+    config = model_signing.signing.Config().use_elliptic_key_signer(private_key=private_key)
+    config.set_hashing_config(hashing).sign(folder, signature)
+
+
 if __name__ == "__main__":
     verb, args = sys.argv[1], sys.argv[2:]
     try:
-        {"verify": verify, "sign": sign, "keyid": keyid, "keygen": keygen}[verb](*args)
+        verbs = {"verify": verify, "sign": sign, "keyid": keyid, "keygen": keygen}
+        verbs.update({"model-verify": model_verify, "model-sign": model_sign})
+        verbs[verb](*args)
     except Exception as e:  # the test reads the refusal
         print(f"refused: {type(e).__name__}: {e}", file=sys.stderr)
         sys.exit(1)

@@ -12,7 +12,9 @@
 //!   ([`run_statement`], [`replay_statement`]) and checked against a run
 //!   ([`check_about_run`]);
 //! - attaching a signed envelope to a run in the store ([`attach`]), as a file object and an
-//!   [`prov_manifest::AttestationRecord`].
+//!   [`prov_manifest::AttestationRecord`];
+//! - model folders signed in the `OpenSSF` model signing format ([`sign_model_folder`],
+//!   [`verify_model_signature`]): a Sigstore bundle verified offline with a public key.
 //!
 //! It trusts nothing it reads: a stored attestation says who claims to have signed it, and
 //! only [`verify_statement`] with a key says who did.
@@ -33,12 +35,17 @@
 
 mod dsse;
 mod keys;
+mod model_signing;
 mod openssh;
 mod provenance;
 mod statement;
 
 pub use dsse::{Envelope, EnvelopeError, EnvelopeSignature, IN_TOTO_PAYLOAD_TYPE, Verified, pae, short as short_keyid};
 pub use keys::{KeyAlgorithm, KeyError, PublicKey, SigningKey, public_path_of};
+pub use model_signing::{
+    FolderFile, MODEL_SIGNATURE_PREDICATE, ModelSigningError, ModelVerified, SIGNATURE_FILE,
+    SIGSTORE_BUNDLE_MEDIA_TYPE, hash_folder, is_sigstore_bundle, sign_model_folder, verify_model_signature,
+};
 use prov_manifest::{AttestationRecord, AttestationRole, Record, SCHEMA_VERSION, StoredError, put_record};
 use prov_store::{Digest, ObjectKind, Store};
 pub use provenance::{
@@ -68,6 +75,9 @@ pub enum AttestError {
     /// A record cannot be read or written.
     #[error(transparent)]
     Stored(#[from] StoredError),
+    /// A model folder cannot be signed, or does not verify.
+    #[error(transparent)]
+    Model(#[from] ModelSigningError),
 }
 
 impl AttestError {
@@ -75,10 +85,13 @@ impl AttestError {
     /// statement about other outputs, stored bytes that do not match their digest.
     pub fn is_integrity_failure(&self) -> bool {
         match self {
-            Self::Envelope(EnvelopeError::NotSigned { .. }) => true,
             Self::Provenance(e) => e.is_integrity_failure(),
             Self::Stored(e) => e.is_integrity_failure(),
-            Self::Key(_) | Self::Envelope(EnvelopeError::Shape(_)) | Self::Statement(_) => false,
+            Self::Envelope(EnvelopeError::NotSigned { .. })
+            | Self::Model(
+                ModelSigningError::Mismatch(_) | ModelSigningError::Envelope(EnvelopeError::NotSigned { .. }),
+            ) => true,
+            Self::Model(_) | Self::Key(_) | Self::Envelope(EnvelopeError::Shape(_)) | Self::Statement(_) => false,
         }
     }
 
@@ -86,7 +99,11 @@ impl AttestError {
     pub fn hint(&self) -> Option<&'static str> {
         match self {
             Self::Key(e) => e.hint(),
-            Self::Envelope(EnvelopeError::NotSigned { .. }) => Some(
+            Self::Model(ModelSigningError::KeyAlgorithm(_)) => {
+                Some("make an ECDSA P-256 key with `prov attest --generate-key FILE --key-type ecdsa-p256`")
+            }
+            Self::Envelope(EnvelopeError::NotSigned { .. })
+            | Self::Model(ModelSigningError::Envelope(EnvelopeError::NotSigned { .. })) => Some(
                 "the envelope was changed after signing, or signed by another key: check that the key is the signer's",
             ),
             _ => None,

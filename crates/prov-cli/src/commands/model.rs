@@ -102,6 +102,12 @@ pub(crate) struct SampleArgs {
 /// that `transformers.AutoModelForCausalLM.from_pretrained(DIR)` loads the model as
 /// `ApertusForCausalLM` and `AutoTokenizer.from_pretrained(DIR)` its tokenizer. Prints each
 /// file with its BLAKE3 digest.
+///
+/// With `--sign KEY` (an ECDSA P-256 private key), also writes `DIR/model.sig`: the folder
+/// signed in the `OpenSSF` model signing format (a Sigstore bundle, no online service), which
+/// `model_signing verify key DIR --signature DIR/model.sig --public_key KEY.pub` and `prov
+/// verify-attestation DIR/model.sig --key KEY.pub --model DIR` check. The folder must then
+/// hold only what the export wrote.
 #[derive(Debug, clap::Args)]
 pub(crate) struct ExportArgs {
     /// Checkpoint record digest (full or a prefix of at least 6 hex digits)
@@ -109,6 +115,9 @@ pub(crate) struct ExportArgs {
     /// The folder to write
     #[arg(long, value_name = "DIR")]
     out: PathBuf,
+    /// Sign the folder with this ECDSA P-256 private key (PEM or OpenSSH), into DIR/model.sig
+    #[arg(long, value_name = "KEY")]
+    sign: Option<PathBuf>,
 }
 
 /// The store, held open (its shared lock keeps `prov gc` away while the worker reads the
@@ -235,6 +244,16 @@ pub(crate) fn cmd_sample(ui: &mut Ui, cx: &CommandContext, args: &SampleArgs) ->
 }
 
 pub(crate) fn cmd_export(ui: &mut Ui, cx: &CommandContext, args: &ExportArgs) -> Result<(), CommandError> {
+    // The key is read first, so that a key that cannot sign fails before the export.
+    let key = args.sign.as_ref().map(|k| prov_attest::SigningKey::read(&cx.cwd.join(k))).transpose()?;
+    if let Some(key) = &key
+        && key.public().algorithm() != prov_attest::KeyAlgorithm::EcdsaP256
+    {
+        return Err(prov_attest::AttestError::from(prov_attest::ModelSigningError::KeyAlgorithm(
+            key.public().algorithm().name(),
+        ))
+        .into());
+    }
     let (store, digest) = checkpoint(cx, &args.checkpoint)?;
     let request = ExportRequest { store: store.root().to_path_buf(), checkpoint: digest, out: cx.cwd.join(&args.out) };
     let files: ExportReply = ask_worker("export", &request)?;
@@ -244,6 +263,64 @@ pub(crate) fn cmd_export(ui: &mut Ui, cx: &CommandContext, args: &ExportArgs) ->
         ui.line(format!("{file_digest}  {}", args.out.join(name).display()))?;
         written.insert(name.clone(), json!(file_digest.to_string()));
     }
-    ui.json("export", json!({ "checkpoint": digest.to_string(), "out": args.out, "files": written }))?;
+    let signature = match &key {
+        Some(key) => {
+            sign_export(ui, &cx.cwd.join(&args.out), &files, key)?;
+            Some(args.out.join(prov_attest::SIGNATURE_FILE))
+        }
+        None => None,
+    };
+    let mut data = json!({ "checkpoint": digest.to_string(), "out": args.out, "files": written });
+    if let Some(s) = signature {
+        data["signature"] = json!(s);
+    }
+    ui.json("export", data)?;
+    Ok(())
+}
+
+/// Signs an exported folder, once its files are shown to be exactly the export's: the names
+/// the worker wrote, with the BLAKE3 it reported (a file added or changed meanwhile is refused,
+/// not signed).
+fn sign_export(
+    ui: &mut Ui,
+    dir: &std::path::Path,
+    exported: &ExportReply,
+    key: &prov_attest::SigningKey,
+) -> Result<(), CommandError> {
+    let ignored: Vec<String> =
+        [prov_attest::SIGNATURE_FILE, ".git", ".gitattributes", ".github", ".gitignore"].map(str::to_owned).to_vec();
+    let found = prov_attest::hash_folder(dir, &ignored, "blake3").map_err(prov_attest::AttestError::from)?;
+    for f in &found {
+        match exported.iter().find(|(name, _)| *name == f.name).map(|(_, d)| d) {
+            None => {
+                return Err(CommandError::input(format!(
+                    "{}: `{}` is not a file the export wrote; a signature covers the whole folder",
+                    dir.display(),
+                    f.name
+                ))
+                .with_hint("export into an empty folder to sign it"));
+            }
+            Some(d) if d.to_hex() != f.digest => {
+                return Err(CommandError::integrity(format!(
+                    "{}: `{}` changed after the export wrote it",
+                    dir.display(),
+                    f.name
+                )));
+            }
+            Some(_) => {}
+        }
+    }
+    if let Some((gone, _)) = exported.iter().find(|(name, _)| !found.iter().any(|f| f.name == *name)) {
+        return Err(CommandError::integrity(format!("{}: `{gone}` is gone since the export wrote it", dir.display())));
+    }
+    let (bundle, signed) = prov_attest::sign_model_folder(dir, key).map_err(prov_attest::AttestError::from)?;
+    prov_store::write_atomically(dir, &dir.join(prov_attest::SIGNATURE_FILE), &bundle)
+        .map_err(|e| CommandError::input(format!("writing the signature: {e}")))?;
+    ui.line(format!(
+        "signed {} files into {} (model signing v1.0, ECDSA P-256 key {})",
+        signed.len(),
+        dir.join(prov_attest::SIGNATURE_FILE).display(),
+        key.public().keyid()
+    ))?;
     Ok(())
 }

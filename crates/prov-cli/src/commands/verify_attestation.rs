@@ -22,6 +22,11 @@ use crate::ui::Ui;
 /// with both digests recomputed from the store. `--add` then keeps it beside the run, so that
 /// `prov show` lists it and `prov audit` counts a signed replay.
 ///
+/// A model signature (a Sigstore bundle in the `OpenSSF` model signing format, as `prov
+/// export --sign` and `model_signing sign key` write) is checked the same way, and with
+/// `--model DIR` against the folder: every file but the ignored ones must be signed, with its
+/// digest.
+///
 /// Exits 0 when everything holds, 2 when a signature does not verify or the statement is about
 /// other outputs, 1 when the file is not an attestation.
 #[derive(Debug, clap::Args)]
@@ -37,6 +42,9 @@ pub(crate) struct VerifyAttestationArgs {
     /// Keep the attestation in the store beside the run once it verifies
     #[arg(long, requires = "run")]
     add: bool,
+    /// The model folder a model signature must be the signature of
+    #[arg(long, value_name = "DIR", conflicts_with = "run")]
+    model: Option<PathBuf>,
 }
 
 pub(crate) fn cmd_verify_attestation(
@@ -53,6 +61,13 @@ pub(crate) fn cmd_verify_attestation(
     let bytes = fs_err::read(cx.cwd.join(&args.file))
         .map_err(|e| CommandError::input(format!("reading the attestation: {e}")))?;
     let shown = args.file.display().to_string();
+    if prov_attest::is_sigstore_bundle(&bytes) {
+        return verify_model(ui, cx, args, &bytes, &keys);
+    }
+    if args.model.is_some() {
+        return Err(CommandError::input(format!("{shown}: not a model signature (a Sigstore bundle)"))
+            .with_hint("`--model` checks what `prov export --sign` or `model_signing sign` wrote"));
+    }
     let envelope = Envelope::parse(&bytes).map_err(|e| CommandError::from(e).prefixed(&shown))?;
     let (statement, signers) =
         verify_statement(&envelope, &keys).map_err(|e| CommandError::from(e).prefixed(&shown))?;
@@ -112,6 +127,36 @@ pub(crate) fn cmd_verify_attestation(
         if let Some(r) = record {
             ui.line(format!("  kept as attestation {r}"))?;
         }
+    }
+    Ok(())
+}
+
+fn verify_model(
+    ui: &mut Ui,
+    cx: &CommandContext,
+    args: &VerifyAttestationArgs,
+    bytes: &[u8],
+    keys: &[PublicKey],
+) -> Result<(), CommandError> {
+    let shown = args.file.display().to_string();
+    let dir = args.model.as_ref().map(|d| cx.cwd.join(d));
+    let verified = prov_attest::verify_model_signature(bytes, keys, dir.as_deref())
+        .map_err(|e| CommandError::from(prov_attest::AttestError::from(e)).prefixed(&shown))?;
+    ui.json(
+        "model_signature",
+        json!({
+            "file": shown,
+            "verified": true,
+            "signers": verified.signers,
+            "model": verified.model,
+            "files": verified.files.iter().map(|f| json!({"name": f.name, "digest": f.digest})).collect::<Vec<_>>(),
+            "folder": args.model.as_ref().map(|d| d.display().to_string()),
+        }),
+    )?;
+    ui.line(format!("model signature {shown}: signature valid, signed by {}", verified.signers.join(" and ")))?;
+    ui.line(format!("  model      `{}`, {} files", verified.model, verified.files.len()))?;
+    if let Some(d) = &args.model {
+        ui.line(format!("  folder     {}: every file signed, with its digest", d.display()))?;
     }
     Ok(())
 }
