@@ -580,3 +580,110 @@ fn signed_exports_are_verified_by_model_signing_and_the_reverse() {
     reference.refuses(&p.root, &["model-verify", "hf", "theirs.sig", "other.key.pub"]);
     p.prov(&["verify-attestation", "theirs.sig", "--key", "other.key.pub", "--model", "hf"]).exit(2);
 }
+
+const REVIEW_RECIPE: &str = "\
+schema: 1
+name: review
+seed: 7
+sources:
+  docs: {path: data/docs, license: MIT}
+  reviewed: {path: ../verdicts}
+stages:
+  shards: {kind: shard, inputs: {docs: docs}, params: {shards: 1}}
+  license: {kind: license, inputs: {docs: shards, verdicts: reviewed}, params: {policy: permissive}}
+";
+
+/// Signed reviewer verdicts: `prov license decide --key` signs the verdict file beside it; a
+/// license policy that lists reviewers' keys makes the queue refuse a verdict signed by
+/// another key, unsigned, or changed after signing (a well-formed verdict re-encoded with
+/// another reviewer); the audit's license claim refuses the same for the verdicts a run
+/// used; securesystemslib verifies the signature file.
+#[test]
+fn a_policy_can_require_verdicts_signed_by_listed_reviewers() {
+    let Some(reference) = Reference::get() else { return };
+    let p = Project::new();
+    p.git_init("Rita Reviewer", "rita@example.org");
+    let mut docs = String::new();
+    for (id, l) in [("a", "MIT"), ("b", "AFL-3.0"), ("c", "AFL-3.0")] {
+        docs.push_str(&serde_json::json!({"id": id, "text": format!("document {id}"), "license": l}).to_string());
+        docs.push('\n');
+    }
+    p.write("recipes/data/docs/docs.jsonl", &docs);
+    p.write("recipes/review.yaml", REVIEW_RECIPE);
+    p.write("verdicts/README.md", "Reviewer verdicts.\n");
+    p.write("lp.yaml", "schema: 1\nname: signed\nversion: \"1\"\nallow: [MIT]\nsigned_verdicts: [rita.key.pub]\n");
+    p.prov(&["run", "recipes/review.yaml"]).success();
+    p.prov(&["attest", "--generate-key", "rita.key"]).success();
+    p.prov(&["attest", "--generate-key", "mallory.key"]).success();
+    let decide = |key: Option<&str>| {
+        let mut args =
+            vec!["license", "decide", "license:AFL-3.0", "--allow", "--reason", "permissive", "--policy", "lp.yaml"];
+        if let Some(k) = key {
+            args.extend(["--key", k]);
+        }
+        p.prov(&args).success();
+    };
+    let queue = || {
+        let lines = p.json(&["license", "queue", "--all", "--policy", "lp.yaml"]);
+        let afl = lines
+            .iter()
+            .find(|l| l["type"] == "subject" && l["data"]["subject"] == "license:AFL-3.0")
+            .map(|l| l["data"].clone());
+        let refused: Vec<String> = lines
+            .iter()
+            .filter(|l| l["type"] == "refused_verdict")
+            .map(|l| l["data"]["why"].as_str().unwrap().to_owned())
+            .collect();
+        (afl.unwrap(), refused)
+    };
+
+    // Signed by a key the policy does not list: refused, the license back in the queue.
+    decide(Some("mallory.key"));
+    let (afl, refused) = queue();
+    assert_eq!(afl["status"], "deny", "{afl}");
+    assert!(refused[0].contains("badly signed") && refused[0].contains("no signature verifies"), "{refused:?}");
+    // Signed by the listed reviewer: decided.
+    decide(Some("rita.key"));
+    let (afl, refused) = queue();
+    assert!(refused.is_empty(), "{refused:?}");
+    assert_eq!(afl["status"], "decided", "{afl}");
+    assert_eq!(afl["verdict"]["signature"], "signed by rita.key.pub", "{afl}");
+    let seen = reference.accepts(&p.root, &["verify", "verdicts/licenses/AFL-3.0.json.sig", "rita.key.pub"]);
+    assert_eq!(seen["predicate_type"], "https://provenant.dev/attestation/license-verdict/v1");
+    // Unsigned: the earlier signature is removed (committed as removed), and the verdict refused.
+    decide(None);
+    assert!(!p.path("verdicts/licenses/AFL-3.0.json.sig").exists());
+    assert!(!p.git(&["ls-files", "verdicts"]).contains(".sig"), "the removal is committed");
+    assert_eq!(queue().1, ["unsigned"]);
+
+    // Signed again, and the run uses it; the audit checks who signed what kept documents.
+    decide(Some("rita.key"));
+    p.prov(&["run", "recipes/review.yaml"]).success();
+    p.write("audit.yaml", "schema: 1\nname: a\nclaims:\n  - kind: license\n    verdict_signers: [rita.key.pub]\n");
+    p.write("audit-m.yaml", "schema: 1\nname: a\nclaims:\n  - kind: license\n    verdict_signers: [mallory.key.pub]\n");
+    let audit = |policy: &str| p.prov(&["audit", "lockfiles/review.lock", "--policy", policy]);
+    let r = audit("audit.yaml");
+    r.success();
+    assert!(r.stdout().contains("signed by rita.key.pub"), "{}", r.describe());
+    let r = audit("audit-m.yaml");
+    r.exit(4);
+    assert!(r.stdout().contains("the policy requires verdicts signed by mallory.key.pub"), "{}", r.describe());
+
+    // A forged verdict: well-formed, canonical, at its right path, with another reviewer
+    // written in, beside rita's signature of the real one.
+    let path = p.path("verdicts/licenses/AFL-3.0.json");
+    let prov_manifest::Record::Verdict(mut v) =
+        prov_manifest::Record::from_bytes(&fs_err::read(&path).unwrap()).unwrap()
+    else {
+        panic!("a verdict")
+    };
+    v.reviewer = "Mallory <m@example.org>".into();
+    fs_err::write(&path, prov_manifest::Record::Verdict(v).to_bytes().unwrap()).unwrap();
+    let refused = queue().1;
+    assert!(refused[0].contains("signs other bytes"), "{refused:?}");
+    reference.refuses(&p.root, &["verify", "verdicts/licenses/AFL-3.0.json.sig", "mallory.key.pub"]);
+    p.prov(&["run", "recipes/review.yaml"]).success();
+    let r = audit("audit.yaml");
+    r.exit(4);
+    assert!(r.stdout().contains("signs other bytes"), "{}", r.describe());
+}

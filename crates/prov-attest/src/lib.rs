@@ -13,6 +13,8 @@
 //!   ([`check_about_run`]);
 //! - attaching a signed envelope to a run in the store ([`attach`]), as a file object and an
 //!   [`prov_manifest::AttestationRecord`];
+//! - reviewer verdicts signed beside their files ([`sign_verdict`],
+//!   [`check_verdict_signature`]);
 //! - model folders signed in the `OpenSSF` model signing format ([`sign_model_folder`],
 //!   [`verify_model_signature`]): a Sigstore bundle verified offline with a public key.
 //!
@@ -39,6 +41,7 @@ mod model_signing;
 mod openssh;
 mod provenance;
 mod statement;
+mod verdict;
 
 pub use dsse::{Envelope, EnvelopeError, EnvelopeSignature, IN_TOTO_PAYLOAD_TYPE, Verified, pae, short as short_keyid};
 pub use keys::{KeyAlgorithm, KeyError, PublicKey, SigningKey, public_path_of};
@@ -56,6 +59,7 @@ pub use statement::{
     BuildDefinition, BuildMetadata, Builder, Provenance, ResourceDescriptor, RunDetails, SLSA_PROVENANCE_V1,
     STATEMENT_TYPE, Statement,
 };
+pub use verdict::{VERDICT_PREDICATE, check_verdict_signature, sign_verdict, verdict_signature_path};
 
 /// An error of attesting or verifying.
 #[derive(Debug, thiserror::Error)]
@@ -75,6 +79,9 @@ pub enum AttestError {
     /// A record cannot be read or written.
     #[error(transparent)]
     Stored(#[from] StoredError),
+    /// A signed statement is about other bytes than the ones it is checked against.
+    #[error("{0}")]
+    OtherBytes(String),
     /// A model folder cannot be signed, or does not verify.
     #[error(transparent)]
     Model(#[from] ModelSigningError),
@@ -88,6 +95,7 @@ impl AttestError {
             Self::Provenance(e) => e.is_integrity_failure(),
             Self::Stored(e) => e.is_integrity_failure(),
             Self::Envelope(EnvelopeError::NotSigned { .. })
+            | Self::OtherBytes(_)
             | Self::Model(
                 ModelSigningError::Mismatch(_) | ModelSigningError::Envelope(EnvelopeError::NotSigned { .. }),
             ) => true,
@@ -103,6 +111,7 @@ impl AttestError {
                 Some("make an ECDSA P-256 key with `prov attest --generate-key FILE --key-type ecdsa-p256`")
             }
             Self::Envelope(EnvelopeError::NotSigned { .. })
+            | Self::OtherBytes(_)
             | Self::Model(ModelSigningError::Envelope(EnvelopeError::NotSigned { .. })) => Some(
                 "the envelope was changed after signing, or signed by another key: check that the key is the signer's",
             ),

@@ -29,16 +29,21 @@ fn read_keys(
     let dir = file.parent().unwrap_or_else(|| Path::new(""));
     let mut keys = std::collections::BTreeMap::new();
     for (i, claim) in claims.iter().enumerate() {
-        let Claim::Replay { replayers, min_signed_replays } = claim else { continue };
+        let (field, listed, min) = match claim {
+            Claim::Replay { replayers, min_signed_replays } => ("replayers", replayers, *min_signed_replays),
+            Claim::License { verdict_signers, .. } => ("verdict_signers", verdict_signers, 0),
+            _ => continue,
+        };
         let at = |message: String| {
             let mut e = RecipeError::at_field(file, text, &[], message);
-            if let Some((line, column)) = locate_claim_field(text, i, "replayers") {
+            if let Some((line, column)) = locate_claim_field(text, i, field) {
                 (e.line, e.column) = (line, column);
                 e.source_line = text.lines().nth(line - 1).map(str::to_owned);
             }
-            e.field = Some(format!("claims[{i}].replayers"));
+            e.field = Some(format!("claims[{i}].{field}"));
             e
         };
+        let (replayers, min_signed_replays) = (listed, &min);
         if *min_signed_replays > replayers.len() {
             return Err(at(format!(
                 "`min_signed_replays` is {min_signed_replays} but only {} replayers are listed",
@@ -48,7 +53,7 @@ fn read_keys(
         for path in replayers {
             let key = prov_attest::PublicKey::read(&dir.join(path)).map_err(|e| at(e.to_string()))?;
             if keys.values().any(|k| k == &key) && !keys.contains_key(path) {
-                return Err(at(format!("`{path}` is a key listed already: each replayer has its own key")));
+                return Err(at(format!("`{path}` is a key listed already: each party has its own key")));
             }
             keys.insert(path.clone(), key);
         }
@@ -125,6 +130,10 @@ pub enum Claim {
         /// The `prov-license` policy preset the kept licenses must satisfy (`permissive`).
         #[serde(default = "default_license_policy")]
         policy: String,
+        /// Public keys (paths relative to the policy file), one of which must have signed each
+        /// reviewer verdict that kept documents (`prov license decide --key`).
+        #[serde(default)]
+        verdict_signers: Vec<String>,
     },
     /// No source re-licenses the documents it holds: the declared license of the source
     /// upstream of a `license` stage is compatible with every license its documents declare.

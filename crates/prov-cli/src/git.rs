@@ -92,7 +92,8 @@ pub(crate) fn identity(repo: &git2::Repository) -> Result<String, CommandError> 
     Ok(format!("{} <{}>", name.trim(), email.trim()))
 }
 
-/// Commits HEAD's tree plus exactly `paths` (relative to `workdir`, read from the work tree),
+/// Commits HEAD's tree plus exactly `paths` (relative to `workdir`, read from the work tree;
+/// one no longer there is committed as removed),
 /// whatever else the user staged, with `remove_dir` first removed from the tree; keeps the
 /// work tree's index in step for these paths. Returns the commit's id.
 pub(crate) fn commit_paths(
@@ -112,6 +113,11 @@ pub(crate) fn commit_paths(
         staging.remove_dir(Path::new(d), 0).map_err(git_err)?;
     }
     for p in paths {
+        // A path that is gone from the work tree is committed as removed.
+        if !workdir.join(p).exists() {
+            let _ = staging.remove_path(Path::new(p));
+            continue;
+        }
         let bytes = fs_err::read(workdir.join(p))?;
         let blob = repo.blob(&bytes).map_err(git_err)?;
         let entry = git2::IndexEntry {
@@ -136,7 +142,11 @@ pub(crate) fn commit_paths(
         index.remove_dir(Path::new(d), 0).map_err(git_err)?;
     }
     for p in paths {
-        index.add_path(Path::new(p)).map_err(git_err)?;
+        if workdir.join(p).exists() {
+            index.add_path(Path::new(p)).map_err(git_err)?;
+        } else {
+            let _ = index.remove_path(Path::new(p));
+        }
     }
     index.write().map_err(git_err)?;
     let tree = repo.find_tree(tree_id).map_err(git_err)?;

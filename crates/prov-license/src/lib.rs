@@ -106,8 +106,8 @@ pub use policy::{
 };
 pub use prov_manifest::Decision;
 pub use review::{
-    Comparison, MANUAL_RULE, Review, ReviewError, Reviewed, ReviewedVerdicts, Side, Status, VerdictFileError, diff,
-    encode_file_name, license_key, parse_policy, reviewer_verdict, status, verdict_path,
+    Comparison, MANUAL_RULE, Review, ReviewError, Reviewed, ReviewedVerdicts, Side, Signed, Status, VerdictFileError,
+    diff, encode_file_name, license_key, parse_policy, reviewer_verdict, status, verdict_path,
 };
 pub use spdx;
 

@@ -60,6 +60,7 @@ pub struct Policy {
     allow: BTreeSet<String>,
     allow_with: BTreeSet<(String, String)>,
     ambiguous: AmbiguousRule,
+    verdict_signers: Vec<(String, prov_attest::PublicKey)>,
 }
 
 /// What a policy does with a string that could denote several licenses.
@@ -143,6 +144,14 @@ impl PolicyBuilder {
         self
     }
 
+    /// Requires every reviewer verdict to be signed by one of the keys given this way (`name`
+    /// is how the key is shown: the path a policy file lists it under).
+    #[must_use]
+    pub fn verdict_signer(mut self, name: impl Into<String>, key: prov_attest::PublicKey) -> Self {
+        self.policy.verdict_signers.push((name.into(), key));
+        self
+    }
+
     /// Returns the policy.
     pub fn build(self) -> Policy {
         self.policy
@@ -223,6 +232,7 @@ impl Policy {
                 allow: BTreeSet::new(),
                 allow_with: BTreeSet::new(),
                 ambiguous: AmbiguousRule::Deny,
+                verdict_signers: Vec::new(),
             },
         }
     }
@@ -243,6 +253,12 @@ impl Policy {
     /// Returns the policy's version, as recorded in verdicts.
     pub fn version(&self) -> &str {
         &self.version
+    }
+
+    /// The keys one of which must have signed every reviewer verdict, by name; none when the
+    /// policy does not require signed verdicts.
+    pub fn verdict_signers(&self) -> &[(String, prov_attest::PublicKey)] {
+        &self.verdict_signers
     }
 
     /// Returns the allowed license ids, sorted.

@@ -190,6 +190,12 @@ pub struct Review {
     pub subjects: Vec<ReviewSubject>,
     /// The reviewer verdicts considered (pinned in the run, then the directory's).
     pub verdicts: ReviewedVerdicts<Digest>,
+    /// Whether each reviewer verdict read is signed, by its digest, checked with the policy's
+    /// verdict signers.
+    pub signed: BTreeMap<Digest, crate::Signed>,
+    /// The verdicts refused because the policy requires signed verdicts and they are not
+    /// signed by one of its keys: `(path, why)`. They decide nothing.
+    pub refused: Vec<(String, String)>,
 }
 
 /// Reads the reviewer verdicts pinned in a stage's `verdicts` input: `(path, digest, bytes)`.
@@ -219,7 +225,7 @@ fn directory_files(dir: &Path) -> Result<Vec<(String, Digest, Vec<u8>)>, ReviewE
             let path = entry?.path();
             if path.is_dir() {
                 stack.push(path);
-            } else if path.extension().is_some_and(|e| e == "json") {
+            } else if path.extension().is_some_and(|e| e == "json") || path.to_string_lossy().ends_with(".json.sig") {
                 let bytes = fs_err::read(&path)?;
                 let rel = path.strip_prefix(dir).unwrap_or(&path).to_string_lossy().replace('\\', "/");
                 out.push((rel, Digest::of(&bytes), bytes));
@@ -266,13 +272,26 @@ pub fn gather(store: &Store, run: &LoadedRun, policy: &Policy, dir: &Path) -> Re
             .map(|(p, d, b)| (p.as_str(), *d, b.as_slice())),
     )
     .map_err(|e| verdict_error("reviewer verdicts", &e))?;
+    let mut verdicts = verdicts;
+    let signed: BTreeMap<Digest, crate::Signed> =
+        verdicts.iter().map(|r| (r.id, r.signed(policy.verdict_signers()))).collect();
+    let mut refused = Vec::new();
+    if !policy.verdict_signers().is_empty() {
+        verdicts.retain(|r| match &signed[&r.id] {
+            crate::Signed::By(_) => true,
+            other => {
+                refused.push((r.path.clone(), other.describe()));
+                false
+            }
+        });
+    }
 
     let mut subjects: BTreeMap<(Kind, String), ReviewSubject> = BTreeMap::new();
     let texts = LazyTexts::default();
     for stage in stages {
         stage_subjects(store, run, stage, policy, &verdicts, &texts, &mut subjects)?;
     }
-    Ok(Review { subjects: subjects.into_values().collect(), verdicts })
+    Ok(Review { subjects: subjects.into_values().collect(), verdicts, signed, refused })
 }
 
 fn decided_by(

@@ -229,6 +229,54 @@ pub struct Reviewed<I> {
     pub path: String,
     /// The verdict.
     pub verdict: VerdictRecord,
+    /// The bytes of its signature file (`<path>.sig`), when there is one.
+    pub signature: Option<Vec<u8>>,
+}
+
+/// Whether a reviewer verdict is signed, and by whom.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Signed {
+    /// No signature file.
+    Unsigned,
+    /// Signed by these of the keys checked, by name.
+    By(Vec<String>),
+    /// A signature file that is not a valid signature of this verdict by a key checked.
+    Invalid(String),
+    /// A signature, not checked (no keys given): the key ids it states.
+    Unchecked(Vec<String>),
+}
+
+impl Signed {
+    /// How the queue and the audit say it.
+    pub fn describe(&self) -> String {
+        match self {
+            Self::Unsigned => "unsigned".into(),
+            Self::By(names) => format!("signed by {}", names.join(", ")),
+            Self::Invalid(why) => format!("badly signed: {why}"),
+            Self::Unchecked(ids) => format!("signed by key id {} (not checked: no keys listed)", ids.join(", ")),
+        }
+    }
+}
+
+impl<I> Reviewed<I> {
+    /// Checks the verdict's signature against `keys` (name, key).
+    pub fn signed(&self, keys: &[(String, prov_attest::PublicKey)]) -> Signed {
+        let Some(sig) = &self.signature else { return Signed::Unsigned };
+        if keys.is_empty() {
+            return match prov_attest::Envelope::parse(sig) {
+                Ok(e) => Signed::Unchecked(e.stated_keyids().iter().map(|k| prov_attest::short_keyid(k)).collect()),
+                Err(e) => Signed::Invalid(e.to_string()),
+            };
+        }
+        let bytes = Record::Verdict(self.verdict.clone()).to_bytes().expect("a verdict encodes");
+        let public: Vec<prov_attest::PublicKey> = keys.iter().map(|(_, k)| k.clone()).collect();
+        match prov_attest::check_verdict_signature(&self.path, &bytes, sig, &public) {
+            Ok(ids) => {
+                Signed::By(keys.iter().filter(|(_, k)| ids.contains(&k.keyid())).map(|(n, _)| n.clone()).collect())
+            }
+            Err(e) => Signed::Invalid(e.to_string()),
+        }
+    }
 }
 
 /// The reviewer verdicts of a verdicts directory, indexed by license key and by record.
@@ -254,7 +302,12 @@ impl<I: Clone> ReviewedVerdicts<I> {
     /// The first file that is not a canonical reviewer verdict at its [`verdict_path`].
     pub fn from_files<'b>(files: impl IntoIterator<Item = (&'b str, I, &'b [u8])>) -> Result<Self, VerdictFileError> {
         let mut out = Self::default();
-        for (path, id, bytes) in files {
+        let files: Vec<(&str, I, &[u8])> = files.into_iter().collect();
+        let signature_of = |path: &str| {
+            let sig = prov_attest::verdict_signature_path(path);
+            files.iter().find(|(p, _, _)| *p == sig).map(|(_, _, b)| b.to_vec())
+        };
+        for (path, id, bytes) in files.iter().cloned() {
             if Path::new(path).extension().is_none_or(|e| e != "json") {
                 continue;
             }
@@ -283,7 +336,7 @@ impl<I: Clone> ReviewedVerdicts<I> {
                 let about = verdict.record.clone().unwrap_or_else(|| verdict.spdx.clone());
                 return Err(VerdictFileError::Misnamed { path: path.to_owned(), about, expected });
             }
-            let entry = Reviewed { id, path: path.to_owned(), verdict };
+            let entry = Reviewed { id, path: path.to_owned(), verdict, signature: signature_of(path) };
             match entry.verdict.record.clone() {
                 Some(r) => out.by_record.insert(r, entry),
                 None => out.by_license.insert(entry.verdict.spdx.clone(), entry),
@@ -314,6 +367,12 @@ impl<I> ReviewedVerdicts<I> {
         self.by_license.values().chain(self.by_record.values())
     }
 
+    /// Keeps only the verdicts `keep` accepts.
+    pub fn retain(&mut self, mut keep: impl FnMut(&Reviewed<I>) -> bool) {
+        self.by_license.retain(|_, r| keep(r));
+        self.by_record.retain(|_, r| keep(r));
+    }
+
     /// Returns the number of verdicts.
     pub fn len(&self) -> usize {
         self.by_license.len() + self.by_record.len()
@@ -342,6 +401,10 @@ struct PolicyFile {
     allow_with: Vec<AllowWith>,
     #[serde(default)]
     ambiguous: AmbiguousFile,
+    /// Public keys (paths relative to the policy file) one of which must have signed every
+    /// reviewer verdict.
+    #[serde(default)]
+    signed_verdicts: Vec<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -370,6 +433,7 @@ enum AmbiguousFile {
 /// allow_with:                      # optional
 ///   - {license: GPL-2.0-only, addition: Classpath-exception-2.0}
 /// ambiguous: deny                  # or allow-if-every-candidate-allowed; default deny
+/// signed_verdicts: [keys/ada.pub]  # optional: reviewer verdicts must be signed by one of these
 /// ```
 ///
 /// # Errors
@@ -407,6 +471,12 @@ pub fn parse_policy(file: &Path, text: &str) -> Result<Policy, RecipeError> {
     }
     for (i, w) in parsed.allow_with.iter().enumerate() {
         builder = builder.allow_with(&w.license, &w.addition).map_err(|e| entry_error(i, "allow_with", &e))?;
+    }
+    let dir = file.parent().unwrap_or_else(|| Path::new(""));
+    for (i, k) in parsed.signed_verdicts.iter().enumerate() {
+        let key = prov_attest::PublicKey::read(&dir.join(k))
+            .map_err(|e| at(&["signed_verdicts"], format!("signed_verdicts[{i}]"), e.to_string()))?;
+        builder = builder.verdict_signer(k.clone(), key);
     }
     Ok(builder
         .ambiguous(match parsed.ambiguous {

@@ -54,8 +54,9 @@ fn read_verdict_tree(
 fn pinned_reviewer_verdicts(
     cx: &RunContext<'_>,
     s: &StageRecord,
+    signers: &[(String, prov_attest::PublicKey)],
     result: &mut ClaimResult,
-) -> BTreeMap<Digest, prov_manifest::VerdictRecord> {
+) -> BTreeMap<Digest, (prov_manifest::VerdictRecord, prov_license::Signed)> {
     let Some(input) = s.inputs.get("verdicts") else { return BTreeMap::new() };
     let name = s.name.as_str();
     let tree = match get_record(cx.store, input) {
@@ -72,7 +73,27 @@ fn pinned_reviewer_verdicts(
     };
     result.evidence(format!("`{name}` reviewer verdicts (pinned input)"), tree);
     let entries = read_verdict_tree(cx, name, "reviewer verdict", tree, result).unwrap_or_default();
-    entries.into_iter().map(|(e, v)| (e.digest, v)).collect()
+    // The signature files beside the verdicts (`<path>.sig`), from the same pinned tree.
+    let signatures: BTreeMap<String, Digest> = match get_record(cx.store, &tree) {
+        Ok(Record::Tree(t)) => t.entries.into_iter().map(|e| (e.path.as_str().to_owned(), e.digest)).collect(),
+        _ => BTreeMap::new(),
+    };
+    let mut out = BTreeMap::new();
+    for (e, v) in entries {
+        let sig_path = prov_attest::verdict_signature_path(e.path.as_str());
+        let signature = match signatures.get(&sig_path).map(|d| cx.store.read(d)) {
+            None => None,
+            Some(Ok(bytes)) => Some(bytes),
+            Some(Err(err)) => {
+                result.fail(format!("`{name}`: signature `{sig_path}` cannot be read: {err}"));
+                continue;
+            }
+        };
+        let reviewed = prov_license::Reviewed { id: e.digest, path: e.path.as_str().to_owned(), verdict: v, signature };
+        let signed = reviewed.signed(signers);
+        out.insert(e.digest, (reviewed.verdict, signed));
+    }
+    out
 }
 
 /// Says who decided, for evidence: `allow by reviewer Ada <a@b> at 2026-…`.
@@ -117,20 +138,30 @@ fn output_verdicts(
 fn check_reviewer_kept(
     name: &str,
     kept: &BTreeMap<(String, String), (u64, Vec<String>)>,
-    pinned: &BTreeMap<Digest, prov_manifest::VerdictRecord>,
+    pinned: &BTreeMap<Digest, (prov_manifest::VerdictRecord, prov_license::Signed)>,
+    signers: &[(String, prov_attest::PublicKey)],
     result: &mut ClaimResult,
 ) {
     for ((declared, v), (n, ids)) in kept {
         let key = prov_license::license_key(declared);
         let found = v.parse::<Digest>().ok().and_then(|d| pinned.get(&d).map(|r| (d, r)));
-        let Some((d, record)) = found else {
+        let Some((d, (record, signed))) = found else {
             result.fail(format!(
                 "`{name}`: {n} kept documents declaring `{declared}` name reviewer verdict `{v}`, which is not among the verdicts pinned in the stage's `verdicts` input"
             ));
             continue;
         };
-        result
-            .evidence(format!("`{name}` `{declared}` ({n} kept documents)"), format!("{} ({d})", reviewed_by(record)));
+        result.evidence(
+            format!("`{name}` `{declared}` ({n} kept documents)"),
+            format!("{} ({d}), {}", reviewed_by(record), signed.describe()),
+        );
+        if !signers.is_empty() && !matches!(signed, prov_license::Signed::By(_)) {
+            result.fail(format!(
+                "`{name}`: {n} documents declaring `{declared}` are kept by verdict `{d}`, which is {}; the policy requires verdicts signed by {}",
+                signed.describe(),
+                signers.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>().join(" or ")
+            ));
+        }
         if record.decision != prov_license::Decision::Allow || record.rule != prov_license::MANUAL_RULE {
             result.fail(format!(
                 "`{name}`: {n} documents declaring `{declared}` are kept by verdict `{d}`, which is `{}` by rule `{}`",
@@ -149,7 +180,12 @@ fn check_reviewer_kept(
 }
 
 /// The `license` claim.
-pub(super) fn license(cx: &RunContext<'_>, stage: Option<&str>, policy_name: &str) -> ClaimResult {
+pub(super) fn license(
+    cx: &RunContext<'_>,
+    stage: Option<&str>,
+    policy_name: &str,
+    signers: &[(String, prov_attest::PublicKey)],
+) -> ClaimResult {
     let mut result = ClaimResult::new(
         "license",
         format!(
@@ -173,7 +209,7 @@ pub(super) fn license(cx: &RunContext<'_>, stage: Option<&str>, policy_name: &st
             &["license:allowed", "license:reviewer-allowed"],
             &mut result,
         );
-        let pinned = pinned_reviewer_verdicts(cx, s, &mut result);
+        let pinned = pinned_reviewer_verdicts(cx, s, signers, &mut result);
         let Some(verdicts) = output_verdicts(cx, s, &f, &mut result) else { continue };
         let licenses = s.stats.get("licenses").and_then(Value::as_object);
         // Kept by the policy: per declared string. Kept by a reviewer: per string and verdict.
@@ -220,7 +256,7 @@ pub(super) fn license(cx: &RunContext<'_>, stage: Option<&str>, policy_name: &st
                 ));
             }
         }
-        check_reviewer_kept(name, &by_reviewer, &pinned, &mut result);
+        check_reviewer_kept(name, &by_reviewer, &pinned, signers, &mut result);
         result.rechecked.push(format!(
             "`{name}`: each kept license string re-normalised and re-evaluated against policy `{policy_name}`, or matched to a reviewer verdict pinned in the stage's input, and every verdict record read"
         ));
@@ -247,10 +283,10 @@ pub(super) fn compound_license(cx: &RunContext<'_>, stage: Option<&str>) -> Clai
         result.evidence(format!("source `{}` ({declared})", source.name), digest);
         // A reviewer's verdict about a license (pinned in the stage's input) decides what the
         // check cannot: an unclassifiable constituent, or the mixture itself.
-        let pinned = pinned_reviewer_verdicts(cx, s, &mut result);
+        let pinned = pinned_reviewer_verdicts(cx, s, &[], &mut result);
         let reviewed = |license: &str| {
             let key = prov_license::license_key(license);
-            pinned.iter().find(|(_, v)| v.record.is_none() && v.spdx == key).map(|(d, v)| (*d, v))
+            pinned.iter().find(|(_, (v, _))| v.record.is_none() && v.spdx == key).map(|(d, (v, _))| (*d, v))
         };
         let mut strings = BTreeMap::new();
         for r in f.ledger.rows() {

@@ -515,7 +515,11 @@ pub fn evaluate(cx: &RunContext<'_>, policy: &AuditPolicy, options: &AuditOption
             Claim::Toxicity { stage, removed_share, tolerance } => {
                 toxicity::toxicity(cx, stage.as_deref(), *removed_share, *tolerance)
             }
-            Claim::License { stage, policy } => license::license(cx, stage.as_deref(), policy),
+            Claim::License { stage, policy: license_policy, verdict_signers } => {
+                let keys: Vec<(String, prov_attest::PublicKey)> =
+                    verdict_signers.iter().filter_map(|r| policy.keys.get(r).map(|k| (r.clone(), k.clone()))).collect();
+                license::license(cx, stage.as_deref(), license_policy, &keys)
+            }
             Claim::CompoundLicense { stage } => license::compound_license(cx, stage.as_deref()),
             Claim::Decontamination { stage, benchmark } => {
                 decontamination::decontamination(cx, stage.as_deref(), benchmark.as_ref(), options)

@@ -28,7 +28,8 @@ use crate::ui::{Ui, format_time};
 /// `verdicts/records/<id>.json`, replacing an earlier verdict on the same subject), then that
 /// one file is committed with git, with a message naming the subject and the decision. The
 /// next run of a recipe whose `license` stage takes the directory as its `verdicts` input uses
-/// it.
+/// it. With `--key`, the verdict is also signed (an in-toto statement about the verdict file, in
+/// a DSSE envelope) into `<file>.sig`, committed in the same commit.
 #[derive(Debug, clap::Args)]
 #[command(group(clap::ArgGroup::new("decision").required(true).args(["allow", "deny"])))]
 pub(crate) struct DecideArgs {
@@ -52,9 +53,14 @@ pub(crate) struct DecideArgs {
     /// The verdicts directory (default: `verdicts/` at the top of the git work tree)
     #[arg(long, value_name = "DIR")]
     verdicts: Option<PathBuf>,
+    /// Sign the verdict with this private key (PEM or OpenSSH), into `<verdict file>.sig`
+    /// beside it, committed with it: a policy can then require verdicts signed by listed keys
+    #[arg(long, value_name = "KEY")]
+    key: Option<PathBuf>,
 }
 
 pub(crate) fn cmd_license_decide(ui: &mut Ui, cx: &CommandContext, args: &DecideArgs) -> Result<(), CommandError> {
+    let key = args.key.as_ref().map(|k| prov_attest::SigningKey::read(&cx.cwd.join(k))).transpose()?;
     let (store, root) = cx.open_store(Access::Shared, true)?;
     let policy = load_policy(&cx.cwd, args.policy.as_deref().unwrap_or("permissive"))?;
     let run = load_run(&store, args.run.as_deref())?;
@@ -95,6 +101,25 @@ pub(crate) fn cmd_license_decide(ui: &mut Ui, cx: &CommandContext, args: &Decide
     let rel = rel.to_string_lossy().replace('\\', "/");
     let replaced = fs_err::read(&file).ok().map(|b| prov_store::Digest::of(&b)).filter(|d| *d != digest);
     prov_store::write_atomically(&store.root().join("tmp"), &file, &bytes)?;
+    let mut paths = vec![rel.clone()];
+    if let Some(key) = &key {
+        let signature = prov_attest::sign_verdict(&verdict_path(&verdict), &bytes, &verdict, key);
+        let sig_rel = prov_attest::verdict_signature_path(&rel);
+        let sig_file = file.with_file_name(prov_attest::verdict_signature_path(
+            &file.file_name().unwrap_or_default().to_string_lossy(),
+        ));
+        prov_store::write_atomically(&store.root().join("tmp"), &sig_file, &signature)?;
+        paths.push(sig_rel);
+    } else {
+        // A signature of an earlier verdict on this subject no longer signs this one.
+        let stale = file.with_file_name(prov_attest::verdict_signature_path(
+            &file.file_name().unwrap_or_default().to_string_lossy(),
+        ));
+        if stale.exists() {
+            fs_err::remove_file(&stale)?;
+            paths.push(prov_attest::verdict_signature_path(&rel));
+        }
+    }
     let word = if args.allow { "allow" } else { "deny" };
     let message = format!(
         "prov license decide: {word} {}\n\nsubject: {}\ndecision: {word}\nreviewer: {reviewer}\npolicy: {}\nverdict: {digest}\nfile: {rel}\n\n{}\n",
@@ -103,7 +128,7 @@ pub(crate) fn cmd_license_decide(ui: &mut Ui, cx: &CommandContext, args: &Decide
         verdict.policy_version,
         args.reason.trim()
     );
-    let commit = crate::git::commit_paths(&repo, &workdir, std::slice::from_ref(&rel), None, &message)?;
+    let commit = crate::git::commit_paths(&repo, &workdir, &paths, None, &message)?;
     ui.json(
         "verdict",
         json!({
@@ -116,6 +141,7 @@ pub(crate) fn cmd_license_decide(ui: &mut Ui, cx: &CommandContext, args: &Decide
             "replaces": replaced.map(|d| d.to_string()),
             "file": rel,
             "commit": commit.to_string(),
+            "signed_by": key.as_ref().map(|k| k.public().keyid()),
         }),
     )?;
     ui.line(format!("{word} {} by {reviewer} at {decided_at}", subject.id()))?;
@@ -123,6 +149,9 @@ pub(crate) fn cmd_license_decide(ui: &mut Ui, cx: &CommandContext, args: &Decide
     if let Some(old) = replaced {
         ui.line(format!("replaces verdict {old}"))?;
     }
-    ui.line(format!("wrote {rel} and committed it in {commit}"))?;
+    if let Some(k) = &key {
+        ui.line(format!("signed by {} key {}", k.public().algorithm().name(), k.public().keyid()))?;
+    }
+    ui.line(format!("wrote {} and committed in {commit}", paths.join(" and ")))?;
     Ok(())
 }

@@ -58,8 +58,25 @@ pub(crate) fn cmd_license_queue(ui: &mut Ui, cx: &CommandContext, args: &QueueAr
         } else if !args.all {
             continue;
         }
-        ui.json("subject", s.to_json())?;
-        render(ui, s)?;
+        // "Unsigned" is said only where signatures are asked for or someone signs.
+        let signed = s
+            .verdict
+            .as_ref()
+            .and_then(|(d, _)| review.signed.get(d))
+            .filter(|st| **st != prov_license::Signed::Unsigned || !policy.verdict_signers().is_empty());
+        let mut data = s.to_json();
+        if let (Some(v), Some(signed)) = (data.get_mut("verdict").filter(|v| !v.is_null()), signed) {
+            v["signature"] = json!(signed.describe());
+        }
+        ui.json("subject", data)?;
+        render(ui, s, signed)?;
+    }
+    for (path, why) in &review.refused {
+        ui.json("refused_verdict", json!({"path": path, "why": why}))?;
+        ui.line(format!(
+            "\nrefused verdict {path}: {why}; the policy requires verdicts signed by {}",
+            signer_names(&policy)
+        ))?;
     }
     let decided = review.subjects.iter().filter(|s| s.verdict.is_some()).count();
     ui.json(
@@ -80,7 +97,7 @@ pub(crate) fn cmd_license_queue(ui: &mut Ui, cx: &CommandContext, args: &QueueAr
     Ok(())
 }
 
-fn render(ui: &mut Ui, s: &ReviewSubject) -> Result<(), CommandError> {
+fn render(ui: &mut Ui, s: &ReviewSubject, signed: Option<&prov_license::Signed>) -> Result<(), CommandError> {
     let state = s.pending().map_or("decided", prov_license::Status::as_str);
     let documents: u64 = s.declared.values().sum();
     ui.line(format!("\n{state:<7} {}  ({} in stage `{}`, subject {})", s.id(), count(documents), s.stage, s.digest))?;
@@ -122,8 +139,15 @@ fn render(ui: &mut Ui, s: &ReviewSubject) -> Result<(), CommandError> {
             v.reviewer,
             v.decided_at.as_deref().unwrap_or("?")
         ))?;
+        if let Some(signed) = signed {
+            ui.line(format!("  signature    {}", signed.describe()))?;
+        }
     }
     Ok(())
+}
+
+fn signer_names(policy: &prov_license::Policy) -> String {
+    policy.verdict_signers().iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>().join(" or ")
 }
 
 fn count(n: u64) -> String {
