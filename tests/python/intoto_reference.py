@@ -4,9 +4,11 @@ Each verb reads files and prints JSON; any refusal exits 1 with the reason on st
 test can tell "the reference refused" from "the reference accepted". Nothing here decides what
 is right: securesystemslib verifies DSSE signatures and computes key ids, in-toto-attestation
 parses Statements and SLSA Provenance predicates with their protobuf schemas (strictly: an
-unknown or mistyped field is an error), cryptography writes and reads the key files.
+unknown or mistyped field is an error), in-toto reads an envelope as in-toto metadata and
+verifies it as securesystemslib does, cryptography writes and reads the key files.
 
-  verify ENVELOPE PUBKEY...   securesystemslib verifies; in-toto-attestation parses the statement
+  verify ENVELOPE PUBKEY...   securesystemslib and in-toto verify; in-toto-attestation parses
+                              the statement and its SLSA predicate
   sign PAYLOAD PRIVKEY        securesystemslib signs PAYLOAD's bytes as an in-toto payload
   keyid PUBKEY                the key id securesystemslib gives a public key
   keygen ALG FORMAT OUT       cryptography writes a key pair (ALG ed25519|ecdsa-p256,
@@ -15,12 +17,14 @@ unknown or mistyped field is an error), cryptography writes and reads the key fi
   model-sign DIR SIG PRIV     model-signing signs the folder DIR into SIG (an ECDSA key)
 """
 
+import copy
 import json
 import sys
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 from google.protobuf import json_format
+from in_toto.models.metadata import Metadata as InTotoMetadata
 from in_toto_attestation.predicates.provenance.v1 import provenance_pb2
 from in_toto_attestation.v1 import statement_pb2
 from in_toto_attestation.v1.statement import Statement
@@ -47,9 +51,22 @@ def load_private(path):
 
 
 def verify(envelope_path, *key_paths):
-    envelope = Envelope.from_dict(json.load(open(envelope_path)))
+    data = json.load(open(envelope_path))
+    # from_dict consumes the dict it is given: each reader gets its own copy.
+    envelope = Envelope.from_dict(copy.deepcopy(data))
     keys = [load_public(p) for p in key_paths]
     accepted = envelope.verify(keys, 1)
+    # in-toto itself reads the envelope as in-toto metadata and verifies it with a key.
+    metadata = InTotoMetadata.from_dict(copy.deepcopy(data))
+    verified_by_in_toto = []
+    for key in keys:
+        try:
+            metadata.verify_signature({**key.to_dict(), "keyid": key.keyid})
+            verified_by_in_toto.append(key.keyid)
+        except Exception:
+            pass
+    if sorted(verified_by_in_toto) != sorted(accepted):
+        raise ValueError(f"in-toto verified {verified_by_in_toto}, securesystemslib {sorted(accepted)}")
     if envelope.payload_type != "application/vnd.in-toto+json":
         raise ValueError(f"payload type {envelope.payload_type}")
     # Strict protobuf parsing: unknown fields and wrong types are errors.

@@ -23,7 +23,7 @@ fn registry() -> Registry {
 
 /// Every target, in a fixed order.
 pub fn all() -> Vec<Target> {
-    vec![recipe(), policy(), lockfile(), record(), robots(), spdx(), proof(), parquet()]
+    vec![recipe(), policy(), lockfile(), record(), robots(), spdx(), proof(), parquet(), signed()]
 }
 
 /// Returns the target named `name`.
@@ -178,6 +178,35 @@ fn parquet() -> Target {
             let _ = prov_dataset::read_ledger_shard(store, &digest);
             let _ = prov_dataset::shard_rows(store, &digest);
             let _ = store.remove_objects(&[digest]);
+        }),
+    }
+}
+
+/// What the attestation readers take from outside: key files (PEM and OpenSSH, public and
+/// private), DSSE envelopes and the statements in them, model signatures (Sigstore bundles)
+/// and verdict signatures. Each input is read as every one of them.
+fn signed() -> Target {
+    let key = prov_attest::SigningKey::generate(prov_attest::KeyAlgorithm::EcdsaP256).public();
+    Target {
+        name: "signed",
+        corpus: files(&corpus_dir("signed"), &[".json", ".pub", ".key"]),
+        run: Box::new(move |input| {
+            let text = String::from_utf8_lossy(input);
+            let path = Path::new("fuzz.key");
+            let _ = prov_attest::PublicKey::parse(path, &text);
+            let _ = prov_attest::SigningKey::parse(path, &text);
+            if let Ok(envelope) = prov_attest::Envelope::parse(input) {
+                let _ = envelope.verify(std::slice::from_ref(&key));
+                if let Some(payload) = envelope.unverified_payload()
+                    && let Ok(statement) = prov_attest::Statement::parse(&payload)
+                {
+                    let _ = prov_attest::read_provenance(&statement);
+                }
+            }
+            let _ = prov_attest::Statement::parse(input);
+            let _ = prov_attest::is_sigstore_bundle(input);
+            let _ = prov_attest::verify_model_signature(input, std::slice::from_ref(&key), None);
+            let _ = prov_attest::check_verdict_signature("licenses/MIT.json", b"{}", input, std::slice::from_ref(&key));
         }),
     }
 }
