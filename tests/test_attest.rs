@@ -192,11 +192,16 @@ fn keys_written_by_cryptography_and_ssh_keygen_sign_for_provenant() {
         assert_eq!(reference.accepts(&p.root, &["verify", &out, &public])["verified_keyids"], serde_json::json!([id]));
         // Provenant reads the public half in the same format (OpenSSH `.pub` lines included).
         let said = p.json(&["verify-attestation", &out, "--key", &public, "--run", "lockfiles/quickstart.lock"]);
-        let signer = &said.iter().find(|l| l["type"] == "attestation").unwrap()["data"]["signers"][0];
+        let signers = &said.iter().find(|l| l["type"] == "attestation").unwrap()["data"]["signers"];
+        let signer = &signers[0];
         assert_eq!(signer["keyid"], id.as_str());
         if let Some(f) = fingerprints.get(&public) {
             assert_eq!(signer["openssh_fingerprint"], f.as_str(), "named as ssh-keygen -l names it");
         }
+        // The same key given twice is one signer.
+        let twice = p.json(&["verify-attestation", &out, "--key", &public, "--key", &public]);
+        let signers = &twice.iter().find(|l| l["type"] == "attestation").unwrap()["data"]["signers"];
+        assert_eq!(signers.as_array().unwrap().len(), 1, "{signers}");
     }
 }
 
@@ -324,8 +329,14 @@ fn forged_attestations_are_refused_by_both_sides() {
         fs_err::write(p.path("lie.statement"), serde_json::to_vec(&s).unwrap()).unwrap();
         let signed = reference.text(&p.root, &["sign", "lie.statement", a_pem.to_str().unwrap()]);
         fs_err::write(p.path("lie.json"), signed).unwrap();
-        // Signed by a: the signature alone holds, for the reference and for Provenant.
+        // Signed by a: the signature holds, for the reference and for Provenant.
         reference.accepts(&p.root, &["verify", "lie.json", "a.key.pub"]);
+        if what == "no lockfile parameter" {
+            // A Provenant build type without its parameters does not read: refused as input.
+            let r = p.prov(&["verify-attestation", "lie.json", "--key", "a.key.pub"]);
+            assert!(r.exit(1).stderr().contains("externalParameters.lockfile"), "{}", r.describe());
+            continue;
+        }
         p.prov(&["verify-attestation", "lie.json", "--key", "a.key.pub"]).success();
         let run = verify("lie.json");
         run.exit(2);
@@ -493,14 +504,9 @@ fn the_audit_counts_independent_signed_replays() {
     r.success();
     assert!(r.stdout().contains("2 of 2 listed: keys/alice.pub, keys/bob.pub"), "{}", r.describe());
 
-    // Alice's key signs a replay statement whose outputs differ, planted in the store as a
-    // well-formed attestation (`--add` would refuse it): the claim fails.
-    let envelope = read_envelope(&producer.path(&files[0]));
-    let mut statement: Value = serde_json::from_slice(&payload_of(&envelope)).unwrap();
-    statement["subject"][2]["digest"]["blake3"] = Value::String("ee".repeat(32));
-    fs_err::write(producer.path("lie.statement"), serde_json::to_vec(&statement).unwrap()).unwrap();
-    let signed = reference.text(&producer.root, &["sign", "lie.statement", "alice.key"]);
-    let store = prov_store::Store::open(&producer.path(".prov"), prov_store::Access::Shared, true).unwrap();
+    // Planted records that say nothing about this run are noted, not counted, and do not fail
+    // the claim: alice's key signing a replay of another lockfile, and a record whose
+    // envelope is not in the store (which `gc` then collects).
     let run_manifest: prov_store::Digest = producer
         .json(&["show", "lockfiles/quickstart.lock"])
         .into_iter()
@@ -510,6 +516,39 @@ fn the_audit_counts_independent_signed_replays() {
         .unwrap()
         .parse()
         .unwrap();
+    let mut other: Value = serde_json::from_slice(&payload_of(&read_envelope(&producer.path(&files[0])))).unwrap();
+    other["predicate"]["buildDefinition"]["externalParameters"]["lockfile"]["blake3"] = Value::String("ab".repeat(32));
+    fs_err::write(producer.path("other.statement"), serde_json::to_vec(&other).unwrap()).unwrap();
+    let other_signed = reference.text(&producer.root, &["sign", "other.statement", "alice.key"]);
+    let store = prov_store::Store::open(&producer.path(".prov"), prov_store::Access::Shared, true).unwrap();
+    let parsed = prov_attest::Envelope::parse(other_signed.as_bytes()).unwrap();
+    prov_attest::attach(&store, other_signed.as_bytes(), &parsed, run_manifest, prov_manifest::AttestationRole::Replay)
+        .unwrap();
+    let broken = prov_manifest::AttestationRecord {
+        schema: 1,
+        envelope: prov_store::Digest::of(b"an envelope that was never stored"),
+        run: run_manifest,
+        role: prov_manifest::AttestationRole::Replay,
+        keyids: vec![],
+    };
+    let broken = prov_manifest::put_record(&store, &prov_manifest::Record::Attestation(broken)).unwrap();
+    drop(store);
+    let r = audit();
+    r.success();
+    assert!(r.stdout().contains("about another run or recording (not counted): 1"), "{}", r.describe());
+    assert!(r.stdout().contains("whose envelope cannot be read (not counted): 1"), "{}", r.describe());
+    producer.prov(&["gc"]).success();
+    assert!(!producer.object_file(&broken.to_string()).exists(), "gc collects the broken record");
+    audit().success();
+
+    // Alice's key signs a replay statement of this run whose outputs differ, planted in the
+    // store as a well-formed attestation (`--add` would refuse it): the claim fails.
+    let envelope = read_envelope(&producer.path(&files[0]));
+    let mut statement: Value = serde_json::from_slice(&payload_of(&envelope)).unwrap();
+    statement["subject"][2]["digest"]["blake3"] = Value::String("ee".repeat(32));
+    fs_err::write(producer.path("lie.statement"), serde_json::to_vec(&statement).unwrap()).unwrap();
+    let signed = reference.text(&producer.root, &["sign", "lie.statement", "alice.key"]);
+    let store = prov_store::Store::open(&producer.path(".prov"), prov_store::Access::Shared, true).unwrap();
     let parsed = prov_attest::Envelope::parse(signed.as_bytes()).unwrap();
     prov_attest::attach(&store, signed.as_bytes(), &parsed, run_manifest, prov_manifest::AttestationRole::Replay)
         .unwrap();
@@ -565,6 +604,15 @@ fn signed_exports_are_verified_by_model_signing_and_the_reverse() {
     fs_err::remove_file(p.path("hf/extra.txt")).unwrap();
     reference.refuses(&p.root, &["model-verify", "hf", "forged.sig", "ec.key.pub"]);
     p.prov(&["verify-attestation", "forged.sig", "--key", "ec.key.pub", "--model", "hf"]).exit(2);
+
+    // A model signature is about a folder, not a run.
+    p.prov(&["verify-attestation", "hf/model.sig", "--key", "ec.key.pub", "--run", "lockfiles/lm.lock"]).exit(1);
+    // A symlink in the folder: not the signed model (model-signing refuses it too).
+    std::os::unix::fs::symlink("config.json", p.path("hf/link.json")).unwrap();
+    reference.refuses(&p.root, &["model-verify", "hf", "hf/model.sig", "ec.key.pub"]);
+    ours("ec.key.pub").exit(2);
+    fs_err::remove_file(p.path("hf/link.json")).unwrap();
+    ours("ec.key.pub").success();
 
     // Signing covers the whole folder: a folder with a file the export did not write is not
     // signed.

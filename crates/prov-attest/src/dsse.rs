@@ -64,7 +64,8 @@ pub struct Verified {
     pub payload_type: String,
     /// The payload bytes.
     pub payload: Vec<u8>,
-    /// The keys, of those given, whose signature verifies, by key id, in the order given.
+    /// The keys, of those given, whose signature verifies, by key id, in the order given,
+    /// each once.
     pub signers: Vec<String>,
 }
 
@@ -110,11 +111,14 @@ impl Envelope {
             b64_decode(&self.payload).ok_or_else(|| EnvelopeError::Shape("`payload` is not base64".into()))?;
         let message = pae(&self.payload_type, &payload);
         let signatures: Vec<Vec<u8>> = self.signatures.iter().filter_map(|s| b64_decode(&s.sig)).collect();
-        let signers: Vec<String> = keys
-            .iter()
-            .filter(|k| signatures.iter().any(|sig| k.verifies(&message, sig)))
-            .map(PublicKey::keyid)
-            .collect();
+        let mut signers: Vec<String> = Vec::new();
+        for key in keys {
+            // The same key given twice (as PEM and as an OpenSSH line, say) is one signer.
+            let id = key.keyid();
+            if !signers.contains(&id) && signatures.iter().any(|sig| key.verifies(&message, sig)) {
+                signers.push(id);
+            }
+        }
         if signers.is_empty() {
             return Err(EnvelopeError::NotSigned {
                 keys: keys.iter().map(|k| short(&k.keyid())).collect::<Vec<_>>().join(", "),

@@ -212,7 +212,7 @@ impl PublicKey {
 
     /// Parses the text of a public key file; `path` names it in errors.
     pub fn parse(path: &Path, text: &str) -> Result<Self, KeyError> {
-        let trimmed = text.trim_start();
+        let trimmed = first_pem_block(text.trim_start());
         match pem_label(trimmed) {
             Some("PUBLIC KEY") => {
                 if let Ok(k) = ed25519_dalek::VerifyingKey::from_public_key_pem(trimmed) {
@@ -321,7 +321,7 @@ impl SigningKey {
 
     /// Parses the text of a private key file; `path` names it in errors.
     pub fn parse(path: &Path, text: &str) -> Result<Self, KeyError> {
-        let trimmed = text.trim_start();
+        let trimmed = first_pem_block(text.trim_start());
         let inner = match pem_label(trimmed) {
             Some("PRIVATE KEY") => {
                 if let Ok(k) = ed25519_dalek::SigningKey::from_pkcs8_pem(trimmed) {
@@ -382,12 +382,24 @@ impl SigningKey {
         let bytes = b64_decode(&body).ok_or_else(|| {
             KeyError::format(path, "not a valid OpenSSH private key: its body is not base64", HINT_FORMATS)
         })?;
-        match openssh::parse_private(&bytes).map_err(|e| openssh_error(path, e, "private"))? {
-            OpenSshPrivate::Ed25519(seed) => Ok(SigningInner::Ed25519(ed25519_dalek::SigningKey::from_bytes(&seed))),
+        let (private, stated) = openssh::parse_private(&bytes).map_err(|e| openssh_error(path, e, "private"))?;
+        let inner = match private {
+            OpenSshPrivate::Ed25519(seed) => SigningInner::Ed25519(ed25519_dalek::SigningKey::from_bytes(&seed)),
             OpenSshPrivate::EcdsaP256(scalar) => p256::SecretKey::from_slice(&scalar)
                 .map(|k| SigningInner::EcdsaP256(k.into()))
-                .map_err(|e| KeyError::format(path, format!("not a valid P-256 private key: {e}"), HINT_FORMATS)),
+                .map_err(|e| KeyError::format(path, format!("not a valid P-256 private key: {e}"), HINT_FORMATS))?,
+        };
+        // The file states the public key beside the private one: a file whose public key is
+        // not the private key's was edited, and signing with it would name a key that did
+        // not sign.
+        if public_of(&inner) != PublicKey::from_openssh(path, stated)? {
+            return Err(KeyError::format(
+                path,
+                "the public key stated in the file is not the private key's",
+                "the file was edited or damaged; use the key as ssh-keygen wrote it",
+            ));
         }
+        Ok(inner)
     }
 
     /// Writes a new key pair: `path` (PKCS#8 PEM, readable by its owner only) and `path.pub`
@@ -452,6 +464,15 @@ fn read_key_text(path: &Path) -> Result<String, KeyError> {
     let bytes = fs_err::read(path).map_err(|source| KeyError::Unreadable { path: path.to_owned(), source })?;
     String::from_utf8(bytes)
         .map_err(|_| KeyError::format(path, "not text: a key file is PEM or OpenSSH text", HINT_FORMATS))
+}
+
+/// The first PEM block of a text that starts with one (through its `-----END …-----` line):
+/// what follows, a blank line or a second block, is not part of the key, as OpenSSL and
+/// `cryptography` read it.
+fn first_pem_block(text: &str) -> &str {
+    let Some(label) = pem_label(text) else { return text };
+    let end = format!("-----END {label}-----");
+    text.find(&end).map_or(text, |at| &text[..at + end.len()])
 }
 
 /// The label of the PEM block the text starts with.
@@ -522,6 +543,43 @@ mod tests {
         assert!(e.to_string().contains("this is a private key"), "{e}");
         let e = SigningKey::parse(Path::new("k.pub"), &key.public().to_pem()).unwrap_err();
         assert!(e.to_string().contains("this is a public key"), "{e}");
+    }
+
+    #[test]
+    fn what_follows_the_first_pem_block_is_not_the_key() {
+        let key = SigningKey::generate(KeyAlgorithm::EcdsaP256);
+        let public = key.public().to_pem();
+        let with_blank = format!("{public}\n\n");
+        assert_eq!(PublicKey::parse(Path::new("k"), &with_blank).unwrap(), key.public());
+        let two_blocks = format!("{}{public}", key.to_pkcs8_pem());
+        assert_eq!(SigningKey::parse(Path::new("k"), &two_blocks).unwrap().public(), key.public());
+    }
+
+    /// An OpenSSH file whose stated public key (in both places it is stated) is not the
+    /// private key's: ssh-keygen's Ed25519 key with another key's public half written in.
+    #[test]
+    fn an_openssh_key_whose_public_half_is_another_keys_is_refused() {
+        use base64::engine::general_purpose::STANDARD;
+        let body: String = crate::openssh::tests::OPENSSH_ED25519.to_owned();
+        let mut bytes = STANDARD.decode(&body).unwrap();
+        let good = ed25519_dalek::SigningKey::from_bytes(&[7u8; 32]).verifying_key().to_bytes();
+        // The public key is at three places: the public blob, the private section, and the
+        // second half of the 64-byte private key; replace it everywhere.
+        let original: [u8; 32] = {
+            let at = bytes.windows(11).position(|w| w == b"ssh-ed25519").unwrap() + 11 + 4;
+            bytes[at..at + 32].try_into().unwrap()
+        };
+        let mut i = 0;
+        while let Some(at) = bytes[i..].windows(32).position(|w| w == original) {
+            bytes[i + at..i + at + 32].copy_from_slice(&good);
+            i += at + 32;
+        }
+        let pem = format!(
+            "-----BEGIN OPENSSH PRIVATE KEY-----\n{}\n-----END OPENSSH PRIVATE KEY-----\n",
+            STANDARD.encode(&bytes)
+        );
+        let e = SigningKey::parse(Path::new("k"), &pem).unwrap_err();
+        assert!(e.to_string().contains("not the private key's"), "{e}");
     }
 
     #[test]

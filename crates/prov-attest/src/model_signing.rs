@@ -38,9 +38,13 @@ pub enum ModelSigningError {
     /// The signature file is not a model signature.
     #[error("not a model signature: {0}")]
     Bundle(String),
-    /// The folder cannot be read or serialised.
+    /// The folder cannot be read.
     #[error("{0}")]
     Folder(String),
+    /// The folder holds what a model signature cannot cover: a symlink, a special file, a
+    /// name that is not UTF-8.
+    #[error("{0}")]
+    Unsupported(String),
     /// The folder's files are not the signed ones.
     #[error("the folder is not the signed model: {}", .0.join("; "))]
     Mismatch(Vec<String>),
@@ -108,26 +112,33 @@ pub fn hash_folder(dir: &Path, ignored: &[String], algorithm: &str) -> Result<Ve
     while let Some((at, rel)) = pending.pop() {
         for entry in fs_err::read_dir(&at).map_err(|e| io(&at, e))? {
             let entry = entry.map_err(|e| io(&at, e))?;
+            let path = entry.path();
+            // The kind first, ignored or not, as `model-signing` checks it: a symlink anywhere
+            // in the folder is refused.
+            let kind = entry.file_type().map_err(|e| io(&path, e))?;
+            if !kind.is_dir() && !kind.is_file() {
+                return Err(ModelSigningError::Unsupported(format!(
+                    "{}: not a regular file or folder (model signatures refuse symlinks)",
+                    path.display()
+                )));
+            }
             let name = entry.file_name().into_string().map_err(|n| {
-                ModelSigningError::Folder(format!("{}: a file name that is not UTF-8: {}", at.display(), n.display()))
+                ModelSigningError::Unsupported(format!(
+                    "{}: a file name that is not UTF-8: {}",
+                    at.display(),
+                    n.display()
+                ))
             })?;
             let mut path_rel = rel.clone();
             path_rel.push(name);
             if is_ignored(&path_rel, ignored) {
                 continue;
             }
-            let path = entry.path();
-            let kind = entry.file_type().map_err(|e| io(&path, e))?;
             if kind.is_dir() {
                 pending.push((path, path_rel));
-            } else if kind.is_file() {
+            } else {
                 let digest = hash_file(&path, algorithm).map_err(|e| io(&path, e))?;
                 found.push((path_rel, digest));
-            } else {
-                return Err(ModelSigningError::Folder(format!(
-                    "{}: not a regular file or folder (model signatures refuse symlinks)",
-                    path.display()
-                )));
             }
         }
     }
@@ -293,7 +304,12 @@ pub fn verify_model_signature(
         {
             return Err(ModelSigningError::Bundle("an ignored path leaves the folder".into()));
         }
-        let found = hash_folder(dir, &ignored, &algorithm)?;
+        // In a folder checked against a signature, what no signature can cover means the
+        // folder is not the signed one.
+        let found = hash_folder(dir, &ignored, &algorithm).map_err(|e| match e {
+            ModelSigningError::Unsupported(what) => ModelSigningError::Mismatch(vec![what]),
+            other => other,
+        })?;
         let mut problems = Vec::new();
         for f in &files {
             match found.iter().find(|g| g.name == f.name) {

@@ -152,7 +152,9 @@ impl OpenSshPublic {
 }
 
 /// Reads the binary body of an `openssh-key-v1` file (the PEM's base64 decoded).
-pub(crate) fn parse_private(bytes: &[u8]) -> Result<OpenSshPrivate, OpenSshError> {
+/// Gives the private key and the public key the file states (twice, equal); the caller
+/// checks that the private key's own public key is that one.
+pub(crate) fn parse_private(bytes: &[u8]) -> Result<(OpenSshPrivate, OpenSshPublic), OpenSshError> {
     let rest = bytes.strip_prefix(MAGIC).ok_or_else(|| invalid("it does not start with `openssh-key-v1`"))?;
     let mut wire = Wire { rest };
     let cipher = wire.text()?;
@@ -204,6 +206,7 @@ pub(crate) fn parse_private(bytes: &[u8]) -> Result<OpenSshPrivate, OpenSshError
     if public != stated {
         return Err(invalid("the public key is stated twice, differently"));
     }
+    let key = (key, stated);
     let _comment = private.string()?;
     // Padding to the cipher's block size: 1, 2, 3, …
     if !private.rest.iter().enumerate().all(|(i, b)| usize::from(*b) == i + 1) || private.rest.len() >= 255 {
@@ -213,12 +216,12 @@ pub(crate) fn parse_private(bytes: &[u8]) -> Result<OpenSshPrivate, OpenSshError
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// A key `ssh-keygen -t ed25519 -N '' -C test` (OpenSSH 9.2) wrote, made for this test: the test checks the reader
     /// against the file format as OpenSSH 9.2 writes it.
-    const OPENSSH_ED25519: &str = "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAABAAAAMwAAAAtzc2gtZW\
+    pub(crate) const OPENSSH_ED25519: &str = "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAABAAAAMwAAAAtzc2gtZW\
 QyNTUxOQAAACBMMHBdkmqBQkvEg7uYdwvd09/2tvo7MIJcpDCVtL1aRAAAAIjGarLUxmqy\
 1AAAAAtzc2gtZWQyNTUxOQAAACBMMHBdkmqBQkvEg7uYdwvd09/2tvo7MIJcpDCVtL1aRA\
 AAAECfMv501MyvhJ0DPviM8kjAjk08iuBgJvpsptK9c5sZR0wwcF2SaoFCS8SDu5h3C93T\
@@ -227,7 +230,7 @@ AAAECfMv501MyvhJ0DPviM8kjAjk08iuBgJvpsptK9c5sZR0wwcF2SaoFCS8SDu5h3C93T\
     #[test]
     fn an_ssh_keygen_ed25519_key_reads_and_a_changed_one_does_not() {
         let bytes = base64::engine::general_purpose::STANDARD.decode(OPENSSH_ED25519).unwrap();
-        assert!(matches!(parse_private(&bytes), Ok(OpenSshPrivate::Ed25519(_))));
+        assert!(matches!(parse_private(&bytes), Ok((OpenSshPrivate::Ed25519(_), OpenSshPublic::Ed25519(_)))));
         // Any one byte changed in the private section (after the magic, counts and the public
         // blob) is refused or changes the key: the public key is stated twice, the check
         // words twice, and the padding is fixed.

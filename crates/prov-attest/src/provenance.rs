@@ -50,9 +50,13 @@ pub enum ProvenanceError {
     /// The replay is not one an attestation can be made of.
     #[error("{0}")]
     NotAttestable(String),
-    /// The statement is not one Provenant makes.
+    /// The statement is not one Provenant makes (another predicate or build type).
     #[error("{0}")]
     Unrecognised(String),
+    /// The statement is a SLSA Provenance that does not read, or one of Provenant's build
+    /// types without the parameters it defines.
+    #[error("{0}")]
+    Malformed(String),
     /// The statement is about other outputs than the run's.
     #[error("the attestation is not about this run: {0}")]
     OtherRun(String),
@@ -64,7 +68,7 @@ impl ProvenanceError {
         match self {
             Self::Stored(e) => e.is_integrity_failure(),
             Self::OtherRun(_) => true,
-            Self::NotAttestable(_) | Self::Unrecognised(_) => false,
+            Self::NotAttestable(_) | Self::Unrecognised(_) | Self::Malformed(_) => false,
         }
     }
 }
@@ -295,7 +299,7 @@ pub fn read_provenance(statement: &Statement) -> Result<RunProvenance, Provenanc
         )));
     }
     let provenance: Provenance = serde_json::from_value(Value::Object(statement.predicate.clone()))
-        .map_err(|e| ProvenanceError::Unrecognised(format!("not a SLSA Provenance v1 predicate: {e}")))?;
+        .map_err(|e| ProvenanceError::Malformed(format!("not a SLSA Provenance v1 predicate: {e}")))?;
     let role = match provenance.build_definition.build_type.as_str() {
         RUN_BUILD_TYPE => AttestationRole::Run,
         REPLAY_BUILD_TYPE => AttestationRole::Replay,
@@ -310,7 +314,7 @@ pub fn read_provenance(statement: &Statement) -> Result<RunProvenance, Provenanc
             .and_then(Value::as_str)
             .and_then(|h| Digest::from_hex(h).ok())
             .ok_or_else(|| {
-                ProvenanceError::Unrecognised(format!("`externalParameters.{name}.blake3` is missing or not a digest"))
+                ProvenanceError::Malformed(format!("`externalParameters.{name}.blake3` is missing or not a digest"))
             })
     };
     let lockfile = digest_param("lockfile")?;

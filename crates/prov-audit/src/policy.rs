@@ -50,11 +50,15 @@ fn read_keys(
                 replayers.len()
             )));
         }
+        // Within one claim, each party once: the same file twice, or the same key under two
+        // names, would count one party as two.
+        let mut listed: Vec<(&String, prov_attest::PublicKey)> = Vec::new();
         for path in replayers {
             let key = prov_attest::PublicKey::read(&dir.join(path)).map_err(|e| at(e.to_string()))?;
-            if keys.values().any(|k| k == &key) && !keys.contains_key(path) {
-                return Err(at(format!("`{path}` is a key listed already: each party has its own key")));
+            if let Some((first, _)) = listed.iter().find(|(p, k)| *p == path || *k == key) {
+                return Err(at(format!("`{path}` is the key `{first}` listed already: each party has its own key")));
             }
+            listed.push((path, key.clone()));
             keys.insert(path.clone(), key);
         }
     }
@@ -320,8 +324,13 @@ mod tests {
         assert!(e.message.contains("bob.pub"), "{e}");
         let e = AuditPolicy::parse(&file, &text.replace("min_signed_replays: 1", "min_signed_replays: 2")).unwrap_err();
         assert!(e.message.contains("only 1 replayers are listed"), "{e}");
-        let e = AuditPolicy::parse(&file, &text.replace("[alice.pub]", "[alice.pub, ./alice.pub]")).unwrap_err();
-        assert!(e.message.contains("listed already"), "{e}");
+        for twice in ["[alice.pub, ./alice.pub]", "[alice.pub, alice.pub]"] {
+            let e = AuditPolicy::parse(&file, &text.replace("[alice.pub]", twice)).unwrap_err();
+            assert!(e.message.contains("listed already"), "{twice}: {e}");
+        }
+        // One key may sign replays and verdicts both.
+        let both = format!("{text}  - kind: license\n    verdict_signers: [alice.pub]\n");
+        assert!(AuditPolicy::parse(&file, &both).is_ok());
     }
 
     #[test]

@@ -242,8 +242,15 @@ pub fn gc(store: &Store, dry_run: bool) -> Result<GcReport, GcError> {
     // and a replay's evidence (the stage records it produced) stays for audits; so is every
     // attestation record, which keeps its signed envelope (and its run).
     // (Runs and replays reference their lockfile.)
-    let records = find_records(store, |r| {
-        matches!(r, Record::Run(_) | Record::Replay(_) | Record::Attestation(_)).then_some(())
+    // An attestation record is unsigned data: it is a root only while its envelope is stored
+    // and it names a run record, so that a planted or broken one neither blocks collection
+    // (a missing envelope would read as damage) nor keeps arbitrary objects alive.
+    let records = find_records(store, |r| match r {
+        Record::Run(_) | Record::Replay(_) => Some(()),
+        Record::Attestation(a) => (store.contains(&a.envelope)
+            && prov_manifest::get_typed::<prov_manifest::RunRecord>(store, &a.run).is_ok())
+        .then_some(()),
+        _ => None,
     })?;
     roots.extend(records.into_iter().map(|(digest, ())| digest));
     let roots: Vec<Digest> = roots.into_iter().filter(|d| store.contains(d)).collect();

@@ -19,7 +19,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use prov_attest::{Envelope, PublicKey, check_about_run, verify_statement};
+use prov_attest::{Envelope, PublicKey, check_about_run, read_provenance, verify_statement};
 use prov_manifest::{AttestationRole, attestations_of};
 use prov_manifest::{
     Determinism, EnvelopeDifference, Name, Record, ReplayDifference, ReplayDivergence, ReplayRecord, ReplayStatus,
@@ -186,44 +186,47 @@ fn signed_replays(cx: &RunContext<'_>, replayers: &[(&str, &PublicKey)], result:
         }
     };
     let keys: Vec<PublicKey> = replayers.iter().map(|(_, k)| (*k).clone()).collect();
-    let mut unsigned = 0;
+    // What is noted and not counted: records are unsigned data that anyone who can write to
+    // the store can plant, so only a listed replayer's signature about this very run (its
+    // lockfile and recording) is evidence, for the claim or against it.
+    let (mut unsigned, mut unreadable, mut elsewhere) = (0, 0, 0);
     for (digest, a) in attestations.iter().filter(|(_, a)| a.role == AttestationRole::Replay) {
-        let envelope = match cx
-            .store
-            .read(&a.envelope)
-            .map_err(|e| e.to_string())
-            .and_then(|b| Envelope::parse(&b).map_err(|e| e.to_string()))
-        {
-            Ok(e) => e,
-            Err(e) => {
-                result.fail(format!("attestation record {digest}: its envelope {} cannot be read: {e}", a.envelope));
-                continue;
-            }
-        };
-        if keys.is_empty() {
-            unsigned += 1;
+        let read = cx.store.read(&a.envelope).map_err(|e| e.to_string());
+        let Ok(envelope) = read.and_then(|b| Envelope::parse(&b).map_err(|e| e.to_string())) else {
+            unreadable += 1;
             continue;
-        }
+        };
         let Ok((statement, signers)) = verify_statement(&envelope, &keys) else {
             unsigned += 1;
             continue;
         };
         let names: Vec<&str> =
             replayers.iter().filter(|(_, k)| signers.contains(&k.keyid())).map(|(n, _)| *n).collect();
+        let about_this_run = read_provenance(&statement).is_ok_and(|p| {
+            p.role == AttestationRole::Replay
+                && p.lockfile == cx.run.record.lockfile
+                && p.recording == Some(cx.run.manifest)
+        });
+        if !about_this_run {
+            elsewhere += 1;
+            continue;
+        }
         match check_about_run(cx.store, &statement, cx.run) {
-            Ok(read) if read.role == AttestationRole::Replay => signed.extend(names.iter().map(|n| (*n).to_owned())),
-            Ok(_) => result.fail(format!(
-                "attestation record {digest}, signed by {}, is stored as a replay but states a run",
-                names.join(", ")
-            )),
+            Ok(_) => signed.extend(names.iter().map(|n| (*n).to_owned())),
             Err(e) => result.fail(format!(
                 "the replay attestation {digest} signed by {} does not reproduce the run: {e}",
                 names.join(", ")
             )),
         }
     }
-    if unsigned > 0 {
-        result.evidence("replay attestations not signed by a listed replayer (not counted)", unsigned);
+    for (n, what) in [
+        (unsigned, "replay attestations not signed by a listed replayer (not counted)"),
+        (unreadable, "attestation records whose envelope cannot be read (not counted)"),
+        (elsewhere, "signed replay attestations about another run or recording (not counted)"),
+    ] {
+        if n > 0 {
+            result.evidence(what, n);
+        }
     }
     signed.into_iter().collect()
 }

@@ -52,16 +52,24 @@ pub(crate) fn cmd_verify_attestation(
     cx: &CommandContext,
     args: &VerifyAttestationArgs,
 ) -> Result<(), CommandError> {
-    let keys = args
-        .key
-        .iter()
-        .map(|k| PublicKey::read(&cx.cwd.join(k)))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(CommandError::from)?;
+    let mut keys: Vec<PublicKey> = Vec::new();
+    for k in &args.key {
+        let key = PublicKey::read(&cx.cwd.join(k)).map_err(CommandError::from)?;
+        // The same key given twice (as PEM and as an OpenSSH line) is one key.
+        if !keys.contains(&key) {
+            keys.push(key);
+        }
+    }
     let bytes = fs_err::read(cx.cwd.join(&args.file))
         .map_err(|e| CommandError::input(format!("reading the attestation: {e}")))?;
     let shown = args.file.display().to_string();
     if prov_attest::is_sigstore_bundle(&bytes) {
+        if args.run.is_some() {
+            return Err(CommandError::input(format!(
+                "{shown}: a model signature (a Sigstore bundle) is about a model folder, not a run"
+            ))
+            .with_hint("check it against the folder with `--model DIR`"));
+        }
         return verify_model(ui, cx, args, &bytes, &keys);
     }
     if args.model.is_some() {
@@ -71,7 +79,13 @@ pub(crate) fn cmd_verify_attestation(
     let envelope = Envelope::parse(&bytes).map_err(|e| CommandError::from(e).prefixed(&shown))?;
     let (statement, signers) =
         verify_statement(&envelope, &keys).map_err(|e| CommandError::from(e).prefixed(&shown))?;
-    let provenance = read_provenance(&statement).ok();
+    // Another predicate or build type is reported as such; a SLSA predicate that does not read,
+    // or one of Provenant's build types without its parameters, is refused.
+    let provenance = match read_provenance(&statement) {
+        Ok(p) => Some(p),
+        Err(prov_attest::ProvenanceError::Unrecognised(_)) => None,
+        Err(e) => return Err(CommandError::from(e).prefixed(&shown)),
+    };
     let mut about_run = None;
     if let Some(run_arg) = &args.run {
         let access = if args.add { Access::Shared } else { Access::ReadOnly };
@@ -105,7 +119,7 @@ pub(crate) fn cmd_verify_attestation(
         .iter()
         .map(|id| {
             let key = keys.iter().find(|k| &k.keyid() == id).expect("signers are among the keys");
-            format!("{} key {id}", key.algorithm().name())
+            format!("{} key {id} ({})", key.algorithm().name(), key.openssh_fingerprint())
         })
         .collect();
     ui.line(format!("attestation {shown}: signature valid, signed by {}", by.join(" and ")))?;

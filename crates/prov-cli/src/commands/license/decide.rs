@@ -54,7 +54,8 @@ pub(crate) struct DecideArgs {
     #[arg(long, value_name = "DIR")]
     verdicts: Option<PathBuf>,
     /// Sign the verdict with this private key (PEM or OpenSSH), into `<verdict file>.sig`
-    /// beside it, committed with it: a policy can then require verdicts signed by listed keys
+    /// beside it, committed with it: a license policy's `signed_verdicts` makes the queue
+    /// refuse unsigned verdicts, and the audit's `verdict_signers` checks those a run used
     #[arg(long, value_name = "KEY")]
     key: Option<PathBuf>,
 }
