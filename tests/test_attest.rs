@@ -717,6 +717,12 @@ fn a_policy_can_require_verdicts_signed_by_listed_reviewers() {
     r.exit(4);
     assert!(r.stdout().contains("the policy requires verdicts signed by mallory.key.pub"), "{}", r.describe());
 
+    // The run pinned the signed verdict; an unsigned one decided since replaces it, signature
+    // and all: the queue says unsigned, not that the old signature signs other bytes.
+    decide(None);
+    assert_eq!(queue().1, ["unsigned"]);
+    decide(Some("rita.key"));
+
     // A forged verdict: well-formed, canonical, at its right path, with another reviewer
     // written in, beside rita's signature of the real one.
     let path = p.path("verdicts/licenses/AFL-3.0.json");

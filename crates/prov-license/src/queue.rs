@@ -213,7 +213,8 @@ fn pinned_files(store: &Store, stage: &StageRecord) -> Result<Vec<(String, Diges
     Ok(out)
 }
 
-/// Reads the `.json` files of a verdicts directory (recursively): `(relative path, digest, bytes)`.
+/// Reads the `.json` files of a verdicts directory and their `.json.sig` signatures
+/// (recursively): `(relative path, digest, bytes)`.
 fn directory_files(dir: &Path) -> Result<Vec<(String, Digest, Vec<u8>)>, ReviewError> {
     let mut out = Vec::new();
     if !dir.is_dir() {
@@ -267,7 +268,11 @@ pub fn gather(store: &Store, run: &LoadedRun, policy: &Policy, dir: &Path) -> Re
     let verdicts = ReviewedVerdicts::from_files(
         files
             .iter()
-            .filter(|(p, _, _)| !on_disk.iter().any(|(q, _, _)| q == p))
+            // A verdict on disk replaces the pinned one, and the pinned one's signature with it.
+            .filter(|(p, _, _)| {
+                let verdict = p.strip_suffix(".sig").unwrap_or(p);
+                !on_disk.iter().any(|(q, _, _)| q == p || q == verdict)
+            })
             .chain(on_disk.iter())
             .map(|(p, d, b)| (p.as_str(), *d, b.as_slice())),
     )
