@@ -80,7 +80,12 @@ impl Project {
             .stderr(std::process::Stdio::piped())
             .spawn()
             .expect("prov starts");
-        child.stdin.take().unwrap().write_all(input.as_ref()).unwrap();
+        // A command refused for its flags exits before it reads its input: the pipe is then
+        // closed under the writer, and what counts is the exit, not the write.
+        match child.stdin.take().unwrap().write_all(input.as_ref()) {
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+            other => other.unwrap(),
+        }
         let output = child.wait_with_output().unwrap();
         Run { args: args.iter().map(|s| (*s).to_owned()).collect(), output }
     }
