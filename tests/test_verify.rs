@@ -67,6 +67,29 @@ fn a_corrupt_cached_output_is_recomputed_not_reused() {
     p.prov(&["verify"]).success();
 }
 
+/// A cached re-run re-hashes only the outputs whose files changed since they were last hashed
+/// (one `stat` each otherwise): an edit in place that keeps the file's size, modification
+/// time and permissions still changes its status-change time, and is found.
+#[test]
+fn a_hidden_edit_of_a_cached_output_is_found_too() {
+    let p = Project::with_recipes();
+    p.prov(&["run", "recipes/quickstart.yaml"]).success();
+    // The first cached re-run hashes in full and stamps; the second trusts the stamps.
+    for _ in 0..2 {
+        let lines = p.json(&["run", "lockfiles/quickstart.lock"]);
+        assert!(lines.iter().filter(|l| l["type"] == "stage").all(|l| l["data"]["status"] == "cached"), "{lines:?}");
+    }
+    let shard = p.object_files().into_iter().find(|f| fs_err::read(f).unwrap().starts_with(b"PAR1")).unwrap();
+    let meta = fs_err::metadata(&shard).unwrap();
+    flip_byte(&shard, 40);
+    std::fs::File::options().write(true).open(&shard).unwrap().set_modified(meta.modified().unwrap()).unwrap();
+    fs_err::set_permissions(&shard, meta.permissions()).unwrap();
+    assert_eq!(fs_err::metadata(&shard).unwrap().len(), meta.len());
+    let lines = p.json(&["run", "lockfiles/quickstart.lock"]);
+    assert!(lines.iter().any(|l| l["type"] == "stage" && l["data"]["status"] == "executed"), "{lines:?}");
+    p.prov(&["verify"]).success();
+}
+
 #[test]
 fn gc_removes_only_what_no_run_references() {
     let p = Project::with_recipes();

@@ -361,6 +361,10 @@ impl Executor<'_> {
     }
 
     /// Returns the cached stage record for `key` if it and everything it reaches verify.
+    /// Records are read (and hashed) to walk the closure; the other objects are re-hashed
+    /// only when their file changed since they were last hashed in full
+    /// ([`Store::verify_unless_unchanged`]), so that a cached re-run costs one `stat` per
+    /// output object, not a read of the outputs.
     fn cached(&self, key: &Digest) -> Result<Option<(Digest, StageRecord)>, ExecError> {
         let Some(manifest) = self.store.index().cache_get(key)? else {
             return Ok(None);
@@ -373,7 +377,9 @@ impl Executor<'_> {
             }
         };
         let roots: Vec<Digest> = record.outputs.values().map(|o| o.digest).collect();
-        if verify_closure(self.store, &self.pool, &roots).is_err() {
+        let (reachable, problems) = closure(self.store, &roots);
+        let reachable: Vec<Digest> = reachable.into_iter().collect();
+        if !problems.is_empty() || self.store.verify_unless_unchanged(&reachable, &self.pool).is_err() {
             self.store.index().cache_remove(key)?;
             return Ok(None);
         }

@@ -44,6 +44,13 @@ CREATE TABLE IF NOT EXISTS executions(
     run_manifest TEXT,
     detail TEXT
 );
+CREATE TABLE IF NOT EXISTS verified(
+    digest TEXT PRIMARY KEY,
+    size INTEGER NOT NULL,
+    mtime_ns INTEGER NOT NULL,
+    ctime_ns INTEGER NOT NULL,
+    ino INTEGER NOT NULL
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS stage_events(
     execution INTEGER NOT NULL,
     seq INTEGER NOT NULL,
@@ -91,6 +98,36 @@ pub struct StageEventRow {
     pub millis: i64,
     /// Stage manifest.
     pub manifest: Option<Digest>,
+}
+
+/// What a file's metadata says of its content without reading it: size, modification and
+/// status-change times, inode. Writing a file changes its status-change time (`ctime`), which
+/// no unprivileged call can set back, so an object with the stamp it had when it was last
+/// hashed in full still holds the bytes that were hashed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileStamp {
+    /// Size in bytes.
+    pub size: u64,
+    /// Modification time, nanoseconds since the epoch.
+    pub mtime_ns: i64,
+    /// Status-change time, nanoseconds since the epoch.
+    pub ctime_ns: i64,
+    /// Inode number.
+    pub ino: u64,
+}
+
+impl FileStamp {
+    /// The stamp of a file's metadata.
+    pub fn of(meta: &std::fs::Metadata) -> Self {
+        use std::os::unix::fs::MetadataExt as _;
+        let ns = |s: i64, n: i64| s.saturating_mul(1_000_000_000).saturating_add(n);
+        Self {
+            size: meta.size(),
+            mtime_ns: ns(meta.mtime(), meta.mtime_nsec()),
+            ctime_ns: ns(meta.ctime(), meta.ctime_nsec()),
+            ino: meta.ino(),
+        }
+    }
 }
 
 /// The `SQLite` index of a store.
@@ -168,6 +205,47 @@ impl Index {
             tx.execute("DELETE FROM objects WHERE digest = ?1", [&s]).map_err(|e| self.err(e))?;
             tx.execute("DELETE FROM refs WHERE parent = ?1", [&s]).map_err(|e| self.err(e))?;
             tx.execute("DELETE FROM stage_cache WHERE manifest = ?1", [&s]).map_err(|e| self.err(e))?;
+            tx.execute("DELETE FROM verified WHERE digest = ?1", [&s]).map_err(|e| self.err(e))?;
+        }
+        tx.commit().map_err(|e| self.err(e))
+    }
+
+    /// The stamp an object had when it was last hashed in full and matched its digest.
+    pub(crate) fn verified_stamp(&self, digest: &Digest) -> Result<Option<FileStamp>, StoreError> {
+        let to_u64 = |v: i64| u64::try_from(v).unwrap_or(u64::MAX);
+        self.conn()
+            .query_row(
+                "SELECT size, mtime_ns, ctime_ns, ino FROM verified WHERE digest = ?1",
+                [digest.to_string()],
+                |r| {
+                    Ok(FileStamp {
+                        size: to_u64(r.get(0)?),
+                        mtime_ns: r.get(1)?,
+                        ctime_ns: r.get(2)?,
+                        ino: to_u64(r.get(3)?),
+                    })
+                },
+            )
+            .optional()
+            .map_err(|e| self.err(e))
+    }
+
+    /// Records the stamps of objects just hashed in full, in one transaction.
+    pub(crate) fn record_verified(&self, stamps: &[(Digest, FileStamp)]) -> Result<(), StoreError> {
+        if stamps.is_empty() {
+            return Ok(());
+        }
+        let to_i64 = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+        let mut conn = self.conn();
+        let tx = conn.transaction().map_err(|e| self.err(e))?;
+        for (d, s) in stamps {
+            tx.execute(
+                "INSERT INTO verified(digest, size, mtime_ns, ctime_ns, ino) VALUES (?1, ?2, ?3, ?4, ?5)
+                 ON CONFLICT(digest) DO UPDATE SET size = excluded.size, mtime_ns = excluded.mtime_ns,
+                 ctime_ns = excluded.ctime_ns, ino = excluded.ino",
+                params![d.to_string(), to_i64(s.size), s.mtime_ns, s.ctime_ns, to_i64(s.ino)],
+            )
+            .map_err(|e| self.err(e))?;
         }
         tx.commit().map_err(|e| self.err(e))
     }

@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use rayon::prelude::*;
 
 use crate::digest::Hasher;
-use crate::{Digest, Index, Mismatch, StoreError};
+use crate::{Digest, FileStamp, Index, Mismatch, StoreError};
 
 /// Layout version written to `VERSION`.
 pub const LAYOUT_VERSION: u32 = 1;
@@ -266,6 +266,47 @@ impl Store {
             return Err(Mismatch { expected: *digest, actual }.into());
         }
         Ok(size)
+    }
+
+    /// Checks objects as [`Self::verify`] does, but re-hashes only those whose file changed
+    /// since it was last hashed in full (its [`FileStamp`] differs from the one recorded
+    /// then), and records the stamps of those it hashes. For the checks that run often (a
+    /// cached stage's outputs, before they are reused): their cost is then one `stat` per
+    /// unchanged object, not a read of every byte. The stamps live in the index, which the
+    /// store's writers can edit like any file of the store; `prov verify` ([`Self::verify_all`])
+    /// re-hashes everything and trusts no stamp. Returns the first failure.
+    pub fn verify_unless_unchanged(&self, digests: &[Digest], pool: &rayon::ThreadPool) -> Result<(), StoreError> {
+        let stamp_of = |d: &Digest| -> Result<FileStamp, StoreError> {
+            match fs_err::metadata(self.object_path(d)) {
+                Ok(m) if m.is_file() => Ok(FileStamp::of(&m)),
+                Ok(_) => Err(StoreError::NotFound(*d)),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => Err(StoreError::NotFound(*d)),
+                Err(e) => Err(e.into()),
+            }
+        };
+        let mut to_hash = Vec::new();
+        for d in digests {
+            let now = stamp_of(d)?;
+            if self.index.verified_stamp(d)? != Some(now) {
+                to_hash.push((*d, now));
+            }
+        }
+        let hashed: Vec<(Digest, FileStamp)> = pool
+            .install(|| {
+                to_hash
+                    .par_iter()
+                    .map(|(d, before)| {
+                        self.verify(d)?;
+                        // Recorded only when the file did not change while it was read.
+                        Ok((*d, *before, stamp_of(d)? == *before))
+                    })
+                    .collect::<Result<Vec<_>, StoreError>>()
+            })?
+            .into_iter()
+            .filter(|(_, _, steady)| *steady)
+            .map(|(d, s, _)| (d, s))
+            .collect();
+        self.index.record_verified(&hashed)
     }
 
     /// Lists every object on disk, sorted. Files that are not named like objects are ignored.
@@ -586,6 +627,45 @@ mod tests {
         let mut bytes = fs_err::read(path).unwrap();
         bytes[at] ^= 0x01;
         fs_err::write(path, bytes).unwrap();
+    }
+
+    /// Changes one byte in place, keeping the file's size, modification time and permissions,
+    /// as someone hiding an edit would.
+    fn flip_byte_keeping_mtime(path: &Path, at: usize) {
+        use std::os::unix::fs::PermissionsExt;
+        let meta = fs_err::metadata(path).unwrap();
+        fs_err::set_permissions(path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let mut bytes = fs_err::read(path).unwrap();
+        bytes[at] ^= 0x01;
+        fs_err::write(path, bytes).unwrap();
+        std::fs::File::options().write(true).open(path).unwrap().set_modified(meta.modified().unwrap()).unwrap();
+        fs_err::set_permissions(path, meta.permissions()).unwrap();
+    }
+
+    #[test]
+    fn unchanged_objects_are_not_read_again_and_a_hidden_edit_is_found() {
+        let (_d, s) = store();
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
+        let a = s.put_bytes(ObjectKind::Blob, b"the first object").unwrap();
+        let b = s.put_bytes(ObjectKind::Blob, b"the second object").unwrap();
+        s.verify_unless_unchanged(&[a, b], &pool).unwrap();
+        assert!(s.index.verified_stamp(&a).unwrap().is_some(), "hashed once, stamped");
+
+        // An edit in place that keeps size and mtime still changes the status-change time:
+        // the object is hashed again and the edit found.
+        flip_byte_keeping_mtime(&s.object_path(&a), 3);
+        let e = s.verify_unless_unchanged(&[a, b], &pool).unwrap_err();
+        assert!(e.is_integrity_failure(), "{e}");
+        // A missing object is missing, stamp or not.
+        fs_err::remove_file(s.object_path(&b)).unwrap();
+        assert!(matches!(s.verify_unless_unchanged(&[b], &pool), Err(StoreError::NotFound(_))));
+        // And the full check trusts no stamp: an object whose recorded stamp was rewritten to
+        // match its damaged file passes the quick check (that is what the stamp is for: no
+        // read) but not `verify_all`.
+        let now = FileStamp::of(&fs_err::metadata(s.object_path(&a)).unwrap());
+        s.index.record_verified(&[(a, now)]).unwrap();
+        s.verify_unless_unchanged(&[a], &pool).unwrap();
+        assert_eq!(s.verify_all(1).unwrap().corrupt.len(), 1);
     }
 
     #[test]
