@@ -46,14 +46,14 @@ mod verdict;
 pub use dsse::{Envelope, EnvelopeError, EnvelopeSignature, IN_TOTO_PAYLOAD_TYPE, Verified, pae, short as short_keyid};
 pub use keys::{KeyAlgorithm, KeyError, PublicKey, SigningKey, public_path_of};
 pub use model_signing::{
-    FolderFile, MODEL_SIGNATURE_PREDICATE, ModelSigningError, ModelVerified, SIGNATURE_FILE,
+    FolderFile, HashedFile, MODEL_SIGNATURE_PREDICATE, ModelSigningError, ModelVerified, SIGNATURE_FILE,
     SIGSTORE_BUNDLE_MEDIA_TYPE, hash_folder, is_sigstore_bundle, sign_model_folder, verify_model_signature,
 };
 use prov_manifest::{AttestationRecord, AttestationRole, Record, SCHEMA_VERSION, StoredError, put_record};
 use prov_store::{Digest, ObjectKind, Store};
 pub use provenance::{
     BUILDER_ID, ProvenanceError, RECORD_MEDIA_TYPE, REPLAY_BUILD_TYPE, RUN_BUILD_TYPE, RunProvenance, check_about_run,
-    read_provenance, replay_statement, run_statement,
+    check_about_run_with, read_provenance, replay_statement, run_statement, run_subjects,
 };
 pub use statement::{
     BuildDefinition, BuildMetadata, Builder, Provenance, ResourceDescriptor, RunDetails, SLSA_PROVENANCE_V1,

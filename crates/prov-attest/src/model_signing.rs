@@ -93,6 +93,25 @@ pub struct FolderFile {
     pub digest: String,
 }
 
+/// One file of a folder as read: its path relative to the folder and both digests it is
+/// checked by, from one read of its bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HashedFile {
+    /// The path relative to the folder.
+    pub name: String,
+    /// SHA-256, lowercase hex (what model signatures list).
+    pub sha256: String,
+    /// BLAKE3, lowercase hex (what the store names the file by).
+    pub blake3: String,
+}
+
+impl HashedFile {
+    /// The digest by `algorithm` (`sha256` or `blake3`).
+    fn digest(&self, algorithm: &str) -> &str {
+        if algorithm == "blake3" { &self.blake3 } else { &self.sha256 }
+    }
+}
+
 /// True when `rel` is one of `ignored` or inside one, component by component (Python's
 /// `PurePath.is_relative_to`).
 fn is_ignored(rel: &[String], ignored: &[String]) -> bool {
@@ -102,12 +121,12 @@ fn is_ignored(rel: &[String], ignored: &[String]) -> bool {
     })
 }
 
-/// Hashes every regular file of `dir` with `algorithm` (`sha256` or `blake3`), skipping the
-/// ignored paths; symlinks and other kinds of file are refused, as `model-signing` refuses
-/// them without `allow_symlinks`. Files come in `model-signing`'s order: by path components.
-pub fn hash_folder(dir: &Path, ignored: &[String], algorithm: &str) -> Result<Vec<FolderFile>, ModelSigningError> {
+/// Hashes every regular file of `dir` (SHA-256 and BLAKE3 in one read), skipping the ignored
+/// paths; symlinks and other kinds of file are refused, as `model-signing` refuses them without
+/// `allow_symlinks`. Files come in `model-signing`'s order: by path components.
+pub fn hash_folder(dir: &Path, ignored: &[String]) -> Result<Vec<HashedFile>, ModelSigningError> {
     let io = |p: &Path, e: std::io::Error| ModelSigningError::Folder(format!("{}: {e}", p.display()));
-    let mut found: Vec<(Vec<String>, String)> = Vec::new();
+    let mut found: Vec<(Vec<String>, String, String)> = Vec::new();
     let mut pending = vec![(dir.to_path_buf(), Vec::<String>::new())];
     while let Some((at, rel)) = pending.pop() {
         for entry in fs_err::read_dir(&at).map_err(|e| io(&at, e))? {
@@ -137,34 +156,36 @@ pub fn hash_folder(dir: &Path, ignored: &[String], algorithm: &str) -> Result<Ve
             if kind.is_dir() {
                 pending.push((path, path_rel));
             } else {
-                let digest = hash_file(&path, algorithm).map_err(|e| io(&path, e))?;
-                found.push((path_rel, digest));
+                let (sha256, blake3) = hash_file(&path).map_err(|e| io(&path, e))?;
+                found.push((path_rel, sha256, blake3));
             }
         }
     }
     found.sort();
-    Ok(found.into_iter().map(|(parts, digest)| FolderFile { name: parts.join("/"), digest }).collect())
+    Ok(found.into_iter().map(|(parts, sha256, blake3)| HashedFile { name: parts.join("/"), sha256, blake3 }).collect())
 }
 
-fn hash_file(path: &Path, algorithm: &str) -> std::io::Result<String> {
+fn hash_file(path: &Path) -> std::io::Result<(String, String)> {
+    use std::io::Read as _;
     let mut file = fs_err::File::open(path)?;
-    if algorithm == "blake3" {
-        let mut h = blake3::Hasher::new();
-        std::io::copy(&mut file, &mut h)?;
-        Ok(h.finalize().to_hex().to_string())
-    } else {
-        let mut h = Sha256::new();
-        std::io::copy(&mut file, &mut h)?;
-        Ok(hex::encode(h.finalize()))
+    let (mut sha, mut b3) = (Sha256::new(), blake3::Hasher::new());
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = file.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        sha.update(&buf[..n]);
+        b3.update(&buf[..n]);
     }
+    Ok((hex::encode(sha.finalize()), b3.finalize().to_hex().to_string()))
 }
 
 /// The subject's digest: SHA-256 over the files' raw digests in order.
-fn root_digest(files: &[FolderFile]) -> Result<String, ModelSigningError> {
+fn root_digest<'a>(digests: impl Iterator<Item = &'a str>) -> Result<String, ModelSigningError> {
     let mut h = Sha256::new();
-    for f in files {
-        let raw = hex::decode(&f.digest)
-            .map_err(|_| ModelSigningError::Bundle(format!("`{}`: digest is not hex", f.name)))?;
+    for d in digests {
+        let raw = hex::decode(d).map_err(|_| ModelSigningError::Bundle(format!("digest `{d}` is not hex")))?;
         h.update(raw);
     }
     Ok(hex::encode(h.finalize()))
@@ -177,20 +198,20 @@ fn default_ignored() -> Vec<String> {
 
 /// Signs the folder `dir` with an ECDSA P-256 key: the Sigstore bundle's JSON, to be written
 /// to `dir/model.sig`. Gives the bundle and the files signed.
-pub fn sign_model_folder(dir: &Path, key: &SigningKey) -> Result<(Vec<u8>, Vec<FolderFile>), ModelSigningError> {
+pub fn sign_model_folder(dir: &Path, key: &SigningKey) -> Result<(Vec<u8>, Vec<HashedFile>), ModelSigningError> {
     let public = key.public();
     if public.algorithm() != KeyAlgorithm::EcdsaP256 {
         return Err(ModelSigningError::KeyAlgorithm(public.algorithm().name()));
     }
     let ignored = default_ignored();
-    let files = hash_folder(dir, &ignored, "sha256")?;
+    let files = hash_folder(dir, &ignored)?;
     let name = dir
         .canonicalize()
         .ok()
         .and_then(|d| d.file_name().map(|n| n.to_string_lossy().into_owned()))
         .unwrap_or_else(|| "model".to_owned());
     let resources: Vec<Value> =
-        files.iter().map(|f| json!({"algorithm": "sha256", "digest": f.digest, "name": f.name})).collect();
+        files.iter().map(|f| json!({"algorithm": "sha256", "digest": f.sha256, "name": f.name})).collect();
     let mut predicate = Map::new();
     predicate.insert("resources".into(), Value::Array(resources));
     predicate.insert(
@@ -201,7 +222,7 @@ pub fn sign_model_folder(dir: &Path, key: &SigningKey) -> Result<(Vec<u8>, Vec<F
         statement_type: STATEMENT_TYPE.into(),
         subject: vec![ResourceDescriptor {
             name,
-            digest: [("sha256".to_owned(), root_digest(&files)?)].into(),
+            digest: [("sha256".to_owned(), root_digest(files.iter().map(|f| f.sha256.as_str()))?)].into(),
             ..ResourceDescriptor::default()
         }],
         predicate_type: MODEL_SIGNATURE_PREDICATE.into(),
@@ -294,7 +315,7 @@ pub fn verify_model_signature(
     }
     // The subject is a digest over the resources: a statement whose resources were edited
     // without it is inconsistent even before the folder is read.
-    if subject.digest.get("sha256") != Some(&root_digest(&files)?) {
+    if subject.digest.get("sha256") != Some(&root_digest(files.iter().map(|f| f.digest.as_str()))?) {
         return Err(ModelSigningError::Bundle("the subject's digest is not the digest of the listed resources".into()));
     }
     if let Some(dir) = dir {
@@ -306,7 +327,7 @@ pub fn verify_model_signature(
         }
         // In a folder checked against a signature, what no signature can cover means the
         // folder is not the signed one.
-        let found = hash_folder(dir, &ignored, &algorithm).map_err(|e| match e {
+        let found = hash_folder(dir, &ignored).map_err(|e| match e {
             ModelSigningError::Unsupported(what) => ModelSigningError::Mismatch(vec![what]),
             other => other,
         })?;
@@ -314,7 +335,7 @@ pub fn verify_model_signature(
         for f in &files {
             match found.iter().find(|g| g.name == f.name) {
                 None => problems.push(format!("`{}` is missing", f.name)),
-                Some(g) if g.digest != f.digest => problems.push(format!("`{}` has other bytes", f.name)),
+                Some(g) if g.digest(&algorithm) != f.digest => problems.push(format!("`{}` has other bytes", f.name)),
                 Some(_) => {}
             }
         }
@@ -349,7 +370,7 @@ mod tests {
         fs_err::create_dir_all(dir.path().join("a")).unwrap();
         fs_err::write(dir.path().join("a/b"), b"1").unwrap();
         fs_err::write(dir.path().join("a-b"), b"2").unwrap();
-        let names: Vec<String> = hash_folder(dir.path(), &[], "sha256").unwrap().into_iter().map(|f| f.name).collect();
+        let names: Vec<String> = hash_folder(dir.path(), &[]).unwrap().into_iter().map(|f| f.name).collect();
         // As strings "a-b" < "a/b"; as paths ("a", "b") < ("a-b").
         assert_eq!(names, ["a/b", "a-b"]);
     }

@@ -182,27 +182,41 @@ fn external_parameters(lockfile: &Lockfile, lockfile_digest: &Digest) -> Map<Str
     p
 }
 
-/// The statement "this lockfile was executed and these outputs came out", for a recorded run.
-pub fn run_statement(store: &Store, run: &LoadedRun) -> Result<Statement, ProvenanceError> {
-    let lockfile = get_typed::<Lockfile>(store, &run.record.lockfile)?;
-    let stages = run.stages().iter().map(|s| &s.record);
+/// What distinguishes a run's statement from a replay's: the build type, and the record that
+/// is the invocation (and a byproduct).
+struct Invocation<'a> {
+    build_type: &'static str,
+    record_name: &'static str,
+    record: &'a Digest,
+}
+
+/// The statement of an execution of `lockfile` whose stages wrote `stages`: what
+/// [`run_statement`] and [`replay_statement`] share.
+fn provenance_statement<'a>(
+    store: &Store,
+    invocation: &Invocation<'_>,
+    external_parameters: Map<String, Value>,
+    (lockfile_digest, lockfile): (&Digest, &Lockfile),
+    builder: Builder,
+    stages: impl Iterator<Item = &'a StageRecord> + Clone,
+) -> Result<Statement, ProvenanceError> {
     let provenance = Provenance {
         build_definition: BuildDefinition {
-            build_type: RUN_BUILD_TYPE.into(),
-            external_parameters: external_parameters(&lockfile, &run.record.lockfile),
+            build_type: invocation.build_type.into(),
+            external_parameters,
             internal_parameters: Map::new(),
-            resolved_dependencies: resolved_dependencies(store, &run.record.lockfile, &lockfile)?,
+            resolved_dependencies: resolved_dependencies(store, lockfile_digest, lockfile)?,
         },
         run_details: RunDetails {
-            builder: builder(stages.clone().map(|s| &s.envelope)),
+            builder,
             metadata: Some(BuildMetadata {
-                invocation_id: run.manifest.to_string(),
+                invocation_id: invocation.record.to_string(),
                 started_on: String::new(),
                 finished_on: String::new(),
             }),
             byproducts: std::iter::once(ResourceDescriptor {
-                name: "run".into(),
-                digest: digest_set(store, &run.manifest)?,
+                name: invocation.record_name.into(),
+                digest: digest_set(store, invocation.record)?,
                 media_type: RECORD_MEDIA_TYPE.into(),
                 ..ResourceDescriptor::default()
             })
@@ -211,6 +225,16 @@ pub fn run_statement(store: &Store, run: &LoadedRun) -> Result<Statement, Proven
         },
     };
     Ok(statement(subjects(store, stages)?, &provenance))
+}
+
+/// The statement "this lockfile was executed and these outputs came out", for a recorded run.
+pub fn run_statement(store: &Store, run: &LoadedRun) -> Result<Statement, ProvenanceError> {
+    let lockfile = get_typed::<Lockfile>(store, &run.record.lockfile)?;
+    let stages = run.stages().iter().map(|s| &s.record);
+    let external = external_parameters(&lockfile, &run.record.lockfile);
+    let invocation = Invocation { build_type: RUN_BUILD_TYPE, record_name: "run", record: &run.manifest };
+    let builder = builder(stages.clone().map(|s| &s.envelope));
+    provenance_statement(store, &invocation, external, (&run.record.lockfile, &lockfile), builder, stages)
 }
 
 /// The statement "I re-executed this lockfile and got these outputs", for a replay that
@@ -249,31 +273,9 @@ pub fn replay_statement(
     }
     let mut external = external_parameters(&lockfile, &replay.lockfile);
     external.insert("recording".into(), json!({"blake3": recording.manifest.to_hex()}));
-    let provenance = Provenance {
-        build_definition: BuildDefinition {
-            build_type: REPLAY_BUILD_TYPE.into(),
-            external_parameters: external,
-            internal_parameters: Map::new(),
-            resolved_dependencies: resolved_dependencies(store, &replay.lockfile, &lockfile)?,
-        },
-        run_details: RunDetails {
-            builder: builder(std::iter::once(&replay.envelope)),
-            metadata: Some(BuildMetadata {
-                invocation_id: replay_digest.to_string(),
-                started_on: String::new(),
-                finished_on: String::new(),
-            }),
-            byproducts: std::iter::once(ResourceDescriptor {
-                name: "replay".into(),
-                digest: digest_set(store, replay_digest)?,
-                media_type: RECORD_MEDIA_TYPE.into(),
-                ..ResourceDescriptor::default()
-            })
-            .chain(envelope_byproducts(stage_records.iter().map(|s| (s.name.as_str(), &s.envelope))))
-            .collect(),
-        },
-    };
-    Ok(statement(subjects(store, stage_records.iter())?, &provenance))
+    let invocation = Invocation { build_type: REPLAY_BUILD_TYPE, record_name: "replay", record: replay_digest };
+    let builder = builder(std::iter::once(&replay.envelope));
+    provenance_statement(store, &invocation, external, (&replay.lockfile, &lockfile), builder, stage_records.iter())
 }
 
 /// A statement Provenant made, read back: its role, the lockfile it names and its
@@ -325,6 +327,12 @@ pub fn read_provenance(statement: &Statement) -> Result<RunProvenance, Provenanc
     Ok(RunProvenance { role, lockfile, recording, provenance })
 }
 
+/// The subjects a statement about `run` must have: every output, with both digests
+/// recomputed from the store.
+pub fn run_subjects(store: &Store, run: &LoadedRun) -> Result<Vec<ResourceDescriptor>, ProvenanceError> {
+    Ok(subjects(store, run.stages().iter().map(|s| &s.record))?)
+}
+
 /// Checks that a statement is about `run`: the lockfile it names is the run's, and its subjects
 /// are exactly the run's outputs, with both digests recomputed from the store (a subject
 /// missing, added, renamed or with another digest is refused). A run attestation must also
@@ -333,6 +341,16 @@ pub fn check_about_run(
     store: &Store,
     statement: &Statement,
     run: &LoadedRun,
+) -> Result<RunProvenance, ProvenanceError> {
+    check_about_run_with(statement, run, &run_subjects(store, run)?)
+}
+
+/// [`check_about_run`] with the run's subjects computed once by the caller ([`run_subjects`]),
+/// for checking several statements about one run without hashing its outputs each time.
+pub fn check_about_run_with(
+    statement: &Statement,
+    run: &LoadedRun,
+    expected: &[ResourceDescriptor],
 ) -> Result<RunProvenance, ProvenanceError> {
     let read = read_provenance(statement)?;
     if read.lockfile != run.record.lockfile {
@@ -361,7 +379,6 @@ pub fn check_about_run(
             }
         }
     }
-    let expected = subjects(store, run.stages().iter().map(|s| &s.record))?;
     if statement.subject != expected {
         let stated: BTreeMap<&str, &ResourceDescriptor> =
             statement.subject.iter().map(|s| (s.name.as_str(), s)).collect();

@@ -204,6 +204,12 @@ impl Claim {
 }
 
 impl AuditPolicy {
+    /// The keys a claim lists, by the path it lists them under, read when the policy was
+    /// parsed.
+    pub fn keys_of(&self, listed: &[String]) -> Vec<(String, prov_attest::PublicKey)> {
+        listed.iter().filter_map(|p| self.keys.get(p).map(|k| (p.clone(), k.clone()))).collect()
+    }
+
     /// Parses a policy from its text; `file` is used in error messages.
     ///
     /// # Errors

@@ -44,6 +44,16 @@ impl CommandContext {
     }
 
     /// Opens the store; returns it with the project root (the store directory's parent).
+    /// Writes a file a command produces (`--out`), relative to the working directory,
+    /// atomically beside its destination: a killed command leaves no half file. `what` names
+    /// it in the error.
+    pub fn write_output(&self, out: &Path, bytes: &[u8], what: &str) -> Result<(), CommandError> {
+        let dest = self.cwd.join(out);
+        let dir = dest.parent().map_or_else(|| self.cwd.clone(), Path::to_path_buf);
+        prov_store::write_atomically(&dir, &dest, bytes)
+            .map_err(|e| CommandError::input(format!("writing the {what}: {e}")))
+    }
+
     pub fn open_store(&self, access: Access, wait: bool) -> Result<(Store, PathBuf), CommandError> {
         let dir = self.store_dir()?;
         let store = Store::open(&dir, access, wait)?;

@@ -516,18 +516,14 @@ pub fn evaluate(cx: &RunContext<'_>, policy: &AuditPolicy, options: &AuditOption
                 toxicity::toxicity(cx, stage.as_deref(), *removed_share, *tolerance)
             }
             Claim::License { stage, policy: license_policy, verdict_signers } => {
-                let keys: Vec<(String, prov_attest::PublicKey)> =
-                    verdict_signers.iter().filter_map(|r| policy.keys.get(r).map(|k| (r.clone(), k.clone()))).collect();
-                license::license(cx, stage.as_deref(), license_policy, &keys)
+                license::license(cx, stage.as_deref(), license_policy, &policy.keys_of(verdict_signers))
             }
             Claim::CompoundLicense { stage } => license::compound_license(cx, stage.as_deref()),
             Claim::Decontamination { stage, benchmark } => {
                 decontamination::decontamination(cx, stage.as_deref(), benchmark.as_ref(), options)
             }
             Claim::Replay { replayers, min_signed_replays } => {
-                let keys: Vec<(&str, &prov_attest::PublicKey)> =
-                    replayers.iter().filter_map(|r| policy.keys.get(r).map(|k| (r.as_str(), k))).collect();
-                replay::replay(cx, &keys, *min_signed_replays)
+                replay::replay(cx, &policy.keys_of(replayers), *min_signed_replays)
             }
         })
         .collect()

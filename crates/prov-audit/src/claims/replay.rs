@@ -19,7 +19,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use prov_attest::{Envelope, PublicKey, check_about_run, read_provenance, verify_statement};
+use prov_attest::{Envelope, PublicKey, check_about_run_with, read_provenance, verify_statement};
 use prov_manifest::{AttestationRole, attestations_of};
 use prov_manifest::{
     Determinism, EnvelopeDifference, Name, Record, ReplayDifference, ReplayDivergence, ReplayRecord, ReplayStatus,
@@ -42,7 +42,7 @@ struct Judged {
     notes: Vec<String>,
 }
 
-pub(super) fn replay(cx: &RunContext<'_>, replayers: &[(&str, &PublicKey)], min_signed: usize) -> ClaimResult {
+pub(super) fn replay(cx: &RunContext<'_>, replayers: &[(String, PublicKey)], min_signed: usize) -> ClaimResult {
     let mut result = ClaimResult::new("replay", "every stage of the run replays bit for bit".into());
     result.evidence("run manifest", cx.run.manifest);
     let replays = match replays_of(cx.store, &cx.run.manifest) {
@@ -136,7 +136,7 @@ pub(super) fn replay(cx: &RunContext<'_>, replayers: &[(&str, &PublicKey)], min_
 /// (taken off `missing`).
 fn weigh_signed_replays(
     cx: &RunContext<'_>,
-    replayers: &[(&str, &PublicKey)],
+    replayers: &[(String, PublicKey)],
     min_signed: usize,
     missing: &mut Vec<String>,
     result: &mut ClaimResult,
@@ -176,7 +176,7 @@ fn weigh_signed_replays(
 /// attestation of this run whose subjects are the run's outputs. A replay attestation signed
 /// by a listed key that states other outputs fails the claim: a replayer says the run did not
 /// reproduce. One that no listed key signed is only noted: anyone can put a file in a store.
-fn signed_replays(cx: &RunContext<'_>, replayers: &[(&str, &PublicKey)], result: &mut ClaimResult) -> Vec<String> {
+fn signed_replays(cx: &RunContext<'_>, replayers: &[(String, PublicKey)], result: &mut ClaimResult) -> Vec<String> {
     let mut signed = std::collections::BTreeSet::new();
     let attestations = match attestations_of(cx.store, &cx.run.manifest) {
         Ok(a) => a,
@@ -185,11 +185,13 @@ fn signed_replays(cx: &RunContext<'_>, replayers: &[(&str, &PublicKey)], result:
             return Vec::new();
         }
     };
-    let keys: Vec<PublicKey> = replayers.iter().map(|(_, k)| (*k).clone()).collect();
+    let keys: Vec<PublicKey> = replayers.iter().map(|(_, k)| k.clone()).collect();
     // What is noted and not counted: records are unsigned data that anyone who can write to
     // the store can plant, so only a listed replayer's signature about this very run (its
     // lockfile and recording) is evidence, for the claim or against it.
     let (mut unsigned, mut unreadable, mut elsewhere) = (0, 0, 0);
+    // The run's subjects, hashed once for every attestation that needs them.
+    let mut expected: Option<Vec<prov_attest::ResourceDescriptor>> = None;
     for (digest, a) in attestations.iter().filter(|(_, a)| a.role == AttestationRole::Replay) {
         let read = cx.store.read(&a.envelope).map_err(|e| e.to_string());
         let Ok(envelope) = read.and_then(|b| Envelope::parse(&b).map_err(|e| e.to_string())) else {
@@ -201,7 +203,7 @@ fn signed_replays(cx: &RunContext<'_>, replayers: &[(&str, &PublicKey)], result:
             continue;
         };
         let names: Vec<&str> =
-            replayers.iter().filter(|(_, k)| signers.contains(&k.keyid())).map(|(n, _)| *n).collect();
+            replayers.iter().filter(|(_, k)| signers.contains(&k.keyid())).map(|(n, _)| n.as_str()).collect();
         let about_this_run = read_provenance(&statement).is_ok_and(|p| {
             p.role == AttestationRole::Replay
                 && p.lockfile == cx.run.record.lockfile
@@ -211,7 +213,17 @@ fn signed_replays(cx: &RunContext<'_>, replayers: &[(&str, &PublicKey)], result:
             elsewhere += 1;
             continue;
         }
-        match check_about_run(cx.store, &statement, cx.run) {
+        let subjects = match &expected {
+            Some(e) => e,
+            None => match prov_attest::run_subjects(cx.store, cx.run) {
+                Ok(e) => expected.insert(e),
+                Err(e) => {
+                    result.fail(format!("the run's outputs cannot be read to check signed replays: {e}"));
+                    return Vec::new();
+                }
+            },
+        };
+        match check_about_run_with(&statement, cx.run, subjects) {
             Ok(_) => signed.extend(names.iter().map(|n| (*n).to_owned())),
             Err(e) => result.fail(format!(
                 "the replay attestation {digest} signed by {} does not reproduce the run: {e}",

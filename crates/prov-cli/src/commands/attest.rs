@@ -77,10 +77,7 @@ pub(crate) fn cmd_attest(ui: &mut Ui, cx: &CommandContext, args: &AttestArgs) ->
         }),
     )?;
     if let Some(out) = &args.out {
-        let dest = cx.cwd.join(out);
-        let dir = dest.parent().map_or_else(|| cx.cwd.clone(), std::path::Path::to_path_buf);
-        prov_store::write_atomically(&dir, &dest, &bytes)
-            .map_err(|e| CommandError::input(format!("writing the attestation: {e}")))?;
+        cx.write_output(out, &bytes, "attestation")?;
     }
     ui.line(format!(
         "attested run {} ({}): {} outputs, signed by {} key {}",

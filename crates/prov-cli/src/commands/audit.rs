@@ -118,10 +118,7 @@ pub(crate) fn cmd_audit(ui: &mut Ui, cx: &CommandContext, args: &AuditArgs) -> R
         Format::Html => report.to_html(),
     };
     if let Some(out) = &args.out {
-        let dest = cx.cwd.join(out);
-        let dir = dest.parent().map_or_else(|| cx.cwd.clone(), std::path::Path::to_path_buf);
-        prov_store::write_atomically(&dir, &dest, rendered.as_bytes())
-            .map_err(|e| CommandError::input(format!("writing the report: {e}")))?;
+        cx.write_output(out, rendered.as_bytes(), "report")?;
         ui.status(format!("wrote {}", out.display()));
     } else {
         ui.line(rendered.trim_end())?;

@@ -278,18 +278,17 @@ pub(crate) fn cmd_export(ui: &mut Ui, cx: &CommandContext, args: &ExportArgs) ->
     Ok(())
 }
 
-/// Signs an exported folder, once its files are shown to be exactly the export's: the names
-/// the worker wrote, with the BLAKE3 it reported (a file added or changed meanwhile is refused,
-/// not signed).
+/// Signs an exported folder, and writes the signature only once the files it signs are shown
+/// to be exactly the export's: the names the worker wrote, with the BLAKE3 it reported (a file
+/// added or changed meanwhile is refused, not signed). One read of each file gives both the
+/// SHA-256 the signature lists and the BLAKE3 checked here.
 fn sign_export(
     ui: &mut Ui,
     dir: &std::path::Path,
     exported: &ExportReply,
     key: &prov_attest::SigningKey,
 ) -> Result<(), CommandError> {
-    let ignored: Vec<String> =
-        [prov_attest::SIGNATURE_FILE, ".git", ".gitattributes", ".github", ".gitignore"].map(str::to_owned).to_vec();
-    let found = prov_attest::hash_folder(dir, &ignored, "blake3").map_err(prov_attest::AttestError::from)?;
+    let (bundle, found) = prov_attest::sign_model_folder(dir, key).map_err(prov_attest::AttestError::from)?;
     for f in &found {
         match exported.iter().find(|(name, _)| *name == f.name).map(|(_, d)| d) {
             None => {
@@ -300,7 +299,7 @@ fn sign_export(
                 ))
                 .with_hint("export into an empty folder to sign it"));
             }
-            Some(d) if d.to_hex() != f.digest => {
+            Some(d) if d.to_hex() != f.blake3 => {
                 return Err(CommandError::integrity(format!(
                     "{}: `{}` changed after the export wrote it",
                     dir.display(),
@@ -313,12 +312,11 @@ fn sign_export(
     if let Some((gone, _)) = exported.iter().find(|(name, _)| !found.iter().any(|f| f.name == *name)) {
         return Err(CommandError::integrity(format!("{}: `{gone}` is gone since the export wrote it", dir.display())));
     }
-    let (bundle, signed) = prov_attest::sign_model_folder(dir, key).map_err(prov_attest::AttestError::from)?;
     prov_store::write_atomically(dir, &dir.join(prov_attest::SIGNATURE_FILE), &bundle)
         .map_err(|e| CommandError::input(format!("writing the signature: {e}")))?;
     ui.line(format!(
         "signed {} files into {} (model signing v1.0, ECDSA P-256 key {})",
-        signed.len(),
+        found.len(),
         dir.join(prov_attest::SIGNATURE_FILE).display(),
         key.public().keyid()
     ))?;

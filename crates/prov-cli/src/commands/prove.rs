@@ -82,11 +82,7 @@ pub(crate) fn cmd_prove(ui: &mut Ui, cx: &CommandContext, args: &ProveArgs) -> R
         .map_err(|e| CommandError::integrity(format!("the proof just built does not verify: {e}")))?;
     bytes.push(b'\n');
     if let Some(out) = &args.out {
-        // Atomically, beside the destination: a killed `prove` leaves no half proof.
-        let dest = cx.cwd.join(out);
-        let dir = dest.parent().map_or_else(|| cx.cwd.clone(), std::path::Path::to_path_buf);
-        prov_store::write_atomically(&dir, &dest, &bytes)
-            .map_err(|e| CommandError::input(format!("writing the proof: {e}")))?;
+        cx.write_output(out, &bytes, "proof")?;
     }
     let value: serde_json::Value = serde_json::from_slice(&bytes).expect("a proof is JSON");
     ui.json(

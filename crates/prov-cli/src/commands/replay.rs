@@ -178,10 +178,7 @@ fn attest_replay(
     let record =
         prov_attest::attach(store, &bytes, &envelope, recording.manifest, prov_manifest::AttestationRole::Replay)?;
     if let Some(out) = out {
-        let dest = cx.cwd.join(out);
-        let dir = dest.parent().map_or_else(|| cx.cwd.clone(), std::path::Path::to_path_buf);
-        prov_store::write_atomically(&dir, &dest, &bytes)
-            .map_err(|e| CommandError::input(format!("writing the attestation: {e}")))?;
+        cx.write_output(out, &bytes, "attestation")?;
     }
     let public = key.public();
     ui.json(

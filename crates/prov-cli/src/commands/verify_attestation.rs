@@ -99,13 +99,15 @@ pub(crate) fn cmd_verify_attestation(
         let record = if args.add { Some(attach(&store, &bytes, &envelope, run.manifest, read.role)?) } else { None };
         about_run = Some((run.manifest, read.role, record));
     }
+    // The keys that signed: every signer is one of the keys given.
+    let signed_by: Vec<(&String, &PublicKey)> =
+        signers.iter().filter_map(|id| keys.iter().find(|k| &k.keyid() == id).map(|k| (id, k))).collect();
     ui.json(
         "attestation",
         json!({
             "file": shown,
             "verified": true,
-            "signers": signers.iter().map(|id| {
-                let key = keys.iter().find(|k| &k.keyid() == id).expect("signers are among the keys");
+            "signers": signed_by.iter().map(|(id, key)| {
                 json!({"keyid": id, "algorithm": key.algorithm().name(), "openssh_fingerprint": key.openssh_fingerprint()})
             }).collect::<Vec<_>>(),
             "predicate_type": statement.predicate_type,
@@ -115,12 +117,9 @@ pub(crate) fn cmd_verify_attestation(
             "record": about_run.as_ref().and_then(|(_, _, r)| r.map(|r| r.to_string())),
         }),
     )?;
-    let by: Vec<String> = signers
+    let by: Vec<String> = signed_by
         .iter()
-        .map(|id| {
-            let key = keys.iter().find(|k| &k.keyid() == id).expect("signers are among the keys");
-            format!("{} key {id} ({})", key.algorithm().name(), key.openssh_fingerprint())
-        })
+        .map(|(id, key)| format!("{} key {id} ({})", key.algorithm().name(), key.openssh_fingerprint()))
         .collect();
     ui.line(format!("attestation {shown}: signature valid, signed by {}", by.join(" and ")))?;
     let said = match &provenance {
