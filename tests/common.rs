@@ -293,3 +293,17 @@ pub fn rewrite_run_stages(dir: &Path, edit: impl Fn(&mut Vec<prov_manifest::RunS
     fs_err::write(dir.join("RUN"), format!("{new}\n")).unwrap();
     new
 }
+
+/// Whether the main job's data (fetched by scripts/setup from npm, `PyPI` and Debian) is in
+/// `recipes/data/mini-apertus`; when it is not, fails under `CI=true` and otherwise says the
+/// test is skipped.
+pub fn main_job_data_fetched() -> bool {
+    let data = repo_root().join("recipes/data/mini-apertus");
+    if data.join("corpus/debian.jsonl").is_file() {
+        return true;
+    }
+    let msg = format!("{} missing: run `scripts/setup` (it runs scripts/fetch-main-data)", data.display());
+    assert!(!std::env::var("CI").is_ok_and(|v| v == "true"), "{msg}");
+    eprintln!("skipping: {msg}");
+    false
+}

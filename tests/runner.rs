@@ -32,6 +32,7 @@ mod test_recipe_errors;
 mod test_replay;
 mod test_robots;
 mod test_sandbox;
+mod test_slurm;
 mod test_tokenizer;
 mod test_toxicity;
 mod test_train;

@@ -21,6 +21,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("prov-tokenizer", 4),
     ("prov-reward", 4),
     ("prov-filter", 4),
+    ("prov-slurm", 4),
     ("prov-prep", 5),
     ("prov-robots", 5),
     ("prov-pii", 5),

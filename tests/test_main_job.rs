@@ -26,11 +26,7 @@ fn record(p: &Project, digest: &Value) -> Value {
 
 #[test]
 fn mini_apertus_runs_and_replays_bit_for_bit() {
-    let data = repo_root().join("recipes/data/mini-apertus");
-    if !data.join("corpus/debian.jsonl").is_file() {
-        let msg = format!("{} missing: run `scripts/setup` (it runs scripts/fetch-main-data)", data.display());
-        assert!(!std::env::var("CI").is_ok_and(|v| v == "true"), "{msg}");
-        eprintln!("skipping: {msg}");
+    if !crate::common::main_job_data_fetched() {
         return;
     }
     let p = Project::new();

@@ -74,29 +74,37 @@ impl CommandContext {
         Ok(std::thread::available_parallelism().map_or(1, std::num::NonZero::get))
     }
 
-    /// Builds the options of an execution (threads, envelope, clock, progress bar) and runs
-    /// `f` with them: for `run`, `replay` and `audit --replay`.
+    /// Builds the options of an execution (threads, envelope, clock, progress bar, where the
+    /// stages run) and runs `f` with them: for `run`, `replay` and `audit --replay`. With
+    /// `--executor slurm` the envelope is a compute node's.
     pub fn with_exec_options<T>(
         &self,
         ui: &Ui,
         root: &std::path::Path,
         lockfile_display: &str,
+        executor: &crate::executor::ExecutorArgs,
         f: impl FnOnce(&ExecOptions<'_>) -> Result<T, prov_exec::ExecError>,
     ) -> Result<T, CommandError> {
         let threads = self.threads()?;
         let registry = registry();
         let clock = CommandContext::clock();
-        let progress = StageProgress::new(ui);
         let worker = Self::worker();
+        let remote = executor.dispatcher(root, threads)?;
+        let (envelope, dispatcher) = match &remote {
+            Some((d, envelope)) => (envelope.clone(), Some(d as &dyn prov_exec::Dispatcher)),
+            None => (CommandContext::envelope(threads), None),
+        };
+        let progress = StageProgress::new(ui);
         let opts = ExecOptions {
             registry: &registry,
             threads,
-            envelope: CommandContext::envelope(threads),
+            envelope,
             project_root: root,
             lockfile_display,
             clock: &*clock,
             observer: &progress,
             worker: &worker,
+            dispatcher,
         };
         let result = f(&opts);
         progress.finish();

@@ -10,6 +10,7 @@ mod commands;
 mod context;
 mod env_vars;
 mod error;
+mod executor;
 mod git;
 mod inside;
 mod render;

@@ -143,7 +143,7 @@ fn render_evaluation(ui: &mut Ui, report: &RunReport, s: &StageReport) -> Result
 }
 
 fn stage_json(s: &StageReport) -> serde_json::Value {
-    json!({
+    let mut value = json!({
         "name": s.name.to_string(),
         "kind": s.stage_kind,
         "status": s.status.as_str(),
@@ -151,7 +151,11 @@ fn stage_json(s: &StageReport) -> serde_json::Value {
         "manifest": s.manifest.to_string(),
         "key": s.record.key.to_string(),
         "outputs": s.record.outputs.iter().map(|(k, o)| (k.clone(), json!(o.digest.to_string()))).collect::<serde_json::Map<_, _>>(),
-    })
+    });
+    if let Some(t) = s.tasks {
+        value["tasks"] = json!({ "total": t.total, "reused": t.reused });
+    }
+    value
 }
 
 /// Returns the human-readable lines of what a valid proof shows, saying what pins it.

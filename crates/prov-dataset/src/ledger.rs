@@ -134,7 +134,8 @@ pub fn ledger_schema() -> SchemaRef {
 }
 
 /// A written ledger shard: its reference and its Merkle root.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct LedgerShard {
     /// The Parquet object.
     pub shard: ShardRef,

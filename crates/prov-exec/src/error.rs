@@ -75,6 +75,27 @@ pub enum ExecError {
         /// What differs.
         message: String,
     },
+    /// The stage's tasks could not be run where the executor sends them (the scheduler's
+    /// commands failed, a task failed more often than it may be run again).
+    #[error("stage `{stage}`: {message}")]
+    Dispatch {
+        /// Stage name.
+        stage: Name,
+        /// What failed.
+        message: String,
+        /// What to do.
+        hint: Option<String>,
+    },
+    /// A task of the stage ended without leaving a result.
+    #[error("stage `{stage}`: {task} ended without a result; what it printed is in `{}`", logs.display())]
+    TaskLost {
+        /// Stage name.
+        stage: Name,
+        /// The task.
+        task: String,
+        /// Where its output is.
+        logs: std::path::PathBuf,
+    },
     /// Replay needs a completed recorded run.
     #[error("run `{0}` has no completed recording in this store")]
     NotRecorded(Digest),

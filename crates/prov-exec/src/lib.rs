@@ -31,6 +31,7 @@
 //!     clock: &|| 0,
 //!     observer: &Silent,
 //!     worker: Path::new("target/debug/prov-worker"),
+//!     dispatcher: None,
 //! };
 //! let report = run(&store, &locked.lockfile, &locked.bytes, &opts)?;
 //! println!("run {}", report.run_id);
@@ -38,8 +39,10 @@
 //! ```
 
 pub mod aten;
+mod boundary;
 mod builtin;
 mod check;
+mod dispatch;
 mod envelope;
 mod error;
 mod key;
@@ -49,11 +52,14 @@ mod run;
 mod sandbox;
 mod stage;
 mod staleness;
+pub mod tasks;
 mod tree;
 pub mod worker;
 
+pub use tasks::{DispatchError, Dispatcher, Task, TaskCounts, TaskDir, TaskResult, TaskSpec, run_task};
 pub use worker::{StageRun, TorchClaim, run_in_worker};
 
+pub use boundary::adopt_closure;
 pub use builtin::{ExternalConfig, ExternalStage, SourcePathError, SourceStage, confine_source};
 pub use check::check_lockfile;
 pub use envelope::{TorchFacts, WORKBENCH_VERSION, capture as capture_envelope, key_envelope};

@@ -63,6 +63,9 @@ pub struct StageReport {
     pub millis: u64,
     /// The stage manifest.
     pub manifest: Digest,
+    /// Executed as tasks elsewhere ([`ExecOptions::dispatcher`]): how many there were, and how
+    /// many had a result from an earlier, interrupted execution and were not run again.
+    pub tasks: Option<crate::tasks::TaskCounts>,
     /// The stage record.
     pub record: StageRecord,
 }
@@ -198,6 +201,9 @@ pub struct ExecOptions<'a> {
     pub observer: &'a dyn Observer,
     /// The worker executable that runs libtorch stages ([`crate::worker`]).
     pub worker: &'a std::path::Path,
+    /// Where stages run: `None` in this process; otherwise each stage but the sources runs as
+    /// tasks the dispatcher runs elsewhere ([`crate::tasks`]), and this process coordinates.
+    pub dispatcher: Option<&'a dyn crate::tasks::Dispatcher>,
 }
 
 /// One node of the plan: a source or a stage, with its lockfile entry.
@@ -234,9 +240,22 @@ struct Executor<'a> {
     lockfile: &'a Lockfile,
     pool: rayon::ThreadPool,
     outputs: BTreeMap<Name, BTreeMap<String, OutputRef>>,
+    /// The task counts of the stage executed last, for its report.
+    last_tasks: std::cell::Cell<Option<crate::tasks::TaskCounts>>,
 }
 
-impl Executor<'_> {
+impl<'a> Executor<'a> {
+    fn new(store: &'a Store, opts: &'a ExecOptions<'a>, lockfile: &'a Lockfile) -> Result<Self, ExecError> {
+        Ok(Self {
+            store,
+            opts,
+            lockfile,
+            pool: new_pool(opts.threads)?,
+            outputs: BTreeMap::new(),
+            last_tasks: std::cell::Cell::new(None),
+        })
+    }
+
     fn inputs_of(&self, stage: &LockedStage) -> Result<BTreeMap<String, StageInput>, ExecError> {
         stage
             .inputs
@@ -291,13 +310,25 @@ impl Executor<'_> {
         let fail = |source| ExecError::Stage { stage: stage.name.clone(), kind: stage.stage_kind.clone(), source };
         // The last resort for a bug (a libtorch call that panics on input nobody checked): the
         // stage fails with an internal error; what it wrote is in the store as whole objects.
-        let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| kind.run(&cx)))
-            .map_err(|payload| ExecError::Internal {
-                stage: stage.name.clone(),
-                kind: stage.stage_kind.clone(),
-                message: panic_message(payload.as_ref()),
-            })?
-            .map_err(fail)?;
+        let guarded = |f: &dyn Fn() -> Result<crate::StageOutput, StageError>| {
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(f))
+                .map_err(|payload| ExecError::Internal {
+                    stage: stage.name.clone(),
+                    kind: stage.stage_kind.clone(),
+                    message: crate::boundary::panic_message(payload.as_ref()),
+                })?
+                .map_err(fail)
+        };
+        // Sources are read from the project by the coordinator: they are what the tasks read.
+        let out = match self.opts.dispatcher {
+            Some(dispatcher) if stage.stage_kind != "source" => {
+                let (out, counts) =
+                    crate::dispatch::run_dispatched(dispatcher, &stage.name, kind.as_ref(), &cx, &guarded)?;
+                self.last_tasks.set(Some(counts));
+                out
+            }
+            _ => guarded(&|| kind.run(&cx))?,
+        };
         check_outputs(self.store, &kind.outputs(&stage.config), &out.outputs).map_err(fail)?;
         let record = StageRecord {
             schema: SCHEMA_VERSION,
@@ -314,6 +345,9 @@ impl Executor<'_> {
             stats: out.stats,
         };
         let digest = put_record(self.store, &Record::Stage(record.clone()))?;
+        if self.opts.dispatcher.is_some() {
+            crate::tasks::TaskDir::of(self.store.root(), key).remove()?;
+        }
         Ok((digest, record))
     }
 
@@ -354,6 +388,7 @@ impl Executor<'_> {
             status,
             millis,
             manifest,
+            tasks: self.last_tasks.take(),
             record,
         };
         self.opts.observer.stage_finished(&report);
@@ -385,15 +420,6 @@ impl Executor<'_> {
         }
         Ok(Some((manifest, record)))
     }
-}
-
-/// The message a panic carried (`panic!("…")` gives a `&str` or a `String`).
-pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
-    payload
-        .downcast_ref::<&str>()
-        .map(|s| (*s).to_owned())
-        .or_else(|| payload.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "a panic without a message".to_owned())
 }
 
 /// Checks what a stage returned against what its kind declares for its configuration: the
@@ -483,7 +509,7 @@ pub fn run(store: &Store, lockfile: &Lockfile, bytes: &[u8], opts: &ExecOptions<
     let nodes = plan(lockfile, opts.registry)?;
     let recipe = lockfile.recipe.name.to_string();
     let execution = store.index().begin_execution(&run_id, "run", &recipe, opts.lockfile_display, (opts.clock)())?;
-    let mut ex = Executor { store, opts, lockfile, pool: new_pool(opts.threads)?, outputs: BTreeMap::new() };
+    let mut ex = Executor::new(store, opts, lockfile)?;
     let mut report = RunReport {
         run_id,
         recipe,
@@ -711,7 +737,7 @@ pub fn replay(
     let recorded_stages = stage_records(store, recorded_manifest, recorded, &nodes)?;
     let recipe = lockfile.recipe.name.to_string();
     let execution = store.index().begin_execution(&run_id, "replay", &recipe, opts.lockfile_display, (opts.clock)())?;
-    let mut ex = Executor { store, opts, lockfile, pool: new_pool(opts.threads)?, outputs: BTreeMap::new() };
+    let mut ex = Executor::new(store, opts, lockfile)?;
     let mut report = RunReport {
         run_id,
         recipe,
@@ -1017,6 +1043,7 @@ mod tests {
             clock: &|| 0,
             observer: &Silent,
             worker: std::path::Path::new("prov-worker"),
+            dispatcher: None,
         }
     }
 

@@ -110,6 +110,15 @@ pub enum StageError {
     /// The worker that runs libtorch stages could not be started, or ended without a reply.
     #[error("{0}")]
     Worker(String),
+    /// A map task's result is not what the stage's reduce step reads (a result file written
+    /// by another build, or edited).
+    #[error("map task {task}: {message}")]
+    MapResult {
+        /// The task's index.
+        task: usize,
+        /// What is wrong.
+        message: String,
+    },
     /// The outputs a stage returned are not what its kind declares (names, types), or name
     /// objects that are not in the store with the bytes of their digests, or that are not the
     /// records their types say: an integrity failure, whatever the stage (or worker) says.
@@ -310,8 +319,40 @@ pub trait Stage: Send + Sync {
         false
     }
 
-    /// Runs the stage.
-    fn run(&self, cx: &StageContext<'_>) -> Result<StageOutput, StageError>;
+    /// For a stage whose work splits into independent map tasks (one per input shard) and a
+    /// reduce step that combines their results: how many map tasks this run has. `None` (the
+    /// default): the stage runs whole, in one [`Stage::run`].
+    ///
+    /// A map task reads only its share of the inputs and writes only objects; its result is
+    /// JSON that names them. An executor may run the tasks in this process (the default
+    /// [`Stage::run`]) or each on another machine of a cluster, at any time and more than once:
+    /// the result of task `i` must depend on nothing but the stage's inputs, configuration,
+    /// seeds and `i`.
+    fn map_tasks(&self, _cx: &StageContext<'_>) -> Result<Option<usize>, StageError> {
+        Ok(None)
+    }
+
+    /// Runs map tasks `tasks` (each below [`Stage::map_tasks`]) on `cx.pool` and returns
+    /// their results in the order of `tasks`.
+    fn map(&self, _cx: &StageContext<'_>, _tasks: &[usize]) -> Result<Vec<Value>, StageError> {
+        Err(StageError::Worker(format!("stage kind `{}` has no map tasks", self.kind())))
+    }
+
+    /// Combines the results of every map task, in task order, into the stage's outputs.
+    fn reduce(&self, _cx: &StageContext<'_>, _results: Vec<Value>) -> Result<StageOutput, StageError> {
+        Err(StageError::Worker(format!("stage kind `{}` has no reduce step", self.kind())))
+    }
+
+    /// Runs the stage. The default runs every map task here, then the reduce step; a stage
+    /// without map tasks implements it.
+    fn run(&self, cx: &StageContext<'_>) -> Result<StageOutput, StageError> {
+        let Some(tasks) = self.map_tasks(cx)? else {
+            return Err(StageError::Worker(format!("stage kind `{}` has neither map tasks nor a run", self.kind())));
+        };
+        let all: Vec<usize> = (0..tasks).collect();
+        let results = self.map(cx, &all)?;
+        self.reduce(cx, results)
+    }
 
     /// Says where two versions of output `output` differ, for a replay's divergence report
     /// (a training stage names the first step and tensor). `None`: nothing finer than the

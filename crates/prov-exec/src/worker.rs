@@ -248,7 +248,7 @@ impl From<&StageError> for RemoteStageError {
 impl RemoteStageError {
     /// The error as the parent reports it; a panic is resumed as a panic, so that the executor
     /// treats it as it treats its own.
-    fn into_stage_error(self) -> StageError {
+    pub fn into_stage_error(self) -> StageError {
         match self {
             Self::Input { input, message } => StageError::Input { input, message },
             Self::Config { path, message, hint } => StageError::Config(ConfigError { path, message, hint }),
@@ -397,27 +397,14 @@ pub fn facts(worker: &Path) -> Result<TorchClaim, WorkerError> {
 ///
 /// Resumes a panic the stage had in the worker, for the executor to report as a bug.
 pub fn run_in_worker(cx: &StageContext<'_>, kind: &dyn Stage) -> Result<StageOutput, StageError> {
-    let request = StageRequest {
-        store: cx.store.root().to_path_buf(),
-        project_root: cx.project_root.to_path_buf(),
-        stage: cx.name.to_owned(),
-        kind: kind.kind().to_owned(),
-        version: kind.version(),
-        key: cx.key,
-        config: cx.config.clone(),
-        inputs: cx.inputs.iter().map(|(n, i)| (n.clone(), (i.output_type, i.digest))).collect(),
-        seeds: cx.seeds.clone(),
-        threads: cx.pool.current_num_threads(),
-        allow_commands: cx.allow_commands,
-        envelope: cx.envelope.clone(),
-    };
+    let request = StageRequest::of(cx, kind);
     match call::<_, WireOutput, RemoteStageError>(cx.worker, "stage", &request) {
         Ok(Reply::Ok(out)) => {
             // What the worker says it wrote is checked, not trusted: every object reachable
             // from its outputs is in the store with the bytes of its digest, before a stage
-            // record names them.
+            // record names them and the index takes them.
             let roots: Vec<Digest> = out.outputs.values().map(|o| o.digest).collect();
-            crate::run::verify_closure(cx.store, cx.pool, &roots)
+            crate::boundary::adopt_closure(cx.store, cx.pool, &roots)
                 .map_err(|e| StageError::UnverifiedOutput(e.to_string()))?;
             Ok(StageOutput { outputs: out.outputs, stats: out.stats })
         }
@@ -438,49 +425,96 @@ pub fn serve_stage(
     if let Err(message) = check_torch(&request.envelope) {
         return other(message);
     }
-    let Some(kind) = registry.get(&request.kind) else {
-        return other(format!("this worker has no stage kind `{}`", request.kind));
+    let kind = match request.kind_in(registry, "this worker") {
+        Ok(k) => k,
+        Err(e) => return Reply::Err(e),
     };
-    if kind.version() != request.version {
-        return other(format!(
-            "this worker's `{}` is version {}, prov's is version {}: the worker is from another build",
-            request.kind,
-            kind.version(),
-            request.version
-        ));
+    // A stage in the worker runs here; it never starts another worker (an empty path is never
+    // a file, so `call` refuses it).
+    let ran = request
+        .with_context(Path::new(""), |cx| std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| kind.run(cx))));
+    match ran {
+        Ok(Ok(Ok(out))) => Reply::Ok(WireOutput { outputs: out.outputs, stats: out.stats }),
+        Ok(Ok(Err(e))) => Reply::Err(RemoteStageError::from(&e)),
+        Ok(Err(payload)) => {
+            Reply::Err(RemoteStageError::Panic { message: crate::boundary::panic_message(payload.as_ref()) })
+        }
+        Err(e) => Reply::Err(e),
     }
-    let store = match prov_store::Store::open(&request.store, prov_store::Access::Shared, true) {
-        Ok(s) => s,
-        Err(e) => return Reply::Err(RemoteStageError::from(&StageError::Store(e))),
-    };
-    let pool = match rayon::ThreadPoolBuilder::new().num_threads(request.threads.max(1)).build() {
-        Ok(p) => p,
-        Err(e) => return other(format!("cannot start {} threads: {e}", request.threads)),
-    };
-    let inputs: BTreeMap<String, StageInput> = request
-        .inputs
-        .iter()
-        .map(|(n, (output_type, digest))| (n.clone(), StageInput { output_type: *output_type, digest: *digest }))
-        .collect();
-    let cx = StageContext {
-        store: &store,
-        name: &request.stage,
-        key: request.key,
-        config: &request.config,
-        inputs: &inputs,
-        seeds: &request.seeds,
-        project_root: &request.project_root,
-        pool: &pool,
-        allow_commands: request.allow_commands,
-        // A stage in the worker runs here; it never starts another worker (an empty path is
-        // never a file, so `call` refuses it).
-        worker: Path::new(""),
-        envelope: &request.envelope,
-    };
-    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| kind.run(&cx))) {
-        Ok(Ok(out)) => Reply::Ok(WireOutput { outputs: out.outputs, stats: out.stats }),
-        Ok(Err(e)) => Reply::Err(RemoteStageError::from(&e)),
-        Err(payload) => Reply::Err(RemoteStageError::Panic { message: crate::run::panic_message(payload.as_ref()) }),
+}
+
+impl StageRequest {
+    /// The request for the stage `cx` runs, of kind `kind`.
+    pub(crate) fn of(cx: &StageContext<'_>, kind: &dyn Stage) -> Self {
+        Self {
+            store: cx.store.root().to_path_buf(),
+            project_root: cx.project_root.to_path_buf(),
+            stage: cx.name.to_owned(),
+            kind: kind.kind().to_owned(),
+            version: kind.version(),
+            key: cx.key,
+            config: cx.config.clone(),
+            inputs: cx.inputs.iter().map(|(n, i)| (n.clone(), (i.output_type, i.digest))).collect(),
+            seeds: cx.seeds.clone(),
+            threads: cx.pool.current_num_threads(),
+            allow_commands: cx.allow_commands,
+            envelope: cx.envelope.clone(),
+        }
+    }
+
+    /// The request's kind in `registry`, which must have it at the request's version (`who`
+    /// names the process that looks, for the message).
+    pub(crate) fn kind_in<'r>(
+        &self,
+        registry: &'r Registry,
+        who: &str,
+    ) -> Result<&'r Arc<dyn Stage>, RemoteStageError> {
+        let other = |message: String| RemoteStageError::Other { message, integrity: false };
+        let kind = registry.get(&self.kind).ok_or_else(|| other(format!("{who} has no stage kind `{}`", self.kind)))?;
+        if kind.version() != self.version {
+            return Err(other(format!(
+                "{who}'s `{}` is version {}, the requester's is version {}: they are from different builds",
+                self.kind,
+                kind.version(),
+                self.version
+            )));
+        }
+        Ok(kind)
+    }
+
+    /// Runs `f` with the request's context, in a process that is not the coordinator: the
+    /// store opened detached (only the coordinator opens the index; it takes what was written
+    /// here once it has verified it), a pool of the request's thread count, and `worker` as
+    /// the worker executable.
+    pub(crate) fn with_context<T>(
+        &self,
+        worker: &Path,
+        f: impl FnOnce(&StageContext<'_>) -> T,
+    ) -> Result<T, RemoteStageError> {
+        let store = prov_store::Store::open(&self.store, prov_store::Access::Detached, true)
+            .map_err(|e| RemoteStageError::from(&StageError::Store(e)))?;
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(self.threads.max(1)).build().map_err(|e| {
+            RemoteStageError::Other { message: format!("cannot start {} threads: {e}", self.threads), integrity: false }
+        })?;
+        let inputs: BTreeMap<String, StageInput> = self
+            .inputs
+            .iter()
+            .map(|(n, (output_type, digest))| (n.clone(), StageInput { output_type: *output_type, digest: *digest }))
+            .collect();
+        let cx = StageContext {
+            store: &store,
+            name: &self.stage,
+            key: self.key,
+            config: &self.config,
+            inputs: &inputs,
+            seeds: &self.seeds,
+            project_root: &self.project_root,
+            pool: &pool,
+            allow_commands: self.allow_commands,
+            worker,
+            envelope: &self.envelope,
+        };
+        Ok(f(&cx))
     }
 }
 
@@ -517,6 +551,6 @@ mod tests {
     fn a_panic_in_the_worker_is_resumed_as_a_panic() {
         let e = RemoteStageError::Panic { message: "index out of bounds".into() };
         let payload = std::panic::catch_unwind(|| e.into_stage_error()).unwrap_err();
-        assert_eq!(crate::run::panic_message(payload.as_ref()), "index out of bounds");
+        assert_eq!(crate::boundary::panic_message(payload.as_ref()), "index out of bounds");
     }
 }

@@ -3,6 +3,12 @@
 //! prints after a filter), and writing the kept documents and the ledger as the stage's two
 //! outputs, `dataset` and `ledger`.
 //!
+//! A filter is a map-reduce stage ([`prov_exec::Stage::map_tasks`]): one map task per input
+//! shard ([`map_shards`]) writes that shard's kept documents and ledger shard and returns
+//! them as a [`FilteredShard`]; the reduce step ([`reduce_filtered`]) writes the dataset and
+//! ledger records over every shard, in shard order. The bytes are the same whether the tasks
+//! ran in one process or on many machines.
+//!
 //! Memory: a filter streams each shard ([`prov_dataset::shard_documents`]) and holds only
 //! that shard's ledger rows, which must be sorted by id before they are written. Counting the
 //! rows per shard ([`write_counted_ledger`]) lets them go as soon as their shard is written,
@@ -12,7 +18,9 @@ use std::collections::BTreeMap;
 
 use prov_dataset::{LedgerDecision, LedgerRow, LedgerShard, write_dataset, write_ledger, write_ledger_shard};
 use prov_exec::{StageContext, StageError, StageOutput};
-use prov_manifest::{OutputRef, OutputType, ShardRef};
+use prov_manifest::{DatasetRecord, OutputRef, OutputType, ShardRef};
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 /// One shard's result: the kept (or rewritten) documents, its ledger shard and its rows'
@@ -25,7 +33,8 @@ pub fn outputs() -> Vec<(String, OutputType)> {
 }
 
 /// Documents and words per rule, removed per language, and in all.
-#[derive(Default)]
+#[derive(Debug, Default, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct FilterStats {
     by_rule: BTreeMap<String, (u64, u64)>,
     removed_by_language: BTreeMap<String, (u64, u64)>,
@@ -83,6 +92,70 @@ impl FilterStats {
     }
 }
 
+/// What one map task of a filter returns: its shard's kept (or rewritten) documents, its
+/// ledger shard, their counts, and what the filter counts besides (`extra`, summed by its
+/// reduce step).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FilteredShard {
+    /// The documents written.
+    pub shard: ShardRef,
+    /// The ledger shard.
+    pub ledger: LedgerShard,
+    /// Its rows' counts.
+    pub counts: FilterStats,
+    /// The filter's own counts.
+    #[serde(default)]
+    pub extra: Value,
+}
+
+/// The number of map tasks of a filter over input `docs`: one per shard.
+pub fn shard_tasks(cx: &StageContext<'_>) -> Result<Option<usize>, StageError> {
+    Ok(Some(cx.input_record::<DatasetRecord>("docs")?.shards.len()))
+}
+
+/// Runs `filter` on each shard of input `docs` that `tasks` names, in parallel on the stage's
+/// pool, and returns the results as JSON in the order of `tasks`.
+pub fn map_shards(
+    cx: &StageContext<'_>,
+    tasks: &[usize],
+    filter: impl Fn(&ShardRef) -> Result<FilteredShard, StageError> + Sync,
+) -> Result<Vec<Value>, StageError> {
+    let ds = cx.input_record::<DatasetRecord>("docs")?;
+    let shards: Vec<&ShardRef> = tasks
+        .iter()
+        .map(|&t| {
+            ds.shards.get(t).ok_or_else(|| StageError::MapResult {
+                task: t,
+                message: format!("the input has {} shards", ds.shards.len()),
+            })
+        })
+        .collect::<Result<_, _>>()?;
+    cx.pool.install(|| {
+        shards.par_iter().map(|s| Ok(serde_json::to_value(filter(s)?).expect("a filtered shard encodes"))).collect()
+    })
+}
+
+/// Reads the map results back, in task order.
+pub fn read_filtered(results: Vec<Value>) -> Result<Vec<FilteredShard>, StageError> {
+    results
+        .into_iter()
+        .enumerate()
+        .map(|(task, v)| serde_json::from_value(v).map_err(|e| StageError::MapResult { task, message: e.to_string() }))
+        .collect()
+}
+
+/// The reduce step of a filter: [`finish_counted`] over the map results, which it returns
+/// for the filter's own statistics.
+pub fn reduce_filtered(
+    cx: &StageContext<'_>,
+    results: Vec<Value>,
+) -> Result<(StageOutput, Vec<FilteredShard>), StageError> {
+    let shards = read_filtered(results)?;
+    let counted = shards.iter().map(|s| (s.shard.clone(), s.ledger.clone(), s.counts.clone())).collect();
+    Ok((finish_counted(cx, counted)?, shards))
+}
+
 /// Counts a shard's ledger rows, then writes them as its ledger shard.
 pub fn write_counted_ledger(
     cx: &StageContext<'_>,
@@ -90,6 +163,18 @@ pub fn write_counted_ledger(
 ) -> Result<(LedgerShard, FilterStats), StageError> {
     let stats = FilterStats::of(&rows);
     Ok((write_ledger_shard(cx.store, rows)?, stats))
+}
+
+/// Counts a shard's ledger rows, writes them as its ledger shard and returns the map result
+/// with the shard written before.
+pub fn filtered_shard(
+    cx: &StageContext<'_>,
+    shard: ShardRef,
+    rows: Vec<LedgerRow>,
+    extra: Value,
+) -> Result<FilteredShard, StageError> {
+    let (ledger, counts) = write_counted_ledger(cx, rows)?;
+    Ok(FilteredShard { shard, ledger, counts, extra })
 }
 
 /// Sums the shards' statistics, writes the dataset and the ledger from the results (in

@@ -9,5 +9,8 @@
 pub mod filter;
 mod sources;
 
-pub use filter::{CountedShard, FilterStats, finish_counted, outputs, write_counted_ledger};
+pub use filter::{
+    CountedShard, FilterStats, FilteredShard, filtered_shard, finish_counted, map_shards, outputs, read_filtered,
+    reduce_filtered, shard_tasks, write_counted_ledger,
+};
 pub use sources::source_files;

@@ -11,7 +11,6 @@
 use prov_dataset::{Document, LedgerDecision, LedgerRow, ShardWriter, shard_documents, word_count};
 use prov_exec::{ConfigError, InputSpec, Stage, StageContext, StageError, StageOutput, parse_params};
 use prov_manifest::{Determinism, OutputType};
-use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -76,63 +75,62 @@ impl Stage for PiiStage {
     fn outputs(&self, _config: &Value) -> Vec<(String, OutputType)> {
         prov_filter::outputs()
     }
-    fn run(&self, cx: &StageContext<'_>) -> Result<StageOutput, StageError> {
+    fn map_tasks(&self, cx: &StageContext<'_>) -> Result<Option<usize>, StageError> {
+        prov_filter::shard_tasks(cx)
+    }
+
+    fn map(&self, cx: &StageContext<'_>, tasks: &[usize]) -> Result<Vec<Value>, StageError> {
         let config: PiiConfig = parse_params(cx.config).map_err(StageError::Config)?;
         let redactor = Redactor::new(config.mode, StrictOptions { keep_private_ips: config.keep_private_ips });
-        let ds = cx.input_record::<prov_manifest::DatasetRecord>("docs")?;
-        // Shards in parallel, collected in shard order: bytes do not depend on the threads.
-        let results: Vec<(prov_filter::CountedShard, PiiCounts)> = cx.pool.install(|| {
-            ds.shards
-                .par_iter()
-                .map(|s| {
-                    let mut out = ShardWriter::new(cx.store)?;
-                    let mut rows = Vec::new();
-                    let mut counts = PiiCounts::default();
-                    for doc in shard_documents(cx.store, &s.digest)? {
-                        let mut doc = doc?;
-                        let words = word_count(&doc.text);
-                        let (decision, rule, evidence) = match tag(&doc) {
-                            Some(t) if config.exempt_tags.contains(&t) => {
-                                (LedgerDecision::Kept, "pii:exempt", Some(json!({ "tag": t })))
-                            }
-                            _ => {
-                                let r = redactor.redact(&doc.text);
-                                let c = r.counts();
-                                if c.total() == 0 {
-                                    (LedgerDecision::Kept, "pii:none", None)
-                                } else {
-                                    counts.email += c.email;
-                                    counts.ip += c.ip;
-                                    counts.iban += c.iban;
-                                    doc.text = r.text.into_owned();
-                                    (LedgerDecision::Modified, "pii:redacted", Some(json!(c)))
-                                }
-                            }
-                        };
-                        rows.push(LedgerRow {
-                            id: doc.id.clone(),
-                            decision,
-                            rule: rule.to_owned(),
-                            evidence: evidence.and_then(|v| if let Value::Object(m) = v { Some(m) } else { None }),
-                            language: doc.language.clone(),
-                            words,
-                        });
-                        out.push(doc)?;
+        prov_filter::map_shards(cx, tasks, |s| {
+            let mut out = ShardWriter::new(cx.store)?;
+            let mut rows = Vec::new();
+            let mut counts = PiiCounts::default();
+            for doc in shard_documents(cx.store, &s.digest)? {
+                let mut doc = doc?;
+                let words = word_count(&doc.text);
+                let (decision, rule, evidence) = match tag(&doc) {
+                    Some(t) if config.exempt_tags.contains(&t) => {
+                        (LedgerDecision::Kept, "pii:exempt", Some(json!({ "tag": t })))
                     }
-                    let (ledger, stats) = prov_filter::write_counted_ledger(cx, rows)?;
-                    Ok::<_, StageError>(((out.finish()?, ledger, stats), counts))
-                })
-                .collect::<Result<_, _>>()
-        })?;
+                    _ => {
+                        let r = redactor.redact(&doc.text);
+                        let c = r.counts();
+                        if c.total() == 0 {
+                            (LedgerDecision::Kept, "pii:none", None)
+                        } else {
+                            counts.email += c.email;
+                            counts.ip += c.ip;
+                            counts.iban += c.iban;
+                            doc.text = r.text.into_owned();
+                            (LedgerDecision::Modified, "pii:redacted", Some(json!(c)))
+                        }
+                    }
+                };
+                rows.push(LedgerRow {
+                    id: doc.id.clone(),
+                    decision,
+                    rule: rule.to_owned(),
+                    evidence: evidence.and_then(|v| if let Value::Object(m) = v { Some(m) } else { None }),
+                    language: doc.language.clone(),
+                    words,
+                });
+                out.push(doc)?;
+            }
+            prov_filter::filtered_shard(cx, out.finish()?, rows, json!(counts))
+        })
+    }
+
+    fn reduce(&self, cx: &StageContext<'_>, results: Vec<Value>) -> Result<StageOutput, StageError> {
+        let (mut out, shards) = prov_filter::reduce_filtered(cx, results)?;
         let mut total = PiiCounts::default();
-        let mut shards = Vec::with_capacity(results.len());
-        for (shard, counts) in results {
+        for (task, shard) in shards.into_iter().enumerate() {
+            let counts: PiiCounts = serde_json::from_value(shard.extra)
+                .map_err(|e| StageError::MapResult { task, message: e.to_string() })?;
             total.email += counts.email;
             total.ip += counts.ip;
             total.iban += counts.iban;
-            shards.push(shard);
         }
-        let mut out = prov_filter::finish_counted(cx, shards)?;
         out.stats.insert("replaced".into(), json!(total));
         Ok(out)
     }

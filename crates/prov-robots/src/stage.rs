@@ -20,7 +20,6 @@ use prov_dataset::{Document, LedgerDecision, LedgerRow, ShardWriter, shard_docum
 use prov_exec::{ConfigError, InputSpec, Stage, StageContext, StageError, StageOutput, parse_params};
 use prov_manifest::{Content, Determinism, OutputType, SourceRecord, TreeRecord, get_typed};
 use prov_store::{Digest, Store};
-use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -247,33 +246,35 @@ impl Stage for RobotsStage {
     fn outputs(&self, _config: &Value) -> Vec<(String, OutputType)> {
         prov_filter::outputs()
     }
-    fn run(&self, cx: &StageContext<'_>) -> Result<StageOutput, StageError> {
+    fn map_tasks(&self, cx: &StageContext<'_>) -> Result<Option<usize>, StageError> {
+        prov_filter::shard_tasks(cx)
+    }
+
+    fn map(&self, cx: &StageContext<'_>, tasks: &[usize]) -> Result<Vec<Value>, StageError> {
         let config: RobotsConfig = parse_params(cx.config).map_err(StageError::Config)?;
-        let ds = cx.input_record::<prov_manifest::DatasetRecord>("docs")?;
         let snapshot = Snapshot::load(cx.store, &cx.input("snapshot")?.digest)?;
         let robots = snapshot.parse_all(config.keys)?;
-        // Shards in parallel; results collected in shard order, so bytes do not depend on threads.
         // Each shard streams, and its rows are counted and written when the shard is done.
-        let results: Vec<prov_filter::CountedShard> = cx.pool.install(|| {
-            ds.shards
-                .par_iter()
-                .map(|s| {
-                    let mut kept = ShardWriter::new(cx.store)?;
-                    let mut rows = Vec::new();
-                    for doc in shard_documents(cx.store, &s.digest)? {
-                        let doc = doc?;
-                        let row = decide(&doc, &config, &robots);
-                        if row.decision == LedgerDecision::Kept {
-                            kept.push(doc)?;
-                        }
-                        rows.push(row);
-                    }
-                    let (ledger, stats) = prov_filter::write_counted_ledger(cx, rows)?;
-                    Ok::<_, StageError>((kept.finish()?, ledger, stats))
-                })
-                .collect::<Result<_, _>>()
-        })?;
-        let mut out = prov_filter::finish_counted(cx, results)?;
+        prov_filter::map_shards(cx, tasks, |s| {
+            let mut kept = ShardWriter::new(cx.store)?;
+            let mut rows = Vec::new();
+            for doc in shard_documents(cx.store, &s.digest)? {
+                let doc = doc?;
+                let row = decide(&doc, &config, &robots);
+                if row.decision == LedgerDecision::Kept {
+                    kept.push(doc)?;
+                }
+                rows.push(row);
+            }
+            prov_filter::filtered_shard(cx, kept.finish()?, rows, Value::Null)
+        })
+    }
+
+    fn reduce(&self, cx: &StageContext<'_>, results: Vec<Value>) -> Result<StageOutput, StageError> {
+        let config: RobotsConfig = parse_params(cx.config).map_err(StageError::Config)?;
+        let (mut out, _) = prov_filter::reduce_filtered(cx, results)?;
+        let snapshot = Snapshot::load(cx.store, &cx.input("snapshot")?.digest)?;
+        let robots = snapshot.parse_all(config.keys)?;
         out.stats.insert("snapshot_hosts".into(), Value::from(snapshot.files.len()));
         // Every file that spells a key as only Google's parser reads it, with those lines:
         // under `rfc9309` their rules were ignored, under `google-typos` they were read.

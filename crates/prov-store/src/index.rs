@@ -158,6 +158,16 @@ impl Index {
         Ok(Self { path: path.to_owned(), conn: Mutex::new(conn), snapshot: None })
     }
 
+    /// An index in memory, for a store opened [`crate::Access::Detached`]: it starts empty,
+    /// takes what would be recorded and forgets it when the store is dropped. `path` is only
+    /// named in errors.
+    pub(crate) fn open_detached(path: &Path) -> Result<Self, StoreError> {
+        let err = |e| StoreError::index(path, e);
+        let conn = Connection::open_in_memory().map_err(err)?;
+        conn.execute_batch(SCHEMA).map_err(err)?;
+        Ok(Self { path: path.to_owned(), conn: Mutex::new(conn), snapshot: None })
+    }
+
     /// Opens a private copy of the index at `path` (and of its write-ahead log), for a store
     /// opened read-only: `SQLite` writes beside a WAL database even to read it, which a
     /// read-only directory does not allow. Changes to the copy are discarded; a missing index

@@ -57,6 +57,13 @@ pub enum Access {
     /// auditor's): nothing in the store directory is created or written; the lock is taken
     /// shared if its file can be opened for reading; the index is read from a private copy.
     ReadOnly,
+    /// Read and add objects, without the index: for a task on another machine of a cluster
+    /// whose store is on a shared file system, where `SQLite` is not safe (its locks do not
+    /// hold over NFS or Lustre). The lock is taken shared, objects are written as always (by
+    /// atomic rename), and what would go into the index is kept in memory and dropped: the
+    /// one process that opens the index, the run's coordinator, verifies the task's objects
+    /// and records them ([`Store::adopt`]).
+    Detached,
 }
 
 /// A content-addressed object store.
@@ -145,16 +152,20 @@ impl Store {
         }
         let lock = fs_err::OpenOptions::new().create(true).truncate(false).write(true).open(dir.join("lock"))?;
         let locked = match (access, wait) {
-            (Access::Shared | Access::ReadOnly, true) => lock.file().lock_shared().map(|()| true),
+            (Access::Shared | Access::ReadOnly | Access::Detached, true) => lock.file().lock_shared().map(|()| true),
             (Access::Exclusive, true) => lock.file().lock().map(|()| true),
-            (Access::Shared | Access::ReadOnly, false) => try_lock(lock.file().try_lock_shared()),
+            (Access::Shared | Access::ReadOnly | Access::Detached, false) => try_lock(lock.file().try_lock_shared()),
             (Access::Exclusive, false) => try_lock(lock.file().try_lock()),
         }?;
         if !locked {
             return Err(StoreError::Busy(dir.to_owned()));
         }
         fs_err::create_dir_all(dir.join("tmp"))?;
-        let index = Index::open(&dir.join("index.sqlite"))?;
+        let index = if access == Access::Detached {
+            Index::open_detached(&dir.join("index.sqlite"))?
+        } else {
+            Index::open(&dir.join("index.sqlite"))?
+        };
         let lock = Some(lock);
         Ok(Self { root: dir.to_owned(), index, _lock: lock })
     }
@@ -307,6 +318,29 @@ impl Store {
             .map(|(d, s, _)| (d, s))
             .collect();
         self.index.record_verified(&hashed)
+    }
+
+    /// Takes into the index objects that another process wrote without it (a task on another
+    /// machine, a worker: [`Access::Detached`]): each is hashed in full first, and recorded,
+    /// with its kind and the stamp it was hashed with, only when its bytes are its digest.
+    /// Returns the first failure; objects checked before it stay recorded.
+    pub fn adopt(&self, objects: &[(Digest, ObjectKind)], pool: &rayon::ThreadPool) -> Result<(), StoreError> {
+        let checked: Vec<(Digest, ObjectKind, u64, Option<FileStamp>)> = pool.install(|| {
+            objects
+                .par_iter()
+                .map(|(d, kind)| {
+                    let before = fs_err::metadata(self.object_path(d)).map(|m| FileStamp::of(&m)).ok();
+                    let size = self.verify(d)?;
+                    let after = fs_err::metadata(self.object_path(d)).map(|m| FileStamp::of(&m)).ok();
+                    Ok((*d, *kind, size, before.filter(|b| Some(*b) == after)))
+                })
+                .collect::<Result<_, StoreError>>()
+        })?;
+        for (d, kind, size, _) in &checked {
+            self.index.record_object(d, *size, kind.as_str())?;
+        }
+        let stamps: Vec<(Digest, FileStamp)> = checked.iter().filter_map(|(d, _, _, s)| s.map(|s| (*d, s))).collect();
+        self.index.record_verified(&stamps)
     }
 
     /// Lists every object on disk, sorted. Files that are not named like objects are ignored.

@@ -3,6 +3,7 @@
 //! the project's Python (`.venv`, made by `scripts/setup`) and the shared real data
 //! (`PROV_SHARED_DATA`) — with one rule for their absence. In CI (`CI=true`) a missing one
 //! fails the test; anywhere else the test is skipped with a message that names what is missing.
+//! And the synthetic corpus of any size that tests and benchmarks at scale read ([`synthetic`]).
 //!
 //! ```
 //! if let Some(python) = prov_testkit::venv_python() {
@@ -14,6 +15,8 @@
 #![allow(clippy::print_stderr)] // Skipping a test says so on stderr, where the harness shows it.
 
 use std::path::{Path, PathBuf};
+
+pub mod synthetic;
 
 /// The repository's root directory.
 pub fn repo_root() -> PathBuf {

@@ -69,9 +69,10 @@ pub(crate) fn cmd_audit(ui: &mut Ui, cx: &CommandContext, args: &AuditArgs) -> R
     let loaded = load_lockfile(&store, &args.run)?;
     if args.replay {
         crate::resolve::check_command_consent(&loaded, &root, false)?;
-        let report = cx.with_exec_options(ui, &root, &loaded.display, |opts| {
-            prov_exec::replay(&store, &loaded.lockfile, &loaded.bytes, &ReplayRange::default(), opts)
-        })?;
+        let report =
+            cx.with_exec_options(ui, &root, &loaded.display, &crate::executor::ExecutorArgs::default(), |opts| {
+                prov_exec::replay(&store, &loaded.lockfile, &loaded.bytes, &ReplayRange::default(), opts)
+            })?;
         match &report.divergence {
             None => ui.status(format!("replayed {} stages: every output equal to the recording", report.stages.len())),
             Some(d) => ui.status(format!("replay diverged at stage `{}`", d.stage())),

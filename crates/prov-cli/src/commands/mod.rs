@@ -18,6 +18,7 @@ mod replay;
 mod run;
 mod show;
 mod status;
+mod task;
 mod verify;
 mod verify_attestation;
 mod verify_proof;
@@ -51,6 +52,8 @@ pub(crate) enum Command {
     Attest(attest::AttestArgs),
     VerifyAttestation(verify_attestation::VerifyAttestationArgs),
     Gc(gc::GcArgs),
+    #[command(hide = true)]
+    Task(task::TaskArgs),
 }
 
 pub(crate) fn dispatch(ui: &mut Ui, cx: &CommandContext, command: &Command) -> Result<(), CommandError> {
@@ -78,5 +81,6 @@ pub(crate) fn dispatch(ui: &mut Ui, cx: &CommandContext, command: &Command) -> R
         Command::Attest(a) => attest::cmd_attest(ui, cx, a),
         Command::VerifyAttestation(a) => verify_attestation::cmd_verify_attestation(ui, cx, a),
         Command::Gc(a) => gc::cmd_gc(ui, cx, a),
+        Command::Task(a) => task::cmd_task(ui, cx, a),
     }
 }

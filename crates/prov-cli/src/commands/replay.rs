@@ -54,6 +54,8 @@ pub(crate) struct ReplayArgs {
     /// Also write the replay attestation (JSON) to FILE, to hand to an auditor
     #[arg(long, value_name = "FILE", requires = "attest")]
     attest_out: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    executor: crate::executor::ExecutorArgs,
 }
 
 /// Imports committed manifests into the store, each checked against the digest its file is
@@ -135,7 +137,7 @@ pub(crate) fn cmd_replay(ui: &mut Ui, cx: &CommandContext, args: &ReplayArgs) ->
         ignore_envelope: args.ignore_envelope,
         recording,
     };
-    let result = cx.with_exec_options(ui, &root, &loaded.display, |opts| {
+    let result = cx.with_exec_options(ui, &root, &loaded.display, &args.executor, |opts| {
         prov_exec::replay(&store, &loaded.lockfile, &loaded.bytes, &range, opts)
     });
     let report = result?;

@@ -30,6 +30,8 @@ pub(crate) struct RunArgs {
     /// from elsewhere); they run in the sandbox either way
     #[arg(long)]
     allow_commands: bool,
+    #[command(flatten)]
+    executor: crate::executor::ExecutorArgs,
 }
 
 pub(crate) fn cmd_run(ui: &mut Ui, cx: &CommandContext, args: &RunArgs) -> Result<(), CommandError> {
@@ -48,7 +50,7 @@ pub(crate) fn cmd_run(ui: &mut Ui, cx: &CommandContext, args: &RunArgs) -> Resul
         load_lockfile(&store, &args.target)?
     };
     crate::resolve::check_command_consent(&loaded, &root, args.allow_commands || is_recipe)?;
-    let result = cx.with_exec_options(ui, &root, &loaded.display, |opts| {
+    let result = cx.with_exec_options(ui, &root, &loaded.display, &args.executor, |opts| {
         prov_exec::run(&store, &loaded.lockfile, &loaded.bytes, opts)
     });
     let report = result?;

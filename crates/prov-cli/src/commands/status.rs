@@ -18,6 +18,11 @@ use crate::ui::{Ui, count, format_bytes, format_time};
 /// bytes (`up to date`) or not (`stale`: the recipe or its sources changed since locking),
 /// and whether this store holds a completed run of it, with the last execution's status.
 /// Re-locking hashes every source again, so it takes as long as `prov lock`.
+///
+/// A stage run as tasks elsewhere (`--executor slurm`) that has not been recorded yet, because
+/// its run is in progress or failed, is listed with its tasks: how many have a result, its
+/// Slurm jobs and the tasks queued or running now (from `squeue`), and each task that ended
+/// without a result, with the state and reason Slurm gave.
 #[derive(Debug, clap::Args)]
 pub(crate) struct StatusArgs {}
 
@@ -25,6 +30,7 @@ pub(crate) fn cmd_status(ui: &mut Ui, cx: &CommandContext, _args: &StatusArgs) -
     let (store, root) = cx.open_store(Access::ReadOnly, true)?;
     let executions = store.index().executions()?;
     store_summary(ui, &store, &executions)?;
+    stage_tasks(ui, store.root())?;
 
     let paths = prov_exec::project_lockfiles(&root)?;
     if paths.is_empty() {
@@ -141,6 +147,58 @@ fn render(ui: &mut Ui, st: &LockfileStatus) -> Result<(), CommandError> {
     };
     if let Some(h) = hint {
         ui.line(format!("  ({h})"))?;
+    }
+    Ok(())
+}
+
+/// The stages whose tasks are in flight or were left by a failed run.
+fn stage_tasks(ui: &mut Ui, store_root: &std::path::Path) -> Result<(), CommandError> {
+    let stages = prov_slurm::stage_jobs(store_root).map_err(|e| crate::executor::slurm_error(&e))?;
+    for st in stages {
+        let stage = st.stage.clone().unwrap_or_else(|| "?".to_owned());
+        let running = st.queued.values().filter(|q| q.state == "RUNNING").count();
+        let pending = st.queued.values().filter(|q| q.state == "PENDING").count();
+        let failures: Vec<Value> = st
+            .failures
+            .iter()
+            .map(|f| json!({ "task": f.task, "job": f.job, "state": f.state, "reason": f.reason, "node": f.node, "retried": f.retried }))
+            .collect();
+        ui.json(
+            "tasks",
+            json!({
+                "stage": stage,
+                "key": st.dir.key().to_string(),
+                "dir": st.dir.path().display().to_string(),
+                "tasks": st.tasks,
+                "done": st.done,
+                "failed": st.failed,
+                "jobs": st.submissions.iter().map(|s| s.job.clone()).collect::<Vec<_>>(),
+                "queue_known": st.queue_known,
+                "running": running,
+                "pending": pending,
+                "lost": failures,
+            }),
+        )?;
+        ui.line("")?;
+        ui.line(format!("stage `{stage}` as tasks (key {})", st.dir.key().short()))?;
+        ui.line(format!("  tasks     {} of {} done, {} failed", st.done, st.tasks, st.failed))?;
+        if !st.submissions.is_empty() {
+            let jobs: Vec<String> = st.submissions.iter().map(|s| s.job.clone()).collect();
+            ui.line(format!("  jobs      {}", jobs.join(", ")))?;
+        }
+        if st.queue_known {
+            ui.line(format!("  queue     {running} running, {pending} pending"))?;
+        } else {
+            ui.line("  queue     unknown (squeue did not answer)")?;
+        }
+        for f in &st.failures {
+            let ended = f.state.as_deref().unwrap_or("state unknown");
+            let reason = f.reason.as_deref().map(|r| format!(", {r}")).unwrap_or_default();
+            let node = f.node.as_deref().map(|n| format!(" on {n}")).unwrap_or_default();
+            let then = if f.retried { "submitted again" } else { "not submitted again" };
+            ui.line(format!("  lost      {} (job {}, {ended}{reason}{node}): {then}", f.task, f.job))?;
+        }
+        ui.line(format!("  output    {}", st.dir.logs().display()))?;
     }
     Ok(())
 }

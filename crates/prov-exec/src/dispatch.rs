@@ -1,0 +1,348 @@
+//! Running one stage as tasks through a [`Dispatcher`]: the coordinator's side of
+//! [`crate::tasks`].
+
+use prov_store::Digest;
+
+use crate::boundary::adopt_closure;
+use crate::error::ExecError;
+use crate::stage::{Stage, StageContext, StageError, StageOutput};
+use crate::tasks::{Dispatcher, Task, TaskCounts, TaskDir, TaskResult, TaskSpec};
+use crate::worker::{RemoteStageError, StageRequest};
+
+/// A stage step that may panic, run so that a panic becomes [`ExecError::Internal`].
+pub(crate) type Guard<'a> = &'a dyn Fn(&dyn Fn() -> Result<StageOutput, StageError>) -> Result<StageOutput, ExecError>;
+
+/// Runs `kind` through `dispatcher`: writes the spec, dispatches the tasks that have no result
+/// yet, reads every result in task order, runs the reduce step here (through `guarded`, which
+/// turns a panic into an internal error), and verifies and indexes every object reachable from
+/// the outputs before returning them.
+pub(crate) fn run_dispatched(
+    dispatcher: &dyn Dispatcher,
+    name: &prov_manifest::Name,
+    kind: &dyn Stage,
+    cx: &StageContext<'_>,
+    guarded: Guard<'_>,
+) -> Result<(StageOutput, TaskCounts), ExecError> {
+    let stage_error = |source| ExecError::Stage { stage: name.clone(), kind: kind.kind().to_owned(), source };
+    let map_tasks = kind.map_tasks(cx).map_err(stage_error)?;
+    let spec = TaskSpec { stage: StageRequest::of(cx, kind), map_tasks };
+    let dir = TaskDir::of(cx.store.root(), cx.key);
+    dir.write_spec(&spec)?;
+    // A task whose result is there is not run again; one that failed, or left a file that
+    // cannot be read, is (what it met may be gone: a node's envelope, a full disk).
+    let mut pending = Vec::new();
+    for task in spec.tasks() {
+        match dir.read_result(task) {
+            Ok(Some(TaskResult::Map { .. } | TaskResult::Whole { .. })) => {}
+            Ok(None) => pending.push(task),
+            Ok(Some(TaskResult::Failed { .. })) | Err(_) => {
+                dir.remove_result(task)?;
+                pending.push(task);
+            }
+        }
+    }
+    let counts = TaskCounts { total: spec.tasks().len(), reused: spec.tasks().len() - pending.len() };
+    if !pending.is_empty() {
+        dispatcher.dispatch(&dir, cx.name, &pending).map_err(|e| ExecError::Dispatch {
+            stage: name.clone(),
+            message: e.message,
+            hint: e.hint,
+        })?;
+    }
+    let mut values = Vec::new();
+    let mut whole = None;
+    for task in spec.tasks() {
+        let lost = || ExecError::TaskLost { stage: name.clone(), task: task.to_string(), logs: dir.logs() };
+        match dir.read_result(task) {
+            Ok(Some(TaskResult::Map { value, .. })) => values.push(value),
+            Ok(Some(TaskResult::Whole { output, .. })) => whole = Some(output),
+            Ok(Some(TaskResult::Failed { error: RemoteStageError::Panic { message }, .. })) => {
+                return Err(ExecError::Internal {
+                    stage: name.clone(),
+                    kind: kind.kind().to_owned(),
+                    message: format!("{task}: {message}"),
+                });
+            }
+            Ok(Some(TaskResult::Failed { error, .. })) => return Err(stage_error(error.into_stage_error())),
+            Ok(None) => return Err(lost()),
+            Err(e) => {
+                return Err(ExecError::Dispatch { stage: name.clone(), message: e.to_string(), hint: None });
+            }
+        }
+    }
+    let out = match (map_tasks, whole) {
+        (Some(_), _) => guarded(&|| kind.reduce(cx, values.clone())).inspect_err(|e| {
+            // A reduce step that read damaged bytes: the results naming them are dropped too.
+            if e.is_integrity_failure() {
+                let _ = dir.remove();
+            }
+        })?,
+        (None, Some(w)) => StageOutput { outputs: w.outputs, stats: w.stats },
+        (None, None) => {
+            return Err(ExecError::TaskLost { stage: name.clone(), task: Task::Whole.to_string(), logs: dir.logs() });
+        }
+    };
+    // What the tasks say they wrote is checked, not trusted, before a stage record names it;
+    // results that name damaged objects are dropped so that the next run computes them again.
+    let roots: Vec<Digest> = out.outputs.values().map(|o| o.digest).collect();
+    if let Err(e) = adopt_closure(cx.store, cx.pool, &roots) {
+        dir.remove()?;
+        return Err(stage_error(StageError::UnverifiedOutput(e.to_string())));
+    }
+    Ok((out, counts))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+    use std::sync::{Arc, Mutex};
+
+    use prov_dataset::{Document, ShardWriter, write_dataset};
+    use prov_manifest::{Determinism, OutputRef, OutputType, ShardRef};
+    use prov_store::Store;
+    use serde_json::{Value, json};
+
+    use super::*;
+    use crate::run::{ExecOptions, Silent, run};
+    use crate::stage::{ConfigError, InputSpec, Registry};
+    use crate::tasks::run_task;
+
+    /// Five map tasks, each writing a shard of two documents; the reduce step writes the
+    /// dataset over them, in task order.
+    struct Sharded;
+
+    impl Stage for Sharded {
+        fn kind(&self) -> &'static str {
+            "sharded"
+        }
+        fn version(&self) -> u32 {
+            1
+        }
+        fn summary(&self) -> &'static str {
+            "test stage"
+        }
+        fn resolve_config(&self, params: &Value) -> Result<Value, ConfigError> {
+            Ok(params.clone())
+        }
+        fn determinism(&self, _config: &Value) -> Determinism {
+            Determinism::Portable
+        }
+        fn inputs(&self) -> InputSpec {
+            InputSpec::Named(vec![])
+        }
+        fn outputs(&self, _config: &Value) -> Vec<(String, OutputType)> {
+            vec![("dataset".into(), OutputType::Dataset)]
+        }
+        fn map_tasks(&self, _cx: &StageContext<'_>) -> Result<Option<usize>, StageError> {
+            Ok(Some(5))
+        }
+        fn map(&self, cx: &StageContext<'_>, tasks: &[usize]) -> Result<Vec<Value>, StageError> {
+            tasks
+                .iter()
+                .map(|t| {
+                    let mut w = ShardWriter::new(cx.store)?;
+                    for r in 0..2 {
+                        w.push(Document::new(format!("{t}-{r}"), format!("text of task {t}, row {r}")))?;
+                    }
+                    Ok(serde_json::to_value(w.finish()?).expect("a shard reference encodes"))
+                })
+                .collect()
+        }
+        fn reduce(&self, cx: &StageContext<'_>, results: Vec<Value>) -> Result<StageOutput, StageError> {
+            let shards: Vec<ShardRef> = results
+                .into_iter()
+                .enumerate()
+                .map(|(task, v)| {
+                    serde_json::from_value(v).map_err(|e| StageError::MapResult { task, message: e.to_string() })
+                })
+                .collect::<Result<_, _>>()?;
+            let (digest, _) = write_dataset(cx.store, shards)?;
+            let mut out = StageOutput::default();
+            out.outputs.insert("dataset".into(), OutputRef { output_type: OutputType::Dataset, digest });
+            out.stats.insert("tasks".into(), json!(5));
+            Ok(out)
+        }
+    }
+
+    type Tamper = Box<dyn Fn(&Store, &TaskDir, Task) + Sync>;
+
+    /// Edits the stage's spec before its tasks run (a hand on the shared file system).
+    type EditSpec = Box<dyn Fn(&mut TaskSpec) + Sync>;
+
+    /// Runs tasks in this process, as a node would (`run_task`, the store opened detached),
+    /// except those in `skip`; then lets the test tamper with what a task left.
+    struct InProcess {
+        registry: Registry,
+        skip: BTreeSet<Task>,
+        dispatched: Mutex<Vec<Task>>,
+        tamper: Tamper,
+        edit_spec: Option<EditSpec>,
+    }
+
+    impl Dispatcher for InProcess {
+        fn dispatch(&self, dir: &TaskDir, _stage: &str, tasks: &[Task]) -> Result<(), crate::DispatchError> {
+            if let Some(edit) = &self.edit_spec {
+                let mut spec = dir.read_spec().unwrap();
+                edit(&mut spec);
+                fs_err::write(dir.spec_path(), serde_json::to_vec(&spec).unwrap()).unwrap();
+            }
+            let spec = dir.read_spec().map_err(|e| crate::DispatchError { message: e.to_string(), hint: None })?;
+            let store = Store::open(&spec.stage.store, prov_store::Access::Detached, true).unwrap();
+            for &task in tasks {
+                self.dispatched.lock().unwrap().push(task);
+                if self.skip.contains(&task) {
+                    continue;
+                }
+                let result = run_task(&self.registry, &spec, task, &spec.stage.envelope, Path::new(""));
+                dir.write_result(task, &result).unwrap();
+                (self.tamper)(&store, dir, task);
+            }
+            Ok(())
+        }
+    }
+
+    use std::path::Path;
+
+    fn setup() -> (tempfile::TempDir, Store, Registry, crate::Locked) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::init(&dir.path().join(".prov")).unwrap();
+        let mut registry = Registry::with_builtins();
+        registry.register(Arc::new(Sharded));
+        let path = dir.path().join("r.yaml");
+        fs_err::write(&path, "schema: 1\nname: t\nseed: 1\nstages:\n  s:\n    kind: sharded\n").unwrap();
+        let locked = crate::lock_recipe(&registry, &path, dir.path()).unwrap();
+        (dir, store, registry, locked)
+    }
+
+    fn in_process(registry: &Registry, skip: &[Task], tamper: Tamper) -> InProcess {
+        InProcess {
+            registry: registry.clone(),
+            skip: skip.iter().copied().collect(),
+            dispatched: Mutex::new(Vec::new()),
+            tamper,
+            edit_spec: None,
+        }
+    }
+
+    fn options<'a>(registry: &'a Registry, root: &'a Path, dispatcher: Option<&'a dyn Dispatcher>) -> ExecOptions<'a> {
+        ExecOptions {
+            registry,
+            threads: 2,
+            envelope: crate::capture_envelope(2, &crate::TorchFacts::default()),
+            project_root: root,
+            lockfile_display: "test",
+            clock: &|| 0,
+            observer: &Silent,
+            worker: Path::new("prov-worker"),
+            dispatcher,
+        }
+    }
+
+    #[test]
+    fn a_stage_run_as_tasks_records_what_a_local_run_records() {
+        let (dir, store, registry, locked) = setup();
+        let local = run(&store, &locked.lockfile, &locked.bytes, &options(&registry, dir.path(), None)).unwrap();
+        let (dir2, store2, _, _) = setup();
+        let tasks = in_process(&registry, &[], Box::new(|_, _, _| {}));
+        let remote =
+            run(&store2, &locked.lockfile, &locked.bytes, &options(&registry, dir2.path(), Some(&tasks))).unwrap();
+        assert_eq!(remote.stages[0].record.outputs, local.stages[0].record.outputs);
+        assert_eq!(remote.stages[0].record.stats, local.stages[0].record.stats);
+        assert_eq!(remote.stages[0].tasks, Some(TaskCounts { total: 5, reused: 0 }));
+        assert_eq!(local.stages[0].tasks, None);
+        // The tasks' objects are in the index now (the tasks never opened it), and their
+        // directory is gone.
+        let dataset = remote.stages[0].record.outputs["dataset"].digest;
+        assert_eq!(store2.index().object_kind(&dataset).unwrap().as_deref(), Some("manifest"));
+        assert!(!TaskDir::of(store2.root(), remote.stages[0].record.key).path().exists());
+        assert!(crate::check_store(&store2, 1).unwrap().is_clean());
+    }
+
+    /// A task's shard rewritten after the task reported it (a node writing other bytes under a
+    /// digest): the coordinator hashes it before recording the stage, fails as an integrity
+    /// failure, and drops the results so that the next run computes them again.
+    #[test]
+    fn bytes_a_task_left_that_are_not_their_digest_fail_the_stage_as_integrity() {
+        let (dir, store, registry, locked) = setup();
+        let forge: Tamper = Box::new(|store, dir, task| {
+            if task == Task::Map(2) {
+                let Some(TaskResult::Map { value, .. }) = dir.read_result(task).unwrap() else { panic!() };
+                let shard: ShardRef = serde_json::from_value(value).unwrap();
+                let path = store.object_path(&shard.digest);
+                let mut perms = fs_err::metadata(&path).unwrap().permissions();
+                #[allow(clippy::permissions_set_readonly_false)]
+                perms.set_readonly(false);
+                fs_err::set_permissions(&path, perms).unwrap();
+                let mut bytes = fs_err::read(&path).unwrap();
+                let at = bytes.len() / 2;
+                bytes[at] ^= 1;
+                fs_err::write(&path, bytes).unwrap();
+            }
+        });
+        let tasks = in_process(&registry, &[], forge);
+        let e =
+            run(&store, &locked.lockfile, &locked.bytes, &options(&registry, dir.path(), Some(&tasks))).unwrap_err();
+        assert!(e.is_integrity_failure(), "{e}");
+        assert!(e.to_string().contains("stage `s`"), "{e}");
+        let key = crate::tasks::TaskDir::all(store.root()).unwrap();
+        assert!(key.is_empty(), "the results naming the damaged shard are dropped");
+        // The next run computes every task again and records the stage.
+        let honest = in_process(&registry, &[], Box::new(|_, _, _| {}));
+        let report =
+            run(&store, &locked.lockfile, &locked.bytes, &options(&registry, dir.path(), Some(&honest))).unwrap();
+        assert_eq!(report.stages[0].tasks, Some(TaskCounts { total: 5, reused: 0 }));
+    }
+
+    /// Tasks that left no result fail the run naming the first of them; the next run
+    /// dispatches only those, and a result left for another key, or a failure, is not used.
+    #[test]
+    fn a_stage_resumes_with_the_tasks_that_have_no_usable_result() {
+        let (dir, store, registry, locked) = setup();
+        let lossy = in_process(&registry, &[Task::Map(3), Task::Map(4)], Box::new(|_, _, _| {}));
+        let e =
+            run(&store, &locked.lockfile, &locked.bytes, &options(&registry, dir.path(), Some(&lossy))).unwrap_err();
+        let ExecError::TaskLost { stage, task, .. } = &e else { panic!("{e}") };
+        assert_eq!((stage.as_str(), task.as_str()), ("s", "map task 3"));
+        // Task 1's result replaced by another stage's; task 2's by a failure.
+        let in_flight = TaskDir::all(store.root()).unwrap();
+        let tasks_dir = &in_flight[0];
+        let other_key = TaskResult::Map { key: prov_store::Digest::of(b"another stage"), task: 1, value: Value::Null };
+        fs_err::write(tasks_dir.result_path(Task::Map(1)), serde_json::to_vec(&other_key).unwrap()).unwrap();
+        let failed = TaskResult::Failed {
+            key: tasks_dir.key(),
+            error: crate::worker::RemoteStageError::Other { message: "disk full".into(), integrity: false },
+        };
+        tasks_dir.write_result(Task::Map(2), &failed).unwrap();
+
+        let honest = in_process(&registry, &[], Box::new(|_, _, _| {}));
+        let report =
+            run(&store, &locked.lockfile, &locked.bytes, &options(&registry, dir.path(), Some(&honest))).unwrap();
+        assert_eq!(*honest.dispatched.lock().unwrap(), [Task::Map(1), Task::Map(2), Task::Map(3), Task::Map(4)]);
+        assert_eq!(report.stages[0].tasks, Some(TaskCounts { total: 5, reused: 1 }));
+        let (dir2, store2, _, _) = setup();
+        let local = run(&store2, &locked.lockfile, &locked.bytes, &options(&registry, dir2.path(), None)).unwrap();
+        assert_eq!(report.stages[0].record.outputs, local.stages[0].record.outputs);
+    }
+
+    /// A spec edited on the shared file system (another configuration under the same key, or
+    /// another input) is refused by its tasks as an integrity failure: no task computes outputs
+    /// that the coordinator would record under a key they are not of.
+    #[test]
+    fn a_task_refuses_a_spec_that_does_not_hash_to_its_key() {
+        let edits: [EditSpec; 2] = [
+            Box::new(|spec| spec.stage.config = json!({ "rows": 3 })),
+            Box::new(|spec| {
+                spec.stage.inputs.insert("docs".into(), (OutputType::Dataset, prov_store::Digest::of(b"other")));
+            }),
+        ];
+        for edit in edits {
+            let (dir, store, registry, locked) = setup();
+            let mut tasks = in_process(&registry, &[], Box::new(|_, _, _| {}));
+            tasks.edit_spec = Some(edit);
+            let e = run(&store, &locked.lockfile, &locked.bytes, &options(&registry, dir.path(), Some(&tasks)))
+                .unwrap_err();
+            assert!(e.is_integrity_failure(), "{e}");
+            assert!(e.to_string().contains("does not hash to the stage key it names"), "{e}");
+        }
+    }
+}
