@@ -64,9 +64,8 @@ use std::sync::LazyLock;
 
 use prov_dataset::{LedgerDecision, LedgerRow, ShardWriter, read_documents_as, shard_documents};
 use prov_exec::{ConfigError, InputSpec, Stage, StageContext, StageError, StageOutput, parse_params};
-use prov_manifest::{DatasetRecord, Determinism, OutputType};
+use prov_manifest::{Determinism, OutputType};
 use prov_store::{Digest, Hasher};
-use rayon::prelude::*;
 use regex::Regex;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -322,56 +321,45 @@ impl Stage for DecontaminateStage {
     fn outputs(&self, _config: &Value) -> Vec<(String, OutputType)> {
         prov_filter::outputs()
     }
-    fn run(&self, cx: &StageContext<'_>) -> Result<StageOutput, StageError> {
-        let config: DecontaminateConfig = parse_params(cx.config).map_err(StageError::Config)?;
-        let ds = cx.input_record::<DatasetRecord>("docs")?;
-        let mut index = BenchmarkIndex::new(&config);
-        let files =
-            prov_filter::source_files(cx.store, &cx.input("benchmark")?.digest, "benchmark", "a benchmark source")?;
-        for (path, format, display) in files {
-            for doc in read_documents_as(&path, format, Path::new(&display))? {
+    fn map_tasks(&self, cx: &StageContext<'_>) -> Result<Option<usize>, StageError> {
+        prov_filter::shard_tasks(cx)
+    }
+
+    fn map(&self, cx: &StageContext<'_>, tasks: &[usize]) -> Result<Vec<Value>, StageError> {
+        let index = benchmark_index(cx)?;
+        prov_filter::map_shards(cx, tasks, |s| {
+            let mut kept = ShardWriter::new(cx.store)?;
+            let mut rows = Vec::new();
+            let mut removed_by_benchmark: BTreeMap<String, u64> = BTreeMap::new();
+            for doc in shard_documents(cx.store, &s.digest)? {
                 let doc = doc?;
-                index.add(&doc.id, &doc.text).map_err(|m| StageError::Input {
-                    input: "benchmark".into(),
-                    message: format!("`{display}`: {m}"),
-                })?;
+                let (decision, rule, evidence) = index.decide(&doc.text);
+                if decision == LedgerDecision::Removed
+                    && let Some(Value::String(b)) = evidence.as_ref().and_then(|e| e.get("benchmark"))
+                {
+                    *removed_by_benchmark.entry(b.clone()).or_default() += 1;
+                }
+                rows.push(LedgerRow::of_document(&doc, decision, rule, evidence));
+                if decision == LedgerDecision::Kept {
+                    kept.push(doc)?;
+                }
             }
-        }
-        // Shards in parallel; results collected in shard order, so bytes do not depend on threads.
-        let results: Vec<(prov_filter::CountedShard, BTreeMap<String, u64>)> = cx.pool.install(|| {
-            ds.shards
-                .par_iter()
-                .map(|s| {
-                    let mut kept = ShardWriter::new(cx.store)?;
-                    let mut rows = Vec::new();
-                    let mut removed_by_benchmark: BTreeMap<String, u64> = BTreeMap::new();
-                    for doc in shard_documents(cx.store, &s.digest)? {
-                        let doc = doc?;
-                        let (decision, rule, evidence) = index.decide(&doc.text);
-                        if decision == LedgerDecision::Removed
-                            && let Some(Value::String(b)) = evidence.as_ref().and_then(|e| e.get("benchmark"))
-                        {
-                            *removed_by_benchmark.entry(b.clone()).or_default() += 1;
-                        }
-                        rows.push(LedgerRow::of_document(&doc, decision, rule, evidence));
-                        if decision == LedgerDecision::Kept {
-                            kept.push(doc)?;
-                        }
-                    }
-                    let (ledger, stats) = prov_filter::write_counted_ledger(cx, rows)?;
-                    Ok::<_, StageError>(((kept.finish()?, ledger, stats), removed_by_benchmark))
-                })
-                .collect::<Result<_, _>>()
-        })?;
+            let extra = serde_json::to_value(removed_by_benchmark).expect("counts encode");
+            prov_filter::filtered_shard(cx, kept.finish()?, rows, extra)
+        })
+    }
+
+    fn reduce(&self, cx: &StageContext<'_>, results: Vec<Value>) -> Result<StageOutput, StageError> {
+        let index = benchmark_index(cx)?;
+        let (mut out, shards) = prov_filter::reduce_filtered(cx, results)?;
         let mut removed_by_benchmark: BTreeMap<String, u64> = BTreeMap::new();
-        let mut shards = Vec::with_capacity(results.len());
-        for (shard, removed) in results {
+        for (task, shard) in shards.into_iter().enumerate() {
+            let removed: BTreeMap<String, u64> = serde_json::from_value(shard.extra)
+                .map_err(|e| StageError::MapResult { task, message: e.to_string() })?;
             for (b, n) in removed {
                 *removed_by_benchmark.entry(b).or_default() += n;
             }
-            shards.push(shard);
         }
-        let mut out = prov_filter::finish_counted(cx, shards)?;
         out.stats.extend([
             ("benchmark_examples".to_owned(), Value::from(index.examples())),
             ("benchmark_too_short".to_owned(), Value::from(index.too_short())),
@@ -381,6 +369,23 @@ impl Stage for DecontaminateStage {
         ]);
         Ok(out)
     }
+}
+
+/// The n-gram index of the stage's `benchmark` input, as its configuration reads it.
+fn benchmark_index(cx: &StageContext<'_>) -> Result<BenchmarkIndex, StageError> {
+    let config: DecontaminateConfig = parse_params(cx.config).map_err(StageError::Config)?;
+    let mut index = BenchmarkIndex::new(&config);
+    let files = prov_filter::source_files(cx.store, &cx.input("benchmark")?.digest, "benchmark", "a benchmark source")?;
+    for (path, format, display) in files {
+        for doc in read_documents_as(&path, format, Path::new(&display))? {
+            let doc = doc?;
+            index.add(&doc.id, &doc.text).map_err(|m| StageError::Input {
+                input: "benchmark".into(),
+                message: format!("`{display}`: {m}"),
+            })?;
+        }
+    }
+    Ok(index)
 }
 
 #[cfg(test)]

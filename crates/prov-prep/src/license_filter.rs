@@ -55,7 +55,6 @@ use prov_manifest::{
     get_record, get_typed, put_record,
 };
 use prov_store::Digest;
-use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
@@ -243,7 +242,14 @@ fn declared(doc: &Document, field: &str) -> Option<String> {
 
 /// One shard's result: the counted shard, its declared strings with document counts, and the
 /// record verdicts that decided its documents.
-type ShardResult = (prov_filter::CountedShard, BTreeMap<String, u64>, BTreeMap<String, Digest>);
+/// What one map task counts besides its ledger: each declared license string's documents, and
+/// the documents a reviewer's record verdict decided (by id).
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ShardLicenses {
+    strings: BTreeMap<String, u64>,
+    by_record: BTreeMap<String, Digest>,
+}
 
 /// Filters documents by their declared license.
 pub struct LicenseStage;
@@ -286,66 +292,70 @@ impl Stage for LicenseStage {
         outputs.push(("verdicts".into(), OutputType::Tree));
         outputs
     }
-    fn run(&self, cx: &StageContext<'_>) -> Result<StageOutput, StageError> {
+    fn map_tasks(&self, cx: &StageContext<'_>) -> Result<Option<usize>, StageError> {
+        prov_filter::shard_tasks(cx)
+    }
+
+    fn map(&self, cx: &StageContext<'_>, tasks: &[usize]) -> Result<Vec<Value>, StageError> {
         let config: LicenseConfig = parse_params(cx.config).map_err(StageError::Config)?;
         let policy = policy_of(&config.policy)?;
-        let ds = cx.input_record::<prov_manifest::DatasetRecord>("docs")?;
-        let subject = cx.input("docs")?.digest;
         let reviewers = reviewer_verdicts(cx)?;
-        let results: Vec<ShardResult> = cx.pool.install(|| {
-            ds.shards
-                .par_iter()
-                .map(|s| {
-                    let mut kept = ShardWriter::new(cx.store)?;
-                    let mut rows = Vec::new();
-                    let mut strings: BTreeMap<String, u64> = BTreeMap::new();
-                    let mut by_record: BTreeMap<String, Digest> = BTreeMap::new();
-                    // Distinct strings repeat: decide each once per shard.
-                    let mut decided: BTreeMap<String, Verdict> = BTreeMap::new();
-                    for doc in shard_documents(cx.store, &s.digest)? {
-                        let doc = doc?;
-                        let (decision, rule, evidence) = match declared(&doc, &config.field) {
-                            None => {
-                                let d = match config.missing {
-                                    MissingLicense::Deny => LedgerDecision::Removed,
-                                    MissingLicense::Allow => LedgerDecision::Kept,
-                                };
-                                (d, "license:missing", None)
-                            }
-                            Some(raw) => {
-                                *strings.entry(raw.clone()).or_default() += 1;
-                                let v = decided.entry(raw.clone()).or_insert_with(|| verdict(&raw, &policy));
-                                match reviewers.decide(Some(&doc.id), &raw) {
-                                    Some(r) => {
-                                        if r.verdict.record.is_some() {
-                                            by_record.insert(doc.id.clone(), r.id);
-                                        }
-                                        let (d, rule, e) = reviewed(v, r);
-                                        (d, rule, Some(e))
-                                    }
-                                    None => (v.0, v.1, Some(v.2.clone())),
-                                }
-                            }
+        prov_filter::map_shards(cx, tasks, |s| {
+            let mut kept = ShardWriter::new(cx.store)?;
+            let mut rows = Vec::new();
+            let mut seen = ShardLicenses::default();
+            // Distinct strings repeat: decide each once per shard.
+            let mut decided: BTreeMap<String, Verdict> = BTreeMap::new();
+            for doc in shard_documents(cx.store, &s.digest)? {
+                let doc = doc?;
+                let (decision, rule, evidence) = match declared(&doc, &config.field) {
+                    None => {
+                        let d = match config.missing {
+                            MissingLicense::Deny => LedgerDecision::Removed,
+                            MissingLicense::Allow => LedgerDecision::Kept,
                         };
-                        rows.push(LedgerRow::of_document(&doc, decision, rule, evidence));
-                        if decision == LedgerDecision::Kept {
-                            kept.push(doc)?;
+                        (d, "license:missing", None)
+                    }
+                    Some(raw) => {
+                        *seen.strings.entry(raw.clone()).or_default() += 1;
+                        let v = decided.entry(raw.clone()).or_insert_with(|| verdict(&raw, &policy));
+                        match reviewers.decide(Some(&doc.id), &raw) {
+                            Some(r) => {
+                                if r.verdict.record.is_some() {
+                                    seen.by_record.insert(doc.id.clone(), r.id);
+                                }
+                                let (d, rule, e) = reviewed(v, r);
+                                (d, rule, Some(e))
+                            }
+                            None => (v.0, v.1, Some(v.2.clone())),
                         }
                     }
-                    let (ledger, stats) = prov_filter::write_counted_ledger(cx, rows)?;
-                    Ok::<_, StageError>(((kept.finish()?, ledger, stats), strings, by_record))
-                })
-                .collect::<Result<_, _>>()
-        })?;
+                };
+                rows.push(LedgerRow::of_document(&doc, decision, rule, evidence));
+                if decision == LedgerDecision::Kept {
+                    kept.push(doc)?;
+                }
+            }
+            let extra = serde_json::to_value(seen).expect("license counts encode");
+            prov_filter::filtered_shard(cx, kept.finish()?, rows, extra)
+        })
+    }
+
+    fn reduce(&self, cx: &StageContext<'_>, results: Vec<Value>) -> Result<StageOutput, StageError> {
+        let config: LicenseConfig = parse_params(cx.config).map_err(StageError::Config)?;
+        let policy = policy_of(&config.policy)?;
+        let subject = cx.input("docs")?.digest;
+        let reviewers = reviewer_verdicts(cx)?;
+        let (mut out, shards) = prov_filter::reduce_filtered(cx, results)?;
         let mut strings: BTreeMap<String, u64> = BTreeMap::new();
         let mut by_record: BTreeMap<String, Digest> = BTreeMap::new();
-        let mut shards = Vec::with_capacity(results.len());
-        for (shard, counts, records) in results {
-            for (k, n) in counts {
+        for (task, shard) in shards.into_iter().enumerate() {
+            let seen: ShardLicenses = serde_json::from_value(shard.extra)
+                .map_err(|e| StageError::MapResult { task, message: e.to_string() })?;
+            for (k, n) in seen.strings {
                 *strings.entry(k).or_default() += n;
             }
-            by_record.extend(records);
-            shards.push(shard);
+            by_record.extend(seen.by_record);
         }
         let (tree, records) = write_verdicts(cx, subject, &strings, &policy, &reviewers, &by_record)?;
         let verdicts: Map<String, Value> = strings
@@ -363,7 +373,6 @@ impl Stage for LicenseStage {
                 (raw, Value::Object(e))
             })
             .collect();
-        let mut out = prov_filter::finish_counted(cx, shards)?;
         out.outputs.insert("verdicts".into(), OutputRef { output_type: OutputType::Tree, digest: tree });
         out.stats.insert("licenses".into(), Value::Object(verdicts));
         if !by_record.is_empty() {
