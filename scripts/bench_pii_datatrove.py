@@ -2,7 +2,8 @@
 """The datatrove 0.10.1 side of the PII benchmark (crates/prov-pii/benches/pii_vs_datatrove.rs).
 
 Runs datatrove's PIIFormatter (e-mail and IP redaction, its defaults) over every document of
-the shared PII bench corpus on one core, best of N, and prints one JSON object:
+a JSON Lines corpus (gzip-compressed when its name ends in .gz: the shared PII bench corpus,
+or the synthetic corpus) on one core, best of N, and prints one JSON object:
 {"seconds", "documents", "bytes"} (bytes of UTF-8 text).
 """
 
@@ -16,7 +17,8 @@ from datatrove.pipeline.formatters import PIIFormatter
 
 def main() -> None:
     corpus, runs = sys.argv[1], int(sys.argv[2])
-    with gzip.open(corpus, "rt", encoding="utf-8") as f:
+    opener = gzip.open if corpus.endswith(".gz") else open
+    with opener(corpus, "rt", encoding="utf-8") as f:
         texts = [json.loads(line)["text"] for line in f]
     formatter = PIIFormatter()
     best = float("inf")

@@ -379,10 +379,9 @@ fn benchmark_index(cx: &StageContext<'_>) -> Result<BenchmarkIndex, StageError> 
     for (path, format, display) in files {
         for doc in read_documents_as(&path, format, Path::new(&display))? {
             let doc = doc?;
-            index.add(&doc.id, &doc.text).map_err(|m| StageError::Input {
-                input: "benchmark".into(),
-                message: format!("`{display}`: {m}"),
-            })?;
+            index
+                .add(&doc.id, &doc.text)
+                .map_err(|m| StageError::Input { input: "benchmark".into(), message: format!("`{display}`: {m}") })?;
         }
     }
     Ok(index)

@@ -7,7 +7,7 @@
 //! robots.txt snapshot (`recipes/data/mini-apertus/robots`), so the `robots` stage meets real
 //! files; hosts are drawn with a heavy tail, as on the web. Into the text go what the
 //! filters look for: e-mail addresses (one document in ten), IBANs of nine countries with
-//! valid check digits, IPv4 addresses; and 3% of documents are exact copies of an earlier one,
+//! valid check digits (compact, or in groups of four as printed), IPv4 addresses; and 3% of documents are exact copies of an earlier one,
 //! 3% near copies (a few words replaced), for dedup.
 //!
 //! The same `--size`, `--seed` and input files give the same bytes, on any machine: a
@@ -219,7 +219,14 @@ fn fresh_text(material: &Material, lang: usize, rng: &mut Rng) -> String {
     }
     if rng.percent(3) {
         let at = rng.below(parts.len());
-        parts.insert(at, format!("IBAN {}", iban(rng)));
+        let iban = iban(rng);
+        // Half as stored (compact), half as printed: in groups of four.
+        let shown = if rng.percent(50) {
+            iban.as_bytes().chunks(4).map(|c| String::from_utf8_lossy(c).into_owned()).collect::<Vec<_>>().join(" ")
+        } else {
+            iban
+        };
+        parts.insert(at, format!("IBAN {shown}"));
     }
     if rng.percent(3) {
         let at = rng.below(parts.len());
@@ -271,6 +278,43 @@ mod tests {
             assert_eq!(rem, 1, "{i}");
             assert_eq!(IBAN_COUNTRIES.iter().find(|(c, _)| i.starts_with(c)).unwrap().1, i.len());
         }
+    }
+
+    fn material() -> Material {
+        Material {
+            languages: vec![
+                Language {
+                    code: "en".into(),
+                    license: "MIT".into(),
+                    sentences: sentences("One two. Three four! Five six?"),
+                },
+                Language { code: "de".into(), license: "MIT".into(), sentences: sentences("Eins zwei.\nDrei vier.") },
+            ],
+            hosts: vec!["a.example".into(), "b.example".into(), "c.example".into()],
+        }
+    }
+
+    #[test]
+    fn the_same_seed_gives_the_same_bytes_and_another_seed_others() {
+        let dir = std::env::temp_dir().join(format!("prov-synthetic-{}", std::process::id()));
+        let bytes = |seed: u64, sub: &str| {
+            let out = dir.join(sub);
+            let (docs, written) = write_corpus(&material(), 200_000, seed, &out).unwrap();
+            let data = fs_err::read(out.join("corpus/part-00000.jsonl")).unwrap();
+            assert_eq!(data.len() as u64, written);
+            assert!(docs > 100 && written >= 200_000);
+            data
+        };
+        let (a, b, c) = (bytes(1, "a"), bytes(1, "b"), bytes(2, "c"));
+        assert_eq!(a, b);
+        assert_ne!(a, c);
+        let text = String::from_utf8(a).unwrap();
+        // What the filters look for is there: duplicates, e-mail addresses, grouped IBANs.
+        let lines: Vec<serde_json::Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        let texts: std::collections::BTreeSet<&str> = lines.iter().map(|l| l["text"].as_str().unwrap()).collect();
+        assert!(texts.len() < lines.len(), "exact duplicates");
+        assert!(text.contains('@') && text.contains("IBAN "), "e-mail addresses and IBANs");
+        fs_err::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
