@@ -141,6 +141,14 @@ impl From<ExecError> for CommandError {
                  namespaces, or run as root"
                     .to_owned(),
             ),
+            ExecError::Dispatch { hint, .. } => hint.clone(),
+            ExecError::TaskLost { .. } => Some(
+                "`prov run` again resumes with the tasks that have no result; `prov status` shows why they ended"
+                    .to_owned(),
+            ),
+            ExecError::Stage { source: prov_exec::StageError::MapResult { .. }, .. } => {
+                Some("the result was dropped: `prov run` again runs its task again".to_owned())
+            }
             _ => None,
         };
         let code = if integrity { ExitCode::Integrity } else { ExitCode::Input };

@@ -72,9 +72,17 @@ pub(crate) fn run_dispatched(
     }
     let out = match (map_tasks, whole) {
         (Some(_), _) => guarded(&|| kind.reduce(cx, values.clone())).inspect_err(|e| {
-            // A reduce step that read damaged bytes: the results naming them are dropped too.
-            if e.is_integrity_failure() {
-                let _ = dir.remove();
+            match e {
+                // A reduce step that read damaged bytes: the results naming them are dropped.
+                e if e.is_integrity_failure() => {
+                    let _ = dir.remove();
+                }
+                // A result the reduce step cannot read (another build's, or edited) is dropped,
+                // so that the next run runs its task again.
+                ExecError::Stage { source: StageError::MapResult { task, .. }, .. } => {
+                    let _ = dir.remove_result(Task::Map(*task));
+                }
+                _ => {}
             }
         })?,
         (None, Some(w)) => StageOutput { outputs: w.outputs, stats: w.stats },
@@ -344,5 +352,36 @@ mod tests {
             assert!(e.is_integrity_failure(), "{e}");
             assert!(e.to_string().contains("does not hash to the stage key it names"), "{e}");
         }
+    }
+
+    /// What the coordinator cannot check: a result that names whole, well-formed objects of
+    /// the stage but not the task's work (task 3's shard given as task 4's) is recorded; the
+    /// bytes are intact, only a recomputation can tell. A replay is that recomputation: it
+    /// diverges at the stage, as the book says (Running on Slurm, "What the coordinator
+    /// checks").
+    #[test]
+    fn a_consistent_forged_result_is_recorded_and_a_replay_finds_it() {
+        let (dir, store, registry, locked) = setup();
+        let swap: Tamper = Box::new(|_, dir, task| {
+            if task == Task::Map(4) {
+                let Some(TaskResult::Map { key, value, .. }) = dir.read_result(Task::Map(3)).unwrap() else { panic!() };
+                dir.write_result(task, &TaskResult::Map { key, task: 4, value }).unwrap();
+            }
+        });
+        let tasks = in_process(&registry, &[], swap);
+        let opts = options(&registry, dir.path(), Some(&tasks));
+        let forged = run(&store, &locked.lockfile, &locked.bytes, &opts).unwrap();
+        let report = crate::run::replay(
+            &store,
+            &locked.lockfile,
+            &locked.bytes,
+            &crate::run::ReplayRange::default(),
+            &options(&registry, dir.path(), None),
+        )
+        .unwrap();
+        let Some(crate::run::Divergence::Output { stage, dataset: Some(d), .. }) = report.divergence else {
+            panic!("the replay does not see the forgery: {:?}", report.divergence)
+        };
+        assert_eq!((stage.as_str(), d.shard), ("s", 4), "{forged:?}");
     }
 }

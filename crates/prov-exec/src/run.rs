@@ -345,8 +345,9 @@ impl<'a> Executor<'a> {
             stats: out.stats,
         };
         let digest = put_record(self.store, &Record::Stage(record.clone()))?;
-        if self.opts.dispatcher.is_some() {
+        if let Some(dispatcher) = self.opts.dispatcher {
             crate::tasks::TaskDir::of(self.store.root(), key).remove()?;
+            dispatcher.finished(&key);
         }
         Ok((digest, record))
     }
@@ -526,6 +527,11 @@ pub fn run(store: &Store, lockfile: &Lockfile, bytes: &[u8], opts: &ExecOptions<
             let start = Instant::now();
             let inputs = ex.inputs_of(stage)?;
             let key = ex.key_of(stage, &inputs);
+            // Run as tasks, a stage is one coordinator's at a time; the next finds it cached.
+            let _stage_lock = match opts.dispatcher {
+                Some(_) if stage.stage_kind != "source" => Some(crate::tasks::TaskDir::lock(store.root(), key)?),
+                _ => None,
+            };
             let (status, (manifest, record)) = if let Some(hit) = ex.cached(&key)? {
                 (StageStatus::Cached, ex.relabel(stage, hit)?)
             } else {

@@ -245,10 +245,33 @@ impl TaskDir {
         Ok(Some(result))
     }
 
-    /// Writes task `task`'s result, atomically.
+    /// Writes task `task`'s result, atomically, into the directory as the coordinator made it.
+    /// A directory that is gone (the stage recorded meanwhile, from another run of the task) is
+    /// not made again: nobody would read the result, and it would linger.
     pub fn write_result(&self, task: Task, result: &TaskResult) -> Result<(), StoreError> {
+        if !self.tmp().is_dir() || !self.path.join("results").is_dir() {
+            return Err(StoreError::Io(std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                format!("`{}` is gone: the stage was recorded without this task's result", self.path.display()),
+            )));
+        }
         let bytes = serde_json::to_vec(result).expect("a task result encodes");
         prov_store::write_atomically(&self.tmp(), &self.result_path(task), &bytes)
+    }
+
+    /// Takes the lock that one coordinator holds on a stage while it runs it as tasks, waiting
+    /// for another that holds it (a second `prov run` of the same lockfile then finds the stage
+    /// in the cache rather than running its tasks again). Released when the file is dropped.
+    pub fn lock(store_root: &Path, key: Digest) -> Result<fs_err::File, StoreError> {
+        let dir = store_root.join(TASKS_DIR);
+        fs_err::create_dir_all(&dir)?;
+        let file = fs_err::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(dir.join(format!("{}.lock", key.to_hex())))?;
+        file.file().lock()?;
+        Ok(file)
     }
 
     /// Removes a result (one that failed, so that the task runs again).
@@ -300,6 +323,9 @@ pub trait Dispatcher: Sync {
     ///
     /// When the tasks cannot be submitted or watched (the scheduler's commands fail).
     fn dispatch(&self, dir: &TaskDir, stage: &str, tasks: &[Task]) -> Result<(), DispatchError>;
+
+    /// The stage of key `key` is recorded: anything of it still queued may be dropped.
+    fn finished(&self, _key: &Digest) {}
 }
 
 /// A dispatcher that could not run tasks.

@@ -73,8 +73,57 @@ impl SlurmConfig {
         }
     }
 
-    /// The options that say where a job runs, for `sbatch` and `srun` alike.
-    pub(crate) fn placement_args(&self) -> Vec<String> {
+    /// Refuses what would break the executor: an `sbatch` option it sets itself (its jobs are
+    /// found by name and comment, their output goes to the task directory, they are arrays
+    /// it cuts, they must requeue and never wait on a dependency or a hold), and numbers out
+    /// of range. `origin` names where the options came from.
+    pub fn check(&self, origin: &str) -> Result<(), SlurmError> {
+        const OWNED: [&str; 22] = [
+            "--job-name",
+            "-J",
+            "--array",
+            "-a",
+            "--output",
+            "-o",
+            "--error",
+            "-e",
+            "--comment",
+            "--parsable",
+            "--wrap",
+            "--open-mode",
+            "--requeue",
+            "--no-requeue",
+            "--cpus-per-task",
+            "-c",
+            "--ntasks",
+            "-n",
+            "--dependency",
+            "-d",
+            "--hold",
+            "-H",
+        ];
+        let bad = |message: String| SlurmError::Config { path: origin.into(), line: 0, message };
+        for arg in &self.sbatch_args {
+            let flag = arg.split('=').next().unwrap_or(arg);
+            let short = OWNED.iter().any(|o| o.len() == 2 && arg.starts_with(o));
+            if OWNED.contains(&flag) || short {
+                return Err(bad(format!("`{arg}`: the Slurm executor sets `{flag}` itself")));
+            }
+        }
+        if let Some(p) = self.poll_seconds
+            && !(0.05..=3600.0).contains(&p)
+        {
+            return Err(bad(format!("poll_seconds: {p} is not between 0.05 and 3600")));
+        }
+        if self.throttle == Some(0) || self.max_array_size == Some(0) {
+            return Err(bad("throttle and max_array_size must be at least 1".into()));
+        }
+        Ok(())
+    }
+
+    /// The options that say where a job runs (with the extra `sbatch` arguments when
+    /// `extra`: `srun` may not take them all).
+    pub(crate) fn placement_args(&self, extra: bool) -> Vec<String> {
         let mut args = Vec::new();
         let mut opt = |flag: &str, v: &Option<String>| {
             if let Some(v) = v {
@@ -85,7 +134,9 @@ impl SlurmConfig {
         opt("account", &self.account);
         opt("time", &self.time);
         opt("mem", &self.mem);
-        args.extend(self.sbatch_args.iter().cloned());
+        if extra {
+            args.extend(self.sbatch_args.iter().cloned());
+        }
         args
     }
 }
@@ -107,7 +158,7 @@ mod tests {
         };
         let merged = file.overridden_by(over);
         assert_eq!(
-            merged.placement_args(),
+            merged.placement_args(true),
             ["--partition=gpu", "--time=1:00:00", "--qos=low", "--exclusive"].map(str::to_owned)
         );
         fs_err::write(dir.join(CONFIG_FILE), "partition: debug\n\nthrotle: 4\n").unwrap();
@@ -115,5 +166,25 @@ mod tests {
         assert_eq!(line, 3, "{message}");
         assert!(message.contains("throtle"), "{message}");
         fs_err::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn options_the_executor_sets_and_numbers_out_of_range_are_refused() {
+        for args in
+            [vec!["--job-name=mine"], vec!["-Jmine"], vec!["--output=x"], vec!["--dependency=afterok:1"], vec!["-H"]]
+        {
+            let c = SlurmConfig { sbatch_args: args.iter().map(|s| (*s).to_owned()).collect(), ..Default::default() };
+            let e = c.check("--sbatch-arg").unwrap_err();
+            assert!(e.to_string().contains("sets"), "{e}");
+        }
+        let ok = SlurmConfig { sbatch_args: vec!["--qos=high".into(), "--exclusive".into()], ..Default::default() };
+        ok.check("slurm.yaml").unwrap();
+        for c in [
+            SlurmConfig { poll_seconds: Some(f64::INFINITY), ..Default::default() },
+            SlurmConfig { poll_seconds: Some(0.0), ..Default::default() },
+            SlurmConfig { throttle: Some(0), ..Default::default() },
+        ] {
+            assert!(c.check("slurm.yaml").is_err(), "{c:?}");
+        }
     }
 }

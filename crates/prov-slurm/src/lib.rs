@@ -77,7 +77,7 @@ pub enum SlurmError {
         expected: &'static str,
     },
     /// The project's `slurm.yaml` is not valid.
-    #[error("{}:{line}: {message}", path.display())]
+    #[error("{}{}: {message}", path.display(), if *line > 0 { format!(":{line}") } else { String::new() })]
     Config {
         /// The file.
         path: PathBuf,
@@ -190,6 +190,7 @@ impl SlurmDispatcher {
     /// `MaxArraySize`) for tasks that run `prov` (an executable every node can run at this
     /// path) with `cpus` threads.
     pub fn connect(config: SlurmConfig, prov: PathBuf, cpus: usize) -> Result<Self, SlurmError> {
+        config.check(&format!("{CONFIG_FILE} or the command line"))?;
         let shown = slurm("scontrol", &["show".into(), "config".into()])?;
         let cluster_max = shown
             .lines()
@@ -211,7 +212,8 @@ impl SlurmDispatcher {
     /// with `srun`, with the partition and account the tasks get.
     pub fn probe_envelope(&self) -> Result<Envelope, SlurmError> {
         let mut args = vec!["--nodes=1".to_owned(), "--ntasks=1".to_owned(), format!("--cpus-per-task={}", self.cpus)];
-        args.extend(self.config.placement_args());
+        // Only where the job runs: the extra arguments are `sbatch`'s, which `srun` may not take.
+        args.extend(self.config.placement_args(false));
         args.push("--job-name=prov-envelope".into());
         args.push(self.prov.display().to_string());
         args.extend(["task".into(), "envelope".into(), "--threads".into(), self.cpus.to_string()]);
@@ -250,29 +252,35 @@ impl SlurmDispatcher {
             "--requeue".to_owned(),
             "--open-mode=append".to_owned(),
         ];
-        base_args.extend(self.config.placement_args());
+        base_args.extend(self.config.placement_args(true));
         let mut out = Vec::new();
+        // Each submission is written down as soon as Slurm accepts it, and carries its base in
+        // its comment: a coordinator killed at any point leaves no job it cannot account for.
+        let record = |s: Submission, out: &mut Vec<Submission>| -> Result<(), SlurmError> {
+            append_line(&dir.path().join("jobs.jsonl"), &serde_json::to_string(&s).expect("a submission encodes"))?;
+            out.push(s);
+            Ok(())
+        };
         if tasks.contains(&Task::Whole) {
             let mut args = base_args.clone();
+            args.push(format!("--comment={}", queue::WHOLE_COMMENT));
             args.push(format!("--output={}", logs.join("%j.out").display()));
             args.push(script.display().to_string());
             args.push("--whole".into());
             let job = parse_job_id(&slurm("sbatch", &args)?)?;
-            out.push(Submission { job, base: None, tasks: Vec::new() });
+            record(Submission { job, base: None, tasks: Vec::new() }, &mut out)?;
         }
         let maps: Vec<usize> =
             tasks.iter().filter_map(|t| if let Task::Map(i) = t { Some(*i) } else { None }).collect();
         for chunk in arrays::chunks(&maps, self.max_array_size) {
             let mut args = base_args.clone();
             args.push(format!("--array={}", chunk.array_spec(self.config.throttle)));
+            args.push(format!("--comment={}{}", queue::BASE_COMMENT, chunk.base));
             args.push(format!("--output={}", logs.join("%A_%a.out").display()));
             args.push(script.display().to_string());
             args.extend(["--base".into(), chunk.base.to_string()]);
             let job = parse_job_id(&slurm("sbatch", &args)?)?;
-            out.push(Submission { job, base: Some(chunk.base), tasks: chunk.tasks().collect() });
-        }
-        for s in &out {
-            append_line(&dir.path().join("jobs.jsonl"), &serde_json::to_string(s).expect("a submission encodes"))?;
+            record(Submission { job, base: Some(chunk.base), tasks: chunk.tasks().collect() }, &mut out)?;
         }
         Ok(out)
     }
@@ -320,6 +328,12 @@ const HOPELESS: [&str; 7] = [
 ];
 
 impl Dispatcher for SlurmDispatcher {
+    fn finished(&self, key: &prov_store::Digest) {
+        // The stage is recorded: a job of it still queued (a duplicate from a coordinator
+        // that was killed, or a requeued task whose result came first) has nothing to do.
+        let _ = slurm("scancel", &[format!("--name={}", job_name(key))]);
+    }
+
     fn dispatch(&self, dir: &TaskDir, _stage: &str, tasks: &[Task]) -> Result<(), DispatchError> {
         let name = job_name(&dir.key());
         let mut known = submissions(dir);
@@ -347,7 +361,9 @@ impl Dispatcher for SlurmDispatcher {
             if let Some((task, q)) = queued.iter().find(|(t, q)| {
                 outstanding.contains(t) && q.state == "PENDING" && HOPELESS.iter().any(|r| q.reason.contains(r))
             }) {
-                let _ = slurm("scancel", std::slice::from_ref(&q.job));
+                // The whole job: every element of an array waits on the same reason.
+                let job = q.job.split('_').next().unwrap_or(&q.job).to_owned();
+                let _ = slurm("scancel", &[job]);
                 return Err(DispatchError {
                     message: format!("{task} cannot start: Slurm says `{}`", q.reason),
                     hint: Some(format!(
@@ -362,10 +378,15 @@ impl Dispatcher for SlurmDispatcher {
                 .collect();
             let mut again = BTreeSet::new();
             for task in lost {
-                let n = runs.entry(task).or_default();
-                let retried = *n <= allowed_reruns;
                 let job = queue::job_of(&known, task).unwrap_or_default();
                 let mut failure = queue::why_ended(&job);
+                // Not in this stage's queue listing, yet Slurm says it is queued or running
+                // (a listing taken as it changed): it is not lost.
+                if failure.state.as_deref().is_some_and(queue::is_live) {
+                    continue;
+                }
+                let n = runs.entry(task).or_default();
+                let retried = *n <= allowed_reruns;
                 failure.task = task.to_string();
                 failure.retried = retried;
                 let line = serde_json::to_string(&failure).expect("a failure encodes");

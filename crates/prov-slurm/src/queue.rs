@@ -8,6 +8,29 @@ use prov_exec::{Task, TaskDir, TaskResult};
 
 use crate::{Failure, SlurmError, Submission, slurm, submissions};
 
+/// The comment of a stage's one job (a stage without map tasks).
+pub(crate) const WHOLE_COMMENT: &str = "prov:whole";
+/// The comment of a map task array: this, then the base task index.
+pub(crate) const BASE_COMMENT: &str = "prov:base=";
+
+/// Whether a Slurm job state is one of a job still queued or running.
+pub(crate) fn is_live(state: &str) -> bool {
+    matches!(
+        state,
+        "PENDING"
+            | "RUNNING"
+            | "CONFIGURING"
+            | "COMPLETING"
+            | "REQUEUED"
+            | "REQUEUE_HOLD"
+            | "REQUEUE_FED"
+            | "SUSPENDED"
+            | "RESIZING"
+            | "STAGE_OUT"
+            | "SIGNALING"
+    )
+}
+
 /// A task in the queue.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct QueuedTask {
@@ -19,6 +42,8 @@ pub struct QueuedTask {
     pub node: String,
     /// Why it is pending.
     pub reason: String,
+    /// Its comment: which tasks it runs ([`WHOLE_COMMENT`], [`BASE_COMMENT`]).
+    pub comment: String,
 }
 
 /// Parses `squeue -r -o '%i|%T|%N|%r'` lines into (job id, array index) and the rest.
@@ -29,12 +54,14 @@ fn parse_squeue(printed: &str) -> Vec<(String, Option<usize>, QueuedTask)> {
         let (Some(id), Some(state)) = (fields.next(), fields.next()) else { continue };
         let node = fields.next().unwrap_or_default().trim().to_owned();
         let reason = fields.next().unwrap_or_default().trim().to_owned();
+        let comment = fields.next().unwrap_or_default().trim().to_owned();
         let id = id.trim();
         let q = |job: String| QueuedTask {
             job,
             state: state.trim().to_owned(),
             node: node.clone(),
             reason: reason.clone(),
+            comment: comment.clone(),
         };
         match id.split_once('_') {
             None => out.push((id.to_owned(), None, q(id.to_owned()))),
@@ -56,13 +83,35 @@ fn parse_squeue(printed: &str) -> Vec<(String, Option<usize>, QueuedTask)> {
     out
 }
 
-/// The tasks of a stage (jobs named `name`) that are queued or running, by task.
+/// The tasks of a stage (jobs named `name`) that are queued or running, by task: known from
+/// the submissions written down, or from a job's comment (a job submitted by a coordinator
+/// killed before it could write it down). `squeue` is asked again a few times when it fails
+/// (a controller busy or restarting), before the failure is the run's.
 pub(crate) fn tasks_in_queue(name: &str, known: &[Submission]) -> Result<BTreeMap<Task, QueuedTask>, SlurmError> {
-    let printed =
-        slurm("squeue", &["-h".into(), "-r".into(), format!("--name={name}"), "-o".into(), "%i|%T|%N|%r".into()])?;
+    let args = ["-h".into(), "-r".into(), format!("--name={name}"), "-o".into(), "%i|%T|%N|%r|%k".into()];
+    let mut attempt = 0;
+    let printed = loop {
+        match slurm("squeue", &args) {
+            Ok(p) => break p,
+            Err(e @ SlurmError::Spawn { .. }) => return Err(e),
+            Err(e) if attempt >= 4 => return Err(e),
+            Err(_) => {
+                attempt += 1;
+                std::thread::sleep(std::time::Duration::from_millis(500 << attempt));
+            }
+        }
+    };
     let mut out = BTreeMap::new();
     for (job, index, queued) in parse_squeue(&printed) {
-        if let Some(task) = known.iter().filter(|s| s.job == job).find_map(|s| s.task(index)) {
+        let by_comment = match (queued.comment.as_str(), index) {
+            (WHOLE_COMMENT, None) => Some(Task::Whole),
+            (c, Some(i)) => {
+                c.strip_prefix(BASE_COMMENT).and_then(|b| b.parse::<usize>().ok()).map(|b| Task::Map(b + i))
+            }
+            _ => None,
+        };
+        let task = known.iter().filter(|s| s.job == job).find_map(|s| s.task(index)).or(by_comment);
+        if let Some(task) = task {
             out.insert(task, queued);
         }
     }
@@ -161,12 +210,13 @@ mod tests {
 
     #[test]
     fn squeue_lines_become_tasks() {
-        let printed = "41_3|RUNNING|n2|None\n41_[5-6%2]|PENDING||JobArrayTaskLimit\n42|PENDING||Resources\n";
+        let printed = "41_3|RUNNING|n2|None|prov:base=10\n41_[5-6%2]|PENDING||JobArrayTaskLimit|prov:base=10\n42|PENDING||Resources|prov:whole\n";
         let parsed = parse_squeue(printed);
         let ids: Vec<(String, Option<usize>)> = parsed.iter().map(|(j, i, _)| (j.clone(), *i)).collect();
         assert_eq!(ids, [("41".into(), Some(3)), ("41".into(), Some(5)), ("41".into(), Some(6)), ("42".into(), None)]);
         assert_eq!(parsed[0].2.node, "n2");
         assert_eq!(parsed[1].2.job, "41_5");
+        assert_eq!(parsed[3].2.comment, WHOLE_COMMENT);
         let known = [Submission { job: "41".into(), base: Some(10), tasks: vec![13, 15, 16] }];
         assert_eq!(known[0].task(Some(3)), Some(Task::Map(13)));
         assert_eq!(known[0].task(Some(4)), None, "an element that is not ours");
