@@ -384,4 +384,22 @@ mod tests {
         };
         assert_eq!((stage.as_str(), d.shard), ("s", 4), "{forged:?}");
     }
+
+    /// `prov gc` drops the tasks of a stage that was not recorded (their results name objects
+    /// no record references, which it collects); the next run runs every task again.
+    #[test]
+    fn gc_drops_the_tasks_of_an_unrecorded_stage() {
+        let (dir, store, registry, locked) = setup();
+        let lossy = in_process(&registry, &[Task::Map(1)], Box::new(|_, _, _| {}));
+        run(&store, &locked.lockfile, &locked.bytes, &options(&registry, dir.path(), Some(&lossy))).unwrap_err();
+        assert_eq!(crate::gc(&store, true).unwrap().tasks_cleaned, 1, "a dry run counts them");
+        assert_eq!(TaskDir::all(store.root()).unwrap().len(), 1, "and leaves them");
+        let report = crate::gc(&store, false).unwrap();
+        assert_eq!(report.tasks_cleaned, 1);
+        assert!(TaskDir::all(store.root()).unwrap().is_empty());
+        let honest = in_process(&registry, &[], Box::new(|_, _, _| {}));
+        let rerun =
+            run(&store, &locked.lockfile, &locked.bytes, &options(&registry, dir.path(), Some(&honest))).unwrap();
+        assert_eq!(rerun.stages[0].tasks, Some(TaskCounts { total: 5, reused: 0 }));
+    }
 }

@@ -224,12 +224,16 @@ pub struct GcReport {
     pub freed: u64,
     /// Partial writes cleaned from `tmp/`.
     pub tmp_cleaned: usize,
+    /// Stages whose tasks (run on other machines, `tasks/`) were dropped unrecorded.
+    pub tasks_cleaned: usize,
 }
 
 /// Removes every object that no run, replay or attestation references: roots are the lockfiles
 /// of all logged executions, the run manifests of completed ones, and every run, replay and
 /// attestation record in the store. Refuses while a logged run's record is missing. Needs the store opened with
-/// exclusive access, so that no run is writing meanwhile.
+/// exclusive access, so that no run is writing meanwhile. The task directories of stages run
+/// elsewhere and not recorded (`tasks/`) go too: their results name objects that no record
+/// references.
 pub fn gc(store: &Store, dry_run: bool) -> Result<GcReport, GcError> {
     let mut roots = logged_roots(store)?;
     // A logged run whose record is gone: what it references can no longer be told from
@@ -263,11 +267,16 @@ pub fn gc(store: &Store, dry_run: bool) -> Result<GcReport, GcError> {
     let dead: Vec<Digest> = all.iter().filter(|d| !live.contains(d)).copied().collect();
     let mut report =
         GcReport { kept: (all.len() - dead.len()) as u64, removed: dead.len() as u64, ..GcReport::default() };
+    // The results of a stage run as tasks and not yet recorded name objects no record
+    // references: they are collected with them, and their tasks run again on the next run.
+    let in_flight = crate::tasks::TaskDir::all(store.root())?;
+    report.tasks_cleaned = in_flight.len();
     if dry_run {
         report.freed = dead.iter().filter_map(|d| fs_err::metadata(store.object_path(d)).ok()).map(|m| m.len()).sum();
     } else {
         report.freed = store.remove_objects(&dead)?;
         report.tmp_cleaned = store.clean_tmp()?;
+        crate::tasks::remove_all(store.root())?;
     }
     Ok(report)
 }

@@ -291,6 +291,17 @@ impl TaskDir {
     }
 }
 
+/// Removes every task directory and stage lock of the store (`prov gc`, under the store's
+/// exclusive lock: no coordinator runs, and a task still running on a node cannot take the
+/// shared lock to write). Returns how many task directories there were.
+pub fn remove_all(store_root: &Path) -> Result<usize, StoreError> {
+    let dirs = TaskDir::all(store_root)?.len();
+    match fs_err::remove_dir_all(store_root.join(TASKS_DIR)) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e.into()),
+        _ => Ok(dirs),
+    }
+}
+
 /// A task file that cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum TaskFileError {

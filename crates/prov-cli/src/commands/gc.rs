@@ -31,9 +31,17 @@ pub(crate) fn cmd_gc(ui: &mut Ui, cx: &CommandContext, args: &GcArgs) -> Result<
             "removed": report.removed,
             "freed_bytes": report.freed,
             "tmp_cleaned": report.tmp_cleaned,
+            "tasks_cleaned": report.tasks_cleaned,
         }),
     )?;
     let verb = if args.dry_run { "would remove" } else { "removed" };
     ui.line(format!("{verb} {} objects ({}), kept {}", report.removed, format_bytes(report.freed), report.kept))?;
+    if report.tasks_cleaned > 0 {
+        let verb = if args.dry_run { "would drop" } else { "dropped" };
+        ui.line(format!(
+            "{verb} the tasks of {} stages run elsewhere and not recorded (the next run runs them again)",
+            report.tasks_cleaned
+        ))?;
+    }
     Ok(())
 }
