@@ -256,6 +256,12 @@ impl<'a> Executor<'a> {
         })
     }
 
+    /// Where `stage` runs as tasks: nowhere for a local execution, and never for a source,
+    /// which the coordinator reads from the project (it is what the tasks read).
+    fn dispatcher_for(&self, stage: &LockedStage) -> Option<&'a dyn crate::tasks::Dispatcher> {
+        self.opts.dispatcher.filter(|_| stage.stage_kind != "source")
+    }
+
     fn inputs_of(&self, stage: &LockedStage) -> Result<BTreeMap<String, StageInput>, ExecError> {
         stage
             .inputs
@@ -319,15 +325,14 @@ impl<'a> Executor<'a> {
                 })?
                 .map_err(fail)
         };
-        // Sources are read from the project by the coordinator: they are what the tasks read.
-        let out = match self.opts.dispatcher {
-            Some(dispatcher) if stage.stage_kind != "source" => {
+        let out = match self.dispatcher_for(stage) {
+            Some(dispatcher) => {
                 let (out, counts) =
                     crate::dispatch::run_dispatched(dispatcher, &stage.name, kind.as_ref(), &cx, &guarded)?;
                 self.last_tasks.set(Some(counts));
                 out
             }
-            _ => guarded(&|| kind.run(&cx))?,
+            None => guarded(&|| kind.run(&cx))?,
         };
         check_outputs(self.store, &kind.outputs(&stage.config), &out.outputs).map_err(fail)?;
         let record = StageRecord {
@@ -528,9 +533,9 @@ pub fn run(store: &Store, lockfile: &Lockfile, bytes: &[u8], opts: &ExecOptions<
             let inputs = ex.inputs_of(stage)?;
             let key = ex.key_of(stage, &inputs);
             // Run as tasks, a stage is one coordinator's at a time; the next finds it cached.
-            let _stage_lock = match opts.dispatcher {
-                Some(_) if stage.stage_kind != "source" => Some(crate::tasks::TaskDir::lock(store.root(), key)?),
-                _ => None,
+            let _stage_lock = match ex.dispatcher_for(stage) {
+                Some(_) => Some(crate::tasks::TaskDir::lock(store.root(), key)?),
+                None => None,
             };
             let (status, (manifest, record)) = if let Some(hit) = ex.cached(&key)? {
                 (StageStatus::Cached, ex.relabel(stage, hit)?)

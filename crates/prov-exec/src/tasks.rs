@@ -142,6 +142,12 @@ impl TaskDir {
         Self { path: store_root.join(TASKS_DIR).join(key.to_hex()), key }
     }
 
+    /// The task directory at `path` (`<store>/tasks/<stage key hex>`), when it is named like one.
+    pub fn at(path: &Path) -> Option<Self> {
+        let key = Digest::from_hex(path.file_name()?.to_str()?).ok()?;
+        (path.parent()?.file_name()? == TASKS_DIR).then(|| Self { path: path.to_owned(), key })
+    }
+
     /// Every task directory of the store, sorted by key.
     pub fn all(store_root: &Path) -> Result<Vec<Self>, StoreError> {
         let dir = store_root.join(TASKS_DIR);

@@ -307,13 +307,15 @@ fn append_line(path: &Path, line: &str) -> Result<(), SlurmError> {
     Ok(())
 }
 
-/// Reads `jobs.jsonl`; lines that do not parse (a write cut short) are skipped.
+/// Reads `jobs.jsonl`.
 pub(crate) fn submissions(dir: &TaskDir) -> Vec<Submission> {
-    fs_err::read_to_string(dir.path().join("jobs.jsonl"))
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect()
+    read_lines(&dir.path().join("jobs.jsonl"))
+}
+
+/// The JSON lines of an append-only file of the task directory; a missing file is empty, and
+/// a line that does not parse (a write cut short) is skipped.
+pub(crate) fn read_lines<T: serde::de::DeserializeOwned>(path: &Path) -> Vec<T> {
+    fs_err::read_to_string(path).unwrap_or_default().lines().filter_map(|l| serde_json::from_str(l).ok()).collect()
 }
 
 /// Slurm's reasons for a pending job that will never start by itself.

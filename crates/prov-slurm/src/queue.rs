@@ -181,11 +181,7 @@ pub fn stage_jobs(store_root: &Path) -> Result<Vec<StageJobs>, SlurmError> {
         let results: Vec<Option<TaskResult>> = tasks.iter().map(|t| dir.read_result(*t).ok().flatten()).collect();
         let known = submissions(&dir);
         let queued = tasks_in_queue(&crate::job_name(&dir.key()), &known);
-        let failures = fs_err::read_to_string(dir.path().join("failures.jsonl"))
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|l| serde_json::from_str(l).ok())
-            .collect();
+        let failures = crate::read_lines(&dir.path().join("failures.jsonl"));
         out.push(StageJobs {
             stage: spec.map(|s| s.stage.stage),
             tasks: tasks.len(),

@@ -59,13 +59,8 @@ pub(crate) fn cmd_task(ui: &mut Ui, _cx: &CommandContext, args: &TaskArgs) -> Re
                 }
                 (None, false) => return Err(CommandError::input("give `--base` or `--whole`")),
             };
-            let key = dir
-                .file_name()
-                .and_then(|n| n.to_str())
-                .and_then(|n| prov_store::Digest::from_hex(n).ok())
+            let task_dir = TaskDir::at(dir)
                 .ok_or_else(|| CommandError::input(format!("`{}` is not a task directory", dir.display())))?;
-            let store_root = dir.parent().and_then(|p| p.parent()).unwrap_or(dir);
-            let task_dir = TaskDir::of(store_root, key);
             let spec = task_dir.read_spec().map_err(|e| CommandError::input(e.to_string()))?;
             let here = CommandContext::envelope(spec.stage.threads);
             let result = prov_exec::run_task(&registry(), &spec, task, &here, &CommandContext::worker());
