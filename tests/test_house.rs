@@ -12,6 +12,7 @@ use crate::common::repo_root;
 const LAYERS: &[(&str, u32)] = &[
     ("prov-store", 0),
     ("prov-testkit", 0),
+    ("prov-extsort", 0),
     ("prov-manifest", 1),
     ("prov-torch", 2),
     ("prov-dataset", 2),

@@ -50,26 +50,35 @@
 //! that passes decides. A document whose candidates all fail is kept as `dedup:unique`
 //! (the stats count these as `unverified_candidates`).
 //!
-//! # Phases
+//! # Phases, and memory that does not grow with the corpus
 //!
-//! 1. Shard-parallel: each document's exact key, signature and band buckets.
-//! 2. Sequential, in dataset order: the keep-first decisions.
+//! 1. Shard-parallel, each shard streamed: a document's id and signature go to the scratch
+//!    directory, its exact key and its band buckets to two external sorts (`prov-extsort`),
+//!    one sorted run per shard.
+//! 2. Sequential merges of the sorted runs: the first document of each exact key is the
+//!    reference of the later ones; the members of every bucket with two or more go to one
+//!    file, and each later member learns where its earlier ones are. Then the keep-first
+//!    decisions, in dataset order, reading candidates' bucket members and signatures from
+//!    disk. The only state that grows is one bit per document: kept or not.
 //! 3. Shard-parallel: each shard is read again, its kept documents and its ledger written.
+//!
+//! Memory is therefore a shard's records per thread in phase 1 (about 300 bytes a document
+//! with the defaults), the sorts' buffers in phase 2, and a shard's ledger rows per thread in
+//! phase 3; disk is about 1.2 KB a document with the defaults (signature, buckets, key), in
+//! the stage's scratch directory, removed when it ends. The decisions are those of the
+//! in-memory rule above (a test compares them with it on random corpora).
 //!
 //! # Known limit
 //!
-//! Phase 2 holds, for every document, its id, its exact key (32 bytes), its bucket hashes
-//! (`bands` × 8 bytes) and its signature (`permutations` × 8 bytes, about 1 KiB with the
-//! defaults) in memory; the documents' text is not held. A corpus much larger than memory
-//! needs an external sort of the bucket hashes, which this stage does not do yet.
 //! A bucket shared by very many kept documents (boilerplate) makes its candidates be tried
-//! one by one; the maps are `HashMap`s used for look-ups only, never iterated, so their
-//! random state cannot reach the output.
+//! one by one: time, not memory, grows with it.
 
-use std::collections::HashMap;
+use std::io::{BufReader, BufWriter, Read, Write};
+use std::path::PathBuf;
 
 use prov_dataset::{LedgerDecision, LedgerRow, ShardWriter, shard_documents};
 use prov_exec::{ConfigError, InputSpec, Stage, StageContext, StageError, StageOutput, parse_params};
+use prov_extsort::{ExternalSort, Sorted};
 use prov_manifest::{DatasetRecord, Determinism, OutputType};
 use prov_store::{Digest, Hasher};
 use rayon::prelude::*;
@@ -227,28 +236,375 @@ pub fn estimated_jaccard(a: &[u64], b: &[u64]) -> f64 {
     a.iter().zip(b).filter(|(x, y)| x == y).count() as f64 / a.len() as f64
 }
 
-/// What phase 1 computes for one document.
-struct Sketch {
-    id: String,
-    key: Digest,
-    signature: Vec<u64>,
-    bands: Vec<u64>,
+/// A document's place in dataset order: its shard in the high 32 bits, its row in the low.
+fn position(shard: usize, row: usize) -> Result<u64, StageError> {
+    match (u32::try_from(shard), u32::try_from(row)) {
+        (Ok(s), Ok(r)) => Ok(u64::from(s) << 32 | u64::from(r)),
+        _ => Err(StageError::Input {
+            input: "docs".into(),
+            message: format!("shard {shard} row {row} is past 2^32 shards or rows per shard"),
+        }),
+    }
 }
 
-fn sketch(id: String, text: &str, config: &DedupConfig, hasher: &MinHasher) -> Sketch {
-    let norm = normalise(text);
-    let key = Digest::of(norm.as_bytes());
-    let (signature, bands) = if config.near {
-        let sig = hasher.signature(&norm);
-        let bands = band_hashes(&sig, config.rows);
-        (sig, bands)
+fn shard_of(pos: u64) -> usize {
+    (pos >> 32) as usize
+}
+
+fn row_of(pos: u64) -> usize {
+    (pos & 0xffff_ffff) as usize
+}
+
+/// A document's exact key and position: sorted, the first of each key is its reference.
+const EXACT_W: usize = 40;
+/// A document's band, bucket and position: sorted, a bucket's members are adjacent and in
+/// dataset order.
+const BUCKET_W: usize = 20;
+/// A later document with an earlier one's exact key: its position and the reference's.
+const EXACT_DUP_W: usize = 16;
+/// A document with earlier members in one of its buckets: its position, the band, where the
+/// bucket's members start in `members.bin`, and how many of them come before it.
+const LOOKUP_W: usize = 24;
+/// A decision: kind (0 kept, 1 exact, 2 near), band (u32), reference position (u64) and
+/// Jaccard estimate (f64 bits), little endian.
+const VERDICT_W: usize = 21;
+
+/// Bucket members are read in blocks of this many, so that a bucket of any size costs
+/// bounded memory (smaller under test, so that tests cross block boundaries).
+#[cfg(not(test))]
+const BLOCK: u64 = 4096;
+#[cfg(test)]
+const BLOCK: u64 = 64;
+
+/// What one external sort may buffer before it spills a run.
+const SORT_BUDGET: usize = 64 << 20;
+
+fn be32(b: &[u8]) -> u32 {
+    u32::from_be_bytes(b.try_into().expect("four bytes"))
+}
+fn be64(b: &[u8]) -> u64 {
+    u64::from_be_bytes(b.try_into().expect("eight bytes"))
+}
+fn le64(b: &[u8]) -> u64 {
+    u64::from_le_bytes(b.try_into().expect("eight bytes"))
+}
+
+/// The stage's scratch files, removed when dropped (and by `prov gc` after a crash).
+///
+/// | file | holds |
+/// | --- | --- |
+/// | `ids-S.bin`, `ids-S.end` | shard `S`'s document ids, and where each ends (u64 LE) |
+/// | `sig-S.bin` | shard `S`'s signatures, `permutations` u64 LE per row (zeros for an empty text) |
+/// | `members.bin` | the positions (u64 LE) of the members of every bucket with two or more |
+/// | `verdict-S.bin` | shard `S`'s decisions, [`VERDICT_W`] bytes per row |
+/// | `*-run-*.bin` | sorted runs of the external sorts |
+struct Scratch {
+    dir: PathBuf,
+    permutations: usize,
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = fs_err::remove_dir_all(&self.dir);
+    }
+}
+
+impl Scratch {
+    fn path(&self, name: &str, shard: usize) -> PathBuf {
+        self.dir.join(format!("{name}-{shard:06}.bin"))
+    }
+}
+
+/// Random reads of scratch files by shard, with a few files kept open.
+struct Files<'a> {
+    scratch: &'a Scratch,
+    name: &'static str,
+    open: Vec<(usize, fs_err::File)>,
+}
+
+impl<'a> Files<'a> {
+    const KEEP_OPEN: usize = 16;
+
+    fn new(scratch: &'a Scratch, name: &'static str) -> Self {
+        Self { scratch, name, open: Vec::new() }
+    }
+
+    fn read_at(&mut self, shard: usize, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
+        use fs_err::os::unix::fs::FileExt;
+        let i = if let Some(i) = self.open.iter().position(|(s, _)| *s == shard) {
+            i
+        } else {
+            if self.open.len() == Self::KEEP_OPEN {
+                self.open.remove(0);
+            }
+            self.open.push((shard, fs_err::File::open(self.scratch.path(self.name, shard))?));
+            self.open.len() - 1
+        };
+        self.open[i].1.read_exact_at(buf, offset)
+    }
+}
+
+/// A document's id, read back from the scratch files.
+fn read_id(ends: &mut Files<'_>, ids: &mut Files<'_>, pos: u64) -> std::io::Result<String> {
+    let (shard, row) = (shard_of(pos), row_of(pos) as u64);
+    let mut b = [0u8; 16];
+    let start = if row == 0 {
+        ends.read_at(shard, 0, &mut b[8..])?;
+        0
     } else {
-        (Vec::new(), Vec::new())
+        ends.read_at(shard, (row - 1) * 8, &mut b)?;
+        le64(&b[..8])
     };
-    Sketch { id, key, signature, bands }
+    let end = le64(&b[8..]);
+    let mut id = vec![0u8; (end - start) as usize];
+    ids.read_at(shard, start, &mut id)?;
+    String::from_utf8(id).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
 }
 
-/// A decision of phase 2.
+/// Phase 1 for one shard: writes its ids and signatures, and hands its exact keys and
+/// buckets to the sorts. Returns its number of documents.
+fn sketch_shard(
+    scratch: &Scratch,
+    shard: usize,
+    docs: impl Iterator<Item = Result<(String, String), StageError>>,
+    config: &DedupConfig,
+    hasher: &MinHasher,
+    exact: &ExternalSort<EXACT_W>,
+    buckets: &ExternalSort<BUCKET_W>,
+) -> Result<usize, StageError> {
+    let mut ids = BufWriter::new(fs_err::File::create(scratch.path("ids", shard))?);
+    let mut ends = BufWriter::new(fs_err::File::create(scratch.path("ends", shard))?);
+    let mut sigs = BufWriter::new(fs_err::File::create(scratch.path("sig", shard))?);
+    let (mut exact_records, mut bucket_records) = (Vec::new(), Vec::new());
+    let (mut rows, mut id_bytes) = (0, 0u64);
+    for doc in docs {
+        let (id, text) = doc?;
+        let pos = position(shard, rows)?;
+        rows += 1;
+        ids.write_all(id.as_bytes())?;
+        id_bytes += id.len() as u64;
+        ends.write_all(&id_bytes.to_le_bytes())?;
+        let norm = normalise(&text);
+        if config.exact {
+            let mut r = [0u8; EXACT_W];
+            r[..32].copy_from_slice(Digest::of(norm.as_bytes()).as_bytes());
+            r[32..].copy_from_slice(&pos.to_be_bytes());
+            exact_records.push(r);
+        }
+        if config.near {
+            let sig = hasher.signature(&norm);
+            for (band, h) in band_hashes(&sig, config.rows).into_iter().enumerate() {
+                let mut r = [0u8; BUCKET_W];
+                r[..4].copy_from_slice(&(band as u32).to_be_bytes());
+                r[4..12].copy_from_slice(&h.to_be_bytes());
+                r[12..].copy_from_slice(&pos.to_be_bytes());
+                bucket_records.push(r);
+            }
+            if sig.is_empty() {
+                sigs.write_all(&vec![0u8; scratch.permutations * 8])?;
+            }
+            for v in sig {
+                sigs.write_all(&v.to_le_bytes())?;
+            }
+        }
+    }
+    for w in [ids, ends, sigs] {
+        w.into_inner().map_err(std::io::IntoInnerError::into_error)?;
+    }
+    exact.add_run(exact_records)?;
+    buckets.add_run(bucket_records)?;
+    Ok(rows)
+}
+
+/// Phase 2a: every document whose exact key an earlier document has, with that document
+/// (the first with the key), sorted by position.
+fn exact_duplicates(scratch: &Scratch, exact: ExternalSort<EXACT_W>) -> Result<Sorted<EXACT_DUP_W>, StageError> {
+    let dups = ExternalSort::<EXACT_DUP_W>::new(&scratch.dir, "exact-dup", SORT_BUDGET);
+    let mut out = dups.pusher();
+    let mut first: Option<([u8; 32], u64)> = None;
+    for r in exact.finish()? {
+        let r = r?;
+        let pos = be64(&r[32..]);
+        match &first {
+            Some((key, reference)) if key[..] == r[..32] => {
+                let mut d = [0u8; EXACT_DUP_W];
+                d[..8].copy_from_slice(&pos.to_be_bytes());
+                d[8..].copy_from_slice(&reference.to_be_bytes());
+                out.push(d)?;
+            }
+            _ => first = Some((r[..32].try_into().expect("32 bytes"), pos)),
+        }
+    }
+    out.finish()?;
+    Ok(dups.finish()?)
+}
+
+/// Phase 2b: writes the members of every bucket that has two or more to `members.bin`, and
+/// returns, sorted by position then band, where each later member finds its earlier ones.
+/// Streams: a bucket of any size costs no memory.
+fn bucket_lookups(scratch: &Scratch, buckets: ExternalSort<BUCKET_W>) -> Result<Sorted<LOOKUP_W>, StageError> {
+    let lookups = ExternalSort::<LOOKUP_W>::new(&scratch.dir, "lookup", SORT_BUDGET);
+    let mut out = lookups.pusher();
+    let mut members = BufWriter::new(fs_err::File::create(scratch.dir.join("members.bin"))?);
+    let mut written = 0u64;
+    // The current bucket: its band and hash, its first member, where its members start in
+    // `members.bin` once it has a second, and how many it has.
+    let mut current: Option<([u8; 12], u64, Option<u64>, u32)> = None;
+    for r in buckets.finish()? {
+        let r = r?;
+        let pos = be64(&r[12..]);
+        match &mut current {
+            Some((bucket, first, start, count)) if bucket[..] == r[..12] => {
+                let start = if let Some(s) = start {
+                    *s
+                } else {
+                    members.write_all(&first.to_le_bytes())?;
+                    *start = Some(written);
+                    written += 1;
+                    written - 1
+                };
+                members.write_all(&pos.to_le_bytes())?;
+                written += 1;
+                let mut l = [0u8; LOOKUP_W];
+                l[..8].copy_from_slice(&pos.to_be_bytes());
+                l[8..12].copy_from_slice(&r[..4]);
+                l[12..20].copy_from_slice(&start.to_be_bytes());
+                l[20..].copy_from_slice(&count.to_be_bytes());
+                out.push(l)?;
+                *count += 1;
+            }
+            _ => current = Some((r[..12].try_into().expect("12 bytes"), pos, None, 1)),
+        }
+    }
+    members.into_inner().map_err(std::io::IntoInnerError::into_error)?;
+    out.finish()?;
+    Ok(lookups.finish()?)
+}
+
+/// One bit per document: kept so far.
+struct KeptBits {
+    first_of_shard: Vec<u64>,
+    bits: Vec<u64>,
+}
+
+impl KeptBits {
+    fn new(rows: &[usize]) -> Self {
+        let mut first_of_shard = Vec::with_capacity(rows.len());
+        let mut total = 0u64;
+        for &r in rows {
+            first_of_shard.push(total);
+            total += r as u64;
+        }
+        Self { first_of_shard, bits: vec![0; total.div_ceil(64) as usize] }
+    }
+    fn index(&self, pos: u64) -> usize {
+        (self.first_of_shard[shard_of(pos)] + row_of(pos) as u64) as usize
+    }
+    fn set(&mut self, pos: u64) {
+        let i = self.index(pos);
+        self.bits[i / 64] |= 1 << (i % 64);
+    }
+    fn get(&self, pos: u64) -> bool {
+        let i = self.index(pos);
+        self.bits[i / 64] >> (i % 64) & 1 == 1
+    }
+}
+
+/// Phase 2c: the keep-first decisions, in dataset order, written to `verdict-S.bin`. Holds one
+/// bit per document; candidates' signatures and bucket members are read from disk. Returns
+/// the number of documents kept although they had candidates that failed verification.
+fn decide(
+    scratch: &Scratch,
+    rows: &[usize],
+    exact_dups: Sorted<EXACT_DUP_W>,
+    lookups: Sorted<LOOKUP_W>,
+    config: &DedupConfig,
+) -> Result<u64, StageError> {
+    use fs_err::os::unix::fs::FileExt;
+    let mut exact_dups = exact_dups.peekable();
+    let mut lookups = lookups.peekable();
+    let members = fs_err::File::open(scratch.dir.join("members.bin"))?;
+    let mut sigs = Files::new(scratch, "sig");
+    let sig_bytes = scratch.permutations * 8;
+    let read_sig = |sigs: &mut Files<'_>, pos: u64| -> std::io::Result<Vec<u64>> {
+        let mut b = vec![0u8; sig_bytes];
+        sigs.read_at(shard_of(pos), row_of(pos) as u64 * sig_bytes as u64, &mut b)?;
+        Ok(b.chunks_exact(8).map(le64).collect())
+    };
+    let mut kept = KeptBits::new(rows);
+    let mut unverified = 0;
+    let mut block = vec![0u8; BLOCK as usize * 8];
+    for (shard, &n) in rows.iter().enumerate() {
+        let mut out = BufWriter::new(fs_err::File::create(scratch.path("verdict", shard))?);
+        for row in 0..n {
+            let pos = position(shard, row)?;
+            let mut verdict = [0u8; VERDICT_W];
+            let exact_ref = match exact_dups.next_if(|d| d.as_ref().map_or(true, |d| be64(&d[..8]) == pos)) {
+                Some(d) => Some(be64(&d?[8..])),
+                None => None,
+            };
+            let mut mine = Vec::new();
+            while let Some(l) = lookups.next_if(|l| l.as_ref().map_or(true, |l| be64(&l[..8]) == pos)) {
+                mine.push(l?);
+            }
+            if let Some(reference) = exact_ref {
+                verdict[0] = 1;
+                verdict[5..13].copy_from_slice(&reference.to_le_bytes());
+                out.write_all(&verdict)?;
+                continue;
+            }
+            let mut near = None;
+            let mut had_candidates = false;
+            if !mine.is_empty() {
+                let sig = read_sig(&mut sigs, pos)?;
+                let mut tried = std::collections::HashSet::new();
+                'bands: for l in &mine {
+                    let (band, start, earlier) = (be32(&l[8..12]), be64(&l[12..20]), u64::from(be32(&l[20..])));
+                    let mut done = 0;
+                    while done < earlier {
+                        let take = (earlier - done).min(BLOCK);
+                        let buf = &mut block[..take as usize * 8];
+                        members.read_exact_at(buf, (start + done) * 8)?;
+                        done += take;
+                        for c in buf.chunks_exact(8).map(le64) {
+                            if !kept.get(c) || !tried.insert(c) {
+                                continue;
+                            }
+                            had_candidates = true;
+                            let j = estimated_jaccard(&sig, &read_sig(&mut sigs, c)?);
+                            if j >= config.verify_jaccard {
+                                near = Some((c, band, j));
+                                break 'bands;
+                            }
+                        }
+                    }
+                }
+            }
+            if let Some((c, band, j)) = near {
+                verdict[0] = 2;
+                verdict[1..5].copy_from_slice(&band.to_le_bytes());
+                verdict[5..13].copy_from_slice(&c.to_le_bytes());
+                verdict[13..].copy_from_slice(&j.to_le_bytes());
+            } else {
+                if had_candidates {
+                    unverified += 1;
+                }
+                kept.set(pos);
+            }
+            out.write_all(&verdict)?;
+        }
+        out.into_inner().map_err(std::io::IntoInnerError::into_error)?;
+    }
+    if exact_dups.next().is_some() || lookups.next().is_some() {
+        return Err(StageError::Input {
+            input: "docs".into(),
+            message: "the dedup scratch files name documents past the dataset's end".into(),
+        });
+    }
+    Ok(unverified)
+}
+
+/// A decision of phase 2, as phase 3 writes it to the ledger.
 #[derive(Debug, Clone, PartialEq)]
 struct Verdict {
     decision: LedgerDecision,
@@ -260,71 +616,80 @@ fn object(v: Value) -> Option<Map<String, Value>> {
     if let Value::Object(m) = v { Some(m) } else { None }
 }
 
-/// Phase 2: keep-first decisions for sketches in dataset order (the outer order is the shard
-/// order). Returns the decisions, shaped like the input, and the number of documents kept
-/// although they had candidates that failed verification.
-fn decide(shards: &mut [Vec<Sketch>], config: &DedupConfig) -> (Vec<Vec<Verdict>>, u64) {
-    // Exact key -> first document's (shard, row).
-    let mut first: HashMap<Digest, (usize, usize)> = HashMap::new();
-    // One bucket map per band: bucket hash -> kept documents' (shard, row), in dataset order.
-    let mut buckets: Vec<HashMap<u64, Vec<(usize, usize)>>> = vec![HashMap::new(); config.bands as usize];
-    let mut unverified = 0;
-    let mut out: Vec<Vec<Verdict>> = Vec::with_capacity(shards.len());
-    for s in 0..shards.len() {
-        let mut decisions = Vec::with_capacity(shards[s].len());
-        for r in 0..shards[s].len() {
-            let sk = &shards[s][r];
-            if config.exact {
-                if let Some(&(fs, fr)) = first.get(&sk.key) {
-                    decisions.push(Verdict {
-                        decision: LedgerDecision::Removed,
-                        rule: "dedup:exact",
-                        evidence: object(json!({ "duplicate_of": shards[fs][fr].id })),
-                    });
-                    continue;
-                }
-                first.insert(sk.key, (s, r));
-            }
-            let mut near = None;
-            let mut had_candidates = false;
-            if config.near && !sk.bands.is_empty() {
-                let mut tried = Vec::new();
-                'bands: for (band, h) in sk.bands.iter().enumerate() {
-                    for &(cs, cr) in buckets[band].get(h).map_or(&[][..], Vec::as_slice) {
-                        if tried.contains(&(cs, cr)) {
-                            continue;
-                        }
-                        tried.push((cs, cr));
-                        had_candidates = true;
-                        let j = estimated_jaccard(&sk.signature, &shards[cs][cr].signature);
-                        if j >= config.verify_jaccard {
-                            near = Some((cs, cr, band, j));
-                            break 'bands;
-                        }
-                    }
-                }
-            }
-            if let Some((cs, cr, band, j)) = near {
-                decisions.push(Verdict {
-                    decision: LedgerDecision::Removed,
-                    rule: "dedup:near",
-                    evidence: object(json!({ "duplicate_of": shards[cs][cr].id, "band": band, "jaccard_estimate": j })),
-                });
-                // A removed document is never a candidate: its signature is no longer needed.
-                shards[s][r].signature = Vec::new();
-                continue;
-            }
-            if had_candidates {
-                unverified += 1;
-            }
-            for (band, h) in shards[s][r].bands.iter().enumerate() {
-                buckets[band].entry(*h).or_default().push((s, r));
-            }
-            decisions.push(Verdict { decision: LedgerDecision::Kept, rule: "dedup:unique", evidence: None });
-        }
-        out.push(decisions);
+/// Reads shard `shard`'s decisions back, with the ids of the documents they name.
+struct Verdicts<'a> {
+    file: BufReader<fs_err::File>,
+    ends: Files<'a>,
+    ids: Files<'a>,
+}
+
+impl<'a> Verdicts<'a> {
+    fn open(scratch: &'a Scratch, shard: usize) -> Result<Self, StageError> {
+        Ok(Self {
+            file: BufReader::new(fs_err::File::open(scratch.path("verdict", shard))?),
+            ends: Files::new(scratch, "ends"),
+            ids: Files::new(scratch, "ids"),
+        })
     }
-    (out, unverified)
+
+    fn next(&mut self) -> Result<Option<Verdict>, StageError> {
+        let mut r = [0u8; VERDICT_W];
+        match self.file.read_exact(&mut r) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
+            Err(e) => return Err(e.into()),
+        }
+        let reference = le64(&r[5..13]);
+        Ok(Some(match r[0] {
+            0 => Verdict { decision: LedgerDecision::Kept, rule: "dedup:unique", evidence: None },
+            1 => Verdict {
+                decision: LedgerDecision::Removed,
+                rule: "dedup:exact",
+                evidence: object(json!({ "duplicate_of": read_id(&mut self.ends, &mut self.ids, reference)? })),
+            },
+            _ => Verdict {
+                decision: LedgerDecision::Removed,
+                rule: "dedup:near",
+                evidence: object(json!({
+                    "duplicate_of": read_id(&mut self.ends, &mut self.ids, reference)?,
+                    "band": u32::from_le_bytes(r[1..5].try_into().expect("four bytes")),
+                    "jaccard_estimate": f64::from_le_bytes(r[13..].try_into().expect("eight bytes")),
+                })),
+            },
+        }))
+    }
+}
+
+/// A shard's `(id, text)` stream.
+type Docs = Box<dyn Iterator<Item = Result<(String, String), StageError>>>;
+
+/// Phases 1 and 2 over the shards' `(id, text)` streams: leaves every shard's decisions in
+/// the scratch directory and returns the shards' sizes and the unverified count.
+fn sketch_and_decide<I>(
+    scratch: &Scratch,
+    shards: Vec<I>,
+    pool: &rayon::ThreadPool,
+    config: &DedupConfig,
+    hasher: &MinHasher,
+) -> Result<(Vec<usize>, u64), StageError>
+where
+    I: FnOnce() -> Result<Docs, StageError> + Send,
+{
+    let exact = ExternalSort::<EXACT_W>::new(&scratch.dir, "exact", SORT_BUDGET);
+    let buckets = ExternalSort::<BUCKET_W>::new(&scratch.dir, "bucket", SORT_BUDGET);
+    // Phase 1: shard-parallel; each shard streamed, its records sorted as one run.
+    let rows: Vec<usize> = pool.install(|| {
+        shards
+            .into_par_iter()
+            .enumerate()
+            .map(|(i, open)| sketch_shard(scratch, i, open()?, config, hasher, &exact, &buckets))
+            .collect::<Result<_, _>>()
+    })?;
+    // Phase 2: sequential merges, then the decisions in dataset order.
+    let exact_dups = exact_duplicates(scratch, exact)?;
+    let lookups = bucket_lookups(scratch, buckets)?;
+    let unverified = decide(scratch, &rows, exact_dups, lookups, config)?;
+    Ok((rows, unverified))
 }
 
 /// Removes exact and near duplicates, keep-first, with a ledger.
@@ -387,51 +752,54 @@ impl Stage for DedupStage {
         let config: DedupConfig = parse_params(cx.config).map_err(StageError::Config)?;
         let hasher = MinHasher::new(cx.seed("minhash")?, config.permutations, config.shingle);
         let ds = cx.input_record::<DatasetRecord>("docs")?;
-        // Phase 1: sketches, shard-parallel (each shard streamed), collected in shard order.
-        let mut sketches: Vec<Vec<Sketch>> = cx.pool.install(|| {
-            ds.shards
-                .par_iter()
-                .map(|s| {
-                    shard_documents(cx.store, &s.digest)?
-                        .map(|d| {
-                            let d = d?;
-                            Ok::<_, StageError>(sketch(d.id, &d.text, &config, &hasher))
-                        })
-                        .collect::<Result<Vec<_>, _>>()
-                })
-                .collect::<Result<_, _>>()
-        })?;
-        // Phase 2: keep-first, sequential in dataset order.
-        let (decisions, unverified) = decide(&mut sketches, &config);
-        let ids: Vec<Vec<String>> = sketches.into_iter().map(|s| s.into_iter().map(|k| k.id).collect()).collect();
+        let scratch = Scratch { dir: cx.scratch_dir()?, permutations: config.permutations as usize };
+        let opens: Vec<_> = ds
+            .shards
+            .iter()
+            .map(|s| {
+                let digest = s.digest;
+                move || -> Result<Docs, StageError> {
+                    Ok(Box::new(shard_documents(cx.store, &digest)?.map(|d| {
+                        let d = d?;
+                        Ok((d.id, d.text))
+                    })))
+                }
+            })
+            .collect();
+        // Phases 1 and 2: sketches, then the keep-first decisions, on disk.
+        let (rows, unverified) = sketch_and_decide(&scratch, opens, cx.pool, &config, &hasher)?;
         // Phase 3: kept documents and ledger shards, shard-parallel (each shard streamed
         // again), collected in shard order.
         let results: Vec<prov_filter::CountedShard> = cx.pool.install(|| {
             ds.shards
                 .par_iter()
-                .zip(decisions.par_iter().zip(ids.par_iter()))
-                .map(|(s, (decisions, ids))| {
+                .enumerate()
+                .map(|(i, s)| {
                     let changed = || StageError::Input {
                         input: "docs".into(),
                         message: format!("shard `{}` changed between two reads", s.digest),
                     };
+                    let mut verdicts = Verdicts::open(&scratch, i)?;
+                    let (mut ends, mut ids) = (Files::new(&scratch, "ends"), Files::new(&scratch, "ids"));
                     let mut kept = ShardWriter::new(cx.store)?;
-                    let mut rows = Vec::with_capacity(decisions.len());
-                    let mut expected = decisions.iter().zip(ids);
-                    for doc in shard_documents(cx.store, &s.digest)? {
+                    let mut ledger = Vec::with_capacity(rows[i]);
+                    for (row, doc) in shard_documents(cx.store, &s.digest)?.enumerate() {
                         let doc = doc?;
-                        let Some((d, _)) = expected.next().filter(|(_, id)| &doc.id == *id) else {
+                        if row >= rows[i] || read_id(&mut ends, &mut ids, position(i, row)?)? != doc.id {
+                            return Err(changed());
+                        }
+                        let Some(d) = verdicts.next()? else {
                             return Err(changed());
                         };
-                        rows.push(LedgerRow::of_document(&doc, d.decision, d.rule, d.evidence.clone()));
+                        ledger.push(LedgerRow::of_document(&doc, d.decision, d.rule, d.evidence));
                         if d.decision == LedgerDecision::Kept {
                             kept.push(doc)?;
                         }
                     }
-                    if expected.next().is_some() {
+                    if ledger.len() != rows[i] || verdicts.next()?.is_some() {
                         return Err(changed());
                     }
-                    let (ledger, stats) = prov_filter::write_counted_ledger(cx, rows)?;
+                    let (ledger, stats) = prov_filter::write_counted_ledger(cx, ledger)?;
                     Ok((kept.finish()?, ledger, stats))
                 })
                 .collect::<Result<_, _>>()
@@ -514,8 +882,94 @@ mod tests {
         assert!(!candidates(PARAGRAPH, other));
     }
 
-    fn sketches(texts: &[&[&str]], c: &DedupConfig) -> Vec<Vec<Sketch>> {
-        let h = MinHasher::new(3, c.permutations, c.shingle);
+    /// What the in-memory reference keeps per document.
+    struct Sketch {
+        id: String,
+        key: Digest,
+        signature: Vec<u64>,
+        bands: Vec<u64>,
+    }
+
+    fn sketch(id: String, text: &str, config: &DedupConfig, hasher: &MinHasher) -> Sketch {
+        let norm = normalise(text);
+        let key = Digest::of(norm.as_bytes());
+        let (signature, bands) = if config.near {
+            let sig = hasher.signature(&norm);
+            let bands = band_hashes(&sig, config.rows);
+            (sig, bands)
+        } else {
+            (Vec::new(), Vec::new())
+        };
+        Sketch { id, key, signature, bands }
+    }
+
+    /// The keep-first rule of the module doc, in memory, as the stage did it before its state
+    /// went to disk (release 1 of the stage): the oracle the disk-backed decisions must equal.
+    fn reference_decide(shards: &[Vec<Sketch>], config: &DedupConfig) -> (Vec<Vec<Verdict>>, u64) {
+        use std::collections::HashMap;
+        let mut first: HashMap<Digest, (usize, usize)> = HashMap::new();
+        let mut buckets: Vec<HashMap<u64, Vec<(usize, usize)>>> = vec![HashMap::new(); config.bands as usize];
+        let mut unverified = 0;
+        let mut out = Vec::new();
+        for s in 0..shards.len() {
+            let mut decisions = Vec::new();
+            for r in 0..shards[s].len() {
+                let sk = &shards[s][r];
+                if config.exact {
+                    if let Some(&(fs, fr)) = first.get(&sk.key) {
+                        decisions.push(Verdict {
+                            decision: LedgerDecision::Removed,
+                            rule: "dedup:exact",
+                            evidence: object(json!({ "duplicate_of": shards[fs][fr].id })),
+                        });
+                        continue;
+                    }
+                    first.insert(sk.key, (s, r));
+                }
+                let mut near = None;
+                let mut had_candidates = false;
+                if config.near && !sk.bands.is_empty() {
+                    let mut tried = Vec::new();
+                    'bands: for (band, h) in sk.bands.iter().enumerate() {
+                        for &(cs, cr) in buckets[band].get(h).map_or(&[][..], Vec::as_slice) {
+                            if tried.contains(&(cs, cr)) {
+                                continue;
+                            }
+                            tried.push((cs, cr));
+                            had_candidates = true;
+                            let j = estimated_jaccard(&sk.signature, &shards[cs][cr].signature);
+                            if j >= config.verify_jaccard {
+                                near = Some((cs, cr, band, j));
+                                break 'bands;
+                            }
+                        }
+                    }
+                }
+                if let Some((cs, cr, band, j)) = near {
+                    decisions.push(Verdict {
+                        decision: LedgerDecision::Removed,
+                        rule: "dedup:near",
+                        evidence: object(
+                            json!({ "duplicate_of": shards[cs][cr].id, "band": band, "jaccard_estimate": j }),
+                        ),
+                    });
+                    continue;
+                }
+                if had_candidates {
+                    unverified += 1;
+                }
+                for (band, h) in sk.bands.iter().enumerate() {
+                    buckets[band].entry(*h).or_default().push((s, r));
+                }
+                decisions.push(Verdict { decision: LedgerDecision::Kept, rule: "dedup:unique", evidence: None });
+            }
+            out.push(decisions);
+        }
+        (out, unverified)
+    }
+
+    /// Ids `d1`, `d2`, … in dataset order.
+    fn with_ids(texts: &[&[&str]]) -> Vec<Vec<(String, String)>> {
         let mut n = 0;
         texts
             .iter()
@@ -524,11 +978,42 @@ mod tests {
                     .iter()
                     .map(|t| {
                         n += 1;
-                        sketch(format!("d{n}"), t, c, &h)
+                        (format!("d{n}"), (*t).to_string())
                     })
                     .collect()
             })
             .collect()
+    }
+
+    /// The stage's phases 1 and 2 on disk, their decisions read back as phase 3 reads them.
+    fn decide_on_disk(shards: &[Vec<(String, String)>], c: &DedupConfig) -> (Vec<Vec<Verdict>>, u64) {
+        let dir = tempfile::tempdir().unwrap();
+        let scratch = Scratch { dir: dir.path().join("scratch"), permutations: c.permutations as usize };
+        std::fs::create_dir(&scratch.dir).unwrap();
+        let hasher = MinHasher::new(3, c.permutations, c.shingle);
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
+        let opens: Vec<_> = shards
+            .iter()
+            .map(|docs| move || -> Result<Docs, StageError> { Ok(Box::new(docs.clone().into_iter().map(Ok))) })
+            .collect();
+        let (rows, unverified) = sketch_and_decide(&scratch, opens, &pool, c, &hasher).unwrap();
+        assert_eq!(rows, shards.iter().map(Vec::len).collect::<Vec<_>>());
+        let verdicts = (0..shards.len())
+            .map(|i| {
+                let mut v = Verdicts::open(&scratch, i).unwrap();
+                std::iter::from_fn(|| v.next().unwrap()).collect()
+            })
+            .collect();
+        drop(scratch);
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "the scratch directory is removed");
+        (verdicts, unverified)
+    }
+
+    fn decide_in_memory(shards: &[Vec<(String, String)>], c: &DedupConfig) -> (Vec<Vec<Verdict>>, u64) {
+        let h = MinHasher::new(3, c.permutations, c.shingle);
+        let sketches: Vec<Vec<Sketch>> =
+            shards.iter().map(|s| s.iter().map(|(id, t)| sketch(id.clone(), t, c, &h)).collect()).collect();
+        reference_decide(&sketches, c)
     }
 
     fn flat(d: &[Vec<Verdict>]) -> Vec<(&'static str, Option<Value>)> {
@@ -541,8 +1026,8 @@ mod tests {
         let upper = PARAGRAPH.to_uppercase().replace(' ', "  \n");
         let docs = [PARAGRAPH, "short one", near.as_str(), upper.as_str(), "Short   ONE", "", "", "unrelated words"];
         let c = config();
-        let one = decide(&mut sketches(&[&docs], &c), &c).0;
-        let three = decide(&mut sketches(&[&docs[..3], &docs[3..5], &docs[5..]], &c), &c).0;
+        let one = decide_on_disk(&with_ids(&[&docs]), &c).0;
+        let three = decide_on_disk(&with_ids(&[&docs[..3], &docs[3..5], &docs[5..]]), &c).0;
         assert_eq!(flat(&one), flat(&three));
         let rules: Vec<_> = flat(&one).into_iter().map(|(r, _)| r).collect();
         assert_eq!(
@@ -564,13 +1049,96 @@ mod tests {
         assert!(band.as_u64().unwrap() < 14, "{band}");
         // Exact only: the near duplicate stays.
         let exact_only = DedupConfig { near: false, ..c.clone() };
-        let d = decide(&mut sketches(&[&docs], &exact_only), &exact_only).0;
+        let d = decide_on_disk(&with_ids(&[&docs]), &exact_only).0;
         assert_eq!(d[0][2].rule, "dedup:unique");
         // Verification: at 1.0 the changed paragraph is kept, and counted as unverified.
         let strict = DedupConfig { verify_jaccard: 1.0, ..c };
-        let (d, unverified) = decide(&mut sketches(&[&docs], &strict), &strict);
+        let (d, unverified) = decide_on_disk(&with_ids(&[&docs]), &strict);
         assert_eq!(d[0][2].rule, "dedup:unique");
         assert_eq!(unverified, 1);
+    }
+
+    /// A bucket with more earlier kept members than two read blocks ([`BLOCK`]): members
+    /// past the first blocks are tried, in dataset order, as the reference does.
+    #[test]
+    fn a_bucket_larger_than_a_read_block_is_read_in_full() {
+        // Two one-value bands; at 1.0 a candidate passes only with both values equal. Half the
+        // documents take `alpha`'s value in the first band, and most of those are kept (their
+        // second value is their own word's), so that bucket grows past two blocks.
+        let c = DedupConfig { permutations: 2, bands: 2, rows: 1, shingle: 1, verify_jaccard: 1.0, ..config() };
+        let h = MinHasher::new(3, 2, 1);
+        let alpha = h.signature("alpha");
+        let mut texts: Vec<String> = (0..2000).map(|i| format!("alpha u{i}")).collect();
+        let in_alpha_bucket: Vec<usize> = (0..texts.len())
+            .filter(|&i| {
+                let sig = h.signature(&texts[i]);
+                sig[0] == alpha[0] && sig[1] != alpha[1]
+            })
+            .collect();
+        assert!(in_alpha_bucket.len() as u64 > 3 * BLOCK, "{}", in_alpha_bucket.len());
+        // Late documents with the word set (so the signature) of a member past two blocks, but
+        // another exact key: their only passing candidate is deep in the first band's bucket.
+        let deep: Vec<usize> = in_alpha_bucket[2 * BLOCK as usize..].iter().step_by(9).copied().collect();
+        texts.extend(deep.iter().map(|i| format!("alpha u{i} alpha")));
+        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+        let shards = with_ids(&[&refs[..500], &refs[500..]]);
+        let (disk, unverified) = decide_on_disk(&shards, &c);
+        let (memory, expected_unverified) = decide_in_memory(&shards, &c);
+        assert_eq!(disk, memory);
+        assert_eq!(unverified, expected_unverified);
+        let late: Vec<_> = disk.iter().flatten().skip(2000).collect();
+        assert_eq!(late.len(), deep.len());
+        for (v, i) in late.iter().zip(&deep) {
+            assert_eq!(v.rule, "dedup:near");
+            let e = v.evidence.as_ref().unwrap();
+            assert_eq!((&e["band"], &e["duplicate_of"]), (&json!(0), &json!(format!("d{}", i + 1))));
+        }
+    }
+
+    fn variant(base: &str, how: u8) -> String {
+        match how % 6 {
+            0 => base.to_string(),
+            1 => base.to_uppercase(),
+            2 => base.replacen("the", "a", 1),
+            3 => base.replace(' ', "  "),
+            4 => format!("{base} and one more clause about the weather"),
+            _ => base.split(' ').take(12).collect::<Vec<_>>().join(" "),
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
+        /// On corpora full of exact and near duplicates, cut into shards at random, under
+        /// every mode, the disk-backed decisions equal the in-memory reference's, evidence
+        /// and unverified count included.
+        #[test]
+        fn disk_backed_decisions_equal_the_in_memory_reference(
+            picks in proptest::collection::vec((0usize..5, 0u8..6), 0..80),
+            cuts in proptest::collection::vec(0usize..80, 0..6),
+            mode in 0u8..4,
+            verify in proptest::sample::select(vec![0.0, 0.5, 0.8, 1.0]),
+        ) {
+            let bases = [
+                PARAGRAPH.to_string(),
+                PARAGRAPH.replace("library", "museum").replace("spring", "autumn"),
+                "Rain is expected over the northern hills tonight, with strong winds along the coast and snow above eight hundred metres".to_string(),
+                String::new(),
+                "a b".to_string(),
+            ];
+            let texts: Vec<String> = picks.iter().map(|&(b, how)| variant(&bases[b], how)).collect();
+            let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+            let mut cuts: Vec<usize> = cuts.into_iter().filter(|&c| c <= refs.len()).collect();
+            cuts.sort_unstable();
+            let mut pieces: Vec<&[&str]> = Vec::new();
+            let mut start = 0;
+            for c in cuts.into_iter().chain([refs.len()]) {
+                pieces.push(&refs[start..c]);
+                start = c;
+            }
+            let c = DedupConfig { exact: mode != 1, near: mode != 2, verify_jaccard: verify, shingle: if mode == 3 { 2 } else { 5 }, ..config() };
+            let shards = with_ids(&pieces);
+            proptest::prop_assert_eq!(decide_on_disk(&shards, &c), decide_in_memory(&shards, &c));
+        }
     }
 
     #[test]

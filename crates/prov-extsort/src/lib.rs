@@ -1,0 +1,288 @@
+//! External sort of fixed-width records in bounded memory: the tool the stages use where
+//! their state would otherwise grow with the corpus (dedup's buckets and exact keys).
+//!
+//! Records are `[u8; W]` compared as bytes, so a caller encodes its sort key big endian
+//! first. Producers hand over sorted *runs*: a parallel worker sorts what it made (one
+//! shard's records) and writes it with [`ExternalSort::add_run`]; a sequential producer uses
+//! a [`Pusher`], which spills a run whenever its buffer reaches the budget.
+//! [`ExternalSort::finish`] merges the runs, at most [`MAX_FAN_IN`] at a time, in as many
+//! passes as needed, and returns the records in order.
+//!
+//! # Determinism
+//!
+//! The order is the byte order of whole records. Two records that compare equal are the
+//! same bytes, so the output depends neither on the order in which runs were added (which
+//! parallel workers decide) nor on how the records were cut into runs.
+//!
+//! # Memory and disk
+//!
+//! Memory: the caller's run buffers, plus [`MAX_FAN_IN`] read buffers of [`READ_BUFFER`]
+//! bytes during a merge. Disk: the records, twice at most during a merge pass. Run files
+//! live in the directory given to [`ExternalSort::new`], are removed as soon as they are
+//! merged, and the directory is the caller's to remove (a stage uses its scratch directory,
+//! which `prov gc` also clears after a crash).
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::io::{self, BufReader, BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// The most runs merged at once: bounds the open files and the read buffers of a pass.
+pub const MAX_FAN_IN: usize = 64;
+
+/// The read buffer of each run during a merge.
+pub const READ_BUFFER: usize = 64 * 1024;
+
+/// Sorted runs of `W`-byte records, on disk, waiting to be merged.
+#[derive(Debug)]
+pub struct ExternalSort<const W: usize> {
+    dir: PathBuf,
+    label: String,
+    runs: Mutex<Vec<PathBuf>>,
+    next: AtomicU64,
+    budget_records: usize,
+}
+
+impl<const W: usize> ExternalSort<W> {
+    /// A sort whose run files go to `dir` (which must exist), named after `label`; a
+    /// [`Pusher`] holds at most `budget_bytes` of records before it spills a run.
+    pub fn new(dir: &Path, label: &str, budget_bytes: usize) -> Self {
+        assert!(W > 0, "a record has at least one byte");
+        Self {
+            dir: dir.to_path_buf(),
+            label: label.to_string(),
+            runs: Mutex::new(Vec::new()),
+            next: AtomicU64::new(0),
+            budget_records: (budget_bytes / W).max(1),
+        }
+    }
+
+    fn run_path(&self) -> PathBuf {
+        let n = self.next.fetch_add(1, Ordering::Relaxed);
+        self.dir.join(format!("{}-run-{n:06}.bin", self.label))
+    }
+
+    /// Sorts `records` and writes them as one run. Safe to call from many threads.
+    pub fn add_run(&self, mut records: Vec<[u8; W]>) -> io::Result<()> {
+        if records.is_empty() {
+            return Ok(());
+        }
+        records.sort_unstable();
+        let path = self.run_path();
+        let mut out = BufWriter::with_capacity(READ_BUFFER, fs_err::File::create(&path)?);
+        for r in &records {
+            out.write_all(r)?;
+        }
+        out.into_inner().map_err(io::IntoInnerError::into_error)?;
+        self.runs.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(path);
+        Ok(())
+    }
+
+    /// A buffer that spills a sorted run whenever it holds the budget.
+    pub fn pusher(&self) -> Pusher<'_, W> {
+        Pusher { sort: self, buffer: Vec::new() }
+    }
+
+    /// Merges every run and returns the records in byte order.
+    pub fn finish(self) -> io::Result<Sorted<W>> {
+        let mut runs = self.runs.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
+        // Paths sort by their counter, so passes are the same from run to run; the output
+        // does not depend on it (see the crate doc), the file names do.
+        runs.sort();
+        let mut pass = 0;
+        while runs.len() > MAX_FAN_IN {
+            let mut merged = Vec::with_capacity(runs.len().div_ceil(MAX_FAN_IN));
+            for (i, group) in runs.chunks(MAX_FAN_IN).enumerate() {
+                let path = self.dir.join(format!("{}-pass{pass}-{i:06}.bin", self.label));
+                let mut out = BufWriter::with_capacity(READ_BUFFER, fs_err::File::create(&path)?);
+                for r in Merge::<W>::open(group)? {
+                    out.write_all(&r?)?;
+                }
+                out.into_inner().map_err(io::IntoInnerError::into_error)?;
+                for p in group {
+                    fs_err::remove_file(p)?;
+                }
+                merged.push(path);
+            }
+            runs = merged;
+            pass += 1;
+        }
+        Ok(Sorted { merge: Merge::open(&runs)?, files: runs })
+    }
+}
+
+/// Buffers records and spills them as sorted runs (see [`ExternalSort::pusher`]).
+#[derive(Debug)]
+pub struct Pusher<'a, const W: usize> {
+    sort: &'a ExternalSort<W>,
+    buffer: Vec<[u8; W]>,
+}
+
+impl<const W: usize> Pusher<'_, W> {
+    /// Adds one record.
+    pub fn push(&mut self, record: [u8; W]) -> io::Result<()> {
+        self.buffer.push(record);
+        if self.buffer.len() >= self.sort.budget_records {
+            self.sort.add_run(std::mem::take(&mut self.buffer))?;
+        }
+        Ok(())
+    }
+
+    /// Writes what is buffered as a last run.
+    pub fn finish(self) -> io::Result<()> {
+        self.sort.add_run(self.buffer)
+    }
+}
+
+/// A k-way merge of sorted run files.
+#[derive(Debug)]
+struct Merge<const W: usize> {
+    readers: Vec<BufReader<fs_err::File>>,
+    heap: BinaryHeap<Reverse<([u8; W], usize)>>,
+    /// A read error, reported after the record before it; the merge ends there.
+    failed: Option<io::Error>,
+}
+
+fn read_record<const W: usize>(r: &mut impl Read) -> io::Result<Option<[u8; W]>> {
+    let mut buf = [0u8; W];
+    let mut filled = 0;
+    while filled < W {
+        match r.read(&mut buf[filled..]) {
+            Ok(0) if filled == 0 => return Ok(None),
+            Ok(0) => {
+                return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "a run file ends inside a record"));
+            }
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(Some(buf))
+}
+
+impl<const W: usize> Merge<W> {
+    fn open(paths: &[PathBuf]) -> io::Result<Self> {
+        let mut readers = Vec::with_capacity(paths.len());
+        let mut heap = BinaryHeap::with_capacity(paths.len());
+        for (i, p) in paths.iter().enumerate() {
+            let mut r = BufReader::with_capacity(READ_BUFFER, fs_err::File::open(p)?);
+            if let Some(rec) = read_record::<W>(&mut r)? {
+                heap.push(Reverse((rec, i)));
+            }
+            readers.push(r);
+        }
+        Ok(Self { readers, heap, failed: None })
+    }
+}
+
+impl<const W: usize> Iterator for Merge<W> {
+    type Item = io::Result<[u8; W]>;
+    fn next(&mut self) -> Option<Self::Item> {
+        if let Some(e) = self.failed.take() {
+            self.heap.clear();
+            return Some(Err(e));
+        }
+        let Reverse((rec, i)) = self.heap.pop()?;
+        match read_record::<W>(&mut self.readers[i]) {
+            Ok(Some(next)) => self.heap.push(Reverse((next, i))),
+            Ok(None) => {}
+            Err(e) => self.failed = Some(e),
+        }
+        Some(Ok(rec))
+    }
+}
+
+/// The records of an [`ExternalSort`], in byte order. Its run files are removed when it is
+/// dropped.
+#[derive(Debug)]
+pub struct Sorted<const W: usize> {
+    merge: Merge<W>,
+    files: Vec<PathBuf>,
+}
+
+impl<const W: usize> Iterator for Sorted<W> {
+    type Item = io::Result<[u8; W]>;
+    fn next(&mut self) -> Option<Self::Item> {
+        self.merge.next()
+    }
+}
+
+impl<const W: usize> Drop for Sorted<W> {
+    fn drop(&mut self) {
+        self.merge.readers.clear();
+        for p in &self.files {
+            let _ = fs_err::remove_file(p);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn sorted_through_disk(records: &[[u8; 3]], budget_bytes: usize, run_size: usize) -> Vec<[u8; 3]> {
+        let dir = tempfile::tempdir().unwrap();
+        let sort = ExternalSort::<3>::new(dir.path(), "t", budget_bytes);
+        // Half through whole runs (as parallel workers do), half through a pusher.
+        let (runs, pushed) = records.split_at(records.len() / 2);
+        for chunk in runs.chunks(run_size.max(1)) {
+            sort.add_run(chunk.to_vec()).unwrap();
+        }
+        let mut p = sort.pusher();
+        for r in pushed {
+            p.push(*r).unwrap();
+        }
+        p.finish().unwrap();
+        let out: Vec<_> = sort.finish().unwrap().collect::<Result<_, _>>().unwrap();
+        // Every run and pass file is gone once the result is dropped.
+        assert_eq!(fs_err::read_dir(dir.path()).unwrap().count(), 0);
+        out
+    }
+
+    #[test]
+    fn merges_in_several_passes_when_there_are_many_runs() {
+        // 5,000 one-record runs: three merge passes at a fan-in of 64.
+        let records: Vec<[u8; 3]> =
+            (0u32..10_000).map(|i| ((i * 7919) % 10_007).to_be_bytes()[1..].try_into().unwrap()).collect();
+        let mut expected = records.clone();
+        expected.sort_unstable();
+        assert_eq!(sorted_through_disk(&records, 3, 1), expected);
+    }
+
+    #[test]
+    fn an_empty_sort_yields_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let sort = ExternalSort::<8>::new(dir.path(), "t", 1024);
+        sort.add_run(Vec::new()).unwrap();
+        assert_eq!(sort.finish().unwrap().count(), 0);
+    }
+
+    #[test]
+    fn a_truncated_run_is_an_error_not_a_short_result() {
+        let dir = tempfile::tempdir().unwrap();
+        let sort = ExternalSort::<4>::new(dir.path(), "t", 1024);
+        sort.add_run(vec![[1, 2, 3, 4], [5, 6, 7, 8]]).unwrap();
+        let run = fs_err::read_dir(dir.path()).unwrap().next().unwrap().unwrap().path();
+        fs_err::write(&run, [1, 2, 3, 4, 5, 6]).unwrap();
+        let out: Vec<_> = sort.finish().unwrap().collect();
+        assert_eq!(out.len(), 2);
+        assert!(out[0].is_ok() && out[1].as_ref().is_err_and(|e| e.kind() == io::ErrorKind::UnexpectedEof));
+    }
+
+    proptest! {
+        /// Whatever the budget and the cut into runs, the output is the in-memory sort.
+        #[test]
+        fn equals_the_in_memory_sort(
+            records in proptest::collection::vec(any::<[u8; 3]>(), 0..2000),
+            budget in 3usize..400,
+            run_size in 1usize..300,
+        ) {
+            let mut expected = records.clone();
+            expected.sort_unstable();
+            prop_assert_eq!(sorted_through_disk(&records, budget, run_size), expected);
+        }
+    }
+}
