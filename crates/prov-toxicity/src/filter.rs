@@ -5,7 +5,7 @@
 //! A document's score is the maximum logit of its language's classifier over its chunks
 //! ([`crate::embed::chunks`]); its language is the primary subtag of its `language` field. For each
 //! language, the threshold is the `quantile` (default 0.95) of the scores of that language's
-//! scored documents, by [`quantile`]'s linear interpolation (`NumPy`'s default), and documents
+//! scored documents, by [`quantile_of`]'s linear interpolation (`NumPy`'s default), and documents
 //! scoring at or above it are removed.
 //!
 //! | rule | decision | when |
@@ -22,9 +22,11 @@
 //! `score_quantiles`) for data cards; every score is in the ledger.
 
 use std::collections::BTreeMap;
+use std::io::{BufReader, BufWriter, Read, Write};
 
 use prov_dataset::{Document, LedgerDecision, LedgerRow, ShardWriter, shard_documents};
 use prov_exec::{ConfigError, InputSpec, Stage, StageContext, StageError, StageOutput, parse_params};
+use prov_extsort::ExternalSort;
 use prov_manifest::{CheckpointRecord, Determinism, OutputType};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -63,21 +65,103 @@ fn default_min_documents() -> u32 {
     20
 }
 
+/// The two ranks (0-based, in ascending order) that [`quantile_of`] reads for `q` of `n` values.
+fn quantile_ranks(n: usize, q: f64) -> Option<(usize, usize)> {
+    let last = n.checked_sub(1)?;
+    let below = ((last as f64 * q).floor() as usize).min(last);
+    Some((below, (below + 1).min(last)))
+}
+
 /// The `q` quantile of sorted values by linear interpolation between closest ranks: with
 /// `h = (n - 1) * q`, `v[floor(h)] + (h - floor(h)) * (v[floor(h) + 1] - v[floor(h)])`
-/// (Hyndman and Fan's type 7, `numpy.quantile`'s default). `None` for no values.
-pub fn quantile(sorted: &[f64], q: f64) -> Option<f64> {
-    let last = sorted.len().checked_sub(1)?;
-    let virtual_index = last as f64 * q;
-    let below = (virtual_index.floor() as usize).min(last);
-    let above = (below + 1).min(last);
-    let (lo, hi, frac) = (sorted[below], sorted[above], virtual_index - below as f64);
+/// (Hyndman and Fan's type 7, `numpy.quantile`'s default), of `n` sorted values, reading only
+/// the two it needs through `at`. `None` for no values.
+fn quantile_of(n: usize, q: f64, at: impl Fn(usize) -> f64) -> Option<f64> {
+    let (below, above) = quantile_ranks(n, q)?;
+    let virtual_index = (n - 1) as f64 * q;
+    let (lo, hi, frac) = (at(below), at(above), virtual_index - below as f64);
     // NumPy's `_lerp`, operation for operation, so that thresholds agree to the bit.
     Some(if frac >= 0.5 { hi - (hi - lo) * (1.0 - frac) } else { lo + (hi - lo) * frac })
 }
 
-/// Per shard: each document's score (if scored), and the scores by language.
-type ShardScores = (Vec<Option<f32>>, BTreeMap<String, Vec<f64>>);
+/// A scored document's language (its index among the classifier's languages, which are in
+/// name order) and its score (`f64` bits turned to sort in [`f64::total_cmp`] order), big
+/// endian: sorted, each language's scores are adjacent and ascending.
+const SCORE_W: usize = 12;
+
+/// What one external sort of scores may buffer before it spills a run.
+const SORT_BUDGET: usize = 16 << 20;
+
+/// Maps an `f64` to a `u64` whose unsigned order is [`f64::total_cmp`]'s.
+fn sortable(x: f64) -> u64 {
+    let b = x.to_bits();
+    if b >> 63 == 1 { !b } else { b | 1 << 63 }
+}
+
+/// The inverse of [`sortable`].
+fn unsortable(u: u64) -> f64 {
+    f64::from_bits(if u >> 63 == 1 { u & !(1 << 63) } else { !u })
+}
+
+/// Each language's threshold, and its 21 quantiles for the data card.
+type Thresholds = (BTreeMap<String, Threshold>, Map<String, Value>);
+
+/// The thresholds and the data card's 21 quantiles per language, from the scores sorted by
+/// language then score, reading only the ranks the quantiles need: the same values as sorting
+/// each language's scores in memory, at no memory per document.
+fn thresholds_from_sorted(
+    languages: &[&str],
+    counts: &BTreeMap<String, u64>,
+    sorted: impl Iterator<Item = std::io::Result<[u8; SCORE_W]>>,
+    config: &ToxicityConfig,
+) -> Result<Thresholds, StageError> {
+    let fractions: Vec<f64> = (0..=20).map(|i| f64::from(i) / 20.0).collect();
+    // Per language (by index): the ranks to keep, then the values found at them.
+    let mut wanted: Vec<BTreeMap<usize, f64>> = vec![BTreeMap::new(); languages.len()];
+    for (i, lang) in languages.iter().enumerate() {
+        let n = counts.get(*lang).copied().unwrap_or(0) as usize;
+        for q in fractions.iter().chain([&config.quantile]) {
+            if let Some((a, b)) = quantile_ranks(n, *q) {
+                wanted[i].insert(a, f64::NAN);
+                wanted[i].insert(b, f64::NAN);
+            }
+        }
+    }
+    let (mut current, mut rank) = (usize::MAX, 0usize);
+    for r in sorted {
+        let r = r?;
+        let lang = u32::from_be_bytes(r[..4].try_into().expect("four bytes")) as usize;
+        if lang != current {
+            (current, rank) = (lang, 0);
+        }
+        if let Some(v) = wanted.get_mut(lang).and_then(|w| w.get_mut(&rank)) {
+            *v = unsortable(u64::from_be_bytes(r[4..].try_into().expect("eight bytes")));
+        }
+        rank += 1;
+    }
+    let mut thresholds = BTreeMap::new();
+    let mut quantiles = Map::new();
+    for (i, lang) in languages.iter().enumerate() {
+        let n = counts.get(*lang).copied().unwrap_or(0) as usize;
+        if n == 0 {
+            continue;
+        }
+        let at = |k: usize| wanted[i][&k];
+        let t = if n < config.min_documents as usize {
+            Threshold::TooFew
+        } else {
+            Threshold::At(quantile_of(n, config.quantile, at).expect("a language with scores has a quantile"))
+        };
+        thresholds.insert((*lang).to_owned(), t);
+        let qs: Vec<f64> = fractions.iter().map(|q| quantile_of(n, *q, at).expect("non-empty")).collect();
+        quantiles.insert((*lang).to_owned(), json!(qs));
+    }
+    Ok((thresholds, quantiles))
+}
+
+/// Per shard, for pass 2, on disk: one byte (1 scored, 0 not) and an `f32` (little endian)
+/// per document.
+const SCORE_FILE_W: usize = 5;
 
 /// What the scoring pass found for one document.
 #[derive(Debug, Clone, PartialEq)]
@@ -170,54 +254,70 @@ impl Stage for ToxicityStage {
         let classifier = Self::load(cx)?;
         let ds = cx.input_record::<prov_manifest::DatasetRecord>("docs")?;
 
-        // Pass 1: score every document, shard-parallel, in shard order. Only the scores stay
-        // in memory (16 bytes a document); pass 2 reads the documents again.
+        // Pass 1: score every document, shard-parallel. Each shard's scores go to a scratch
+        // file, for pass 2, and to an external sort by language and score, for the
+        // thresholds; nothing per document stays in memory.
         let chunk_chars = config.chunk_chars as usize;
-        let scored: Vec<ShardScores> = cx.pool.install(|| {
+        let languages: Vec<&str> = classifier.languages().collect();
+        let scratch = Scratch(cx.scratch_dir()?);
+        let sort = ExternalSort::<SCORE_W>::new(&scratch.0, "scores", SORT_BUDGET);
+        let counted: Vec<BTreeMap<String, u64>> = cx.pool.install(|| {
             ds.shards
                 .par_iter()
-                .map(|s| {
-                    let mut per_doc = Vec::new();
-                    let mut by_language: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+                .enumerate()
+                .map(|(i, s)| {
+                    let mut file = BufWriter::new(fs_err::File::create(scratch.shard(i))?);
+                    let mut records = Vec::new();
+                    let mut counts: BTreeMap<String, u64> = BTreeMap::new();
                     for doc in shard_documents(cx.store, &s.digest)? {
                         let doc = doc?;
                         let a =
                             Self::assess(&classifier, &config, &doc, |m| classifier.score(m, &doc.text, chunk_chars));
+                        let mut entry = [0u8; SCORE_FILE_W];
                         if let Assessment::Scored(lang, score) = a {
-                            by_language.entry(lang).or_default().push(f64::from(score));
-                            per_doc.push(Some(score));
-                        } else {
-                            per_doc.push(None);
+                            let index = languages.binary_search(&lang.as_str()).expect("scored by one of its models");
+                            let mut r = [0u8; SCORE_W];
+                            r[..4].copy_from_slice(&(index as u32).to_be_bytes());
+                            r[4..].copy_from_slice(&sortable(f64::from(score)).to_be_bytes());
+                            records.push(r);
+                            *counts.entry(lang).or_default() += 1;
+                            entry[0] = 1;
+                            entry[1..].copy_from_slice(&score.to_le_bytes());
                         }
+                        file.write_all(&entry)?;
                     }
-                    Ok::<_, StageError>((per_doc, by_language))
+                    file.into_inner().map_err(std::io::IntoInnerError::into_error)?;
+                    sort.add_run(records)?;
+                    Ok::<_, StageError>(counts)
                 })
                 .collect::<Result<_, _>>()
         })?;
-        let mut scores_by_language: BTreeMap<String, Vec<f64>> = BTreeMap::new();
-        let mut shard_scores = Vec::with_capacity(scored.len());
-        for (per_doc, by_language) in scored {
-            for (lang, v) in by_language {
-                scores_by_language.entry(lang).or_default().extend(v);
+        let mut counts: BTreeMap<String, u64> = BTreeMap::new();
+        for shard in counted {
+            for (lang, n) in shard {
+                *counts.entry(lang).or_default() += n;
             }
-            shard_scores.push(per_doc);
         }
-        let (thresholds, quantiles) = thresholds_per_language(&mut scores_by_language, &config);
+        let (thresholds, quantiles) = thresholds_from_sorted(&languages, &counts, sort.finish()?, &config)?;
 
-        // Pass 2: decide and write, shard-parallel, collected in shard order. Each shard's
-        // rows are counted and written as soon as the shard is done.
+        // Pass 2: decide and write, shard-parallel, collected in shard order, each shard's
+        // scores read back from its scratch file.
         let results: Vec<(prov_filter::CountedShard, BTreeMap<String, u64>)> = cx.pool.install(|| {
             ds.shards
                 .par_iter()
-                .zip(shard_scores.par_iter())
-                .map(|(s, doc_scores)| {
+                .enumerate()
+                .map(|(i, s)| {
                     let mut out = ShardWriter::new(cx.store)?;
-                    let mut rows = Vec::with_capacity(doc_scores.len());
+                    let mut rows = Vec::new();
                     let mut removed: BTreeMap<String, u64> = BTreeMap::new();
-                    let mut docs = shard_documents(cx.store, &s.digest)?;
-                    for score in doc_scores {
-                        let doc = docs.next().ok_or_else(|| shard_changed(s))??;
-                        let a = Self::assess(&classifier, &config, &doc, |_| *score);
+                    let mut scores = BufReader::new(fs_err::File::open(scratch.shard(i))?);
+                    for doc in shard_documents(cx.store, &s.digest)? {
+                        let doc = doc?;
+                        let mut entry = [0u8; SCORE_FILE_W];
+                        scores.read_exact(&mut entry).map_err(|_| shard_changed(s))?;
+                        let score =
+                            (entry[0] == 1).then(|| f32::from_le_bytes(entry[1..].try_into().expect("four bytes")));
+                        let a = Self::assess(&classifier, &config, &doc, |_| score);
                         let (decision, rule, evidence) = decide(&a, &thresholds);
                         if let (Assessment::Scored(lang, _), LedgerDecision::Removed) = (&a, decision) {
                             *removed.entry(lang.clone()).or_default() += 1;
@@ -227,7 +327,7 @@ impl Stage for ToxicityStage {
                             out.push(doc)?;
                         }
                     }
-                    if docs.next().is_some() {
+                    if scores.read(&mut [0u8; 1])? != 0 {
                         return Err(shard_changed(s));
                     }
                     let (ledger, stats) = prov_filter::write_counted_ledger(cx, rows)?;
@@ -244,7 +344,7 @@ impl Stage for ToxicityStage {
             }
             shards.push(shard);
         }
-        let by_language = threshold_summary(&thresholds, &scores_by_language, &removed);
+        let by_language = threshold_summary(&thresholds, &counts, &removed);
         let mut out = prov_filter::finish_counted(cx, shards)?;
         out.stats.insert("thresholds".into(), Value::Object(by_language));
         out.stats.insert("score_quantiles".into(), Value::Object(quantiles));
@@ -253,38 +353,16 @@ impl Stage for ToxicityStage {
     }
 }
 
-/// Sorts each language's scores and derives its removal threshold (or `TooFew`) and the
-/// 21 quantiles kept for the data card.
-fn thresholds_per_language(
-    scores_by_language: &mut BTreeMap<String, Vec<f64>>,
-    config: &ToxicityConfig,
-) -> (BTreeMap<String, Threshold>, Map<String, Value>) {
-    let mut thresholds: BTreeMap<String, Threshold> = BTreeMap::new();
-    let mut quantiles = Map::new();
-    for (lang, v) in scores_by_language.iter_mut() {
-        v.sort_by(f64::total_cmp);
-        let t = if v.len() < config.min_documents as usize {
-            Threshold::TooFew
-        } else {
-            Threshold::At(quantile(v, config.quantile).expect("a language with scores has a quantile"))
-        };
-        thresholds.insert(lang.clone(), t);
-        let qs: Vec<f64> = (0..=20).map(|i| quantile(v, f64::from(i) / 20.0).expect("non-empty")).collect();
-        quantiles.insert(lang.clone(), json!(qs));
-    }
-    (thresholds, quantiles)
-}
-
 /// The per-language `thresholds` stats entry: threshold, documents scored and removed.
 fn threshold_summary(
     thresholds: &BTreeMap<String, Threshold>,
-    scores_by_language: &BTreeMap<String, Vec<f64>>,
+    counts: &BTreeMap<String, u64>,
     removed: &BTreeMap<String, u64>,
 ) -> Map<String, Value> {
     thresholds
         .iter()
         .map(|(lang, t)| {
-            let scored_count = scores_by_language.get(lang).map_or(0, Vec::len);
+            let scored_count = counts.get(lang).copied().unwrap_or(0);
             let entry = match t {
                 Threshold::At(t) => json!({
                     "threshold": t,
@@ -296,6 +374,22 @@ fn threshold_summary(
             (lang.clone(), entry)
         })
         .collect()
+}
+
+/// The stage's scratch directory, removed when dropped (and by `prov gc` after a crash):
+/// `scores-S.bin` per shard `S`, and the external sort's runs.
+struct Scratch(std::path::PathBuf);
+
+impl Scratch {
+    fn shard(&self, i: usize) -> std::path::PathBuf {
+        self.0.join(format!("scores-{i:06}.bin"))
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = fs_err::remove_dir_all(&self.0);
+    }
 }
 
 /// A shard read twice gave a different number of documents: its object changed in the
@@ -338,6 +432,96 @@ fn decide(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The thresholds as the stage computed them before its scores went to disk (each
+    /// language's scores sorted in memory): the reference for [`thresholds_from_sorted`].
+    fn thresholds_per_language(
+        scores_by_language: &mut BTreeMap<String, Vec<f64>>,
+        config: &ToxicityConfig,
+    ) -> (BTreeMap<String, Threshold>, Map<String, Value>) {
+        let mut thresholds: BTreeMap<String, Threshold> = BTreeMap::new();
+        let mut quantiles = Map::new();
+        for (lang, v) in scores_by_language.iter_mut() {
+            v.sort_by(f64::total_cmp);
+            let t = if v.len() < config.min_documents as usize {
+                Threshold::TooFew
+            } else {
+                Threshold::At(quantile(v, config.quantile).expect("a language with scores has a quantile"))
+            };
+            thresholds.insert(lang.clone(), t);
+            let qs: Vec<f64> = (0..=20).map(|i| quantile(v, f64::from(i) / 20.0).expect("non-empty")).collect();
+            quantiles.insert(lang.clone(), json!(qs));
+        }
+        (thresholds, quantiles)
+    }
+
+    fn through_disk(languages: &[&str], scores: &[(usize, f64)], config: &ToxicityConfig) -> Thresholds {
+        let dir = tempfile::tempdir().unwrap();
+        let sort = ExternalSort::<SCORE_W>::new(dir.path(), "t", 64);
+        let mut counts: BTreeMap<String, u64> = BTreeMap::new();
+        // Runs of up to 7 records, as shards would hand them over.
+        for chunk in scores.chunks(7) {
+            sort.add_run(
+                chunk
+                    .iter()
+                    .map(|&(l, v)| {
+                        *counts.entry(languages[l].to_owned()).or_default() += 1;
+                        let mut r = [0u8; SCORE_W];
+                        r[..4].copy_from_slice(&(l as u32).to_be_bytes());
+                        r[4..].copy_from_slice(&sortable(v).to_be_bytes());
+                        r
+                    })
+                    .collect(),
+            )
+            .unwrap();
+        }
+        thresholds_from_sorted(languages, &counts, sort.finish().unwrap(), config).unwrap()
+    }
+
+    #[test]
+    fn sortable_bits_follow_total_cmp() {
+        let mut v = vec![-1.5, 0.0, -0.0, 3.25, f64::MIN, f64::MAX, -1e-300, 1e-300, f64::NEG_INFINITY, f64::INFINITY];
+        let mut by_bits = v.clone();
+        v.sort_by(f64::total_cmp);
+        by_bits.sort_by_key(|x| sortable(*x));
+        assert_eq!(
+            v.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+            by_bits.iter().map(|x| x.to_bits()).collect::<Vec<_>>()
+        );
+        for x in v {
+            assert_eq!(unsortable(sortable(x)).to_bits(), x.to_bits());
+        }
+    }
+
+    proptest::proptest! {
+        /// Thresholds and data-card quantiles from the external sort equal, to the bit, those
+        /// of each language's scores sorted in memory, with languages under and over
+        /// `min_documents` and ties.
+        #[test]
+        fn thresholds_through_disk_equal_the_in_memory_ones(
+            scores in proptest::collection::vec((0usize..4, -8i32..8, 0u8..3), 0..200),
+            q in 0.01f64..0.99,
+            min_documents in 1u32..30,
+        ) {
+            let languages = ["de", "en", "fr", "sw"];
+            let scores: Vec<(usize, f64)> =
+                scores.iter().map(|&(l, v, frac)| (l, f64::from(v) + f64::from(frac) / 3.0)).collect();
+            let config: ToxicityConfig =
+                serde_json::from_value(json!({ "quantile": q, "min_documents": min_documents })).unwrap();
+            let mut by_language: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+            for &(l, v) in &scores {
+                by_language.entry(languages[l].to_owned()).or_default().push(v);
+            }
+            let (t_mem, q_mem) = thresholds_per_language(&mut by_language, &config);
+            let (t_disk, q_disk) = through_disk(&languages, &scores, &config);
+            proptest::prop_assert_eq!(format!("{t_mem:?}"), format!("{t_disk:?}"));
+            proptest::prop_assert_eq!(serde_json::to_string(&q_mem).unwrap(), serde_json::to_string(&q_disk).unwrap());
+        }
+    }
+
+    fn quantile(sorted: &[f64], q: f64) -> Option<f64> {
+        quantile_of(sorted.len(), q, |i| sorted[i])
+    }
 
     #[test]
     fn quantile_matches_numpy_linear() {
