@@ -382,6 +382,58 @@ mod audit {
         );
     }
 
+    /// The audit holds no rows: it reads each shard again when a claim needs it. A shard whose
+    /// bytes change after the ledger was checked (swapped under the auditor) is refused then,
+    /// and the row stream ends at the error instead of going on without the shard.
+    #[test]
+    fn a_ledger_shard_changed_after_the_check_is_refused_when_read_again() {
+        let (_d, store) = new_store();
+        let a = write_ledger_shard(&store, vec![row("a", false), row("b", true)]).expect("shard");
+        let b = write_ledger_shard(&store, vec![row("c", false), row("d", true)]).expect("shard");
+        let (digest, _) = write_ledger(&store, vec![a.clone(), b.clone()]).expect("ledger");
+        let ledger = check_ledger(&store, &digest).expect("checks");
+        let rows: Vec<_> = ledger.rows(&store).collect::<Result<_, _>>().expect("reads");
+        assert_eq!(
+            rows.iter().map(|(i, r)| (*i, r.id.as_str())).collect::<Vec<_>>(),
+            [(0, "a"), (0, "b"), (1, "c"), (1, "d")]
+        );
+        // Shard 0's object replaced by shard 1's bytes: well-formed rows, wrong object.
+        let path = store.object_path(&a.shard.digest);
+        let mut perms = fs_err::metadata(&path).unwrap().permissions();
+        #[allow(clippy::permissions_set_readonly_false)]
+        perms.set_readonly(false);
+        fs_err::set_permissions(&path, perms).unwrap();
+        fs_err::write(&path, fs_err::read(store.object_path(&b.shard.digest)).unwrap()).unwrap();
+        let e = ledger.shard(&store, 0).expect_err("refused");
+        assert!(e.contains(&a.shard.digest.to_string()), "{e}");
+        let after: Vec<_> = ledger.rows(&store).collect();
+        assert_eq!(after.len(), 1, "the stream ends at the error: {after:?}");
+        assert!(after[0].is_err());
+    }
+
+    #[test]
+    fn a_ledger_with_more_shards_than_shard_roots_is_refused() {
+        let (_d, store) = new_store();
+        let a = write_ledger_shard(&store, vec![row("a", false), row("b", true)]).expect("shard");
+        let b = write_ledger_shard(&store, vec![row("c", false)]).expect("shard");
+        let mut rules = a.rules.clone();
+        for (k, v) in &b.rules {
+            *rules.entry(k.clone()).or_default() += v;
+        }
+        // The second shard has no root: without the length check it would never be checked.
+        let forged = LedgerRecord {
+            schema: 1,
+            shards: vec![a.shard.clone(), b.shard.clone()],
+            shard_roots: vec![a.root],
+            merkle_root: merkle_root(&[a.root]),
+            rows: 3,
+            rules,
+        };
+        let forged = put_record(&store, &Record::Ledger(forged)).expect("record");
+        let e = check_ledger(&store, &forged).err().expect("refused");
+        assert!(e.contains("2 shards but 1 shard roots"), "{e}");
+    }
+
     #[test]
     fn a_sample_states_its_confidence() {
         assert!((crate::claims::detection_probability(0.005, 1000) - 0.993_346).abs() < 1e-6);

@@ -6,8 +6,8 @@ use prov_manifest::StageRecord;
 use prov_store::Digest;
 
 use super::{
-    AuditOptions, ClaimResult, Filter, RunContext, check_rules, choose_rows, count_rules, each_chosen_doc,
-    fail_if_many, fail_one_of_many, filters,
+    AuditOptions, ClaimResult, Filter, RunContext, check_rules, choose_rows, each_chosen_doc, fail_if_many,
+    fail_one_of_many, filters,
 };
 
 /// The `decontamination` claim.
@@ -34,7 +34,7 @@ pub(super) fn decontamination(
         check_rules(name, &f.ledger, LedgerDecision::Kept, &["decontaminate:clean"], &mut result);
         check_rules(name, &f.ledger, LedgerDecision::Removed, &["decontaminate:contaminated"], &mut result);
         check_rules(name, &f.ledger, LedgerDecision::Modified, &[], &mut result);
-        for (rule, n) in count_rules(&f.ledger, |_| true) {
+        for (rule, n) in f.ledger.rules(None) {
             result.evidence(format!("`{name}` documents by `{rule}`"), n);
         }
         result
@@ -68,9 +68,11 @@ fn rescan_overlap(
             return;
         }
     };
-    let chosen = choose_rows(f, |r| r.decision != LedgerDecision::Removed, options, name, result);
+    let Some(chosen) = choose_rows(cx, f, |r| r.decision != LedgerDecision::Removed, options, name, result) else {
+        return;
+    };
     let mut found = 0u64;
-    let checked = each_chosen_doc(cx, &f.output, &chosen, name, result, |_, d, result| {
+    let checked = each_chosen_doc(cx, f, &f.output, &chosen, name, result, |_, d, _, result| {
         if let Some(o) = bench.contaminated(&d.text) {
             fail_one_of_many(result, &mut found, || {
                 format!(

@@ -9,7 +9,7 @@ use prov_manifest::{Record, StageRecord, get_record};
 use prov_store::Digest;
 use serde_json::Value;
 
-use super::{ClaimResult, Filter, RunContext, check_rules, filters};
+use super::{ClaimResult, Filter, RunContext, check_rules, filters, row_or_fail};
 
 /// Reads a tree of verdict records (`what` names it in reasons: `verdicts`, `reviewer
 /// verdicts`): each `.json` entry with its record. A tree or record that cannot be read fails
@@ -215,7 +215,11 @@ pub(super) fn license(
         // Kept by the policy: per declared string. Kept by a reviewer: per string and verdict.
         let mut by_policy: BTreeMap<String, u64> = BTreeMap::new();
         let mut by_reviewer: BTreeMap<(String, String), (u64, Vec<String>)> = BTreeMap::new();
-        for r in f.ledger.rows().filter(|r| r.decision == LedgerDecision::Kept) {
+        for row in f.ledger.rows(cx.store) {
+            let Some(r) = row_or_fail(row, name, &mut result) else { break };
+            if r.decision != LedgerDecision::Kept {
+                continue;
+            }
             let field = |k: &str| r.evidence.as_ref().and_then(|e| e.get(k)).and_then(Value::as_str).unwrap_or("");
             if r.rule == "license:reviewer-allowed" {
                 let e = by_reviewer.entry((field("declared").to_owned(), field("verdict").to_owned())).or_default();
@@ -289,7 +293,8 @@ pub(super) fn compound_license(cx: &RunContext<'_>, stage: Option<&str>) -> Clai
             pinned.iter().find(|(_, (v, _))| v.record.is_none() && v.spdx == key).map(|(d, (v, _))| (*d, v))
         };
         let mut strings = BTreeMap::new();
-        for r in f.ledger.rows() {
+        for row in f.ledger.rows(cx.store) {
+            let Some(r) = row_or_fail(row, name, &mut result) else { break };
             if let Some(d) = r.evidence.as_ref().and_then(|e| e.get("declared")).and_then(Value::as_str) {
                 *strings.entry(d.to_owned()).or_insert(0u64) += 1;
             }

@@ -174,23 +174,128 @@ pub fn detection_probability(p: f64, n: usize) -> f64 {
     1.0 - (1.0 - p).powi(i32::try_from(n).unwrap_or(i32::MAX))
 }
 
-/// A ledger whose rows were checked against its record.
+/// A ledger whose rows were checked against its record. It keeps the record and the rows'
+/// counts per decision and rule, not the rows: a claim reads them again shard by shard
+/// ([`CheckedLedger::rows`], [`CheckedLedger::shard`]), each shard checked again as it is
+/// read (its bytes verified against its digest, its rows against the recorded shard root), so
+/// an audit holds one ledger shard at a time whatever the corpus.
 pub struct CheckedLedger {
     /// The ledger record.
     pub record: LedgerRecord,
-    /// The rows of each shard, in shard order.
-    pub shards: Vec<Vec<LedgerRow>>,
+    digest: Digest,
+    /// Rows per (decision, rule).
+    by_decision: BTreeMap<(&'static str, String), u64>,
 }
 
 impl CheckedLedger {
-    fn rows(&self) -> impl Iterator<Item = &LedgerRow> {
-        self.shards.iter().flatten()
+    /// Shard `i`'s rows, read and checked again.
+    ///
+    /// # Errors
+    ///
+    /// A sentence naming the ledger and shard, and what does not match.
+    pub fn shard(&self, store: &Store, i: usize) -> Result<Vec<LedgerRow>, String> {
+        checked_shard(store, &self.digest, &self.record, i)
+    }
+
+    /// Every row with its shard, shard by shard; after an error, nothing more.
+    pub fn rows<'a>(&'a self, store: &'a Store) -> LedgerRows<'a> {
+        LedgerRows { store, ledger: self, next: 0, shard: 0, current: Vec::new().into_iter(), done: false }
+    }
+
+    /// Rows per rule, of one decision or of all.
+    fn rules(&self, decision: Option<LedgerDecision>) -> BTreeMap<String, u64> {
+        let mut out = BTreeMap::new();
+        for ((d, rule), n) in &self.by_decision {
+            if decision.is_none_or(|x| x.as_str() == *d) {
+                *out.entry(rule.clone()).or_insert(0) += n;
+            }
+        }
+        out
     }
 }
 
-/// Reads a ledger and checks its rows against its record: each shard's bytes against their
-/// digest, its row count, its Merkle root against the recorded shard root, ids sorted and
-/// unique, and the `rules` counts.
+/// The rows of a [`CheckedLedger`], one shard in memory at a time.
+pub struct LedgerRows<'a> {
+    store: &'a Store,
+    ledger: &'a CheckedLedger,
+    next: usize,
+    shard: usize,
+    current: std::vec::IntoIter<LedgerRow>,
+    done: bool,
+}
+
+impl Iterator for LedgerRows<'_> {
+    type Item = Result<(usize, LedgerRow), String>;
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            if self.done {
+                return None;
+            }
+            if let Some(r) = self.current.next() {
+                return Some(Ok((self.shard, r)));
+            }
+            if self.next >= self.ledger.record.shards.len() {
+                self.done = true;
+                return None;
+            }
+            match self.ledger.shard(self.store, self.next) {
+                Ok(rows) => {
+                    (self.shard, self.next) = (self.next, self.next + 1);
+                    self.current = rows.into_iter();
+                }
+                Err(e) => {
+                    self.done = true;
+                    return Some(Err(e));
+                }
+            }
+        }
+    }
+}
+
+/// Takes the next row of [`CheckedLedger::rows`]; a row that cannot be read fails the claim.
+fn row_or_fail(row: Result<(usize, LedgerRow), String>, name: &str, result: &mut ClaimResult) -> Option<LedgerRow> {
+    match row {
+        Ok((_, r)) => Some(r),
+        Err(e) => {
+            result.fail(format!("`{name}`: {e}"));
+            None
+        }
+    }
+}
+
+/// Reads shard `i` of a ledger and checks it against the record: its bytes against their
+/// digest, its row count, its ids sorted and unique, its Merkle root.
+fn checked_shard(store: &Store, digest: &Digest, record: &LedgerRecord, i: usize) -> Result<Vec<LedgerRow>, String> {
+    let (shard, root) = (&record.shards[i], &record.shard_roots[i]);
+    let rows = read_ledger_shard(store, &shard.digest)
+        .map_err(|e| format!("ledger `{digest}`, shard {i} `{}`: {e}", shard.digest))?;
+    if rows.len() as u64 != shard.rows {
+        return Err(format!(
+            "ledger `{digest}`, shard {i} `{}` holds {} rows, the record says {}",
+            shard.digest,
+            rows.len(),
+            shard.rows
+        ));
+    }
+    if let Some(w) = rows.windows(2).find(|w| w[0].id.as_bytes() >= w[1].id.as_bytes()) {
+        return Err(format!(
+            "ledger `{digest}`, shard {i} `{}`: ids not sorted and unique (`{}` then `{}`)",
+            shard.digest, w[0].id, w[1].id
+        ));
+    }
+    let actual = merkle_root(&rows.iter().map(LedgerRow::leaf).collect::<Vec<_>>());
+    if actual != *root {
+        return Err(format!(
+            "ledger `{digest}`, shard {i} `{}`: its rows hash to root `{actual}`, the record's shard root is `{root}`",
+            shard.digest
+        ));
+    }
+    Ok(rows)
+}
+
+/// Reads a ledger and checks its rows against its record, shard by shard: each shard's bytes
+/// against their digest, its row count, its Merkle root against the recorded shard root, ids
+/// sorted and unique, and the `rules` counts.
 ///
 /// # Errors
 ///
@@ -201,44 +306,28 @@ pub fn check_ledger(store: &Store, digest: &Digest) -> Result<CheckedLedger, Str
         Ok(other) => return Err(format!("ledger `{digest}` is a {} record", other.kind_name())),
         Err(e) => return Err(format!("ledger `{digest}`: {e}")),
     };
-    let mut shards = Vec::new();
-    let mut rules: BTreeMap<String, u64> = BTreeMap::new();
-    for (i, (shard, root)) in record.shards.iter().zip(&record.shard_roots).enumerate() {
-        let rows = read_ledger_shard(store, &shard.digest)
-            .map_err(|e| format!("ledger `{digest}`, shard {i} `{}`: {e}", shard.digest))?;
-        if rows.len() as u64 != shard.rows {
-            return Err(format!(
-                "ledger `{digest}`, shard {i} `{}` holds {} rows, the record says {}",
-                shard.digest,
-                rows.len(),
-                shard.rows
-            ));
-        }
-        if let Some(w) = rows.windows(2).find(|w| w[0].id.as_bytes() >= w[1].id.as_bytes()) {
-            return Err(format!(
-                "ledger `{digest}`, shard {i} `{}`: ids not sorted and unique (`{}` then `{}`)",
-                shard.digest, w[0].id, w[1].id
-            ));
-        }
-        let actual = merkle_root(&rows.iter().map(LedgerRow::leaf).collect::<Vec<_>>());
-        if actual != *root {
-            return Err(format!(
-                "ledger `{digest}`, shard {i} `{}`: its rows hash to root `{actual}`, the record's shard root is `{root}`",
-                shard.digest
-            ));
-        }
-        for r in &rows {
-            *rules.entry(r.rule.clone()).or_default() += 1;
-        }
-        shards.push(rows);
-    }
-    if rules != record.rules {
+    if record.shards.len() != record.shard_roots.len() {
         return Err(format!(
-            "ledger `{digest}`: its rows' rule counts {rules:?} differ from the record's {:?}",
-            record.rules
+            "ledger `{digest}` has {} shards but {} shard roots",
+            record.shards.len(),
+            record.shard_roots.len()
         ));
     }
-    Ok(CheckedLedger { record, shards })
+    let mut by_decision: BTreeMap<(&'static str, String), u64> = BTreeMap::new();
+    for i in 0..record.shards.len() {
+        for r in checked_shard(store, digest, &record, i)? {
+            *by_decision.entry((r.decision.as_str(), r.rule)).or_default() += 1;
+        }
+    }
+    let ledger = CheckedLedger { record, digest: *digest, by_decision };
+    let rules = ledger.rules(None);
+    if rules != ledger.record.rules {
+        return Err(format!(
+            "ledger `{digest}`: its rows' rule counts {rules:?} differ from the record's {:?}",
+            ledger.record.rules
+        ));
+    }
+    Ok(ledger)
 }
 
 fn dataset(store: &Store, digest: &Digest) -> Result<DatasetRecord, String> {
@@ -293,18 +382,9 @@ fn load_filter(
         let l = check_ledger(cx.store, &ledger.digest)?;
         let i = dataset(cx.store, input)?;
         let o = dataset(cx.store, &out.digest)?;
-        // Shard by shard, ids only: memory stays bounded by a shard.
-        let mut ids = Vec::new();
-        for (s, shard) in o.shards.iter().enumerate() {
-            ids.push(
-                shard_docs(cx.store, &out.digest, s, &shard.digest)?
-                    .map(|d| d.map(|d| d.id))
-                    .collect::<Result<Vec<_>, _>>()?,
-            );
-        }
-        Ok::<_, String>((l, i, o, ids))
+        Ok::<_, String>((l, i, o))
     })();
-    let (l, i, o, docs) = match checked {
+    let (l, i, o) = match checked {
         Ok(x) => x,
         Err(e) => {
             result.fail(format!("stage `{name}`: {e}"));
@@ -317,13 +397,28 @@ fn load_filter(
     result.rechecked.push(format!(
         "`{name}`: the {} rows of the ledger's {} shards against their shard roots, order and rule counts",
         l.record.rows,
-        l.shards.len()
+        l.record.shards.len()
     ));
     if l.record.rows != i.rows {
         result.fail(format!("`{name}`: the ledger has {} rows, its input dataset {} documents", l.record.rows, i.rows));
     }
-    if l.shards.len() == docs.len() {
-        for (s, (rows, out_docs)) in l.shards.iter().zip(&docs).enumerate() {
+    if l.record.shards.len() == o.shards.len() {
+        // Shard by shard, ids only: memory stays bounded by a shard.
+        for (s, shard) in o.shards.iter().enumerate() {
+            let read = (|| {
+                let rows = l.shard(cx.store, s)?;
+                let ids = shard_docs(cx.store, &out.digest, s, &shard.digest)?
+                    .map(|d| d.map(|d| d.id))
+                    .collect::<Result<Vec<_>, _>>()?;
+                Ok::<_, String>((rows, ids))
+            })();
+            let (rows, out_docs) = match read {
+                Ok(x) => x,
+                Err(e) => {
+                    result.fail(format!("stage `{name}`: {e}"));
+                    return None;
+                }
+            };
             let passed: BTreeSet<&str> =
                 rows.iter().filter(|r| r.decision != LedgerDecision::Removed).map(|r| r.id.as_str()).collect();
             let found: BTreeSet<&str> = out_docs.iter().map(String::as_str).collect();
@@ -331,7 +426,7 @@ fn load_filter(
                 let extra: Vec<&&str> = found.difference(&passed).take(3).collect();
                 result.fail(format!(
                     "`{name}`: output shard {s} `{}` holds {} documents, its ledger shard passes {}{}",
-                    o.shards[s].digest,
+                    shard.digest,
                     out_docs.len(),
                     passed.len(),
                     if extra.is_empty() { String::new() } else { format!(" (not passed: {extra:?})") }
@@ -342,7 +437,7 @@ fn load_filter(
             .rechecked
             .push(format!("`{name}`: the output dataset's ids against the ledger's kept and modified rows"));
     } else {
-        result.fail(format!("`{name}`: {} ledger shards but {} output shards", l.shards.len(), docs.len()));
+        result.fail(format!("`{name}`: {} ledger shards but {} output shards", l.record.shards.len(), o.shards.len()));
     }
     Some(Filter { ledger: l, input: *input, output: out.digest })
 }
@@ -363,14 +458,6 @@ fn filters<'c>(
     stages.into_iter().filter_map(|s| load_filter(cx, &s.manifest, &s.record, result).map(|f| (&s.record, f))).collect()
 }
 
-fn count_rules(ledger: &CheckedLedger, pred: impl Fn(&LedgerRow) -> bool) -> BTreeMap<String, u64> {
-    let mut out = BTreeMap::new();
-    for r in ledger.rows().filter(|r| pred(r)) {
-        *out.entry(r.rule.clone()).or_insert(0) += 1;
-    }
-    out
-}
-
 fn share(part: u64, whole: u64) -> f64 {
     if whole == 0 { 0.0 } else { part as f64 / whole as f64 }
 }
@@ -387,56 +474,78 @@ fn check_rules(
     allowed: &[&str],
     result: &mut ClaimResult,
 ) {
-    for (rule, n) in count_rules(ledger, |r| r.decision == decision) {
+    for (rule, n) in ledger.rules(Some(decision)) {
         if !allowed.contains(&rule.as_str()) {
             result.fail(format!("`{name}`: {n} {} documents by rule `{rule}`", decision.as_str()));
         }
     }
 }
 
-/// The rows of a filter's ledger a re-derivation looks at, by (ledger shard, id): those that
-/// `pick` selects, all of them or, with `--sample`, the sample (seeded by id, so the same
-/// documents are chosen by every auditor with the seed). States the sample in the evidence.
-fn choose_rows<'f>(
-    f: &'f Filter,
-    pick: impl Fn(&LedgerRow) -> bool,
+/// The rows of a filter's ledger a re-derivation looks at: those that `pick` selects, all of
+/// them, or with `--sample` a sample of them (seeded by id, so that every auditor with the
+/// seed chooses the same documents).
+struct Chosen<'p> {
+    pick: Box<dyn Fn(&LedgerRow) -> bool + 'p>,
+    /// The sample, by (ledger shard, id); `None`: every picked row.
+    sample: Option<BTreeSet<(usize, String)>>,
+}
+
+/// Chooses the rows a re-derivation looks at (see [`Chosen`]) and states the sample in the
+/// evidence. A sample is the `n` picked rows with the least sample keys, found in one pass
+/// over the ledger holding `n` of them; without one, nothing is read here. `None` when the
+/// ledger cannot be read (the claim then fails).
+fn choose_rows<'p>(
+    cx: &RunContext<'_>,
+    f: &Filter,
+    pick: impl Fn(&LedgerRow) -> bool + 'p,
     options: &AuditOptions<'_>,
     name: &str,
     result: &mut ClaimResult,
-) -> BTreeSet<(usize, &'f str)> {
-    let mut candidates: Vec<(usize, &str)> = f
-        .ledger
-        .shards
-        .iter()
-        .enumerate()
-        .flat_map(|(i, rows)| rows.iter().map(move |r| (i, r)))
-        .filter(|(_, r)| pick(r))
-        .map(|(i, r)| (i, r.id.as_str()))
-        .collect();
-    let population = candidates.len();
-    if let Some((n, seed)) = options.sample {
-        candidates.sort_by_key(|&(i, id)| (prov_dataset::sample_key(seed, id), i, id));
-        candidates.truncate(n);
-        result
-            .evidence(format!("`{name}` rescan sample (seed {seed})"), format!("{} of {population}", candidates.len()));
-        result.evidence(
-            format!("`{name}` chance that the sample catches a violation if 0.5% of documents hold one"),
-            percent(detection_probability(0.005, candidates.len())),
-        );
+) -> Option<Chosen<'p>> {
+    let Some((n, seed)) = options.sample else { return Some(Chosen { pick: Box::new(pick), sample: None }) };
+    let mut least: std::collections::BinaryHeap<(u64, usize, String)> = std::collections::BinaryHeap::new();
+    let mut population = 0usize;
+    for row in f.ledger.rows(cx.store) {
+        let (i, r) = match row {
+            Ok(x) => x,
+            Err(e) => {
+                result.fail(format!("`{name}`: {e}"));
+                return None;
+            }
+        };
+        if !pick(&r) {
+            continue;
+        }
+        population += 1;
+        let key = (prov_dataset::sample_key(seed, &r.id), i, r.id);
+        if least.len() < n {
+            least.push(key);
+        } else if least.peek().is_some_and(|top| key < *top) {
+            least.pop();
+            least.push(key);
+        }
     }
-    candidates.into_iter().collect()
+    let sample: BTreeSet<(usize, String)> = least.into_iter().map(|(_, i, id)| (i, id)).collect();
+    result.evidence(format!("`{name}` rescan sample (seed {seed})"), format!("{} of {population}", sample.len()));
+    result.evidence(
+        format!("`{name}` chance that the sample catches a violation if 0.5% of documents hold one"),
+        percent(detection_probability(0.005, sample.len())),
+    );
+    Some(Chosen { pick: Box::new(pick), sample: Some(sample) })
 }
 
 /// Streams the documents of `dataset` (shard `i` beside ledger shard `i`) that are `chosen`,
-/// calling `check` on each with its shard; stops at the first error, failing the claim.
+/// calling `check` on each with its shard and the ledger shard's rows; stops at the first
+/// error, failing the claim. Holds one ledger shard and one set of its ids at a time.
 /// Returns how many documents were checked.
 fn each_chosen_doc(
     cx: &RunContext<'_>,
+    f: &Filter,
     dataset: &Digest,
-    chosen: &BTreeSet<(usize, &str)>,
+    chosen: &Chosen<'_>,
     name: &str,
     result: &mut ClaimResult,
-    mut check: impl FnMut(usize, &Document, &mut ClaimResult) -> Result<(), String>,
+    mut check: impl FnMut(usize, &Document, &[LedgerRow], &mut ClaimResult) -> Result<(), String>,
 ) -> usize {
     let shards = match self::dataset(cx.store, dataset) {
         Ok(d) => d.shards,
@@ -447,9 +556,24 @@ fn each_chosen_doc(
     };
     let mut checked = 0;
     for (i, shard) in shards.iter().enumerate() {
-        if chosen.range((i, "")..).next().is_none_or(|&(s, _)| s != i) {
+        if let Some(sample) = &chosen.sample
+            && sample.range((i, String::new())..).next().is_none_or(|(s, _)| *s != i)
+        {
             continue;
         }
+        let rows = match f.ledger.shard(cx.store, i) {
+            Ok(rows) => rows,
+            Err(e) => {
+                result.fail(format!("`{name}`: {e}"));
+                return checked;
+            }
+        };
+        let ids: BTreeSet<&str> = match &chosen.sample {
+            Some(sample) => {
+                sample.range((i, String::new())..).take_while(|(s, _)| *s == i).map(|(_, id)| id.as_str()).collect()
+            }
+            None => rows.iter().filter(|r| (chosen.pick)(r)).map(|r| r.id.as_str()).collect(),
+        };
         let docs = match shard_docs(cx.store, dataset, i, &shard.digest) {
             Ok(d) => d,
             Err(e) => {
@@ -459,9 +583,9 @@ fn each_chosen_doc(
         };
         for d in docs {
             let outcome = d.and_then(|d| {
-                if chosen.contains(&(i, d.id.as_str())) {
+                if ids.contains(d.id.as_str()) {
                     checked += 1;
-                    check(i, &d, result)?;
+                    check(i, &d, &rows, result)?;
                 }
                 Ok(())
             });

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use prov_dataset::LedgerDecision;
 use serde_json::Value;
 
-use super::{AuditOptions, ClaimResult, RunContext, check_rules, choose_rows, count_rules, each_chosen_doc, filters};
+use super::{AuditOptions, ClaimResult, RunContext, check_rules, choose_rows, each_chosen_doc, filters};
 
 /// The `pii` claim.
 pub(super) fn pii(cx: &RunContext<'_>, stage: Option<&str>, options: &AuditOptions<'_>) -> ClaimResult {
@@ -19,7 +19,7 @@ pub(super) fn pii(cx: &RunContext<'_>, stage: Option<&str>, options: &AuditOptio
         check_rules(name, &f.ledger, LedgerDecision::Kept, &["pii:none", "pii:exempt"], &mut result);
         check_rules(name, &f.ledger, LedgerDecision::Modified, &["pii:redacted"], &mut result);
         check_rules(name, &f.ledger, LedgerDecision::Removed, &[], &mut result);
-        let by_rule = count_rules(&f.ledger, |_| true);
+        let by_rule = f.ledger.rules(None);
         for (rule, n) in &by_rule {
             result.evidence(format!("`{name}` documents by `{rule}`"), n);
         }
@@ -47,16 +47,19 @@ pub(super) fn pii(cx: &RunContext<'_>, stage: Option<&str>, options: &AuditOptio
         };
         // The output's non-exempt documents: the ledger's passed rows, which `load_filter`
         // checked to be exactly the output's documents.
-        let chosen = choose_rows(
+        let Some(chosen) = choose_rows(
+            cx,
             &f,
             |r| r.decision != LedgerDecision::Removed && r.rule != "pii:exempt",
             options,
             name,
             &mut result,
-        );
+        ) else {
+            continue;
+        };
         let (mut ours, mut theirs) = (BTreeMap::<&str, u64>::new(), 0u64);
         let mut first: Vec<String> = Vec::new();
-        let scanned = each_chosen_doc(cx, &f.output, &chosen, name, &mut result, |_, d, _| {
+        let scanned = each_chosen_doc(cx, &f, &f.output, &chosen, name, &mut result, |_, d, _, _| {
             let found = crate::pii_scan::scan(&d.text, kinds);
             for (kind, _) in &found {
                 *ours.entry(kind.as_str()).or_default() += 1;

@@ -7,8 +7,8 @@ use prov_manifest::StageRecord;
 use serde_json::Value;
 
 use super::{
-    AuditOptions, ClaimResult, Filter, RunContext, check_rules, choose_rows, count_rules, each_chosen_doc,
-    fail_if_many, fail_one_of_many, filters, percent, share,
+    AuditOptions, ClaimResult, Filter, RunContext, check_rules, choose_rows, each_chosen_doc, fail_if_many,
+    fail_one_of_many, filters, percent, row_or_fail, share,
 };
 use crate::policy::LanguageGroup;
 
@@ -59,7 +59,11 @@ pub(super) fn robots(
             &mut result,
         );
         check_rules(name, &f.ledger, LedgerDecision::Modified, &[], &mut result);
-        for r in f.ledger.rows().filter(|r| r.decision == LedgerDecision::Removed) {
+        for row in f.ledger.rows(cx.store) {
+            let Some(r) = row_or_fail(row, name, &mut result) else { break };
+            if r.decision != LedgerDecision::Removed {
+                continue;
+            }
             let named = r
                 .evidence
                 .as_ref()
@@ -75,7 +79,7 @@ pub(super) fn robots(
             "`{name}`: every kept row's rule is a keeping one, every removed row names a disallowed agent"
         ));
         redecide_robots(cx, s, &f, options, &mut result);
-        let kept = count_rules(&f.ledger, |r| r.decision == LedgerDecision::Kept);
+        let kept = f.ledger.rules(Some(LedgerDecision::Kept));
         let kept_total: u64 = kept.values().sum();
         let removed: u64 = f.ledger.record.rows - kept_total;
         let by_default: u64 = ROBOTS_DEFAULT_RULES.iter().filter_map(|r| kept.get(*r)).sum();
@@ -129,10 +133,9 @@ fn redecide_robots(
             return;
         }
     };
-    let chosen = choose_rows(f, |_| true, options, name, result);
+    let Some(chosen) = choose_rows(cx, f, |_| true, options, name, result) else { return };
     let mut differ = 0u64;
-    let checked = each_chosen_doc(cx, &f.input, &chosen, name, result, |i, d, result| {
-        let rows = &f.ledger.shards[i];
+    let checked = each_chosen_doc(cx, f, &f.input, &chosen, name, result, |i, d, rows, result| {
         let row = rows
             .binary_search_by(|r| r.id.as_bytes().cmp(d.id.as_bytes()))
             .map(|at| &rows[at])
@@ -185,7 +188,8 @@ pub(super) fn robots_loss(
         let name = s.name.as_str();
         // (total words, removed words) per group, in policy order.
         let mut measured = vec![(0u64, 0u64); groups.len()];
-        for r in f.ledger.rows() {
+        for row in f.ledger.rows(cx.store) {
+            let Some(r) = row_or_fail(row, name, &mut result) else { break };
             let language = r.language.as_deref().unwrap_or("");
             let listed = groups.iter().position(|g| g.languages.iter().any(|c| language_matches(language, c)));
             let Some(g) = listed.or_else(|| groups.iter().position(|g| g.languages.is_empty())) else { continue };

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::{ClaimResult, RunContext, filters, percent, share};
+use super::{ClaimResult, RunContext, filters, percent, row_or_fail, share};
 
 /// A statistic as a float, when it is a number.
 fn number(v: Option<&Value>) -> Option<f64> {
@@ -37,7 +37,8 @@ pub(super) fn toxicity(cx: &RunContext<'_>, stage: Option<&str>, removed_share: 
         };
         let mut scored: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
         let mut bad_rows = 0u64;
-        for r in f.ledger.rows() {
+        for row in f.ledger.rows(cx.store) {
+            let Some(r) = row_or_fail(row, name, &mut result) else { break };
             let ev = r.evidence.as_ref();
             let Some(lang) = ev.and_then(|e| e.get("language")).and_then(Value::as_str) else { continue };
             if !matches!(r.rule.as_str(), "toxicity:toxic" | "toxicity:kept") {
