@@ -197,3 +197,21 @@ fn no_command_imports_another() {
         .collect();
     assert!(offenders.is_empty(), "commands that import another command: {offenders:?}");
 }
+
+/// No code chooses its device by what the machine has: the envelope says where a stage
+/// computed (see `prov_torch::DEVICE`).
+#[test]
+fn no_stage_picks_its_device_by_what_the_machine_has() {
+    let mut files = Vec::new();
+    for c in crates() {
+        rust_files(&c.join("src"), &mut files);
+    }
+    let needle = ["cuda", "_if_available"].concat();
+    let offenders: Vec<String> = files
+        .iter()
+        .filter(|f| code_of(f).contains(&needle))
+        .map(|f| f.strip_prefix(repo_root()).unwrap().display().to_string())
+        .collect();
+    assert!(!files.is_empty());
+    assert!(offenders.is_empty(), "device chosen by the machine in: {offenders:?}");
+}

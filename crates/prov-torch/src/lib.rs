@@ -11,6 +11,13 @@
 
 use tch::{Kind, Tensor};
 
+/// The device every libtorch stage computes on. The envelope records `cpu`, so a stage must
+/// never pick its device by what the machine has (`Device::cuda_if_available`): on a machine
+/// with a GPU it would compute there under an envelope that says CPU, and a replay elsewhere
+/// would diverge with nothing in the records to say why. GPU stages need the device in the
+/// stage's configuration and the GPU's facts in the envelope first.
+pub const DEVICE: tch::Device = tch::Device::Cpu;
+
 /// The libtorch version this binary is linked against (the torch wheel's `version.py`).
 pub const LIBTORCH_VERSION: &str = env!("PROV_LIBTORCH_VERSION");
 
