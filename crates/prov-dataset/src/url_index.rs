@@ -7,7 +7,7 @@
 //! entry's JSON text (without the newline), in order; the stage records it, with the number of
 //! entries, in its statistics (`merkle_root`, `entries`), where a proof finds it.
 
-use prov_store::{Digest, Store, merkle_root};
+use prov_store::{Digest, MerkleBuilder, Store, merkle_root};
 use serde::{Deserialize, Serialize};
 
 use crate::DatasetError;
@@ -48,6 +48,48 @@ pub struct UrlIndex {
     pub entries: u64,
     /// The Merkle root over the entries.
     pub root: Digest,
+}
+
+/// Writes a URL index from entries in index order, streaming: the bytes go to a writer, and
+/// only the entry count and the Merkle tree's complete subtrees are held. The `url-index`
+/// stage feeds it from an external sort, so that its memory does not grow with the corpus;
+/// the result is [`build_url_index`]'s, byte for byte.
+pub struct UrlIndexWriter<W: std::io::Write> {
+    out: W,
+    merkle: MerkleBuilder,
+    last: Option<UrlIndexEntry>,
+}
+
+impl<W: std::io::Write> UrlIndexWriter<W> {
+    /// A writer of an empty index.
+    pub fn new(out: W) -> Self {
+        Self { out, merkle: MerkleBuilder::new(), last: None }
+    }
+
+    /// Appends an entry; it must come after the last one (sorted by `url`, then `id`).
+    ///
+    /// # Errors
+    ///
+    /// The writer's, and `InvalidInput` for an entry out of order or repeated.
+    pub fn push(&mut self, entry: UrlIndexEntry) -> std::io::Result<()> {
+        if self.last.as_ref().is_some_and(|last| *last >= entry) {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("URL index entry {entry:?} is not after the one before"),
+            ));
+        }
+        let text = entry.canonical();
+        self.merkle.push(&Digest::of(text.as_bytes()));
+        self.out.write_all(text.as_bytes())?;
+        self.out.write_all(b"\n")?;
+        self.last = Some(entry);
+        Ok(())
+    }
+
+    /// The writer back, with the entry count and the Merkle root.
+    pub fn finish(self) -> (W, u64, Digest) {
+        (self.out, self.merkle.len(), self.merkle.root())
+    }
 }
 
 /// Builds the index from entries in any order: sorts them and drops duplicates.
@@ -99,5 +141,30 @@ mod tests {
         assert_eq!(text.lines().next().unwrap(), parsed[0].canonical());
         assert!(parsed[0].canonical().starts_with(r#"{"id":"#), "canonical JSON sorts the keys");
         assert!(text.ends_with('\n'));
+    }
+
+    proptest::proptest! {
+        /// Streaming sorted, deduplicated entries gives the in-memory builder's bytes, count
+        /// and root; an entry out of order is refused.
+        #[test]
+        fn the_streaming_writer_equals_the_builder(
+            entries in proptest::collection::vec((0u8..5, 0u8..5), 0..60),
+        ) {
+            let entries: Vec<UrlIndexEntry> =
+                entries.iter().map(|(u, i)| UrlIndexEntry::new(&format!("https://{u}.example/"), &i.to_string())).collect();
+            let built = build_url_index(entries.clone());
+            let mut sorted = entries;
+            sorted.sort();
+            sorted.dedup();
+            let mut w = UrlIndexWriter::new(Vec::new());
+            for e in &sorted {
+                w.push(e.clone()).unwrap();
+            }
+            if let Some(last) = sorted.last() {
+                proptest::prop_assert!(w.push(last.clone()).is_err());
+            }
+            let (bytes, n, root) = w.finish();
+            proptest::prop_assert_eq!((bytes, n, root), (built.bytes, built.entries, built.root));
+        }
     }
 }

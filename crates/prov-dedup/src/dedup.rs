@@ -369,8 +369,8 @@ fn sketch_shard(
     docs: impl Iterator<Item = Result<(String, String), StageError>>,
     config: &DedupConfig,
     hasher: &MinHasher,
-    exact: &ExternalSort<EXACT_W>,
-    buckets: &ExternalSort<BUCKET_W>,
+    exact: &ExternalSort<[u8; EXACT_W]>,
+    buckets: &ExternalSort<[u8; BUCKET_W]>,
 ) -> Result<usize, StageError> {
     let mut ids = BufWriter::new(fs_err::File::create(scratch.path("ids", shard))?);
     let mut ends = BufWriter::new(fs_err::File::create(scratch.path("ends", shard))?);
@@ -418,8 +418,11 @@ fn sketch_shard(
 
 /// Phase 2a: every document whose exact key an earlier document has, with that document
 /// (the first with the key), sorted by position.
-fn exact_duplicates(scratch: &Scratch, exact: ExternalSort<EXACT_W>) -> Result<Sorted<EXACT_DUP_W>, StageError> {
-    let dups = ExternalSort::<EXACT_DUP_W>::new(&scratch.dir, "exact-dup", SORT_BUDGET);
+fn exact_duplicates(
+    scratch: &Scratch,
+    exact: ExternalSort<[u8; EXACT_W]>,
+) -> Result<Sorted<[u8; EXACT_DUP_W]>, StageError> {
+    let dups = ExternalSort::<[u8; EXACT_DUP_W]>::new(&scratch.dir, "exact-dup", SORT_BUDGET);
     let mut out = dups.pusher();
     let mut first: Option<([u8; 32], u64)> = None;
     for r in exact.finish()? {
@@ -442,8 +445,11 @@ fn exact_duplicates(scratch: &Scratch, exact: ExternalSort<EXACT_W>) -> Result<S
 /// Phase 2b: writes the members of every bucket that has two or more to `members.bin`, and
 /// returns, sorted by position then band, where each later member finds its earlier ones.
 /// Streams: a bucket of any size costs no memory.
-fn bucket_lookups(scratch: &Scratch, buckets: ExternalSort<BUCKET_W>) -> Result<Sorted<LOOKUP_W>, StageError> {
-    let lookups = ExternalSort::<LOOKUP_W>::new(&scratch.dir, "lookup", SORT_BUDGET);
+fn bucket_lookups(
+    scratch: &Scratch,
+    buckets: ExternalSort<[u8; BUCKET_W]>,
+) -> Result<Sorted<[u8; LOOKUP_W]>, StageError> {
+    let lookups = ExternalSort::<[u8; LOOKUP_W]>::new(&scratch.dir, "lookup", SORT_BUDGET);
     let mut out = lookups.pusher();
     let mut members = BufWriter::new(fs_err::File::create(scratch.dir.join("members.bin"))?);
     let mut written = 0u64;
@@ -516,8 +522,8 @@ impl KeptBits {
 fn decide(
     scratch: &Scratch,
     rows: &[usize],
-    exact_dups: Sorted<EXACT_DUP_W>,
-    lookups: Sorted<LOOKUP_W>,
+    exact_dups: Sorted<[u8; EXACT_DUP_W]>,
+    lookups: Sorted<[u8; LOOKUP_W]>,
     config: &DedupConfig,
 ) -> Result<u64, StageError> {
     use fs_err::os::unix::fs::FileExt;
@@ -675,8 +681,8 @@ fn sketch_and_decide<I>(
 where
     I: FnOnce() -> Result<Docs, StageError> + Send,
 {
-    let exact = ExternalSort::<EXACT_W>::new(&scratch.dir, "exact", SORT_BUDGET);
-    let buckets = ExternalSort::<BUCKET_W>::new(&scratch.dir, "bucket", SORT_BUDGET);
+    let exact = ExternalSort::<[u8; EXACT_W]>::new(&scratch.dir, "exact", SORT_BUDGET);
+    let buckets = ExternalSort::<[u8; BUCKET_W]>::new(&scratch.dir, "bucket", SORT_BUDGET);
     // Phase 1: shard-parallel; each shard streamed, its records sorted as one run.
     let rows: Vec<usize> = pool.install(|| {
         shards

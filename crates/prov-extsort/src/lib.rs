@@ -1,8 +1,9 @@
-//! External sort of fixed-width records in bounded memory: the tool the stages use where
-//! their state would otherwise grow with the corpus (dedup's buckets and exact keys).
+//! External sort of byte records in bounded memory: the tool the stages use where their
+//! state would otherwise grow with the corpus (dedup's buckets and exact keys, toxicity's
+//! scores, the URL index's entries).
 //!
-//! Records are `[u8; W]` compared as bytes, so a caller encodes its sort key big endian
-//! first. Producers hand over sorted *runs*: a parallel worker sorts what it made (one
+//! A record is a fixed-width `[u8; W]` or a byte string `Vec<u8>` (stored with a length
+//! prefix), compared as bytes, so a caller encodes its sort key big endian first. Producers hand over sorted *runs*: a parallel worker sorts what it made (one
 //! shard's records) and writes it with [`ExternalSort::add_run`]; a sequential producer uses
 //! a [`Pusher`], which spills a run whenever its buffer reaches the budget.
 //! [`ExternalSort::finish`] merges the runs, at most [`MAX_FAN_IN`] at a time, in as many
@@ -24,6 +25,7 @@
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
+use std::fmt::Debug;
 use std::io::{self, BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -35,27 +37,99 @@ pub const MAX_FAN_IN: usize = 64;
 /// The read buffer of each run during a merge.
 pub const READ_BUFFER: usize = 64 * 1024;
 
-/// Sorted runs of `W`-byte records, on disk, waiting to be merged.
+/// A record of an [`ExternalSort`]: ordered by its bytes, written to and read from run files.
+pub trait Record: Ord + Debug + Send + Sized {
+    /// Writes the record to a run file.
+    ///
+    /// # Errors
+    ///
+    /// The writer's.
+    fn write_to(&self, out: &mut impl Write) -> io::Result<()>;
+    /// Reads the next record of a run file; `None` at its end.
+    ///
+    /// # Errors
+    ///
+    /// The reader's, and `UnexpectedEof` for a file that ends inside a record.
+    fn read_from(input: &mut impl Read) -> io::Result<Option<Self>>;
+    /// What the record costs in a buffer, for budgets.
+    fn cost(&self) -> usize;
+}
+
+/// Fills `buf` from `input`: `false` at a clean end of file before the first byte.
+fn read_full(input: &mut impl Read, buf: &mut [u8]) -> io::Result<bool> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        match input.read(&mut buf[filled..]) {
+            Ok(0) if filled == 0 => return Ok(false),
+            Ok(0) => return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "a run file ends inside a record")),
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(true)
+}
+
+impl<const W: usize> Record for [u8; W] {
+    fn write_to(&self, out: &mut impl Write) -> io::Result<()> {
+        out.write_all(self)
+    }
+    fn read_from(input: &mut impl Read) -> io::Result<Option<Self>> {
+        let mut buf = [0u8; W];
+        Ok(read_full(input, &mut buf)?.then_some(buf))
+    }
+    fn cost(&self) -> usize {
+        W.max(1)
+    }
+}
+
+/// A byte string, stored as its length (u32, little endian) and its bytes.
+impl Record for Vec<u8> {
+    fn write_to(&self, out: &mut impl Write) -> io::Result<()> {
+        let len = u32::try_from(self.len())
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a record of 4 GiB or more"))?;
+        out.write_all(&len.to_le_bytes())?;
+        out.write_all(self)
+    }
+    fn read_from(input: &mut impl Read) -> io::Result<Option<Self>> {
+        let mut len = [0u8; 4];
+        if !read_full(input, &mut len)? {
+            return Ok(None);
+        }
+        let mut buf = vec![0u8; u32::from_le_bytes(len) as usize];
+        if !read_full(input, &mut buf)? && !buf.is_empty() {
+            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "a run file ends inside a record"));
+        }
+        Ok(Some(buf))
+    }
+    fn cost(&self) -> usize {
+        // The bytes, the vector itself and its length prefix on disk.
+        self.len() + std::mem::size_of::<Self>() + 4
+    }
+}
+
+/// Sorted runs of records, on disk, waiting to be merged.
 #[derive(Debug)]
-pub struct ExternalSort<const W: usize> {
+pub struct ExternalSort<R: Record> {
     dir: PathBuf,
     label: String,
     runs: Mutex<Vec<PathBuf>>,
     next: AtomicU64,
-    budget_records: usize,
+    budget_bytes: usize,
+    record: std::marker::PhantomData<fn() -> R>,
 }
 
-impl<const W: usize> ExternalSort<W> {
+impl<R: Record> ExternalSort<R> {
     /// A sort whose run files go to `dir` (which must exist), named after `label`; a
     /// [`Pusher`] holds at most `budget_bytes` of records before it spills a run.
     pub fn new(dir: &Path, label: &str, budget_bytes: usize) -> Self {
-        assert!(W > 0, "a record has at least one byte");
         Self {
             dir: dir.to_path_buf(),
             label: label.to_string(),
             runs: Mutex::new(Vec::new()),
             next: AtomicU64::new(0),
-            budget_records: (budget_bytes / W).max(1),
+            budget_bytes,
+            record: std::marker::PhantomData,
         }
     }
 
@@ -65,7 +139,7 @@ impl<const W: usize> ExternalSort<W> {
     }
 
     /// Sorts `records` and writes them as one run. Safe to call from many threads.
-    pub fn add_run(&self, mut records: Vec<[u8; W]>) -> io::Result<()> {
+    pub fn add_run(&self, mut records: Vec<R>) -> io::Result<()> {
         if records.is_empty() {
             return Ok(());
         }
@@ -73,7 +147,7 @@ impl<const W: usize> ExternalSort<W> {
         let path = self.run_path();
         let mut out = BufWriter::with_capacity(READ_BUFFER, fs_err::File::create(&path)?);
         for r in &records {
-            out.write_all(r)?;
+            r.write_to(&mut out)?;
         }
         out.into_inner().map_err(io::IntoInnerError::into_error)?;
         self.runs.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(path);
@@ -81,12 +155,12 @@ impl<const W: usize> ExternalSort<W> {
     }
 
     /// A buffer that spills a sorted run whenever it holds the budget.
-    pub fn pusher(&self) -> Pusher<'_, W> {
-        Pusher { sort: self, buffer: Vec::new() }
+    pub fn pusher(&self) -> Pusher<'_, R> {
+        Pusher { sort: self, buffer: Vec::new(), cost: 0 }
     }
 
     /// Merges every run and returns the records in byte order.
-    pub fn finish(self) -> io::Result<Sorted<W>> {
+    pub fn finish(self) -> io::Result<Sorted<R>> {
         let mut runs = self.runs.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
         // Paths sort by their counter, so passes are the same from run to run; the output
         // does not depend on it (see the crate doc), the file names do.
@@ -97,8 +171,8 @@ impl<const W: usize> ExternalSort<W> {
             for (i, group) in runs.chunks(MAX_FAN_IN).enumerate() {
                 let path = self.dir.join(format!("{}-pass{pass}-{i:06}.bin", self.label));
                 let mut out = BufWriter::with_capacity(READ_BUFFER, fs_err::File::create(&path)?);
-                for r in Merge::<W>::open(group)? {
-                    out.write_all(&r?)?;
+                for r in Merge::<R>::open(group)? {
+                    r?.write_to(&mut out)?;
                 }
                 out.into_inner().map_err(io::IntoInnerError::into_error)?;
                 for p in group {
@@ -115,16 +189,19 @@ impl<const W: usize> ExternalSort<W> {
 
 /// Buffers records and spills them as sorted runs (see [`ExternalSort::pusher`]).
 #[derive(Debug)]
-pub struct Pusher<'a, const W: usize> {
-    sort: &'a ExternalSort<W>,
-    buffer: Vec<[u8; W]>,
+pub struct Pusher<'a, R: Record> {
+    sort: &'a ExternalSort<R>,
+    buffer: Vec<R>,
+    cost: usize,
 }
 
-impl<const W: usize> Pusher<'_, W> {
+impl<R: Record> Pusher<'_, R> {
     /// Adds one record.
-    pub fn push(&mut self, record: [u8; W]) -> io::Result<()> {
+    pub fn push(&mut self, record: R) -> io::Result<()> {
+        self.cost += record.cost();
         self.buffer.push(record);
-        if self.buffer.len() >= self.sort.budget_records {
+        if self.cost >= self.sort.budget_bytes {
+            self.cost = 0;
             self.sort.add_run(std::mem::take(&mut self.buffer))?;
         }
         Ok(())
@@ -138,37 +215,20 @@ impl<const W: usize> Pusher<'_, W> {
 
 /// A k-way merge of sorted run files.
 #[derive(Debug)]
-struct Merge<const W: usize> {
+struct Merge<R: Record> {
     readers: Vec<BufReader<fs_err::File>>,
-    heap: BinaryHeap<Reverse<([u8; W], usize)>>,
+    heap: BinaryHeap<Reverse<(R, usize)>>,
     /// A read error, reported after the record before it; the merge ends there.
     failed: Option<io::Error>,
 }
 
-fn read_record<const W: usize>(r: &mut impl Read) -> io::Result<Option<[u8; W]>> {
-    let mut buf = [0u8; W];
-    let mut filled = 0;
-    while filled < W {
-        match r.read(&mut buf[filled..]) {
-            Ok(0) if filled == 0 => return Ok(None),
-            Ok(0) => {
-                return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "a run file ends inside a record"));
-            }
-            Ok(n) => filled += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(Some(buf))
-}
-
-impl<const W: usize> Merge<W> {
+impl<R: Record> Merge<R> {
     fn open(paths: &[PathBuf]) -> io::Result<Self> {
         let mut readers = Vec::with_capacity(paths.len());
         let mut heap = BinaryHeap::with_capacity(paths.len());
         for (i, p) in paths.iter().enumerate() {
             let mut r = BufReader::with_capacity(READ_BUFFER, fs_err::File::open(p)?);
-            if let Some(rec) = read_record::<W>(&mut r)? {
+            if let Some(rec) = R::read_from(&mut r)? {
                 heap.push(Reverse((rec, i)));
             }
             readers.push(r);
@@ -177,15 +237,15 @@ impl<const W: usize> Merge<W> {
     }
 }
 
-impl<const W: usize> Iterator for Merge<W> {
-    type Item = io::Result<[u8; W]>;
+impl<R: Record> Iterator for Merge<R> {
+    type Item = io::Result<R>;
     fn next(&mut self) -> Option<Self::Item> {
         if let Some(e) = self.failed.take() {
             self.heap.clear();
             return Some(Err(e));
         }
         let Reverse((rec, i)) = self.heap.pop()?;
-        match read_record::<W>(&mut self.readers[i]) {
+        match R::read_from(&mut self.readers[i]) {
             Ok(Some(next)) => self.heap.push(Reverse((next, i))),
             Ok(None) => {}
             Err(e) => self.failed = Some(e),
@@ -197,19 +257,19 @@ impl<const W: usize> Iterator for Merge<W> {
 /// The records of an [`ExternalSort`], in byte order. Its run files are removed when it is
 /// dropped.
 #[derive(Debug)]
-pub struct Sorted<const W: usize> {
-    merge: Merge<W>,
+pub struct Sorted<R: Record> {
+    merge: Merge<R>,
     files: Vec<PathBuf>,
 }
 
-impl<const W: usize> Iterator for Sorted<W> {
-    type Item = io::Result<[u8; W]>;
+impl<R: Record> Iterator for Sorted<R> {
+    type Item = io::Result<R>;
     fn next(&mut self) -> Option<Self::Item> {
         self.merge.next()
     }
 }
 
-impl<const W: usize> Drop for Sorted<W> {
+impl<R: Record> Drop for Sorted<R> {
     fn drop(&mut self) {
         self.merge.readers.clear();
         for p in &self.files {
@@ -225,7 +285,7 @@ mod tests {
 
     fn sorted_through_disk(records: &[[u8; 3]], budget_bytes: usize, run_size: usize) -> Vec<[u8; 3]> {
         let dir = tempfile::tempdir().unwrap();
-        let sort = ExternalSort::<3>::new(dir.path(), "t", budget_bytes);
+        let sort = ExternalSort::<[u8; 3]>::new(dir.path(), "t", budget_bytes);
         // Half through whole runs (as parallel workers do), half through a pusher.
         let (runs, pushed) = records.split_at(records.len() / 2);
         for chunk in runs.chunks(run_size.max(1)) {
@@ -255,7 +315,7 @@ mod tests {
     #[test]
     fn an_empty_sort_yields_nothing() {
         let dir = tempfile::tempdir().unwrap();
-        let sort = ExternalSort::<8>::new(dir.path(), "t", 1024);
+        let sort = ExternalSort::<[u8; 8]>::new(dir.path(), "t", 1024);
         sort.add_run(Vec::new()).unwrap();
         assert_eq!(sort.finish().unwrap().count(), 0);
     }
@@ -263,7 +323,7 @@ mod tests {
     #[test]
     fn a_truncated_run_is_an_error_not_a_short_result() {
         let dir = tempfile::tempdir().unwrap();
-        let sort = ExternalSort::<4>::new(dir.path(), "t", 1024);
+        let sort = ExternalSort::<[u8; 4]>::new(dir.path(), "t", 1024);
         sort.add_run(vec![[1, 2, 3, 4], [5, 6, 7, 8]]).unwrap();
         let run = fs_err::read_dir(dir.path()).unwrap().next().unwrap().unwrap().path();
         fs_err::write(&run, [1, 2, 3, 4, 5, 6]).unwrap();
@@ -272,7 +332,42 @@ mod tests {
         assert!(out[0].is_ok() && out[1].as_ref().is_err_and(|e| e.kind() == io::ErrorKind::UnexpectedEof));
     }
 
+    /// Byte strings pushed through a sort of `budget` bytes, read back.
+    fn byte_strings_through_disk(records: &[Vec<u8>], budget: usize) -> Vec<Vec<u8>> {
+        let dir = tempfile::tempdir().unwrap();
+        let sort = ExternalSort::<Vec<u8>>::new(dir.path(), "t", budget);
+        let mut p = sort.pusher();
+        for r in records {
+            p.push(r.clone()).unwrap();
+        }
+        p.finish().unwrap();
+        sort.finish().unwrap().collect::<Result<_, _>>().unwrap()
+    }
+
+    /// Byte strings of any length, the empty one included, sort as bytes: a string before
+    /// every longer string it begins.
+    #[test]
+    fn byte_strings_sort_as_bytes() {
+        let mut records: Vec<Vec<u8>> =
+            vec![b"b".to_vec(), Vec::new(), b"ab".to_vec(), b"a".to_vec(), b"a\0".to_vec(), b"ab".to_vec()];
+        let out = byte_strings_through_disk(&records, 10);
+        records.sort();
+        assert_eq!(out, records);
+    }
+
     proptest! {
+        /// Byte strings through disk, whatever the budget: the in-memory sort.
+        #[test]
+        fn byte_strings_equal_the_in_memory_sort(
+            records in proptest::collection::vec(proptest::collection::vec(0u8..4, 0..6), 0..400),
+            budget in 1usize..300,
+        ) {
+            let out = byte_strings_through_disk(&records, budget);
+            let mut expected = records;
+            expected.sort();
+            prop_assert_eq!(out, expected);
+        }
+
         /// Whatever the budget and the cut into runs, the output is the in-memory sort.
         #[test]
         fn equals_the_in_memory_sort(

@@ -10,10 +10,11 @@
 //! It changes no other stage's bytes: it only reads the dataset.
 
 use prov_dataset::shard_documents;
-use prov_dataset::url_index::{UrlIndexEntry, build_url_index};
+use prov_dataset::url_index::{UrlIndexEntry, UrlIndexWriter};
 use prov_exec::{ConfigError, InputSpec, Stage, StageContext, StageError, StageOutput, parse_params};
+use prov_extsort::ExternalSort;
 use prov_manifest::{DatasetRecord, Determinism, OutputRef, OutputType};
-use prov_store::ObjectKind;
+use prov_store::{Digest, ObjectKind};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -54,32 +55,67 @@ impl Stage for UrlIndexStage {
     }
     fn run(&self, cx: &StageContext<'_>) -> Result<StageOutput, StageError> {
         let ds = cx.input_record::<DatasetRecord>("docs")?;
-        // Shards in parallel, then one sort: the bytes do not depend on the thread count.
-        let parts: Vec<(Vec<UrlIndexEntry>, u64)> = cx.pool.install(|| {
+        let scratch = Scratch(cx.scratch_dir()?);
+        // Shards in parallel, each its entries as one sorted run: `BLAKE3(url) ‖ id`, whose
+        // byte order is the index's (`url` keys are that digest in lowercase hex), so the
+        // bytes do not depend on the thread count. Then one merge, streamed to the store.
+        let sort = ExternalSort::<Vec<u8>>::new(&scratch.0, "urls", SORT_BUDGET);
+        let without: Vec<u64> = cx.pool.install(|| {
             ds.shards
                 .par_iter()
                 .map(|s| {
-                    let (mut entries, mut without) = (Vec::new(), 0u64);
+                    let (mut records, mut without) = (Vec::new(), 0u64);
                     for doc in shard_documents(cx.store, &s.digest)? {
                         let doc = doc?;
                         match &doc.url {
-                            Some(url) => entries.push(UrlIndexEntry::new(url, &doc.id)),
+                            Some(url) => {
+                                let mut r = Digest::of(url.as_bytes()).as_bytes().to_vec();
+                                r.extend_from_slice(doc.id.as_bytes());
+                                records.push(r);
+                            }
                             None => without += 1,
                         }
                     }
-                    Ok::<_, StageError>((entries, without))
+                    sort.add_run(records)?;
+                    Ok::<_, StageError>(without)
                 })
                 .collect::<Result<_, _>>()
         })?;
-        let without: u64 = parts.iter().map(|(_, w)| w).sum();
-        let index = build_url_index(parts.into_iter().flat_map(|(e, _)| e).collect());
-        let digest = cx.store.put_bytes(ObjectKind::Blob, &index.bytes)?;
+        let mut index = UrlIndexWriter::new(cx.store.writer(ObjectKind::Blob)?);
+        let mut last: Option<Vec<u8>> = None;
+        for r in sort.finish()? {
+            let r = r?;
+            if last.as_ref() == Some(&r) {
+                continue;
+            }
+            // A record the sort read back damaged (the scratch disk) is an error, not a panic.
+            let damaged = || std::io::Error::new(std::io::ErrorKind::InvalidData, "a damaged URL index sort record");
+            let url = r.get(..32).and_then(|d| Digest::try_from(d).ok()).ok_or_else(damaged)?;
+            let id = std::str::from_utf8(&r[32..]).map_err(|_| damaged())?.to_owned();
+            index.push(UrlIndexEntry { url: url.to_string(), id })?;
+            last = Some(r);
+        }
+        let (writer, entries, root) = index.finish();
+        let digest = writer.finish()?;
         let mut out = StageOutput::default();
         out.outputs.insert("index".into(), OutputRef { output_type: OutputType::File, digest });
         out.stats.insert("documents".into(), Value::from(ds.rows));
-        out.stats.insert("documents_without_url".into(), Value::from(without));
-        out.stats.insert("entries".into(), Value::from(index.entries));
-        out.stats.insert("merkle_root".into(), Value::from(index.root.to_string()));
+        out.stats.insert("documents_without_url".into(), Value::from(without.iter().sum::<u64>()));
+        out.stats.insert("entries".into(), Value::from(entries));
+        out.stats.insert("merkle_root".into(), Value::from(root.to_string()));
         Ok(out)
+    }
+}
+
+/// What the external sort may buffer before it spills a run.
+const SORT_BUDGET: usize = 64 << 20;
+
+/// The stage's scratch directory (the sort's runs), removed when dropped (and by `prov gc`
+/// after a crash).
+struct Scratch(std::path::PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = fs_err::remove_dir_all(&self.0);
     }
 }

@@ -41,6 +41,59 @@ pub fn merkle_root(leaves: &[Digest]) -> Digest {
     }
 }
 
+/// The Merkle root of leaves pushed one at a time: the same root as [`merkle_root`] over the
+/// same leaves, holding `log2(n)` digests instead of `n`.
+///
+/// It keeps the roots of complete subtrees of strictly decreasing sizes (the binary digits of
+/// the count), merging two of equal size as they appear; the root folds them from the right.
+/// That is RFC 6962's tree: the left subtree of `n` leaves is the complete one of the largest
+/// power of two below `n`.
+#[derive(Debug, Clone, Default)]
+pub struct MerkleBuilder {
+    /// (leaves, root) of complete subtrees, largest first.
+    complete: Vec<(u64, Digest)>,
+}
+
+impl MerkleBuilder {
+    /// An empty tree.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Appends a leaf.
+    pub fn push(&mut self, leaf: &Digest) {
+        let mut node = (1u64, leaf_hash(leaf));
+        while let Some(&(size, left)) = self.complete.last() {
+            if size != node.0 {
+                break;
+            }
+            self.complete.pop();
+            node = (size * 2, node_hash(&left, &node.1));
+        }
+        self.complete.push(node);
+    }
+
+    /// The number of leaves pushed.
+    pub fn len(&self) -> u64 {
+        self.complete.iter().map(|(n, _)| n).sum()
+    }
+
+    /// True before the first leaf.
+    pub fn is_empty(&self) -> bool {
+        self.complete.is_empty()
+    }
+
+    /// The root of the leaves pushed so far.
+    pub fn root(&self) -> Digest {
+        let mut subtrees = self.complete.iter().rev();
+        let Some(&(_, mut acc)) = subtrees.next() else { return Digest::of(b"") };
+        for (_, left) in subtrees {
+            acc = node_hash(left, &acc);
+        }
+        acc
+    }
+}
+
 fn largest_power_of_two_below(n: usize) -> usize {
     debug_assert!(n > 1);
     let mut k = 1;
@@ -68,6 +121,18 @@ mod tests {
         let five = merkle_root(&[d(0), d(1), d(2), d(3), d(4)]);
         let left = merkle_root(&[d(0), d(1), d(2), d(3)]);
         assert_eq!(five, node_hash(&left, &leaf_hash(&d(4))));
+    }
+
+    #[test]
+    fn the_builder_gives_the_same_root_at_every_count() {
+        let leaves: Vec<Digest> = (0..=200u8).map(d).collect();
+        let mut b = MerkleBuilder::new();
+        assert_eq!(b.root(), merkle_root(&[]));
+        for (n, leaf) in leaves.iter().enumerate() {
+            b.push(leaf);
+            assert_eq!(b.len(), n as u64 + 1);
+            assert_eq!(b.root(), merkle_root(&leaves[..=n]), "{} leaves", n + 1);
+        }
     }
 
     #[test]

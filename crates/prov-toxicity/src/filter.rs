@@ -260,7 +260,7 @@ impl Stage for ToxicityStage {
         let chunk_chars = config.chunk_chars as usize;
         let languages: Vec<&str> = classifier.languages().collect();
         let scratch = Scratch(cx.scratch_dir()?);
-        let sort = ExternalSort::<SCORE_W>::new(&scratch.0, "scores", SORT_BUDGET);
+        let sort = ExternalSort::<[u8; SCORE_W]>::new(&scratch.0, "scores", SORT_BUDGET);
         let counted: Vec<BTreeMap<String, u64>> = cx.pool.install(|| {
             ds.shards
                 .par_iter()
@@ -457,7 +457,7 @@ mod tests {
 
     fn through_disk(languages: &[&str], scores: &[(usize, f64)], config: &ToxicityConfig) -> Thresholds {
         let dir = tempfile::tempdir().unwrap();
-        let sort = ExternalSort::<SCORE_W>::new(dir.path(), "t", 64);
+        let sort = ExternalSort::<[u8; SCORE_W]>::new(dir.path(), "t", 64);
         let mut counts: BTreeMap<String, u64> = BTreeMap::new();
         // Runs of up to 7 records, as shards would hand them over.
         for chunk in scores.chunks(7) {
