@@ -21,6 +21,49 @@ pub const DEVICE: tch::Device = tch::Device::Cpu;
 /// The libtorch version this binary is linked against (the torch wheel's `version.py`).
 pub const LIBTORCH_VERSION: &str = env!("PROV_LIBTORCH_VERSION");
 
+/// The version of the libtorch this process has loaded, and the directory it was loaded
+/// from: the package around the mapped `libtorch_cpu` library (`lib/`'s parent), whose
+/// `version.py` (a torch wheel) or `build-version` (a libtorch archive) names it. The dynamic
+/// loader, not the build, decides which library a process maps (`LD_LIBRARY_PATH`, another
+/// torch on the rpath), so [`LIBTORCH_VERSION`] alone cannot say what computes.
+///
+/// # Errors
+///
+/// A sentence when no libtorch is mapped or its package names no version.
+pub fn loaded_libtorch() -> Result<(std::path::PathBuf, String), String> {
+    let maps = fs_err::read_to_string("/proc/self/maps").map_err(|e| format!("cannot read /proc/self/maps: {e}"))?;
+    let lib = maps
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(5))
+        .map(std::path::Path::new)
+        .find(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("libtorch_cpu.")))
+        .ok_or("no libtorch_cpu library is mapped into this process")?;
+    let root =
+        lib.parent().and_then(std::path::Path::parent).ok_or_else(|| format!("`{}` has no package", lib.display()))?;
+    Ok((root.to_path_buf(), package_version(root)?))
+}
+
+/// The libtorch version a package directory names: `__version__` of its `version.py`, else
+/// its `build-version` file.
+///
+/// # Errors
+///
+/// A sentence naming the directory when neither names a version.
+pub fn package_version(root: &std::path::Path) -> Result<String, String> {
+    if let Ok(text) = fs_err::read_to_string(root.join("version.py")) {
+        let found = text.lines().find_map(|l| {
+            l.strip_prefix("__version__ = ").map(|v| v.trim().trim_matches('\'').trim_matches('"').to_owned())
+        });
+        if let Some(v) = found.filter(|v| !v.is_empty()) {
+            return Ok(v);
+        }
+    }
+    match fs_err::read_to_string(root.join("build-version")) {
+        Ok(v) if !v.trim().is_empty() => Ok(v.trim().to_owned()),
+        _ => Err(format!("`{}` names no libtorch version (no version.py or build-version)", root.display())),
+    }
+}
+
 #[allow(unsafe_code)] // The C++ shim's functions (shim/*.cpp).
 mod shim {
     use std::ffi::{c_char, c_void};
@@ -186,6 +229,21 @@ impl TorchTensors for NamedTensors {
 }
 
 #[cfg(test)]
+mod package_tests {
+    use super::package_version;
+
+    #[test]
+    fn a_package_names_its_version_in_version_py_or_build_version() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(package_version(dir.path()).unwrap_err().contains("names no libtorch version"));
+        fs_err::write(dir.path().join("build-version"), "2.13.0+cpu\n").unwrap();
+        assert_eq!(package_version(dir.path()).unwrap(), "2.13.0+cpu");
+        fs_err::write(dir.path().join("version.py"), "from x import y\n__version__ = '2.12.1+cu126'\n").unwrap();
+        assert_eq!(package_version(dir.path()).unwrap(), "2.12.1+cu126");
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
@@ -269,6 +327,9 @@ mod tests {
     #[test]
     fn the_linked_libtorch_is_the_pinned_one() {
         assert!(LIBTORCH_VERSION.starts_with("2.13.0"), "{LIBTORCH_VERSION}");
+        // This test binary links libtorch: the library mapped is the one it was built for.
+        let (root, loaded) = loaded_libtorch().expect("libtorch is mapped");
+        assert_eq!(loaded, LIBTORCH_VERSION, "loaded from {}", root.display());
         // libtorch loads and computes through the rpath the build script set.
         let t = Tensor::from_slice(&[1.0f32, 2.0]).sum(Kind::Float);
         assert!((t.double_value(&[]) - 3.0).abs() < 1e-9);

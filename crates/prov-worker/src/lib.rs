@@ -62,10 +62,18 @@ pub fn registry() -> Registry {
     registry
 }
 
-/// Why this worker cannot compute under `envelope`: it links another libtorch than the
-/// envelope records, or `ATen` itself says it dispatches to other CPU kernels than the
+/// Why this worker cannot compute under `envelope`: the loader mapped another libtorch than
+/// it was built for, it links another libtorch than the envelope records, or `ATen` itself says it dispatches to other CPU kernels than the
 /// recorded capability (asked of `ATen`, not read from the variable that asks for them).
 fn check_torch(envelope: &prov_manifest::Envelope) -> Result<(), String> {
+    let (root, loaded) = prov_torch::loaded_libtorch()?;
+    if loaded != prov_torch::LIBTORCH_VERSION {
+        return Err(format!(
+            "the worker was built for libtorch {}, but the loader mapped libtorch {loaded} from {}",
+            prov_torch::LIBTORCH_VERSION,
+            root.display()
+        ));
+    }
     if envelope.libtorch.as_deref() != Some(prov_torch::LIBTORCH_VERSION) {
         return Err(format!(
             "the worker links libtorch {}, the envelope records {}",
