@@ -247,7 +247,6 @@ impl SlurmDispatcher {
         let mut base_args = vec![
             "--parsable".to_owned(),
             format!("--job-name={name}"),
-            format!("--cpus-per-task={}", self.cpus),
             "--ntasks=1".to_owned(),
             "--requeue".to_owned(),
             "--open-mode=append".to_owned(),
@@ -262,7 +261,9 @@ impl SlurmDispatcher {
             Ok(())
         };
         if tasks.contains(&Task::Whole) {
+            // The whole stage computes with the run's threads.
             let mut args = base_args.clone();
+            args.push(format!("--cpus-per-task={}", self.cpus));
             args.push(format!("--comment={}", queue::WHOLE_COMMENT));
             args.push(format!("--output={}", logs.join("%j.out").display()));
             args.push(script.display().to_string());
@@ -273,7 +274,10 @@ impl SlurmDispatcher {
         let maps: Vec<usize> =
             tasks.iter().filter_map(|t| if let Task::Map(i) = t { Some(*i) } else { None }).collect();
         for chunk in arrays::chunks(&maps, self.max_array_size) {
+            // A map task reads and writes one shard on one thread: one CPU, as datatrove's
+            // tasks default to, so that a node runs as many tasks at once as it has CPUs.
             let mut args = base_args.clone();
+            args.push("--cpus-per-task=1".to_owned());
             args.push(format!("--array={}", chunk.array_spec(self.config.throttle)));
             args.push(format!("--comment={}{}", queue::BASE_COMMENT, chunk.base));
             args.push(format!("--output={}", logs.join("%A_%a.out").display()));
