@@ -289,7 +289,7 @@ fn le64(b: &[u8]) -> u64 {
     u64::from_le_bytes(b.try_into().expect("eight bytes"))
 }
 
-/// The stage's scratch files, removed when dropped (and by `prov gc` after a crash).
+/// The stage's scratch files (the directory is removed when dropped).
 ///
 /// | file | holds |
 /// | --- | --- |
@@ -299,19 +299,13 @@ fn le64(b: &[u8]) -> u64 {
 /// | `verdict-S.bin` | shard `S`'s decisions, [`VERDICT_W`] bytes per row |
 /// | `*-run-*.bin` | sorted runs of the external sorts |
 struct Scratch {
-    dir: PathBuf,
+    dir: prov_exec::Scratch,
     permutations: usize,
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = fs_err::remove_dir_all(&self.dir);
-    }
 }
 
 impl Scratch {
     fn path(&self, name: &str, shard: usize) -> PathBuf {
-        self.dir.join(format!("{name}-{shard:06}.bin"))
+        self.dir.path().join(format!("{name}-{shard:06}.bin"))
     }
 }
 
@@ -422,7 +416,7 @@ fn exact_duplicates(
     scratch: &Scratch,
     exact: ExternalSort<[u8; EXACT_W]>,
 ) -> Result<Sorted<[u8; EXACT_DUP_W]>, StageError> {
-    let dups = ExternalSort::<[u8; EXACT_DUP_W]>::new(&scratch.dir, "exact-dup", SORT_BUDGET);
+    let dups = ExternalSort::<[u8; EXACT_DUP_W]>::new(scratch.dir.path(), "exact-dup", SORT_BUDGET);
     let mut out = dups.pusher();
     let mut first: Option<([u8; 32], u64)> = None;
     for r in exact.finish()? {
@@ -449,9 +443,9 @@ fn bucket_lookups(
     scratch: &Scratch,
     buckets: ExternalSort<[u8; BUCKET_W]>,
 ) -> Result<Sorted<[u8; LOOKUP_W]>, StageError> {
-    let lookups = ExternalSort::<[u8; LOOKUP_W]>::new(&scratch.dir, "lookup", SORT_BUDGET);
+    let lookups = ExternalSort::<[u8; LOOKUP_W]>::new(scratch.dir.path(), "lookup", SORT_BUDGET);
     let mut out = lookups.pusher();
-    let mut members = BufWriter::new(fs_err::File::create(scratch.dir.join("members.bin"))?);
+    let mut members = BufWriter::new(fs_err::File::create(scratch.dir.path().join("members.bin"))?);
     let mut written = 0u64;
     // The current bucket: its band and hash, its first member, where its members start in
     // `members.bin` once it has a second, and how many it has.
@@ -529,7 +523,7 @@ fn decide(
     use fs_err::os::unix::fs::FileExt;
     let mut exact_dups = exact_dups.peekable();
     let mut lookups = lookups.peekable();
-    let members = fs_err::File::open(scratch.dir.join("members.bin"))?;
+    let members = fs_err::File::open(scratch.dir.path().join("members.bin"))?;
     let mut sigs = Files::new(scratch, "sig");
     let sig_bytes = scratch.permutations * 8;
     let read_sig = |sigs: &mut Files<'_>, pos: u64| -> std::io::Result<Vec<u64>> {
@@ -681,8 +675,8 @@ fn sketch_and_decide<I>(
 where
     I: FnOnce() -> Result<Docs, StageError> + Send,
 {
-    let exact = ExternalSort::<[u8; EXACT_W]>::new(&scratch.dir, "exact", SORT_BUDGET);
-    let buckets = ExternalSort::<[u8; BUCKET_W]>::new(&scratch.dir, "bucket", SORT_BUDGET);
+    let exact = ExternalSort::<[u8; EXACT_W]>::new(scratch.dir.path(), "exact", SORT_BUDGET);
+    let buckets = ExternalSort::<[u8; BUCKET_W]>::new(scratch.dir.path(), "bucket", SORT_BUDGET);
     // Phase 1: shard-parallel; each shard streamed, its records sorted as one run.
     let rows: Vec<usize> = pool.install(|| {
         shards
@@ -758,7 +752,7 @@ impl Stage for DedupStage {
         let config: DedupConfig = parse_params(cx.config).map_err(StageError::Config)?;
         let hasher = MinHasher::new(cx.seed("minhash")?, config.permutations, config.shingle);
         let ds = cx.input_record::<DatasetRecord>("docs")?;
-        let scratch = Scratch { dir: cx.scratch_dir()?, permutations: config.permutations as usize };
+        let scratch = Scratch { dir: cx.scratch()?, permutations: config.permutations as usize };
         let opens: Vec<_> = ds
             .shards
             .iter()
@@ -994,8 +988,9 @@ mod tests {
     /// The stage's phases 1 and 2 on disk, their decisions read back as phase 3 reads them.
     fn decide_on_disk(shards: &[Vec<(String, String)>], c: &DedupConfig) -> (Vec<Vec<Verdict>>, u64) {
         let dir = tempfile::tempdir().unwrap();
-        let scratch = Scratch { dir: dir.path().join("scratch"), permutations: c.permutations as usize };
-        std::fs::create_dir(&scratch.dir).unwrap();
+        std::fs::create_dir(dir.path().join("scratch")).unwrap();
+        let scratch =
+            Scratch { dir: prov_exec::Scratch::at(dir.path().join("scratch")), permutations: c.permutations as usize };
         let hasher = MinHasher::new(3, c.permutations, c.shingle);
         let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
         let opens: Vec<_> = shards

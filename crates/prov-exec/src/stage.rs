@@ -250,6 +250,34 @@ impl StageContext<'_> {
     pub fn scratch_dir(&self) -> Result<PathBuf, StageError> {
         Ok(self.store.scratch_dir(self.name)?)
     }
+
+    /// Returns a fresh scratch directory that is removed when the guard is dropped.
+    pub fn scratch(&self) -> Result<Scratch, StageError> {
+        Ok(Scratch::at(self.scratch_dir()?))
+    }
+}
+
+/// A stage's scratch directory, removed when dropped, whether the stage ends or fails (and
+/// by `prov gc` after a crash): where stages keep state that would otherwise grow in memory.
+#[derive(Debug)]
+pub struct Scratch(PathBuf);
+
+impl Scratch {
+    /// Takes charge of an existing directory.
+    pub fn at(dir: PathBuf) -> Self {
+        Self(dir)
+    }
+
+    /// The directory.
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = fs_err::remove_dir_all(&self.0);
+    }
 }
 
 /// Where two versions of an output differ, as a stage can tell.

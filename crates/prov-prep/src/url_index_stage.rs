@@ -55,11 +55,11 @@ impl Stage for UrlIndexStage {
     }
     fn run(&self, cx: &StageContext<'_>) -> Result<StageOutput, StageError> {
         let ds = cx.input_record::<DatasetRecord>("docs")?;
-        let scratch = Scratch(cx.scratch_dir()?);
+        let scratch = cx.scratch()?;
         // Shards in parallel, each its entries as one sorted run: `BLAKE3(url) ‖ id`, whose
         // byte order is the index's (`url` keys are that digest in lowercase hex), so the
         // bytes do not depend on the thread count. Then one merge, streamed to the store.
-        let sort = ExternalSort::<Vec<u8>>::new(&scratch.0, "urls", SORT_BUDGET);
+        let sort = ExternalSort::<Vec<u8>>::new(scratch.path(), "urls", SORT_BUDGET);
         let without: Vec<u64> = cx.pool.install(|| {
             ds.shards
                 .par_iter()
@@ -109,13 +109,3 @@ impl Stage for UrlIndexStage {
 
 /// What the external sort may buffer before it spills a run.
 const SORT_BUDGET: usize = 64 << 20;
-
-/// The stage's scratch directory (the sort's runs), removed when dropped (and by `prov gc`
-/// after a crash).
-struct Scratch(std::path::PathBuf);
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = fs_err::remove_dir_all(&self.0);
-    }
-}

@@ -25,7 +25,7 @@ use std::collections::BTreeMap;
 use std::io::{BufReader, BufWriter, Read, Write};
 
 use prov_dataset::{Document, LedgerDecision, LedgerRow, ShardWriter, shard_documents};
-use prov_exec::{ConfigError, InputSpec, Stage, StageContext, StageError, StageOutput, parse_params};
+use prov_exec::{ConfigError, InputSpec, Scratch, Stage, StageContext, StageError, StageOutput, parse_params};
 use prov_extsort::ExternalSort;
 use prov_manifest::{CheckpointRecord, Determinism, OutputType};
 use rayon::prelude::*;
@@ -128,9 +128,13 @@ fn thresholds_from_sorted(
         }
     }
     let (mut current, mut rank) = (usize::MAX, 0usize);
+    let mut seen = vec![0u64; languages.len()];
     for r in sorted {
         let r = r?;
         let lang = u32::from_be_bytes(r[..4].try_into().expect("four bytes")) as usize;
+        if let Some(n) = seen.get_mut(lang) {
+            *n += 1;
+        }
         if lang != current {
             (current, rank) = (lang, 0);
         }
@@ -138,6 +142,20 @@ fn thresholds_from_sorted(
             *v = unsortable(u64::from_be_bytes(r[4..].try_into().expect("eight bytes")));
         }
         rank += 1;
+    }
+    // A run file cut at a record boundary reads back as fewer scores, not as an error: the
+    // counts of the first pass must be met exactly, or the thresholds would be wrong.
+    for (i, lang) in languages.iter().enumerate() {
+        if seen[i] != counts.get(*lang).copied().unwrap_or(0) {
+            return Err(StageError::Input {
+                input: "docs".into(),
+                message: format!(
+                    "the sorted scores of `{lang}` are {}, the first pass scored {}",
+                    seen[i],
+                    counts.get(*lang).copied().unwrap_or(0)
+                ),
+            });
+        }
     }
     let mut thresholds = BTreeMap::new();
     let mut quantiles = Map::new();
@@ -259,14 +277,14 @@ impl Stage for ToxicityStage {
         // thresholds; nothing per document stays in memory.
         let chunk_chars = config.chunk_chars as usize;
         let languages: Vec<&str> = classifier.languages().collect();
-        let scratch = Scratch(cx.scratch_dir()?);
-        let sort = ExternalSort::<[u8; SCORE_W]>::new(&scratch.0, "scores", SORT_BUDGET);
+        let scratch = cx.scratch()?;
+        let sort = ExternalSort::<[u8; SCORE_W]>::new(scratch.path(), "scores", SORT_BUDGET);
         let counted: Vec<BTreeMap<String, u64>> = cx.pool.install(|| {
             ds.shards
                 .par_iter()
                 .enumerate()
                 .map(|(i, s)| {
-                    let mut file = BufWriter::new(fs_err::File::create(scratch.shard(i))?);
+                    let mut file = BufWriter::new(fs_err::File::create(scores_path(&scratch, i))?);
                     let mut records = Vec::new();
                     let mut counts: BTreeMap<String, u64> = BTreeMap::new();
                     for doc in shard_documents(cx.store, &s.digest)? {
@@ -310,7 +328,7 @@ impl Stage for ToxicityStage {
                     let mut out = ShardWriter::new(cx.store)?;
                     let mut rows = Vec::new();
                     let mut removed: BTreeMap<String, u64> = BTreeMap::new();
-                    let mut scores = BufReader::new(fs_err::File::open(scratch.shard(i))?);
+                    let mut scores = BufReader::new(fs_err::File::open(scores_path(&scratch, i))?);
                     for doc in shard_documents(cx.store, &s.digest)? {
                         let doc = doc?;
                         let mut entry = [0u8; SCORE_FILE_W];
@@ -376,20 +394,9 @@ fn threshold_summary(
         .collect()
 }
 
-/// The stage's scratch directory, removed when dropped (and by `prov gc` after a crash):
-/// `scores-S.bin` per shard `S`, and the external sort's runs.
-struct Scratch(std::path::PathBuf);
-
-impl Scratch {
-    fn shard(&self, i: usize) -> std::path::PathBuf {
-        self.0.join(format!("scores-{i:06}.bin"))
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = fs_err::remove_dir_all(&self.0);
-    }
+/// Shard `i`'s scores in the stage's scratch directory.
+fn scores_path(scratch: &Scratch, i: usize) -> std::path::PathBuf {
+    scratch.path().join(format!("scores-{i:06}.bin"))
 }
 
 /// A shard read twice gave a different number of documents: its object changed in the
