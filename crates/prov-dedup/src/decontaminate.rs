@@ -63,7 +63,7 @@ use std::path::Path;
 use std::sync::LazyLock;
 
 use prov_dataset::{LedgerDecision, LedgerRow, ShardWriter, read_documents_as, shard_documents};
-use prov_exec::{ConfigError, InputSpec, Stage, StageContext, StageError, StageOutput, parse_params};
+use prov_exec::{ConfigError, InputSpec, MapResults, Stage, StageContext, StageError, StageOutput, parse_params};
 use prov_manifest::{Determinism, OutputType};
 use prov_store::{Digest, Hasher};
 use regex::Regex;
@@ -349,17 +349,19 @@ impl Stage for DecontaminateStage {
         })
     }
 
-    fn reduce(&self, cx: &StageContext<'_>, results: Vec<Value>) -> Result<StageOutput, StageError> {
-        let index = benchmark_index(cx)?;
-        let (mut out, shards) = prov_filter::reduce_filtered(cx, results)?;
+    fn reduce(&self, cx: &StageContext<'_>, results: MapResults<'_>) -> Result<StageOutput, StageError> {
         let mut removed_by_benchmark: BTreeMap<String, u64> = BTreeMap::new();
-        for (task, shard) in shards.into_iter().enumerate() {
-            let removed: BTreeMap<String, u64> = serde_json::from_value(shard.extra)
-                .map_err(|e| StageError::MapResult { task, message: e.to_string() })?;
+        let mut out = prov_filter::reduce_filtered(cx, results, |task, extra| {
+            let removed: BTreeMap<String, u64> =
+                serde_json::from_value(extra).map_err(|e| StageError::MapResult { task, message: e.to_string() })?;
             for (b, n) in removed {
                 *removed_by_benchmark.entry(b).or_default() += n;
             }
-        }
+            Ok(())
+        })?;
+        // Built after the shards are folded, so that the index and the map results are not
+        // held at once.
+        let index = benchmark_index(cx)?;
         out.stats.extend([
             ("benchmark_examples".to_owned(), Value::from(index.examples())),
             ("benchmark_too_short".to_owned(), Value::from(index.too_short())),

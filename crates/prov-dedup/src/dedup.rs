@@ -75,6 +75,7 @@
 
 use std::io::{BufReader, BufWriter, Read, Write};
 use std::path::PathBuf;
+use std::sync::Mutex;
 
 use prov_dataset::{LedgerDecision, LedgerRow, ShardWriter, shard_documents};
 use prov_exec::{ConfigError, InputSpec, Stage, StageContext, StageError, StageOutput, parse_params};
@@ -769,12 +770,13 @@ impl Stage for DedupStage {
         // Phases 1 and 2: sketches, then the keep-first decisions, on disk.
         let (rows, unverified) = sketch_and_decide(&scratch, opens, cx.pool, &config, &hasher)?;
         // Phase 3: kept documents and ledger shards, shard-parallel (each shard streamed
-        // again), collected in shard order.
-        let results: Vec<prov_filter::CountedShard> = cx.pool.install(|| {
+        // again), each folded into the stage's parts as it finishes.
+        let parts = Mutex::new(prov_filter::FilterParts::new(ds.shards.len()));
+        cx.pool.install(|| {
             ds.shards
                 .par_iter()
                 .enumerate()
-                .map(|(i, s)| {
+                .try_for_each(|(i, s)| {
                     let changed = || StageError::Input {
                         input: "docs".into(),
                         message: format!("shard `{}` changed between two reads", s.digest),
@@ -800,11 +802,12 @@ impl Stage for DedupStage {
                         return Err(changed());
                     }
                     let (ledger, stats) = prov_filter::write_counted_ledger(cx, ledger)?;
-                    Ok((kept.finish()?, ledger, stats))
+                    let kept = kept.finish()?;
+                    parts.lock().expect("no task panics holding the parts").put(i, (kept, ledger, stats));
+                    Ok::<_, StageError>(())
                 })
-                .collect::<Result<_, _>>()
         })?;
-        let mut out = prov_filter::finish_counted(cx, results)?;
+        let mut out = parts.into_inner().expect("no task panicked holding the parts").finish(cx)?;
         out.stats.insert("unverified_candidates".into(), Value::from(unverified));
         Ok(out)
     }

@@ -5,7 +5,8 @@ use prov_store::Digest;
 
 use crate::boundary::adopt_closure;
 use crate::error::ExecError;
-use crate::stage::{Stage, StageContext, StageError, StageOutput};
+use crate::stage::{MapResults, Stage, StageContext, StageError, StageOutput};
+use serde_json::Value;
 use crate::tasks::{Dispatcher, Task, TaskCounts, TaskDir, TaskResult, TaskSpec};
 use crate::worker::{RemoteStageError, StageRequest};
 
@@ -49,12 +50,13 @@ pub(crate) fn run_dispatched(
             hint: e.hint,
         })?;
     }
-    let mut values = Vec::new();
+    // Every task's state first, so that a failed task is reported before any reduce work;
+    // the map results themselves are read again, one at a time, as the reduce step folds them.
     let mut whole = None;
     for task in spec.tasks() {
         let lost = || ExecError::TaskLost { stage: name.clone(), task: task.to_string(), logs: dir.logs() };
         match dir.read_result(task) {
-            Ok(Some(TaskResult::Map { value, .. })) => values.push(value),
+            Ok(Some(TaskResult::Map { .. })) => {}
             Ok(Some(TaskResult::Whole { output, .. })) => whole = Some(output),
             Ok(Some(TaskResult::Failed { error: RemoteStageError::Panic { message }, .. })) => {
                 return Err(ExecError::Internal {
@@ -71,7 +73,8 @@ pub(crate) fn run_dispatched(
         }
     }
     let out = match (map_tasks, whole) {
-        (Some(_), _) => guarded(&|| kind.reduce(cx, values.clone())).inspect_err(|e| {
+        (Some(tasks), _) => guarded(&|| kind.reduce(cx, MapResults::new(tasks, map_results(&dir, tasks))))
+            .inspect_err(|e| {
             match e {
                 // A reduce step that read damaged bytes: the results naming them are dropped.
                 e if e.is_integrity_failure() => {
@@ -98,6 +101,16 @@ pub(crate) fn run_dispatched(
         return Err(stage_error(StageError::UnverifiedOutput(e.to_string())));
     }
     Ok((out, counts))
+}
+
+/// The map results in `dir`, read in task order as they are asked for. A result that is gone
+/// or is not a map result (changed since the check above) is an error of its task.
+fn map_results(dir: &TaskDir, tasks: usize) -> impl Iterator<Item = Result<Value, StageError>> + '_ {
+    (0..tasks).map(move |i| match dir.read_result(Task::Map(i)) {
+        Ok(Some(TaskResult::Map { value, .. })) => Ok(value),
+        Ok(_) => Err(StageError::MapResult { task: i, message: "the task's result is gone or is not a map result".into() }),
+        Err(e) => Err(StageError::MapResult { task: i, message: e.to_string() }),
+    })
 }
 
 #[cfg(test)]
@@ -156,11 +169,10 @@ mod tests {
                 })
                 .collect()
         }
-        fn reduce(&self, cx: &StageContext<'_>, results: Vec<Value>) -> Result<StageOutput, StageError> {
+        fn reduce(&self, cx: &StageContext<'_>, results: MapResults<'_>) -> Result<StageOutput, StageError> {
             let shards: Vec<ShardRef> = results
-                .into_iter()
-                .enumerate()
-                .map(|(task, v)| {
+                .map(|r| {
+                    let (task, v) = r?;
                     serde_json::from_value(v).map_err(|e| StageError::MapResult { task, message: e.to_string() })
                 })
                 .collect::<Result<_, _>>()?;

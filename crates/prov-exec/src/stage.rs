@@ -298,6 +298,63 @@ pub struct StageOutput {
     pub stats: BTreeMap<String, Value>,
 }
 
+/// How many map tasks a local run ([`Stage::run`]'s default) runs before it hands their
+/// results to the reduce step: enough to keep every thread of the pool busy between two
+/// hand-overs, few enough that the results held stay small (a filter's is tens of KB).
+pub const MAP_BATCH: usize = 64;
+
+/// The results of a stage's map tasks as the reduce step reads them: `(task, result)` in task
+/// order, read (from this process's batches or from the task directory of a cluster run) one
+/// at a time. A result that cannot be had ends the stream with an error.
+pub struct MapResults<'a> {
+    tasks: usize,
+    next: usize,
+    results: Box<dyn Iterator<Item = Result<Value, StageError>> + 'a>,
+}
+
+impl<'a> MapResults<'a> {
+    /// The results of `tasks` map tasks, `results` yielding them in task order.
+    pub fn new(tasks: usize, results: impl Iterator<Item = Result<Value, StageError>> + 'a) -> Self {
+        Self { tasks, next: 0, results: Box::new(results) }
+    }
+
+    /// Results already in memory, in task order.
+    pub fn of(results: Vec<Value>) -> Self {
+        Self::new(results.len(), results.into_iter().map(Ok))
+    }
+
+    /// How many map tasks the stage has.
+    pub fn tasks(&self) -> usize {
+        self.tasks
+    }
+}
+
+impl Iterator for MapResults<'_> {
+    type Item = Result<(usize, Value), StageError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.next >= self.tasks {
+            return None;
+        }
+        let task = self.next;
+        match self.results.next() {
+            Some(Ok(v)) => {
+                self.next += 1;
+                Some(Ok((task, v)))
+            }
+            Some(Err(e)) => {
+                self.next = self.tasks;
+                Some(Err(e))
+            }
+            // Fewer results than tasks: the reduce step must not write a stage from part of it.
+            None => {
+                self.next = self.tasks;
+                Some(Err(StageError::MapResult { task, message: "no result for this task".into() }))
+            }
+        }
+    }
+}
+
 /// Which inputs a stage kind takes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum InputSpec {
@@ -366,20 +423,29 @@ pub trait Stage: Send + Sync {
         Err(StageError::Worker(format!("stage kind `{}` has no map tasks", self.kind())))
     }
 
-    /// Combines the results of every map task, in task order, into the stage's outputs.
-    fn reduce(&self, _cx: &StageContext<'_>, _results: Vec<Value>) -> Result<StageOutput, StageError> {
+    /// Combines the results of every map task, which arrive in task order as a stream, into
+    /// the stage's outputs. A reduce step folds each result as it comes and lets it go: the
+    /// stream holds a bounded number of results at a time however many tasks the stage has.
+    fn reduce(&self, _cx: &StageContext<'_>, _results: MapResults<'_>) -> Result<StageOutput, StageError> {
         Err(StageError::Worker(format!("stage kind `{}` has no reduce step", self.kind())))
     }
 
-    /// Runs the stage. The default runs every map task here, then the reduce step; a stage
+    /// Runs the stage. The default runs the map tasks here, [`MAP_BATCH`] at a time in
+    /// parallel, and hands each batch's results to the reduce step as they are ready; a stage
     /// without map tasks implements it.
     fn run(&self, cx: &StageContext<'_>) -> Result<StageOutput, StageError> {
         let Some(tasks) = self.map_tasks(cx)? else {
             return Err(StageError::Worker(format!("stage kind `{}` has neither map tasks nor a run", self.kind())));
         };
-        let all: Vec<usize> = (0..tasks).collect();
-        let results = self.map(cx, &all)?;
-        self.reduce(cx, results)
+        let batches = (0..tasks).step_by(MAP_BATCH).flat_map(move |start| {
+            let batch: Vec<usize> = (start..tasks.min(start + MAP_BATCH)).collect();
+            let results: Vec<Result<Value, StageError>> = match self.map(cx, &batch) {
+                Ok(values) => values.into_iter().map(Ok).collect(),
+                Err(e) => vec![Err(e)],
+            };
+            results
+        });
+        self.reduce(cx, MapResults::new(tasks, batches))
     }
 
     /// Says where two versions of output `output` differ, for a replay's divergence report
@@ -432,5 +498,124 @@ impl Registry {
     /// Returns the kind names, sorted.
     pub fn names(&self) -> Vec<&'static str> {
         self.kinds.keys().copied().collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use serde_json::json;
+
+    use super::*;
+
+    /// A map-reduce kind that logs when each task is mapped and each result reduced.
+    struct Logged {
+        tasks: usize,
+        log: Mutex<Vec<String>>,
+    }
+
+    impl Stage for Logged {
+        fn kind(&self) -> &'static str {
+            "logged"
+        }
+        fn version(&self) -> u32 {
+            1
+        }
+        fn summary(&self) -> &'static str {
+            "test"
+        }
+        fn resolve_config(&self, params: &Value) -> Result<Value, ConfigError> {
+            Ok(params.clone())
+        }
+        fn determinism(&self, _config: &Value) -> Determinism {
+            Determinism::Portable
+        }
+        fn inputs(&self) -> InputSpec {
+            InputSpec::Any
+        }
+        fn outputs(&self, _config: &Value) -> Vec<(String, OutputType)> {
+            Vec::new()
+        }
+        fn map_tasks(&self, _cx: &StageContext<'_>) -> Result<Option<usize>, StageError> {
+            Ok(Some(self.tasks))
+        }
+        fn map(&self, _cx: &StageContext<'_>, tasks: &[usize]) -> Result<Vec<Value>, StageError> {
+            self.log.lock().unwrap().extend(tasks.iter().map(|t| format!("map {t}")));
+            Ok(tasks.iter().map(|&t| json!(t * 10)).collect())
+        }
+        fn reduce(&self, _cx: &StageContext<'_>, results: MapResults<'_>) -> Result<StageOutput, StageError> {
+            let mut sum = 0;
+            for r in results {
+                let (task, v) = r?;
+                assert_eq!(v, json!(task * 10), "results arrive in task order");
+                self.log.lock().unwrap().push(format!("reduce {task}"));
+                sum += v.as_u64().unwrap();
+            }
+            let mut out = StageOutput::default();
+            out.stats.insert("sum".into(), json!(sum));
+            Ok(out)
+        }
+    }
+
+    fn run_logged(tasks: usize) -> (Vec<String>, Value) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::init(&dir.path().join(".prov")).unwrap();
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
+        let stage = Logged { tasks, log: Mutex::new(Vec::new()) };
+        let cx = StageContext {
+            store: &store,
+            name: "logged",
+            key: Digest::of(b"logged"),
+            config: &Value::Null,
+            inputs: &BTreeMap::new(),
+            seeds: &BTreeMap::new(),
+            project_root: dir.path(),
+            pool: &pool,
+            allow_commands: false,
+            worker: Path::new("prov-worker"),
+            envelope: &crate::capture_envelope(2, &crate::TorchFacts::default()),
+        };
+        let out = stage.run(&cx).unwrap();
+        (stage.log.into_inner().unwrap(), out.stats["sum"].clone())
+    }
+
+    /// A local run hands results to the reduce step batch by batch: the first result is
+    /// folded before the second batch is mapped, so what is held does not grow with the
+    /// number of tasks; every task is mapped once and reduced once, in order.
+    #[test]
+    fn a_local_run_reduces_each_batch_before_mapping_the_next() {
+        let tasks = 2 * MAP_BATCH + 3;
+        let (log, sum) = run_logged(tasks);
+        assert_eq!(sum, json!((0..tasks).map(|t| t * 10).sum::<usize>()));
+        let at = |line: String| log.iter().position(|l| *l == line).unwrap_or_else(|| panic!("{line} missing"));
+        assert!(at("reduce 0".into()) < at(format!("map {MAP_BATCH}")), "{log:?}");
+        assert!(at(format!("reduce {}", 2 * MAP_BATCH - 1)) < at(format!("map {}", 2 * MAP_BATCH)), "{log:?}");
+        for t in 0..tasks {
+            assert_eq!(log.iter().filter(|l| **l == format!("map {t}")).count(), 1);
+            assert_eq!(log.iter().filter(|l| **l == format!("reduce {t}")).count(), 1);
+        }
+        let reduced: Vec<&String> = log.iter().filter(|l| l.starts_with("reduce")).collect();
+        assert!(reduced.windows(2).all(|w| {
+            let n = |s: &str| s[7..].parse::<usize>().unwrap();
+            n(w[0]) + 1 == n(w[1])
+        }));
+        // No tasks: the reduce step runs once, on nothing.
+        assert_eq!(run_logged(0), (Vec::new(), json!(0)));
+    }
+
+    /// A stream with fewer results than tasks ends with an error naming the first task
+    /// without one, never quietly short; an error ends it.
+    #[test]
+    fn a_short_stream_is_an_error_of_its_first_missing_task() {
+        let mut short = MapResults::new(3, vec![Ok(json!(1))].into_iter());
+        assert_eq!(short.next().unwrap().unwrap(), (0, json!(1)));
+        assert!(matches!(short.next(), Some(Err(StageError::MapResult { task: 1, .. }))));
+        assert!(short.next().is_none());
+        let mut failed =
+            MapResults::new(3, vec![Err(StageError::Worker("lost".into())), Ok(json!(2))].into_iter());
+        assert!(matches!(failed.next(), Some(Err(StageError::Worker(_)))));
+        assert!(failed.next().is_none());
+        assert_eq!(MapResults::of(vec![json!(5), json!(6)]).map(|r| r.unwrap().0).collect::<Vec<_>>(), vec![0, 1]);
     }
 }

@@ -5,29 +5,31 @@
 //!
 //! A filter is a map-reduce stage ([`prov_exec::Stage::map_tasks`]): one map task per input
 //! shard ([`map_shards`]) writes that shard's kept documents and ledger shard and returns
-//! them as a [`FilteredShard`]; the reduce step ([`reduce_filtered`]) writes the dataset and
-//! ledger records over every shard, in shard order. The bytes are the same whether the tasks
+//! them as a [`FilteredShard`]; the reduce step ([`reduce_filtered`]) folds the results as they
+//! arrive into [`FilterParts`], which writes the dataset and ledger records over every shard,
+//! in shard order. The bytes are the same whether the tasks
 //! ran in one process or on many machines.
 //!
 //! Memory: a filter streams each shard ([`prov_dataset::shard_documents`]) and holds only
 //! that shard's ledger rows, which must be sorted by id before they are written. Counting the
 //! rows per shard ([`write_counted_ledger`]) lets them go as soon as their shard is written,
-//! so nothing held grows with the number of shards.
+//! and the reduce step sums the counts as results arrive, so what is held beyond one shard
+//! grows with the number of shards only by the references the output records list.
 
 use std::collections::BTreeMap;
 
 use prov_dataset::{LedgerDecision, LedgerRow, LedgerShard, write_dataset, write_ledger, write_ledger_shard};
-use prov_exec::{StageContext, StageError, StageOutput};
+use prov_exec::{MapResults, StageContext, StageError, StageOutput};
 use prov_manifest::{DatasetRecord, OutputRef, OutputType, ShardRef};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 /// One shard's result: the kept (or rewritten) documents, its ledger shard and its rows'
-/// counts (see [`write_counted_ledger`]).
+/// counts (see [`write_counted_ledger`]), as [`FilterParts::put`] takes it.
 pub type CountedShard = (ShardRef, LedgerShard, FilterStats);
 
-/// The outputs every filter declares; [`finish_counted`] writes exactly these.
+/// The outputs every filter declares; [`FilterParts::finish`] writes exactly these.
 pub fn outputs() -> Vec<(String, OutputType)> {
     vec![("dataset".into(), OutputType::Dataset), ("ledger".into(), OutputType::Ledger)]
 }
@@ -136,24 +138,23 @@ pub fn map_shards(
     })
 }
 
-/// Reads the map results back, in task order.
-pub fn read_filtered(results: Vec<Value>) -> Result<Vec<FilteredShard>, StageError> {
-    results
-        .into_iter()
-        .enumerate()
-        .map(|(task, v)| serde_json::from_value(v).map_err(|e| StageError::MapResult { task, message: e.to_string() }))
-        .collect()
-}
-
-/// The reduce step of a filter: [`finish_counted`] over the map results, which it returns
-/// for the filter's own statistics.
+/// The reduce step of a filter: reads each map result as it arrives, hands its `extra` to
+/// `extra` (the filter's own counts, with the task's index), folds the rest into
+/// [`FilterParts`] and lets it go, then writes the dataset and the ledger.
 pub fn reduce_filtered(
     cx: &StageContext<'_>,
-    results: Vec<Value>,
-) -> Result<(StageOutput, Vec<FilteredShard>), StageError> {
-    let shards = read_filtered(results)?;
-    let counted = shards.iter().map(|s| (s.shard.clone(), s.ledger.clone(), s.counts.clone())).collect();
-    Ok((finish_counted(cx, counted)?, shards))
+    results: MapResults<'_>,
+    mut extra: impl FnMut(usize, Value) -> Result<(), StageError>,
+) -> Result<StageOutput, StageError> {
+    let mut parts = FilterParts::new(results.tasks());
+    for result in results {
+        let (task, value) = result?;
+        let shard: FilteredShard =
+            serde_json::from_value(value).map_err(|e| StageError::MapResult { task, message: e.to_string() })?;
+        parts.put(task, (shard.shard, shard.ledger, shard.counts));
+        extra(task, shard.extra)?;
+    }
+    parts.finish(cx)
 }
 
 /// Counts a shard's ledger rows, then writes them as its ledger shard.
@@ -177,23 +178,51 @@ pub fn filtered_shard(
     Ok(FilteredShard { shard, ledger, counts, extra })
 }
 
-/// Sums the shards' statistics, writes the dataset and the ledger from the results (in
-/// shard order) and returns the stage output with both and the statistics.
-pub fn finish_counted(cx: &StageContext<'_>, results: Vec<CountedShard>) -> Result<StageOutput, StageError> {
-    let mut stats = FilterStats::default();
-    let (mut shards, mut ledgers) = (Vec::with_capacity(results.len()), Vec::with_capacity(results.len()));
-    for (shard, ledger, counts) in results {
-        stats.merge(counts);
-        shards.push(shard);
-        ledgers.push(ledger);
+/// What a filter keeps of its shards until it writes its outputs: each shard's output and
+/// ledger shard references, in shard order, and the statistics summed as shards finish (in
+/// any order: the sums do not depend on it). Nothing else of a shard's result is held, so what
+/// grows with the shard count is only what the dataset and ledger records list.
+#[derive(Debug)]
+pub struct FilterParts {
+    shards: Vec<Option<(ShardRef, LedgerShard)>>,
+    stats: FilterStats,
+}
+
+impl FilterParts {
+    /// Room for `shards` shards.
+    pub fn new(shards: usize) -> Self {
+        Self { shards: vec![None; shards], stats: FilterStats::default() }
     }
-    let (dataset, _) = write_dataset(cx.store, shards)?;
-    let (ledger, _) = write_ledger(cx.store, ledgers)?;
-    let mut out = StageOutput::default();
-    out.outputs.insert("dataset".into(), OutputRef { output_type: OutputType::Dataset, digest: dataset });
-    out.outputs.insert("ledger".into(), OutputRef { output_type: OutputType::Ledger, digest: ledger });
-    out.stats = stats.into_map();
-    Ok(out)
+
+    /// Takes shard `i`'s result: its references are kept, its counts added.
+    ///
+    /// # Panics
+    ///
+    /// When `i` is not below the number of shards given to [`FilterParts::new`] (a caller's
+    /// bug: shard indexes come from the input dataset).
+    pub fn put(&mut self, i: usize, (shard, ledger, counts): CountedShard) {
+        self.stats.merge(counts);
+        self.shards[i] = Some((shard, ledger));
+    }
+
+    /// Writes the dataset and the ledger over every shard, in shard order, and returns the
+    /// stage output with both and the statistics. A shard without a result is an error.
+    pub fn finish(self, cx: &StageContext<'_>) -> Result<StageOutput, StageError> {
+        let (mut shards, mut ledgers) = (Vec::with_capacity(self.shards.len()), Vec::with_capacity(self.shards.len()));
+        for (task, part) in self.shards.into_iter().enumerate() {
+            let (shard, ledger) =
+                part.ok_or_else(|| StageError::MapResult { task, message: "no result for this shard".into() })?;
+            shards.push(shard);
+            ledgers.push(ledger);
+        }
+        let (dataset, _) = write_dataset(cx.store, shards)?;
+        let (ledger, _) = write_ledger(cx.store, ledgers)?;
+        let mut out = StageOutput::default();
+        out.outputs.insert("dataset".into(), OutputRef { output_type: OutputType::Dataset, digest: dataset });
+        out.outputs.insert("ledger".into(), OutputRef { output_type: OutputType::Ledger, digest: ledger });
+        out.stats = self.stats.into_map();
+        Ok(out)
+    }
 }
 
 #[cfg(test)]
@@ -225,5 +254,51 @@ mod tests {
             merged.merge(FilterStats::of(shard));
         }
         assert_eq!(merged.into_map(), FilterStats::of(&rows).into_map());
+    }
+
+    /// Shards put in any order give the same outputs and statistics as in shard order (the
+    /// parallel filters put them as they finish); a shard never put is an error, not a
+    /// dataset with a hole.
+    #[test]
+    fn parts_put_in_any_order_write_the_same_outputs() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = prov_store::Store::init(&dir.path().join(".prov")).unwrap();
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
+        let envelope = prov_exec::capture_envelope(1, &prov_exec::TorchFacts::default());
+        let cx = StageContext {
+            store: &store,
+            name: "f",
+            key: prov_store::Digest::of(b"f"),
+            config: &Value::Null,
+            inputs: &BTreeMap::new(),
+            seeds: &BTreeMap::new(),
+            project_root: dir.path(),
+            pool: &pool,
+            allow_commands: false,
+            worker: std::path::Path::new("prov-worker"),
+            envelope: &envelope,
+        };
+        let shards: Vec<CountedShard> = (0..5)
+            .map(|s| {
+                let mut w = prov_dataset::ShardWriter::new(&store).unwrap();
+                w.push(prov_dataset::Document::new(format!("d{s}"), format!("text {s}"))).unwrap();
+                let rows = vec![row(s, LedgerDecision::Removed, "x:removed", Some(if s % 2 == 0 { "de" } else { "en" }))];
+                let (ledger, stats) = write_counted_ledger(&cx, rows).unwrap();
+                (w.finish().unwrap(), ledger, stats)
+            })
+            .collect();
+        let write = |order: &[usize]| {
+            let mut parts = FilterParts::new(shards.len());
+            for &i in order {
+                parts.put(i, shards[i].clone());
+            }
+            parts.finish(&cx)
+        };
+        let in_order = write(&[0, 1, 2, 3, 4]).unwrap();
+        let shuffled = write(&[3, 0, 4, 2, 1]).unwrap();
+        assert_eq!(in_order.outputs, shuffled.outputs);
+        assert_eq!(in_order.stats, shuffled.stats);
+        assert_eq!(in_order.stats["total"]["documents"], 5);
+        assert!(matches!(write(&[0, 1, 3, 4]), Err(StageError::MapResult { task: 2, .. })));
     }
 }

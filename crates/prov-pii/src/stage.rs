@@ -9,7 +9,7 @@
 //! | `pii:exempt` | kept | the document's `tag` metadata field is in `exempt_tags` (the report does not anonymise code and math) |
 
 use prov_dataset::{Document, LedgerDecision, LedgerRow, ShardWriter, shard_documents, word_count};
-use prov_exec::{ConfigError, InputSpec, Stage, StageContext, StageError, StageOutput, parse_params};
+use prov_exec::{ConfigError, InputSpec, MapResults, Stage, StageContext, StageError, StageOutput, parse_params};
 use prov_manifest::{Determinism, OutputType};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -121,16 +121,16 @@ impl Stage for PiiStage {
         })
     }
 
-    fn reduce(&self, cx: &StageContext<'_>, results: Vec<Value>) -> Result<StageOutput, StageError> {
-        let (mut out, shards) = prov_filter::reduce_filtered(cx, results)?;
+    fn reduce(&self, cx: &StageContext<'_>, results: MapResults<'_>) -> Result<StageOutput, StageError> {
         let mut total = PiiCounts::default();
-        for (task, shard) in shards.into_iter().enumerate() {
-            let counts: PiiCounts = serde_json::from_value(shard.extra)
-                .map_err(|e| StageError::MapResult { task, message: e.to_string() })?;
+        let mut out = prov_filter::reduce_filtered(cx, results, |task, extra| {
+            let counts: PiiCounts =
+                serde_json::from_value(extra).map_err(|e| StageError::MapResult { task, message: e.to_string() })?;
             total.email += counts.email;
             total.ip += counts.ip;
             total.iban += counts.iban;
-        }
+            Ok(())
+        })?;
         out.stats.insert("replaced".into(), json!(total));
         Ok(out)
     }

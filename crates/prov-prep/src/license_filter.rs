@@ -48,7 +48,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use prov_dataset::{Document, LedgerDecision, LedgerRow, ShardWriter, shard_documents};
-use prov_exec::{ConfigError, InputSpec, Stage, StageContext, StageError, StageOutput, parse_params};
+use prov_exec::{ConfigError, InputSpec, MapResults, Stage, StageContext, StageError, StageOutput, parse_params};
 use prov_license::{Decision, Normalized, Policy, Reviewed, ReviewedVerdicts, evaluate, normalize};
 use prov_manifest::{
     Content, Determinism, OutputRef, OutputType, Record, SCHEMA_VERSION, TreeEntry, TreeRecord, VerdictRecord,
@@ -341,22 +341,22 @@ impl Stage for LicenseStage {
         })
     }
 
-    fn reduce(&self, cx: &StageContext<'_>, results: Vec<Value>) -> Result<StageOutput, StageError> {
+    fn reduce(&self, cx: &StageContext<'_>, results: MapResults<'_>) -> Result<StageOutput, StageError> {
         let config: LicenseConfig = parse_params(cx.config).map_err(StageError::Config)?;
         let policy = policy_of(&config.policy)?;
         let subject = cx.input("docs")?.digest;
         let reviewers = reviewer_verdicts(cx)?;
-        let (mut out, shards) = prov_filter::reduce_filtered(cx, results)?;
         let mut strings: BTreeMap<String, u64> = BTreeMap::new();
         let mut by_record: BTreeMap<String, Digest> = BTreeMap::new();
-        for (task, shard) in shards.into_iter().enumerate() {
-            let seen: ShardLicenses = serde_json::from_value(shard.extra)
-                .map_err(|e| StageError::MapResult { task, message: e.to_string() })?;
+        let mut out = prov_filter::reduce_filtered(cx, results, |task, extra| {
+            let seen: ShardLicenses =
+                serde_json::from_value(extra).map_err(|e| StageError::MapResult { task, message: e.to_string() })?;
             for (k, n) in seen.strings {
                 *strings.entry(k).or_default() += n;
             }
             by_record.extend(seen.by_record);
-        }
+            Ok(())
+        })?;
         let (tree, records) = write_verdicts(cx, subject, &strings, &policy, &reviewers, &by_record)?;
         let verdicts: Map<String, Value> = strings
             .into_iter()

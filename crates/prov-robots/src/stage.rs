@@ -17,7 +17,7 @@
 use std::collections::BTreeMap;
 
 use prov_dataset::{Document, LedgerDecision, LedgerRow, ShardWriter, shard_documents};
-use prov_exec::{ConfigError, InputSpec, Stage, StageContext, StageError, StageOutput, parse_params};
+use prov_exec::{ConfigError, InputSpec, MapResults, Stage, StageContext, StageError, StageOutput, parse_params};
 use prov_manifest::{Content, Determinism, OutputType, SourceRecord, TreeRecord, get_typed};
 use prov_store::{Digest, Store};
 use serde::{Deserialize, Serialize};
@@ -270,9 +270,9 @@ impl Stage for RobotsStage {
         })
     }
 
-    fn reduce(&self, cx: &StageContext<'_>, results: Vec<Value>) -> Result<StageOutput, StageError> {
+    fn reduce(&self, cx: &StageContext<'_>, results: MapResults<'_>) -> Result<StageOutput, StageError> {
         let config: RobotsConfig = parse_params(cx.config).map_err(StageError::Config)?;
-        let (mut out, _) = prov_filter::reduce_filtered(cx, results)?;
+        let mut out = prov_filter::reduce_filtered(cx, results, |_, _| Ok(()))?;
         let snapshot = Snapshot::load(cx.store, &cx.input("snapshot")?.digest)?;
         let robots = snapshot.parse_all(config.keys)?;
         out.stats.insert("snapshot_hosts".into(), Value::from(snapshot.files.len()));

@@ -23,6 +23,7 @@
 
 use std::collections::BTreeMap;
 use std::io::{BufReader, BufWriter, Read, Write};
+use std::sync::Mutex;
 
 use prov_dataset::{Document, LedgerDecision, LedgerRow, ShardWriter, shard_documents};
 use prov_exec::{ConfigError, InputSpec, Scratch, Stage, StageContext, StageError, StageOutput, parse_params};
@@ -318,13 +319,14 @@ impl Stage for ToxicityStage {
         }
         let (thresholds, quantiles) = thresholds_from_sorted(&languages, &counts, sort.finish()?, &config)?;
 
-        // Pass 2: decide and write, shard-parallel, collected in shard order, each shard's
-        // scores read back from its scratch file.
-        let results: Vec<(prov_filter::CountedShard, BTreeMap<String, u64>)> = cx.pool.install(|| {
+        // Pass 2: decide and write, shard-parallel, each shard's scores read back from its
+        // scratch file, each shard folded into the stage's parts as it finishes.
+        let parts = Mutex::new((prov_filter::FilterParts::new(ds.shards.len()), BTreeMap::<String, u64>::new()));
+        cx.pool.install(|| {
             ds.shards
                 .par_iter()
                 .enumerate()
-                .map(|(i, s)| {
+                .try_for_each(|(i, s)| {
                     let mut out = ShardWriter::new(cx.store)?;
                     let mut rows = Vec::new();
                     let mut removed: BTreeMap<String, u64> = BTreeMap::new();
@@ -349,21 +351,18 @@ impl Stage for ToxicityStage {
                         return Err(shard_changed(s));
                     }
                     let (ledger, stats) = prov_filter::write_counted_ledger(cx, rows)?;
-                    Ok::<_, StageError>(((out.finish()?, ledger, stats), removed))
+                    let written = out.finish()?;
+                    let mut held = parts.lock().expect("no task panics holding the parts");
+                    held.0.put(i, (written, ledger, stats));
+                    for (lang, n) in removed {
+                        *held.1.entry(lang).or_default() += n;
+                    }
+                    Ok::<_, StageError>(())
                 })
-                .collect::<Result<_, _>>()
         })?;
-
-        let mut removed: BTreeMap<String, u64> = BTreeMap::new();
-        let mut shards = Vec::with_capacity(results.len());
-        for (shard, shard_removed) in results {
-            for (lang, n) in shard_removed {
-                *removed.entry(lang).or_default() += n;
-            }
-            shards.push(shard);
-        }
+        let (parts, removed) = parts.into_inner().expect("no task panicked holding the parts");
         let by_language = threshold_summary(&thresholds, &counts, &removed);
-        let mut out = prov_filter::finish_counted(cx, shards)?;
+        let mut out = parts.finish(cx)?;
         out.stats.insert("thresholds".into(), Value::Object(by_language));
         out.stats.insert("score_quantiles".into(), Value::Object(quantiles));
         out.stats.insert("quantile".into(), json!(config.quantile));
