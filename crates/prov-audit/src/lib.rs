@@ -57,8 +57,8 @@ pub use claims::{
 };
 pub use policy::{AuditPolicy, Claim, POLICY_SCHEMA};
 pub use proof::{
-    DocumentPart, DocumentProof, FoundRow, PROOF_KIND, PROOF_SCHEMA, Pins, StageFate, Subject, Training, UrlIndexProof,
-    Verified, VerifyError, parse_proof, verify,
+    DocumentPart, DocumentProof, FoundRow, LedgerProof, PROOF_KIND, PROOF_SCHEMA, Pins, ShardRange, StageFate, Subject,
+    Training, UrlIndexProof, Verified, VerifyError, parse_proof, verify,
 };
 pub use prove::{ProveError, prove};
 pub use range::{ProvenLeaf, RangeError, RangeProof};

@@ -12,23 +12,42 @@ use prov_store::{Digest, leaf_hash, merkle_root, node_hash};
 pub fn audit_path(leaves: &[Digest], index: usize) -> Vec<Digest> {
     assert!(index < leaves.len(), "leaf {index} of {} leaves", leaves.len());
     let mut path = Vec::new();
-    push_path(leaves, index, &mut path);
+    push_path(leaves, index, merkle_root, &mut path);
     path
 }
 
-fn push_path(leaves: &[Digest], index: usize, out: &mut Vec<Digest>) {
-    let n = leaves.len();
+/// Pushes the path of `items[index]` (leaves, or nodes already hashed, as `root` reads them).
+fn push_path(items: &[Digest], index: usize, root: fn(&[Digest]) -> Digest, out: &mut Vec<Digest>) {
+    let n = items.len();
     if n <= 1 {
         return;
     }
     let k = split(n);
     if index < k {
-        push_path(&leaves[..k], index, out);
-        out.push(merkle_root(&leaves[k..]));
+        push_path(&items[..k], index, root, out);
+        out.push(root(&items[k..]));
     } else {
-        push_path(&leaves[k..], index - k, out);
-        out.push(merkle_root(&leaves[..k]));
+        push_path(&items[k..], index - k, root, out);
+        out.push(root(&items[..k]));
     }
+}
+
+/// Returns the audit path of leaf `index` of a tree whose leaves come in chunks of
+/// `chunk_entries` (a power of two),
+/// from the leaves of the leaf's own chunk and every chunk's root: the path inside the chunk,
+/// then the chunk's path among the chunks (see [`prov_store::chunked_root`]). Equal to
+/// [`audit_path`] over all the leaves, without reading the other chunks.
+///
+/// # Panics
+///
+/// When `index` does not fall in a chunk of `chunk_roots`, or `chunk` (the leaves of the
+/// chunk that holds `index`) is not that chunk's length.
+pub fn chunked_audit_path(chunk: &[Digest], chunk_roots: &[Digest], chunk_entries: u64, index: u64) -> Vec<Digest> {
+    let c = usize::try_from(index / chunk_entries).expect("a chunk index fits");
+    assert!(c < chunk_roots.len(), "leaf {index} is past the last chunk");
+    let mut path = audit_path(chunk, usize::try_from(index % chunk_entries).expect("within a chunk"));
+    push_path(chunk_roots, c, prov_store::chunked_root, &mut path);
+    path
 }
 
 /// The largest power of two strictly smaller than `n` (`n > 1`).
@@ -99,6 +118,27 @@ mod tests {
                 assert!(!verify_path(i as u64, n as u64, &ls[(i + 1) % n], &path, &root) || n == 1);
                 if let Some((_, shorter)) = path.split_last() {
                     assert!(!verify_path(i as u64, n as u64, &ls[i], shorter, &root));
+                }
+            }
+        }
+    }
+
+    /// The path built from one chunk and the chunk roots is the path over all the leaves,
+    /// for every leaf, chunk size and tree size.
+    #[test]
+    fn a_path_from_one_chunk_equals_the_path_over_all_leaves() {
+        for chunk in [1u64, 2, 4, 8] {
+            for n in 1..=37 {
+                let ls = leaves(n);
+                let chunks: Vec<&[Digest]> = ls.chunks(chunk as usize).collect();
+                let roots: Vec<Digest> = chunks.iter().map(|c| merkle_root(c)).collect();
+                for i in 0..n {
+                    let own = chunks[i / chunk as usize];
+                    assert_eq!(
+                        chunked_audit_path(own, &roots, chunk, i as u64),
+                        audit_path(&ls, i),
+                        "leaf {i} of {n} in chunks of {chunk}"
+                    );
                 }
             }
         }

@@ -20,9 +20,12 @@ use crate::range::{RangeError, RangeProof, verify_range};
 
 /// The `kind` of a document proof.
 pub const PROOF_KIND: &str = "document-proof";
-/// The `schema` version this build writes and reads. Version 2 names the stage the chain
-/// ends at (`target`); a version 1 proof could be cut short without saying so.
-pub const PROOF_SCHEMA: u32 = 2;
+/// The `schema` version this build writes and reads. Version 3 finds a document's rows
+/// through each ledger's id directory, so a proof holds a range in the directory and one in
+/// each shard that holds the id (version 2 held a range in every shard of every ledger, which
+/// grew with the shard count). Version 2 named the stage the chain ends at (`target`); a
+/// version 1 proof could be cut short without saying so.
+pub const PROOF_SCHEMA: u32 = 3;
 
 /// What a proof is about: one document id, or every document with one URL.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -92,8 +95,29 @@ pub struct UrlIndexProof {
 pub struct DocumentPart {
     /// The document id.
     pub id: String,
-    /// Per ledger (as in [`DocumentProof::ledgers`]), per shard: the range of rows with `id`.
-    pub ledgers: Vec<Vec<RangeProof>>,
+    /// Per ledger (as in [`DocumentProof::ledgers`]): where the id's rows are, and the rows.
+    pub ledgers: Vec<LedgerProof>,
+}
+
+/// One ledger's rows of one id: the id directory's entries for the id (which shards hold it,
+/// and that no other does), and in each of those shards the row.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LedgerProof {
+    /// The range of the ledger's id directory with the id.
+    pub directory: RangeProof,
+    /// One per directory entry of the id, in the directory's order (by shard).
+    pub shards: Vec<ShardRange>,
+}
+
+/// The range of one ledger shard's rows with an id.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ShardRange {
+    /// The shard's index in the ledger.
+    pub shard: u64,
+    /// The range of its rows with the id.
+    pub range: RangeProof,
 }
 
 impl DocumentProof {
@@ -175,6 +199,17 @@ pub enum VerifyError {
         shard: usize,
         /// What failed.
         source: RangeError,
+    },
+    /// The id directory part of a ledger does not hold, or the shards listed are not the
+    /// ones it names.
+    #[error("document `{id}`, stage `{stage}`, id directory: {reason}")]
+    Directory {
+        /// The document id.
+        id: String,
+        /// The stage.
+        stage: String,
+        /// What is wrong.
+        reason: String,
     },
     /// A row that the proof shows is not a valid ledger row.
     #[error("document `{id}`, stage `{stage}`, shard {shard}: {reason}")]
@@ -467,8 +502,9 @@ pub fn verify(bytes: &[u8], pins: &Pins) -> Result<Verified, VerifyError> {
     })
 }
 
-/// Checks every document's range proofs in every shard of every ledger; returns each filter's
-/// rows of the documents.
+/// Checks every document's part of every ledger: the directory range (which shards hold the
+/// id), then the range in each of those shards, which must hold exactly one row with the id.
+/// Returns each filter's rows of the documents.
 fn check_documents(
     documents: &[DocumentPart],
     with_ledger: &[(&StageRecord, Digest)],
@@ -494,30 +530,47 @@ fn check_documents(
                 ledgers.len()
             )));
         }
-        for ((fate, ledger), ranges) in stages.iter_mut().zip(ledgers).zip(&doc.ledgers) {
-            if ranges.len() != ledger.shards.len() {
-                return Err(format_err(format!(
-                    "document `{}`, stage `{}`: {} shard proofs for {} shards",
-                    doc.id,
-                    fate.stage,
-                    ranges.len(),
-                    ledger.shards.len()
+        for ((fate, ledger), part) in stages.iter_mut().zip(ledgers).zip(&doc.ledgers) {
+            let directory_err =
+                |reason: String| VerifyError::Directory { id: doc.id.clone(), stage: fate.stage.clone(), reason };
+            let entries =
+                verify_range(&part.directory, "id", &doc.id, ledger.directory.entries, &ledger.directory.root)
+                    .map_err(|e| directory_err(e.to_string()))?;
+            // The shards the directory names for the id, in its order: each once, ascending,
+            // each a shard of the ledger.
+            let mut named: Vec<u64> = Vec::with_capacity(entries.len());
+            for (i, entry) in &entries {
+                let shard = entry
+                    .get("shard")
+                    .and_then(serde_json::Value::as_u64)
+                    .filter(|s| *s < ledger.shards.len() as u64)
+                    .ok_or_else(|| directory_err(format!("entry {i} has no `shard` below {}", ledger.shards.len())))?;
+                if named.last().is_some_and(|last| *last >= shard) {
+                    return Err(directory_err(format!("entry {i} names shard {shard} out of order")));
+                }
+                named.push(shard);
+            }
+            let listed: Vec<u64> = part.shards.iter().map(|s| s.shard).collect();
+            if listed != named {
+                return Err(directory_err(format!(
+                    "the directory names shards {named:?}, but the proof gives ranges for {listed:?}"
                 )));
             }
-            for (shard, (range, (info, root))) in
-                ranges.iter().zip(ledger.shards.iter().zip(&ledger.shard_roots)).enumerate()
-            {
-                let found = verify_range(range, "id", &doc.id, info.rows, root).map_err(|source| {
-                    VerifyError::Range { id: doc.id.clone(), stage: fate.stage.clone(), shard, source }
-                })?;
+            for ShardRange { shard, range } in &part.shards {
+                let shard = usize::try_from(*shard).expect("below the shard count");
+                let found =
+                    verify_range(range, "id", &doc.id, ledger.shards[shard].rows, &ledger.shard_roots[shard]).map_err(
+                        |source| VerifyError::Range { id: doc.id.clone(), stage: fate.stage.clone(), shard, source },
+                    )?;
                 let row_err =
                     |reason: String| VerifyError::Row { id: doc.id.clone(), stage: fate.stage.clone(), shard, reason };
-                if found.len() > 1 {
-                    return Err(row_err(format!("{} rows with one id in one shard", found.len())));
-                }
-                for (row, value) in found {
-                    fate.rows.push(found_row(&doc.id, shard, row, &value).map_err(row_err)?);
-                }
+                let [(row, value)] = found.as_slice() else {
+                    return Err(row_err(format!(
+                        "the directory names this shard, but it has {} rows with the id, not one",
+                        found.len()
+                    )));
+                };
+                fate.rows.push(found_row(&doc.id, shard, *row, value).map_err(row_err)?);
             }
         }
     }

@@ -1,11 +1,15 @@
 //! Building a [`DocumentProof`] from a run in the store.
 
-use prov_dataset::{LedgerRow, read_ledger_shard};
+use prov_dataset::directory::{chunks_around, read_directory_chunk};
+use prov_dataset::read_ledger_shard;
 use prov_manifest::{LedgerRecord, LoadedRun, Record, StageRecord, StoredError, get_typed};
 use prov_store::{Digest, Store, StoreError};
 
-use crate::proof::{DocumentPart, DocumentProof, PROOF_KIND, PROOF_SCHEMA, Subject, UrlIndexProof, ledger_output};
-use crate::range::{RangeProof, prove_range};
+use crate::proof::{
+    DocumentPart, DocumentProof, LedgerProof, PROOF_KIND, PROOF_SCHEMA, ShardRange, Subject, UrlIndexProof,
+    ledger_output,
+};
+use crate::range::{prove_range, prove_range_chunked};
 use prov_dataset::url_index::{UrlIndexEntry, read_url_index, url_key};
 use prov_prep::URL_INDEX_KIND;
 use prov_tokenizer::TOKENIZE_KIND;
@@ -72,24 +76,38 @@ fn canonical_text(record: &Record) -> String {
     String::from_utf8(record.to_bytes().expect("a decoded record encodes")).expect("JSON is UTF-8")
 }
 
-/// A ledger's shards, read once: each row's canonical text and id.
-struct LoadedShard {
-    entries: Vec<String>,
-    ids: Vec<String>,
-}
-
-impl LoadedShard {
-    fn new(rows: &[LedgerRow]) -> Self {
-        Self {
-            entries: rows.iter().map(|r| String::from_utf8(r.canonical()).expect("canonical JSON is UTF-8")).collect(),
-            ids: rows.iter().map(|r| r.id.clone()).collect(),
-        }
+/// One ledger's part of a proof for `id`: the id directory's range, read from the chunks
+/// around the id, then the range in each shard the directory names, each read on its own.
+/// What is read depends on the shards that hold the id, not on how many the ledger has.
+fn prove_in_ledger(store: &Store, ledger: &LedgerRecord, id: &str) -> Result<LedgerProof, ProveError> {
+    let dir = &ledger.directory;
+    let around = chunks_around(dir, id);
+    let mut loaded = Vec::with_capacity(around.len());
+    let mut shards: Vec<u64> = Vec::new();
+    for chunk in &dir.chunks[around.clone()] {
+        let entries = read_directory_chunk(store, chunk)?;
+        shards.extend(entries.iter().filter(|e| e.id == id).map(|e| u64::from(e.shard)));
+        loaded.push(entries.iter().map(|e| (e.id.clone(), e.canonical())).collect::<Vec<_>>());
     }
-
-    fn prove(&self, key: &str) -> RangeProof {
-        let keys: Vec<&str> = self.ids.iter().map(String::as_str).collect();
-        prove_range(&self.entries, &keys, key)
-    }
+    let roots: Vec<Digest> = dir.chunks.iter().map(|c| c.root).collect();
+    let directory = prove_range_chunked(around.start, &loaded, &roots, dir.chunk_entries, id);
+    let shards = shards
+        .into_iter()
+        .map(|shard| {
+            let info = usize::try_from(shard).ok().and_then(|s| ledger.shards.get(s)).ok_or_else(|| {
+                ProveError::Dataset(prov_dataset::DatasetError::Directory {
+                    digest: dir.chunks[around.start].digest,
+                    message: format!("names shard {shard}, but the ledger has {}", ledger.shards.len()),
+                })
+            })?;
+            let rows = read_ledger_shard(store, &info.digest)?;
+            let entries: Vec<String> =
+                rows.iter().map(|r| String::from_utf8(r.canonical()).expect("canonical JSON is UTF-8")).collect();
+            let keys: Vec<&str> = rows.iter().map(|r| r.id.as_str()).collect();
+            Ok(ShardRange { shard, range: prove_range(&entries, &keys, id) })
+        })
+        .collect::<Result<_, ProveError>>()?;
+    Ok(LedgerProof { directory, shards })
 }
 
 /// Builds the proof of `subject` for `run`, reading the run's stage records, ledgers and, for
@@ -162,18 +180,10 @@ pub fn prove(store: &Store, recorded: &LoadedRun, subject: &Subject) -> Result<D
     let mut ledgers = Vec::new();
     for (_, ledger) in &ledger_stages {
         let l = get_typed::<LedgerRecord>(store, ledger)?;
-        let record = Record::Ledger(l.clone());
-        let mut per_doc: Vec<Vec<RangeProof>> = vec![Vec::new(); documents.len()];
-        for shard in &l.shards {
-            let loaded = LoadedShard::new(&read_ledger_shard(store, &shard.digest)?);
-            for (d, doc) in documents.iter().enumerate() {
-                per_doc[d].push(loaded.prove(&doc.id));
-            }
+        for doc in &mut documents {
+            doc.ledgers.push(prove_in_ledger(store, &l, &doc.id)?);
         }
-        for (doc, ranges) in documents.iter_mut().zip(per_doc) {
-            doc.ledgers.push(ranges);
-        }
-        ledgers.push(canonical_text(&record));
+        ledgers.push(canonical_text(&Record::Ledger(l)));
     }
 
     Ok(DocumentProof {

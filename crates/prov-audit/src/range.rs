@@ -14,7 +14,7 @@ use std::cmp::Ordering;
 use prov_store::Digest;
 use serde::{Deserialize, Serialize};
 
-use crate::path::{audit_path, verify_path};
+use crate::path::{audit_path, chunked_audit_path, verify_path};
 
 /// One leaf of a range proof: its entry and its audit path.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -103,6 +103,48 @@ pub fn prove_range(entries: &[String], keys: &[&str], key: &str) -> RangeProof {
     RangeProof {
         index: start as u64,
         leaves: (start..end).map(|i| ProvenLeaf { entry: entries[i].clone(), path: audit_path(&leaves, i) }).collect(),
+    }
+}
+
+/// Returns the range proof for `key` over a tree stored in chunks of `chunk_entries` leaves
+/// (a power of two), from consecutive chunks only: `loaded` holds chunks `first_chunk..`,
+/// each as its entries' `(key, canonical text)` in order, and `roots` every chunk's root. The
+/// proof is [`prove_range`]'s over all the entries, provided the chunks loaded hold the entry
+/// just before `key` and the one just after (when there are such entries), which is what
+/// `prov_dataset::directory::chunks_around` picks.
+pub fn prove_range_chunked(
+    first_chunk: usize,
+    loaded: &[Vec<(String, String)>],
+    roots: &[Digest],
+    chunk_entries: u64,
+    key: &str,
+) -> RangeProof {
+    // (chunk, position in it) of every loaded entry, and each loaded chunk's leaves.
+    let spots: Vec<(usize, usize)> =
+        loaded.iter().enumerate().flat_map(|(c, entries)| (0..entries.len()).map(move |j| (c, j))).collect();
+    let m = spots.len();
+    if m == 0 {
+        return RangeProof { index: 0, leaves: Vec::new() };
+    }
+    let key_at = |p: usize| loaded[spots[p].0][spots[p].1].0.as_bytes();
+    let lo = (0..m).find(|&p| key_at(p) >= key.as_bytes()).unwrap_or(m);
+    let hi = (lo..m).find(|&p| key_at(p) > key.as_bytes()).unwrap_or(m);
+    let start = lo.saturating_sub(1).min(m - 1);
+    let end = if hi < m { hi + 1 } else { m };
+    let leaves: Vec<Vec<Digest>> =
+        loaded.iter().map(|entries| entries.iter().map(|(_, e)| Digest::of(e.as_bytes())).collect()).collect();
+    let global = |p: usize| (first_chunk + spots[p].0) as u64 * chunk_entries + spots[p].1 as u64;
+    RangeProof {
+        index: global(start),
+        leaves: (start..end)
+            .map(|p| {
+                let (c, j) = spots[p];
+                ProvenLeaf {
+                    entry: loaded[c][j].1.clone(),
+                    path: chunked_audit_path(&leaves[c], roots, chunk_entries, global(p)),
+                }
+            })
+            .collect(),
     }
 }
 
@@ -220,6 +262,34 @@ mod tests {
         let mut short = proof.clone();
         short.leaves.pop();
         assert!(verify_range(&short, "url", "b", 5, &root).is_err());
+    }
+
+    /// From the chunks around a key, the proof is the one over all the entries, for keys
+    /// present, repeated, absent, before the first and after the last, in chunks of any size.
+    #[test]
+    fn a_proof_from_the_chunks_around_a_key_equals_the_proof_over_all() {
+        let keys: Vec<String> =
+            [1, 3, 3, 3, 5, 7, 9, 9, 11, 13, 15, 17, 19].iter().map(|k| format!("k{k:02}")).collect();
+        let entries: Vec<String> = keys.iter().enumerate().map(|(i, k)| format!(r#"{{"id":"{k}","n":{i}}}"#)).collect();
+        let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
+        for chunk in [1usize, 2, 4, 8, 16] {
+            let pairs: Vec<(String, String)> = keys.iter().cloned().zip(entries.iter().cloned()).collect();
+            let chunks: Vec<Vec<(String, String)>> = pairs.chunks(chunk).map(<[_]>::to_vec).collect();
+            let roots: Vec<Digest> = chunks
+                .iter()
+                .map(|c| merkle_root(&c.iter().map(|(_, e)| Digest::of(e.as_bytes())).collect::<Vec<_>>()))
+                .collect();
+            for probe in (0..=20).map(|k| format!("k{k:02}")).chain(["a".into(), "z".into()]) {
+                // The chunks a reader picks: from the last starting before the key to the
+                // first starting after it.
+                let firsts: Vec<&str> = chunks.iter().map(|c| c[0].0.as_str()).collect();
+                let from = firsts.partition_point(|f| f.as_bytes() < probe.as_bytes()).saturating_sub(1);
+                let to = (firsts.partition_point(|f| f.as_bytes() <= probe.as_bytes()) + 1).min(chunks.len());
+                let proof = prove_range_chunked(from, &chunks[from..to], &roots, chunk as u64, &probe);
+                assert_eq!(proof, prove_range(&entries, &refs, &probe), "{probe} in chunks of {chunk}");
+            }
+        }
+        assert_eq!(prove_range_chunked(0, &[], &[], 4, "x"), RangeProof { index: 0, leaves: Vec::new() });
     }
 
     #[test]

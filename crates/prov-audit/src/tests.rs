@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use proptest::prelude::*;
-use prov_dataset::{LedgerDecision, LedgerRow, write_ledger, write_ledger_shard};
+use prov_dataset::{LedgerDecision, LedgerRow, write_ledger, write_ledger_chunked, write_ledger_shard};
 use prov_manifest::{
     Determinism, Envelope, OutputRef, OutputType, Record, RunRecord, RunStage, StageRecord, put_record,
 };
@@ -69,13 +69,18 @@ fn url_of(id: &str) -> String {
 
 /// A run whose one filter has a ledger of `shards` (ids; those starting with `x` removed).
 fn fixture(store: &Store, shards: &[Vec<String>]) -> prov_manifest::LoadedRun {
+    fixture_chunked(store, shards, prov_dataset::directory::DIRECTORY_CHUNK_ENTRIES)
+}
+
+/// [`fixture`] with the ledger's id directory in chunks of `chunk` entries.
+fn fixture_chunked(store: &Store, shards: &[Vec<String>], chunk: u64) -> prov_manifest::LoadedRun {
     let source = Digest::of(b"source record");
     let mut ledger_shards = Vec::new();
     for ids in shards {
         let rows = ids.iter().map(|id| row(id, id.starts_with('x'))).collect();
         ledger_shards.push(write_ledger_shard(store, rows).expect("ledger shard"));
     }
-    let (ledger, _) = write_ledger(store, ledger_shards).expect("ledger");
+    let (ledger, _) = write_ledger_chunked(store, ledger_shards, chunk).expect("ledger");
     let dataset = Digest::of(b"filtered dataset");
     let index = build_url_index(shards.iter().flatten().map(|id| UrlIndexEntry::new(&url_of(id), id)).collect());
     let index_digest = store.put_bytes(ObjectKind::Blob, &index.bytes).expect("index");
@@ -228,6 +233,77 @@ fn every_single_byte_change_of_a_small_proof_is_rejected() {
     }
 }
 
+/// A proof holds the id directory's range and one range per shard that holds the id, and
+/// building it reads the shards that hold the id, not the others (a shard removed from the
+/// store that does not hold the id does not stop the proof). Beside the ledger records it
+/// embeds, which list every shard (about 200 bytes a shard: not yet logarithmic), a proof
+/// over 64 shards is no larger than over 4, where a version 2 proof grew sixteen-fold.
+#[test]
+fn a_proof_grows_with_the_shards_that_hold_the_id_not_with_the_shard_count() {
+    let proof_len = |n_shards: usize| {
+        let (_dir, store) = new_store();
+        // 640 ids in all, cut into `n_shards` shards; `m0300` is in shard 0 and in the last.
+        let mut shards: Vec<Vec<String>> =
+            (0..n_shards).map(|s| (0..640 / n_shards).map(|i| format!("m{:04}", s + i * n_shards)).collect()).collect();
+        shards[n_shards - 1].push("m0300".into());
+        shards[n_shards - 1].sort();
+        shards[n_shards - 1].dedup();
+        let run = fixture_chunked(&store, &shards, 16);
+        let holders: Vec<usize> = (0..n_shards).filter(|s| shards[*s].iter().any(|i| i == "m0300")).collect();
+        // Every shard that does not hold the id is removed from the store.
+        let ledger = run.stages()[1].record.outputs["ledger"].digest;
+        let Ok(Record::Ledger(l)) = prov_manifest::get_record(&store, &ledger) else { panic!("a ledger") };
+        let others: Vec<Digest> = (0..n_shards).filter(|s| !holders.contains(s)).map(|s| l.shards[s].digest).collect();
+        store.remove_objects(&others).expect("removed");
+        let proof = prove(&store, &run, &Subject::Doc("m0300".into())).expect("proves from the holders alone");
+        let part = &proof.documents[0].ledgers[0];
+        assert_eq!(part.shards.iter().map(|s| s.shard as usize).collect::<Vec<_>>(), holders);
+        let v = verify(&proof.to_bytes(), &Pins { root: Some(run.record.root), ..Pins::default() }).expect("verifies");
+        assert_eq!(v.stages[0].rows.iter().map(|r| r.shard).collect::<Vec<_>>(), holders);
+        proof.to_bytes().len() - proof.ledgers.iter().map(String::len).sum::<usize>()
+    };
+    let (four, sixty_four) = (proof_len(4), proof_len(64));
+    // Each ledger shard has 16 times fewer rows (4 fewer path digests per range), and the
+    // directory is the same size.
+    assert!(sixty_four <= four, "beside the ledger records: 4 shards {four} bytes, 64 shards {sixty_four} bytes");
+}
+
+/// The shards a proof gives ranges for must be exactly those the directory names: dropping
+/// one, adding one (with a true absence range of its own) or naming another is refused.
+#[test]
+fn shard_ranges_other_than_the_directory_names_are_refused() {
+    let (_dir, store) = new_store();
+    let shards = [ids(&["a", "c"]), ids(&["b", "c"]), ids(&["c", "d"])];
+    let run = fixture_chunked(&store, &shards, 2);
+    let proof = prove(&store, &run, &Subject::Doc("c".into())).expect("proves");
+    verify(&proof.to_bytes(), &Pins::default()).expect("verifies");
+    assert_eq!(proof.documents[0].ledgers[0].shards.len(), 3);
+    let directory_refused = |p: &crate::DocumentProof| {
+        let e = verify(&p.to_bytes(), &Pins::default()).unwrap_err();
+        assert!(matches!(e, VerifyError::Directory { .. }), "{e}");
+    };
+    let mut dropped = proof.clone();
+    dropped.documents[0].ledgers[0].shards.remove(1);
+    directory_refused(&dropped);
+    let mut repeated = proof.clone();
+    let again = repeated.documents[0].ledgers[0].shards[0].clone();
+    repeated.documents[0].ledgers[0].shards.push(again);
+    directory_refused(&repeated);
+
+    // For `b` the directory names shard 1; a true absence range from shard 0 added beside it
+    // still does not pass, nor does the directory range for `c` given for `b`.
+    let b = prove(&store, &run, &Subject::Doc("b".into())).expect("proves");
+    let a_in_0 = prove(&store, &run, &Subject::Doc("a".into())).expect("proves");
+    assert_eq!(a_in_0.documents[0].ledgers[0].shards[0].shard, 0);
+    let mut extra = b.clone();
+    let absent_from_0 = crate::ShardRange { shard: 0, range: a_in_0.documents[0].ledgers[0].shards[0].range.clone() };
+    extra.documents[0].ledgers[0].shards.insert(0, absent_from_0);
+    assert!(verify(&extra.to_bytes(), &Pins::default()).is_err());
+    let mut swapped = b;
+    swapped.documents[0].ledgers[0].directory = proof.documents[0].ledgers[0].directory.clone();
+    directory_refused(&swapped);
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(24))]
 
@@ -236,10 +312,11 @@ proptest! {
         shards in prop::collection::vec(prop::collection::btree_set("[a-dx]{1,3}", 0..12), 1..4),
         probe in "[a-dx]{1,3}",
         flips in prop::collection::vec(any::<(usize, u8)>(), 8),
+        chunk in prop::sample::select(vec![1u64, 2, 4, 65_536]),
     ) {
         let (_dir, store) = new_store();
         let shards: Vec<Vec<String>> = shards.into_iter().map(|s| s.into_iter().collect()).collect();
-        let run = fixture(&store, &shards);
+        let run = fixture_chunked(&store, &shards, chunk);
         let mut all: Vec<&String> = shards.iter().flatten().collect();
         all.push(&probe);
         for id in all {
@@ -363,7 +440,7 @@ mod audit {
         let (_d, store) = new_store();
         let a = write_ledger_shard(&store, vec![row("a", false), row("b", true)]).expect("shard");
         let b = write_ledger_shard(&store, vec![row("a", false), row("c", true)]).expect("shard");
-        let (honest, _) = write_ledger(&store, vec![a.clone()]).expect("ledger");
+        let (honest, record) = write_ledger(&store, vec![a.clone()]).expect("ledger");
         assert_eq!(check_ledger(&store, &honest).expect("checks").record.rows, 2);
         // The rows of shard `a` under the root of shard `b`: a record consistent in itself.
         let forged = LedgerRecord {
@@ -373,6 +450,7 @@ mod audit {
             merkle_root: merkle_root(&[b.root]),
             rows: 2,
             rules: a.rules.clone(),
+            directory: record.directory,
         };
         let forged = put_record(&store, &Record::Ledger(forged)).expect("record");
         let e = check_ledger(&store, &forged).err().expect("refused");
@@ -421,6 +499,7 @@ mod audit {
             *rules.entry(k.clone()).or_default() += v;
         }
         // The second shard has no root: without the length check it would never be checked.
+        let (_, honest) = write_ledger(&store, vec![a.clone(), b.clone()]).expect("ledger");
         let forged = LedgerRecord {
             schema: 1,
             shards: vec![a.shard.clone(), b.shard.clone()],
@@ -428,10 +507,44 @@ mod audit {
             merkle_root: merkle_root(&[a.root]),
             rows: 3,
             rules,
+            directory: honest.directory,
         };
         let forged = put_record(&store, &Record::Ledger(forged)).expect("record");
         let e = check_ledger(&store, &forged).err().expect("refused");
         assert!(e.contains("2 shards but 1 shard roots"), "{e}");
+    }
+
+    /// A ledger whose id directory lists a row under the wrong shard, or lists another id
+    /// in its place, is refused: the record is consistent in itself (entries, chunk roots and
+    /// root recomputed), and a proof built on it would say the filter never saw `b` in the
+    /// shard that holds it.
+    #[test]
+    fn a_ledger_whose_directory_misplaces_or_replaces_a_row_is_refused() {
+        use prov_dataset::directory::{DirectoryEntry, DirectoryWriter};
+        let (_d, store) = new_store();
+        let a = write_ledger_shard(&store, vec![row("a", false), row("b", true)]).expect("shard");
+        let b = write_ledger_shard(&store, vec![row("c", false)]).expect("shard");
+        let (honest, record) = write_ledger(&store, vec![a, b]).expect("ledger");
+        check_ledger(&store, &honest).expect("the honest ledger checks");
+        let forge = |entries: &[(&str, u32)]| {
+            let mut w = DirectoryWriter::new(Some(&store), 2);
+            for (id, shard) in entries {
+                w.push(DirectoryEntry { id: (*id).into(), shard: *shard }).expect("in order");
+            }
+            let forged = LedgerRecord { directory: w.finish().expect("written"), ..record.clone() };
+            put_record(&store, &Record::Ledger(forged)).expect("a record consistent in itself")
+        };
+        for entries in [
+            vec![("a", 0), ("b", 1), ("c", 1)],
+            vec![("a", 0), ("bb", 0), ("c", 1)],
+            vec![("a", 0), ("c", 1), ("c", 1)].into_iter().take(2).chain([("d", 1)]).collect(),
+        ] {
+            let forged = forge(&entries);
+            let e = check_ledger(&store, &forged).err().expect("refused");
+            assert!(e.contains("its id directory does not list exactly the ids of shard"), "{entries:?}: {e}");
+        }
+        let e = check_ledger(&store, &forge(&[("a", 0), ("b", 0), ("c", 2)])).err().expect("refused");
+        assert!(e.contains("listed under shard 2, but the ledger has 2"), "{e}");
     }
 
     #[test]

@@ -188,8 +188,23 @@ fn to_batch(rows: &[LedgerRow]) -> Result<RecordBatch, DatasetError> {
     )?)
 }
 
-/// Stores the ledger record for shards written with [`write_ledger_shard`].
+/// Stores the ledger record for shards written with [`write_ledger_shard`], with its id
+/// directory ([`crate::directory`]), built on disk in a scratch directory of the store.
 pub fn write_ledger(store: &Store, shards: Vec<LedgerShard>) -> Result<(Digest, LedgerRecord), DatasetError> {
+    write_ledger_chunked(store, shards, crate::directory::DIRECTORY_CHUNK_ENTRIES)
+}
+
+/// [`write_ledger`] with directory chunks of `chunk_entries` entries (a power of two): tests
+/// use small chunks to prove across chunk boundaries.
+pub fn write_ledger_chunked(
+    store: &Store,
+    shards: Vec<LedgerShard>,
+    chunk_entries: u64,
+) -> Result<(Digest, LedgerRecord), DatasetError> {
+    let scratch = store.scratch_dir("ledger-directory")?;
+    let directory = crate::directory::build_directory(store, &scratch, &shards, chunk_entries, true);
+    let _ = fs_err::remove_dir_all(&scratch);
+    let directory = directory?;
     let mut rules = BTreeMap::new();
     for s in &shards {
         for (rule, n) in &s.rules {
@@ -204,9 +219,38 @@ pub fn write_ledger(store: &Store, shards: Vec<LedgerShard>) -> Result<(Digest, 
         shard_roots,
         shards: shards.into_iter().map(|s| s.shard).collect(),
         rules,
+        directory,
     };
     let digest = put_record(store, &Record::Ledger(record.clone()))?;
     Ok((digest, record))
+}
+
+/// Reads the ids of a stored ledger shard, verified, in the shard's order (by id), without
+/// its other columns.
+pub fn read_ledger_ids(store: &Store, digest: &Digest) -> Result<Vec<String>, DatasetError> {
+    store.verify(digest)?;
+    let file = fs_err::File::open(store.object_path(digest))?;
+    let what = || format!("ledger shard `{digest}`");
+    let mut reader = crate::guard_parquet(what, || {
+        let builder = ParquetRecordBatchReaderBuilder::try_new(file.into_parts().0)?;
+        if builder.schema().fields() != ledger_schema().fields() {
+            return Ok(None);
+        }
+        let ids = parquet::arrow::ProjectionMask::roots(builder.parquet_schema(), [0]);
+        builder.with_projection(ids).build().map(Some)
+    })??
+    .ok_or_else(|| DatasetError::Schema { digest: *digest, message: "not a ledger shard".into() })?;
+    let mut ids = Vec::new();
+    while let Some(batch) = crate::guard_parquet(what, || reader.next())? {
+        let batch = batch?;
+        let column = batch
+            .column(0)
+            .as_any()
+            .downcast_ref::<StringArray>()
+            .ok_or_else(|| DatasetError::Schema { digest: *digest, message: "the id column is not text".into() })?;
+        ids.extend((0..batch.num_rows()).map(|r| column.value(r).to_owned()));
+    }
+    Ok(ids)
 }
 
 /// Reads a stored ledger shard, verified, in id order.

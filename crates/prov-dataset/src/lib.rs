@@ -23,7 +23,8 @@
 //! - [`read_shard`], [`shard_documents`]: documents back out of a stored shard, verified; the
 //!   second streams them.
 //! - [`first_difference`]: where two datasets first disagree.
-//! - [`LedgerRow`], [`write_ledger_shard`], [`write_ledger`]: per-document decisions of filters.
+//! - [`LedgerRow`], [`write_ledger_shard`], [`write_ledger`]: per-document decisions of filters;
+//!   [`directory`]: which ledger shards hold an id.
 //! - [`tokens`]: documents tokenised and packed into training samples, and the data order.
 //! - [`url_index`]: the URL index, which maps a URL to document ids with a Merkle root, so
 //!   that a proof can show a URL's documents or its absence.
@@ -43,6 +44,7 @@
 //! ```
 
 mod diff;
+pub mod directory;
 mod document;
 mod ledger;
 mod read;
@@ -53,8 +55,8 @@ pub mod url_index;
 pub use diff::{DatasetDifference, first_difference};
 pub use document::{Document, document_columns, document_schema, sample_key};
 pub use ledger::{
-    LedgerDecision, LedgerRow, LedgerShard, ledger_schema, read_ledger_shard, word_count, write_ledger,
-    write_ledger_shard,
+    LedgerDecision, LedgerRow, LedgerShard, ledger_schema, read_ledger_ids, read_ledger_shard, word_count,
+    write_ledger, write_ledger_chunked, write_ledger_shard,
 };
 pub use read::{
     DocumentReader, InputFormat, SourceFile, SourceShapeError, read_documents, read_documents_as, source_files,
@@ -106,6 +108,14 @@ pub enum DatasetError {
     #[error("URL index `{digest}`: {message}")]
     UrlIndex {
         /// The index object.
+        digest: prov_store::Digest,
+        /// What is wrong.
+        message: String,
+    },
+    /// A stored directory chunk is not what its ledger record says.
+    #[error("ledger directory chunk `{digest}`: {message}")]
+    Directory {
+        /// The chunk object.
         digest: prov_store::Digest,
         /// What is wrong.
         message: String,
@@ -171,8 +181,9 @@ impl DatasetError {
             Self::Store(e) => e.is_integrity_failure(),
             Self::Stored(e) => e.is_integrity_failure(),
             // A stored index that verifies against its digest but is not a valid index was
-            // not written by the `url-index` stage.
-            Self::UrlIndex { .. } => true,
+            // not written by the `url-index` stage; a directory chunk that verifies but is not
+            // what its ledger lists was not written by the ledger's writer.
+            Self::UrlIndex { .. } | Self::Directory { .. } => true,
             _ => false,
         }
     }

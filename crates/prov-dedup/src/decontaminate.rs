@@ -292,8 +292,9 @@ impl Stage for DecontaminateStage {
     fn kind(&self) -> &'static str {
         "decontaminate"
     }
+    // 2: the ledger has an id directory (prov_dataset::directory).
     fn version(&self) -> u32 {
-        1
+        2
     }
     fn summary(&self) -> &'static str {
         "remove documents whose n-grams cover more than a fraction of a pinned benchmark prompt, with a ledger"

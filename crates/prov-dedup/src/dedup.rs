@@ -700,8 +700,9 @@ impl Stage for DedupStage {
     fn kind(&self) -> &'static str {
         "dedup"
     }
+    // 2: the ledger has an id directory (prov_dataset::directory).
     fn version(&self) -> u32 {
-        1
+        2
     }
     fn summary(&self) -> &'static str {
         "remove exact (normalised text) and near (MinHash LSH) duplicates, keeping the first in dataset order, with a ledger"
@@ -773,39 +774,36 @@ impl Stage for DedupStage {
         // again), each folded into the stage's parts as it finishes.
         let parts = Mutex::new(prov_filter::FilterParts::new(ds.shards.len()));
         cx.pool.install(|| {
-            ds.shards
-                .par_iter()
-                .enumerate()
-                .try_for_each(|(i, s)| {
-                    let changed = || StageError::Input {
-                        input: "docs".into(),
-                        message: format!("shard `{}` changed between two reads", s.digest),
-                    };
-                    let mut verdicts = Verdicts::open(&scratch, i)?;
-                    let (mut ends, mut ids) = (Files::new(&scratch, "ends"), Files::new(&scratch, "ids"));
-                    let mut kept = ShardWriter::new(cx.store)?;
-                    let mut ledger = Vec::with_capacity(rows[i]);
-                    for (row, doc) in shard_documents(cx.store, &s.digest)?.enumerate() {
-                        let doc = doc?;
-                        if row >= rows[i] || read_id(&mut ends, &mut ids, position(i, row)?)? != doc.id {
-                            return Err(changed());
-                        }
-                        let Some(d) = verdicts.next()? else {
-                            return Err(changed());
-                        };
-                        ledger.push(LedgerRow::of_document(&doc, d.decision, d.rule, d.evidence));
-                        if d.decision == LedgerDecision::Kept {
-                            kept.push(doc)?;
-                        }
-                    }
-                    if ledger.len() != rows[i] || verdicts.next()?.is_some() {
+            ds.shards.par_iter().enumerate().try_for_each(|(i, s)| {
+                let changed = || StageError::Input {
+                    input: "docs".into(),
+                    message: format!("shard `{}` changed between two reads", s.digest),
+                };
+                let mut verdicts = Verdicts::open(&scratch, i)?;
+                let (mut ends, mut ids) = (Files::new(&scratch, "ends"), Files::new(&scratch, "ids"));
+                let mut kept = ShardWriter::new(cx.store)?;
+                let mut ledger = Vec::with_capacity(rows[i]);
+                for (row, doc) in shard_documents(cx.store, &s.digest)?.enumerate() {
+                    let doc = doc?;
+                    if row >= rows[i] || read_id(&mut ends, &mut ids, position(i, row)?)? != doc.id {
                         return Err(changed());
                     }
-                    let (ledger, stats) = prov_filter::write_counted_ledger(cx, ledger)?;
-                    let kept = kept.finish()?;
-                    parts.lock().expect("no task panics holding the parts").put(i, (kept, ledger, stats));
-                    Ok::<_, StageError>(())
-                })
+                    let Some(d) = verdicts.next()? else {
+                        return Err(changed());
+                    };
+                    ledger.push(LedgerRow::of_document(&doc, d.decision, d.rule, d.evidence));
+                    if d.decision == LedgerDecision::Kept {
+                        kept.push(doc)?;
+                    }
+                }
+                if ledger.len() != rows[i] || verdicts.next()?.is_some() {
+                    return Err(changed());
+                }
+                let (ledger, stats) = prov_filter::write_counted_ledger(cx, ledger)?;
+                let kept = kept.finish()?;
+                parts.lock().expect("no task panics holding the parts").put(i, (kept, ledger, stats));
+                Ok::<_, StageError>(())
+            })
         })?;
         let mut out = parts.into_inner().expect("no task panicked holding the parts").finish(cx)?;
         out.stats.insert("unverified_candidates".into(), Value::from(unverified));

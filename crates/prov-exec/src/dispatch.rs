@@ -6,9 +6,9 @@ use prov_store::Digest;
 use crate::boundary::adopt_closure;
 use crate::error::ExecError;
 use crate::stage::{MapResults, Stage, StageContext, StageError, StageOutput};
-use serde_json::Value;
 use crate::tasks::{Dispatcher, Task, TaskCounts, TaskDir, TaskResult, TaskSpec};
 use crate::worker::{RemoteStageError, StageRequest};
+use serde_json::Value;
 
 /// A stage step that may panic, run so that a panic becomes [`ExecError::Internal`].
 pub(crate) type Guard<'a> = &'a dyn Fn(&dyn Fn() -> Result<StageOutput, StageError>) -> Result<StageOutput, ExecError>;
@@ -75,19 +75,19 @@ pub(crate) fn run_dispatched(
     let out = match (map_tasks, whole) {
         (Some(tasks), _) => guarded(&|| kind.reduce(cx, MapResults::new(tasks, map_results(&dir, tasks))))
             .inspect_err(|e| {
-            match e {
-                // A reduce step that read damaged bytes: the results naming them are dropped.
-                e if e.is_integrity_failure() => {
-                    let _ = dir.remove();
+                match e {
+                    // A reduce step that read damaged bytes: the results naming them are dropped.
+                    e if e.is_integrity_failure() => {
+                        let _ = dir.remove();
+                    }
+                    // A result the reduce step cannot read (another build's, or edited) is dropped,
+                    // so that the next run runs its task again.
+                    ExecError::Stage { source: StageError::MapResult { task, .. }, .. } => {
+                        let _ = dir.remove_result(Task::Map(*task));
+                    }
+                    _ => {}
                 }
-                // A result the reduce step cannot read (another build's, or edited) is dropped,
-                // so that the next run runs its task again.
-                ExecError::Stage { source: StageError::MapResult { task, .. }, .. } => {
-                    let _ = dir.remove_result(Task::Map(*task));
-                }
-                _ => {}
-            }
-        })?,
+            })?,
         (None, Some(w)) => StageOutput { outputs: w.outputs, stats: w.stats },
         (None, None) => {
             return Err(ExecError::TaskLost { stage: name.clone(), task: Task::Whole.to_string(), logs: dir.logs() });
@@ -108,7 +108,9 @@ pub(crate) fn run_dispatched(
 fn map_results(dir: &TaskDir, tasks: usize) -> impl Iterator<Item = Result<Value, StageError>> + '_ {
     (0..tasks).map(move |i| match dir.read_result(Task::Map(i)) {
         Ok(Some(TaskResult::Map { value, .. })) => Ok(value),
-        Ok(_) => Err(StageError::MapResult { task: i, message: "the task's result is gone or is not a map result".into() }),
+        Ok(_) => {
+            Err(StageError::MapResult { task: i, message: "the task's result is gone or is not a map result".into() })
+        }
         Err(e) => Err(StageError::MapResult { task: i, message: e.to_string() }),
     })
 }

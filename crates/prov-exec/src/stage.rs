@@ -612,8 +612,7 @@ mod tests {
         assert_eq!(short.next().unwrap().unwrap(), (0, json!(1)));
         assert!(matches!(short.next(), Some(Err(StageError::MapResult { task: 1, .. }))));
         assert!(short.next().is_none());
-        let mut failed =
-            MapResults::new(3, vec![Err(StageError::Worker("lost".into())), Ok(json!(2))].into_iter());
+        let mut failed = MapResults::new(3, vec![Err(StageError::Worker("lost".into())), Ok(json!(2))].into_iter());
         assert!(matches!(failed.next(), Some(Err(StageError::Worker(_)))));
         assert!(failed.next().is_none());
         assert_eq!(MapResults::of(vec![json!(5), json!(6)]).map(|r| r.unwrap().0).collect::<Vec<_>>(), vec![0, 1]);

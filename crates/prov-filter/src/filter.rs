@@ -282,7 +282,8 @@ mod tests {
             .map(|s| {
                 let mut w = prov_dataset::ShardWriter::new(&store).unwrap();
                 w.push(prov_dataset::Document::new(format!("d{s}"), format!("text {s}"))).unwrap();
-                let rows = vec![row(s, LedgerDecision::Removed, "x:removed", Some(if s % 2 == 0 { "de" } else { "en" }))];
+                let rows =
+                    vec![row(s, LedgerDecision::Removed, "x:removed", Some(if s % 2 == 0 { "de" } else { "en" }))];
                 let (ledger, stats) = write_counted_ledger(&cx, rows).unwrap();
                 (w.finish().unwrap(), ledger, stats)
             })

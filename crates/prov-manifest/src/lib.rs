@@ -62,9 +62,9 @@ pub use recipe::{
 };
 pub use record::Record;
 pub use records::{
-    CheckpointRecord, Column, Content, DatasetRecord, Decision, Determinism, Envelope, LedgerRecord, OutputRef,
-    OutputType, RunRecord, RunStage, SCHEMA_VERSION, ShardRef, SourceRecord, StageRecord, TreeEntry, TreeRecord,
-    VerdictRecord,
+    CheckpointRecord, Column, Content, DatasetRecord, Decision, Determinism, DirectoryChunk, Envelope, IdDirectory,
+    LedgerRecord, OutputRef, OutputType, RunRecord, RunStage, SCHEMA_VERSION, ShardRef, SourceRecord, StageRecord,
+    TreeEntry, TreeRecord, VerdictRecord,
 };
 pub use replay::{
     EnvelopeCheck, EnvelopeDifference, ReplayDifference, ReplayDivergence, ReplayRecord, ReplayStage, ReplayStatus,

@@ -123,11 +123,19 @@ impl Graph {
                         g.name(o.digest, 1, format!("{}.{output}", s.name));
                     }
                 }
-                Record::Dataset(DatasetRecord { shards: parts, .. })
-                | Record::Ledger(LedgerRecord { shards: parts, .. }) => {
+                Record::Dataset(DatasetRecord { shards: parts, .. }) => {
                     for (i, s) in parts.iter().enumerate() {
                         g.edge(d, s.digest, "", true);
                         shards.push((s.digest, d, i));
+                    }
+                }
+                Record::Ledger(LedgerRecord { shards: parts, directory, .. }) => {
+                    for (i, s) in parts.iter().enumerate() {
+                        g.edge(d, s.digest, "", true);
+                        shards.push((s.digest, d, i));
+                    }
+                    for c in &directory.chunks {
+                        g.edge(d, c.digest, "", true);
                     }
                 }
                 Record::Source(s) => {

@@ -153,7 +153,9 @@ impl Record {
             // are not in it, so the pins are not store references (the run record reaches the
             // imported copies through the source stages).
             Self::Lockfile(_) => Vec::new(),
-            Self::Ledger(l) => l.shards.iter().map(|s| s.digest).collect(),
+            Self::Ledger(l) => {
+                l.shards.iter().map(|s| s.digest).chain(l.directory.chunks.iter().map(|c| c.digest)).collect()
+            }
             Self::Replay(r) => r.references(),
             Self::Attestation(a) => vec![a.envelope, a.run],
         };

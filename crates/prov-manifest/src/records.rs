@@ -413,7 +413,8 @@ pub struct CheckpointRecord {
 /// rule, evidence, language, words), in Parquet shards parallel to the input's shards, each
 /// sorted by document id. Each row's leaf is the BLAKE3 of its canonical JSON; each shard has
 /// a Merkle root over its leaves in id order, and the ledger's root is the Merkle root over
-/// the shard roots in shard order, so one document's fate can be proven with two paths.
+/// the shard roots in shard order. The [`IdDirectory`] says which shards hold each id, so
+/// that one document's fate is proven from the shards that hold it, however many there are.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LedgerRecord {
@@ -429,6 +430,76 @@ pub struct LedgerRecord {
     pub rows: u64,
     /// Rows per rule (reason code).
     pub rules: BTreeMap<String, u64>,
+    /// Every row's `(id, shard)`, sorted: which shards hold an id, and that the others do not.
+    pub directory: IdDirectory,
+}
+
+/// A ledger's id directory: one entry `{"id":ID,"shard":S}` per ledger row (`S` the index of
+/// the shard that holds the row), sorted by id then shard, in JSON Lines chunks of
+/// `chunk_entries` entries (the last chunk may hold fewer). Its Merkle tree is the one over
+/// every entry's leaf (the BLAKE3 of its canonical JSON) in order; since `chunk_entries` is a
+/// power of two, each chunk is a complete subtree and [`prov_store::chunked_root`] of the
+/// chunk roots is the root. A proof reads the one or two chunks around an id.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IdDirectory {
+    /// Entries in all chunks: the ledger's rows.
+    pub entries: u64,
+    /// Entries per chunk, a power of two.
+    pub chunk_entries: u64,
+    /// The chunks, in order.
+    pub chunks: Vec<DirectoryChunk>,
+    /// Merkle root over all entries.
+    pub root: Digest,
+}
+
+/// One chunk of an [`IdDirectory`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DirectoryChunk {
+    /// The JSON Lines object.
+    pub digest: Digest,
+    /// Its entries.
+    pub entries: u64,
+    /// The id of its first entry: where a reader looks for an id without opening chunks.
+    pub first: String,
+    /// Merkle root over its entries.
+    pub root: Digest,
+}
+
+impl IdDirectory {
+    fn validate(&self, rows: u64) -> Result<(), String> {
+        if !self.chunk_entries.is_power_of_two() {
+            return Err(format!("`chunk_entries` is {}, not a power of two", self.chunk_entries));
+        }
+        let last = self.chunks.len().saturating_sub(1);
+        for (i, c) in self.chunks.iter().enumerate() {
+            let fits =
+                if i < last { c.entries == self.chunk_entries } else { (1..=self.chunk_entries).contains(&c.entries) };
+            if !fits {
+                return Err(format!(
+                    "directory chunk {i} holds {} entries; every chunk but the last holds {}, the last 1 to {0}",
+                    c.entries, self.chunk_entries
+                ));
+            }
+        }
+        if self.chunks.windows(2).any(|w| w[0].first.as_bytes() > w[1].first.as_bytes()) {
+            return Err("the directory chunks' `first` ids are not in order".into());
+        }
+        let entries: u64 = self.chunks.iter().map(|c| c.entries).sum();
+        if entries != self.entries || entries != rows {
+            return Err(format!(
+                "the directory's `entries` is {} and its chunks hold {entries}, but the ledger has {rows} rows",
+                self.entries
+            ));
+        }
+        let roots: Vec<Digest> = self.chunks.iter().map(|c| c.root).collect();
+        let root = prov_store::chunked_root(&roots);
+        if root != self.root {
+            return Err(format!("the directory's `root` is `{}` but its chunk roots give `{root}`", self.root));
+        }
+        Ok(())
+    }
 }
 
 impl LedgerRecord {
@@ -448,7 +519,7 @@ impl LedgerRecord {
         if root != self.merkle_root {
             return Err(format!("`merkle_root` is `{}` but the shard roots give `{root}`", self.merkle_root));
         }
-        Ok(())
+        self.directory.validate(self.rows)
     }
 }
 

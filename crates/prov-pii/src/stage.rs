@@ -49,8 +49,9 @@ impl Stage for PiiStage {
         "pii"
     }
     // 2: the statistics of every filter (by rule, removed per language, total) besides `replaced`.
+    // 3: the ledger has an id directory (prov_dataset::directory).
     fn version(&self) -> u32 {
-        2
+        3
     }
     fn summary(&self) -> &'static str {
         "replace e-mail addresses, IP addresses and IBANs by markers (apertus or strict mode), with a ledger of counts"

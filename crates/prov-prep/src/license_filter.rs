@@ -261,8 +261,9 @@ impl Stage for LicenseStage {
     // 2: the statistics of every filter (by rule, removed per language, total) besides the verdicts.
     // 3: a verdict record per distinct declared string, in the `verdicts` output.
     // 4: names joined by ` AND ` / ` OR ` normalise (the `compound` rule of prov-license).
+    // 5: the ledger has an id directory (prov_dataset::directory).
     fn version(&self) -> u32 {
-        4
+        5
     }
     fn summary(&self) -> &'static str {
         "keep documents whose declared license (normalised to SPDX) the policy allows, with a ledger"

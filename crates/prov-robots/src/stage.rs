@@ -224,8 +224,9 @@ impl Stage for RobotsStage {
     // 2: agents with digits also looked up under their RFC token reading; evidence spells the
     // directive in lower case. 3: `User-agent: *Foo*` no longer reads as the `*` group.
     // 4: the `keys` option; the statistic `misspelled_keys` (hosts whose files misspell a key).
+    // 5: the ledger has an id directory (prov_dataset::directory).
     fn version(&self) -> u32 {
-        4
+        5
     }
     fn summary(&self) -> &'static str {
         "remove documents whose site opts out of the listed AI agents in a pinned robots.txt snapshot, with a ledger"

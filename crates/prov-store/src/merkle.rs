@@ -41,6 +41,26 @@ pub fn merkle_root(leaves: &[Digest]) -> Digest {
     }
 }
 
+/// Returns the root of a tree whose leaves come in consecutive groups of `chunk` (a power of
+/// two), the last group possibly smaller, from the roots of the groups' own trees: the
+/// [`merkle_root`] of all the leaves, computed without them.
+///
+/// It holds because RFC 6962 splits `n` leaves at the largest power of two below `n`, which
+/// is a multiple of `chunk` whenever `n > chunk`: every split falls on a group boundary until
+/// a part is one group. So the groups' roots combine as the nodes of a tree of their own.
+/// A reader that holds one group's leaves and every group's root can thus give a leaf's audit
+/// path in the whole tree (its path in the group, then the group's among the groups).
+pub fn chunked_root(chunk_roots: &[Digest]) -> Digest {
+    match chunk_roots.len() {
+        0 => Digest::of(b""),
+        1 => chunk_roots[0],
+        n => {
+            let k = largest_power_of_two_below(n);
+            node_hash(&chunked_root(&chunk_roots[..k]), &chunked_root(&chunk_roots[k..]))
+        }
+    }
+}
+
 /// The Merkle root of leaves pushed one at a time: the same root as [`merkle_root`] over the
 /// same leaves, holding `log2(n)` digests instead of `n`.
 ///
@@ -133,6 +153,22 @@ mod tests {
             assert_eq!(b.len(), n as u64 + 1);
             assert_eq!(b.root(), merkle_root(&leaves[..=n]), "{} leaves", n + 1);
         }
+    }
+
+    /// Grouped in any power-of-two chunk, the groups' roots give the root of all the leaves,
+    /// at every count (full and partial last groups, one group, none).
+    #[test]
+    fn chunk_roots_combine_into_the_root_of_all_leaves() {
+        let leaves: Vec<Digest> = (0..=70u8).map(d).collect();
+        for chunk in [1usize, 2, 4, 8, 16] {
+            for n in 0..=leaves.len() {
+                let roots: Vec<Digest> = leaves[..n].chunks(chunk).map(merkle_root).collect();
+                assert_eq!(chunked_root(&roots), merkle_root(&leaves[..n]), "{n} leaves in chunks of {chunk}");
+            }
+        }
+        // Not so for a chunk size that is not a power of two: the split would cut a group.
+        let roots: Vec<Digest> = leaves[..9].chunks(3).map(merkle_root).collect();
+        assert_ne!(chunked_root(&roots), merkle_root(&leaves[..9]));
     }
 
     #[test]

@@ -240,8 +240,9 @@ impl Stage for ToxicityStage {
     fn kind(&self) -> &'static str {
         "toxicity"
     }
+    // 2: the ledger has an id directory (prov_dataset::directory).
     fn version(&self) -> u32 {
-        1
+        2
     }
     fn summary(&self) -> &'static str {
         "remove each language's most toxic documents (score at or above a quantile) by a pinned classifier, with a ledger"
@@ -323,42 +324,38 @@ impl Stage for ToxicityStage {
         // scratch file, each shard folded into the stage's parts as it finishes.
         let parts = Mutex::new((prov_filter::FilterParts::new(ds.shards.len()), BTreeMap::<String, u64>::new()));
         cx.pool.install(|| {
-            ds.shards
-                .par_iter()
-                .enumerate()
-                .try_for_each(|(i, s)| {
-                    let mut out = ShardWriter::new(cx.store)?;
-                    let mut rows = Vec::new();
-                    let mut removed: BTreeMap<String, u64> = BTreeMap::new();
-                    let mut scores = BufReader::new(fs_err::File::open(scores_path(&scratch, i))?);
-                    for doc in shard_documents(cx.store, &s.digest)? {
-                        let doc = doc?;
-                        let mut entry = [0u8; SCORE_FILE_W];
-                        scores.read_exact(&mut entry).map_err(|_| shard_changed(s))?;
-                        let score =
-                            (entry[0] == 1).then(|| f32::from_le_bytes(entry[1..].try_into().expect("four bytes")));
-                        let a = Self::assess(&classifier, &config, &doc, |_| score);
-                        let (decision, rule, evidence) = decide(&a, &thresholds);
-                        if let (Assessment::Scored(lang, _), LedgerDecision::Removed) = (&a, decision) {
-                            *removed.entry(lang.clone()).or_default() += 1;
-                        }
-                        rows.push(LedgerRow::of_document(&doc, decision, rule, evidence));
-                        if decision != LedgerDecision::Removed {
-                            out.push(doc)?;
-                        }
+            ds.shards.par_iter().enumerate().try_for_each(|(i, s)| {
+                let mut out = ShardWriter::new(cx.store)?;
+                let mut rows = Vec::new();
+                let mut removed: BTreeMap<String, u64> = BTreeMap::new();
+                let mut scores = BufReader::new(fs_err::File::open(scores_path(&scratch, i))?);
+                for doc in shard_documents(cx.store, &s.digest)? {
+                    let doc = doc?;
+                    let mut entry = [0u8; SCORE_FILE_W];
+                    scores.read_exact(&mut entry).map_err(|_| shard_changed(s))?;
+                    let score = (entry[0] == 1).then(|| f32::from_le_bytes(entry[1..].try_into().expect("four bytes")));
+                    let a = Self::assess(&classifier, &config, &doc, |_| score);
+                    let (decision, rule, evidence) = decide(&a, &thresholds);
+                    if let (Assessment::Scored(lang, _), LedgerDecision::Removed) = (&a, decision) {
+                        *removed.entry(lang.clone()).or_default() += 1;
                     }
-                    if scores.read(&mut [0u8; 1])? != 0 {
-                        return Err(shard_changed(s));
+                    rows.push(LedgerRow::of_document(&doc, decision, rule, evidence));
+                    if decision != LedgerDecision::Removed {
+                        out.push(doc)?;
                     }
-                    let (ledger, stats) = prov_filter::write_counted_ledger(cx, rows)?;
-                    let written = out.finish()?;
-                    let mut held = parts.lock().expect("no task panics holding the parts");
-                    held.0.put(i, (written, ledger, stats));
-                    for (lang, n) in removed {
-                        *held.1.entry(lang).or_default() += n;
-                    }
-                    Ok::<_, StageError>(())
-                })
+                }
+                if scores.read(&mut [0u8; 1])? != 0 {
+                    return Err(shard_changed(s));
+                }
+                let (ledger, stats) = prov_filter::write_counted_ledger(cx, rows)?;
+                let written = out.finish()?;
+                let mut held = parts.lock().expect("no task panics holding the parts");
+                held.0.put(i, (written, ledger, stats));
+                for (lang, n) in removed {
+                    *held.1.entry(lang).or_default() += n;
+                }
+                Ok::<_, StageError>(())
+            })
         })?;
         let (parts, removed) = parts.into_inner().expect("no task panicked holding the parts");
         let by_language = threshold_summary(&thresholds, &counts, &removed);

@@ -9,6 +9,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use prov_dataset::directory::read_directory_chunk;
 use prov_dataset::{Document, LedgerDecision, LedgerRow, read_ledger_shard, shard_documents};
 use prov_manifest::{DatasetRecord, LedgerRecord, LoadedRun, LoadedStage, Record, StageRecord, get_record};
 use prov_store::{Digest, Store, merkle_root};
@@ -295,7 +296,7 @@ fn checked_shard(store: &Store, digest: &Digest, record: &LedgerRecord, i: usize
 
 /// Reads a ledger and checks its rows against its record, shard by shard: each shard's bytes
 /// against their digest, its row count, its Merkle root against the recorded shard root, ids
-/// sorted and unique, and the `rules` counts.
+/// sorted and unique, and the `rules` counts; then its id directory against the shards.
 ///
 /// # Errors
 ///
@@ -314,11 +315,16 @@ pub fn check_ledger(store: &Store, digest: &Digest) -> Result<CheckedLedger, Str
         ));
     }
     let mut by_decision: BTreeMap<(&'static str, String), u64> = BTreeMap::new();
+    let mut shard_ids = Vec::with_capacity(record.shards.len());
     for i in 0..record.shards.len() {
+        let mut ids = IdSequence::default();
         for r in checked_shard(store, digest, &record, i)? {
+            ids.push(&r.id);
             *by_decision.entry((r.decision.as_str(), r.rule)).or_default() += 1;
         }
+        shard_ids.push(ids.finish());
     }
+    check_directory(store, digest, &record, &shard_ids)?;
     let ledger = CheckedLedger { record, digest: *digest, by_decision };
     let rules = ledger.rules(None);
     if rules != ledger.record.rules {
@@ -328,6 +334,55 @@ pub fn check_ledger(store: &Store, digest: &Digest) -> Result<CheckedLedger, Str
         ));
     }
     Ok(ledger)
+}
+
+/// A digest of a sequence of ids, each hashed with its length so that no two sequences
+/// share one.
+#[derive(Default)]
+struct IdSequence(prov_store::Hasher);
+
+impl IdSequence {
+    fn push(&mut self, id: &str) {
+        self.0.update(&(id.len() as u64).to_le_bytes());
+        self.0.update(id.as_bytes());
+    }
+    fn finish(self) -> Digest {
+        self.0.finalize()
+    }
+}
+
+/// Checks a ledger's id directory against its shards: the directory, read chunk by chunk
+/// (each checked against its record: sorted, canonical, its root), must list under each
+/// shard exactly that shard's ids. Taken in the directory's order, the ids it lists under one
+/// shard are in id order, as the shard's rows are, so one running digest per shard compares
+/// them without holding either. A directory that omits a row would let a proof say a filter
+/// never saw a document it decided on; this is where such a ledger is caught.
+fn check_directory(store: &Store, digest: &Digest, record: &LedgerRecord, shard_ids: &[Digest]) -> Result<(), String> {
+    let mut listed: Vec<IdSequence> = (0..shard_ids.len()).map(|_| IdSequence::default()).collect();
+    for (c, chunk) in record.directory.chunks.iter().enumerate() {
+        let entries =
+            read_directory_chunk(store, chunk).map_err(|e| format!("ledger `{digest}`, directory chunk {c}: {e}"))?;
+        for e in entries {
+            let seq = listed.get_mut(e.shard as usize).ok_or_else(|| {
+                format!(
+                    "ledger `{digest}`, directory chunk {c}: `{}` is listed under shard {}, but the ledger has {}",
+                    e.id,
+                    e.shard,
+                    shard_ids.len()
+                )
+            })?;
+            seq.push(&e.id);
+        }
+    }
+    for (i, (seq, ids)) in listed.into_iter().zip(shard_ids).enumerate() {
+        if seq.finish() != *ids {
+            return Err(format!(
+                "ledger `{digest}`: its id directory does not list exactly the ids of shard {i} `{}`",
+                record.shards[i].digest
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn dataset(store: &Store, digest: &Digest) -> Result<DatasetRecord, String> {
