@@ -18,7 +18,6 @@ use prov_store::{Digest, MerkleBuilder, ObjectKind, Store, chunked_root};
 use serde::{Deserialize, Serialize};
 
 use crate::DatasetError;
-use crate::ledger::{LedgerShard, read_ledger_ids};
 
 /// Entries per directory chunk that the filters write: 65,536 (about 3 MB of JSON Lines for
 /// ids of 20 characters), so that a proof reads a few MB of directory at any corpus size.
@@ -170,29 +169,26 @@ impl<'s> DirectoryWriter<'s> {
     }
 }
 
-/// Builds the directory of ledger `shards` (in shard order), merging their ids on disk in
-/// `scratch`: stored in `store` when `keep` is set, otherwise only computed, for a check.
+/// Builds the directory of a ledger whose shards, in order, hold the ids `shard_ids` yields
+/// (one list per shard, read one at a time), merging them on disk in `scratch`: stored in
+/// `store` when `keep` is set, otherwise only computed.
 ///
 /// # Errors
 ///
-/// A shard that cannot be read; a shard whose ids repeat (no ledger writer makes one); disk.
+/// A shard's ids that cannot be read; ids repeated within a shard (no ledger writer makes
+/// one); disk.
 pub fn build_directory(
     store: &Store,
     scratch: &Path,
-    shards: &[LedgerShard],
+    shard_ids: impl IntoIterator<Item = Result<Vec<String>, DatasetError>>,
     chunk_entries: u64,
     keep: bool,
 ) -> Result<IdDirectory, DatasetError> {
     let sort = prov_extsort::ExternalSort::<DirectoryEntry>::new(scratch, "directory", SORT_BUDGET);
-    for (i, s) in shards.iter().enumerate() {
-        let shard = u32::try_from(i).map_err(|_| {
-            DatasetError::Io(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("a ledger of {} shards", shards.len()),
-            ))
-        })?;
-        let ids = read_ledger_ids(store, &s.shard.digest)?;
-        sort.add_run(ids.into_iter().map(|id| DirectoryEntry { id, shard }).collect())?;
+    for (i, ids) in shard_ids.into_iter().enumerate() {
+        let shard = u32::try_from(i)
+            .map_err(|_| DatasetError::Io(io::Error::new(io::ErrorKind::InvalidInput, "a ledger of 2^32 shards")))?;
+        sort.add_run(ids?.into_iter().map(|id| DirectoryEntry { id, shard }).collect())?;
     }
     let mut writer = DirectoryWriter::new(keep.then_some(store), chunk_entries);
     for entry in sort.finish()? {
@@ -252,25 +248,16 @@ pub fn chunks_around(directory: &IdDirectory, id: &str) -> std::ops::Range<usize
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ledger::{LedgerDecision, LedgerRow, write_ledger_shard};
     use prov_store::merkle_root;
 
-    fn ledger(store: &Store, shards: &[&[&str]]) -> Vec<LedgerShard> {
+    /// The ids of each shard, as a ledger's shards hold them (sorted).
+    fn ledger(shards: &[&[&str]]) -> Vec<Result<Vec<String>, DatasetError>> {
         shards
             .iter()
             .map(|ids| {
-                let rows = ids
-                    .iter()
-                    .map(|id| LedgerRow {
-                        id: (*id).to_owned(),
-                        decision: LedgerDecision::Kept,
-                        rule: "x:kept".into(),
-                        evidence: None,
-                        language: None,
-                        words: 1,
-                    })
-                    .collect();
-                write_ledger_shard(store, rows).unwrap()
+                let mut v: Vec<String> = ids.iter().map(|s| (*s).to_owned()).collect();
+                v.sort();
+                Ok(v)
             })
             .collect()
     }
@@ -281,7 +268,7 @@ mod tests {
     fn a_directory_lists_every_row_sorted_and_its_root_covers_every_entry() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::init(&dir.path().join(".prov")).unwrap();
-        let shards = ledger(&store, &[&["c", "a", "q"], &["b", "a"], &[], &["z", "m", "c", "d"]]);
+        let shards = || ledger(&[&["c", "a", "q"], &["b", "a"], &[], &["z", "m", "c", "d"]]);
         let expected: Vec<DirectoryEntry> = {
             let mut v: Vec<DirectoryEntry> =
                 [(0, "a"), (0, "c"), (0, "q"), (1, "a"), (1, "b"), (3, "c"), (3, "d"), (3, "m"), (3, "z")]
@@ -294,7 +281,7 @@ mod tests {
         let leaves: Vec<Digest> = expected.iter().map(|e| Digest::of(e.canonical().as_bytes())).collect();
         for chunk in [1, 2, 4, 16] {
             let scratch = tempfile::tempdir().unwrap();
-            let d = build_directory(&store, scratch.path(), &shards, chunk, true).unwrap();
+            let d = build_directory(&store, scratch.path(), shards(), chunk, true).unwrap();
             assert_eq!(d.entries, 9);
             assert_eq!(d.root, merkle_root(&leaves), "chunks of {chunk}");
             let read: Vec<DirectoryEntry> =
@@ -303,8 +290,7 @@ mod tests {
             // Computed without storing, the same directory.
             let fresh = tempfile::tempdir().unwrap();
             let other = Store::init(&fresh.path().join(".prov")).unwrap();
-            let copied = ledger(&other, &[&["c", "a", "q"], &["b", "a"], &[], &["z", "m", "c", "d"]]);
-            let computed = build_directory(&other, scratch.path(), &copied, chunk, false).unwrap();
+            let computed = build_directory(&other, scratch.path(), shards(), chunk, false).unwrap();
             assert_eq!(computed, d);
             assert!(computed.chunks.iter().all(|c| !other.contains(&c.digest)));
         }
@@ -318,9 +304,8 @@ mod tests {
         let store = Store::init(&dir.path().join(".prov")).unwrap();
         let ids: Vec<String> = (0..40).map(|i| format!("d{:03}", i * 2)).collect();
         let refs: Vec<&str> = ids.iter().map(String::as_str).collect();
-        let shards = ledger(&store, &[&refs[..15], &refs[10..]]);
         let scratch = tempfile::tempdir().unwrap();
-        let d = build_directory(&store, scratch.path(), &shards, 4, true).unwrap();
+        let d = build_directory(&store, scratch.path(), ledger(&[&refs[..15], &refs[10..]]), 4, true).unwrap();
         let all: Vec<DirectoryEntry> = d.chunks.iter().flat_map(|c| read_directory_chunk(&store, c).unwrap()).collect();
         for probe in (0..82).map(|i| format!("d{i:03}")).chain(["a".to_owned(), "e".to_owned()]) {
             let range = chunks_around(&d, &probe);
@@ -339,9 +324,8 @@ mod tests {
     fn a_chunk_unlike_its_reference_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::init(&dir.path().join(".prov")).unwrap();
-        let shards = ledger(&store, &[&["a", "b", "c"]]);
         let scratch = tempfile::tempdir().unwrap();
-        let d = build_directory(&store, scratch.path(), &shards, 4, true).unwrap();
+        let d = build_directory(&store, scratch.path(), ledger(&[&["a", "b", "c"]]), 4, true).unwrap();
         let chunk = &d.chunks[0];
         let swapped = b"{\"id\":\"b\",\"shard\":0}\n{\"id\":\"a\",\"shard\":0}\n{\"id\":\"c\",\"shard\":0}\n";
         let digest = store.put_bytes(ObjectKind::Blob, swapped).unwrap();

@@ -202,7 +202,8 @@ pub fn write_ledger_chunked(
     chunk_entries: u64,
 ) -> Result<(Digest, LedgerRecord), DatasetError> {
     let scratch = store.scratch_dir("ledger-directory")?;
-    let directory = crate::directory::build_directory(store, &scratch, &shards, chunk_entries, true);
+    let ids = shards.iter().map(|s| read_ledger_ids(store, &s.shard.digest));
+    let directory = crate::directory::build_directory(store, &scratch, ids, chunk_entries, true);
     let _ = fs_err::remove_dir_all(&scratch);
     let directory = directory?;
     let mut rules = BTreeMap::new();
