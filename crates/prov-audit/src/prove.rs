@@ -1,6 +1,7 @@
 //! Building a [`DocumentProof`] from a run in the store.
 
-use prov_dataset::directory::{chunks_around, read_directory_chunk};
+use prov_dataset::chunked::{IndexEntry, chunks_around, read_chunk};
+use prov_dataset::directory::DirectoryEntry;
 use prov_dataset::read_ledger_shard;
 use prov_manifest::{LedgerRecord, LoadedRun, Record, StageRecord, StoredError, get_typed};
 use prov_store::{Digest, Store, StoreError};
@@ -9,8 +10,9 @@ use crate::proof::{
     DocumentPart, DocumentProof, LedgerProof, PROOF_KIND, PROOF_SCHEMA, ShardRange, Subject, UrlIndexProof,
     ledger_output,
 };
-use crate::range::{prove_range, prove_range_chunked};
+use crate::range::{RangeProof, prove_range, prove_range_chunked};
 use prov_dataset::url_index::{UrlIndexEntry, read_url_index, url_key};
+use prov_manifest::ChunkedIndex;
 use prov_prep::URL_INDEX_KIND;
 use prov_tokenizer::TOKENIZE_KIND;
 
@@ -76,27 +78,38 @@ fn canonical_text(record: &Record) -> String {
     String::from_utf8(record.to_bytes().expect("a decoded record encodes")).expect("JSON is UTF-8")
 }
 
+/// The range of `index` with `key`, read from the chunks around the key, and the entries
+/// whose key it is.
+fn prove_in_index<E: IndexEntry>(
+    store: &Store,
+    index: &ChunkedIndex,
+    key: &str,
+) -> Result<(RangeProof, Vec<E>), ProveError> {
+    let around = chunks_around(index, key);
+    let mut loaded = Vec::with_capacity(around.len());
+    let mut found = Vec::new();
+    for chunk in &index.chunks[around.clone()] {
+        let entries: Vec<E> = read_chunk(store, chunk)?;
+        loaded.push(entries.iter().map(|e| (e.key().to_owned(), e.canonical())).collect::<Vec<_>>());
+        found.extend(entries.into_iter().filter(|e| e.key() == key));
+    }
+    let roots: Vec<Digest> = index.chunks.iter().map(|c| c.root).collect();
+    Ok((prove_range_chunked(around.start, &loaded, &roots, index.chunk_entries, key), found))
+}
+
 /// One ledger's part of a proof for `id`: the id directory's range, read from the chunks
 /// around the id, then the range in each shard the directory names, each read on its own.
 /// What is read depends on the shards that hold the id, not on how many the ledger has.
 fn prove_in_ledger(store: &Store, ledger: &LedgerRecord, id: &str) -> Result<LedgerProof, ProveError> {
     let dir = &ledger.directory;
-    let around = chunks_around(dir, id);
-    let mut loaded = Vec::with_capacity(around.len());
-    let mut shards: Vec<u64> = Vec::new();
-    for chunk in &dir.chunks[around.clone()] {
-        let entries = read_directory_chunk(store, chunk)?;
-        shards.extend(entries.iter().filter(|e| e.id == id).map(|e| u64::from(e.shard)));
-        loaded.push(entries.iter().map(|e| (e.id.clone(), e.canonical())).collect::<Vec<_>>());
-    }
-    let roots: Vec<Digest> = dir.chunks.iter().map(|c| c.root).collect();
-    let directory = prove_range_chunked(around.start, &loaded, &roots, dir.chunk_entries, id);
-    let shards = shards
-        .into_iter()
+    let (directory, found) = prove_in_index::<DirectoryEntry>(store, dir, id)?;
+    let shards = found
+        .iter()
+        .map(|e| u64::from(e.shard))
         .map(|shard| {
             let info = usize::try_from(shard).ok().and_then(|s| ledger.shards.get(s)).ok_or_else(|| {
-                ProveError::Dataset(prov_dataset::DatasetError::Directory {
-                    digest: dir.chunks[around.start].digest,
+                ProveError::Dataset(prov_dataset::DatasetError::Chunk {
+                    digest: dir.chunks[chunks_around(dir, id).start].digest,
                     message: format!("names shard {shard}, but the ledger has {}", ledger.shards.len()),
                 })
             })?;
@@ -164,11 +177,22 @@ pub fn prove(store: &Store, recorded: &LoadedRun, subject: &Subject) -> Result<D
                 .outputs
                 .get("index")
                 .ok_or_else(|| ProveError::UrlIndex { digest: Digest::of(b""), message: "no `index` output".into() })?;
-            let entries = read_url_index(store, &index.digest)?;
-            let keys: Vec<&str> = entries.iter().map(|e| e.url.as_str()).collect();
-            let texts: Vec<String> = entries.iter().map(UrlIndexEntry::canonical).collect();
-            let range = prove_range(&texts, &keys, &url_key(url));
-            let mut ids: Vec<String> = entries.iter().filter(|e| e.url == url_key(url)).map(|e| e.id.clone()).collect();
+            let listing = read_url_index(store, &index.digest)?;
+            // The listing must be the index the stage recorded: its root and size are what
+            // the proof is checked against.
+            let recorded = (
+                stage.stats.get("merkle_root").and_then(|v| v.as_str()).map(str::to_owned),
+                stage.stats.get("entries").and_then(serde_json::Value::as_u64),
+            );
+            if recorded != (Some(listing.root.to_string()), Some(listing.entries)) {
+                return Err(ProveError::UrlIndex {
+                    digest: index.digest,
+                    message: "its root and size are not the ones its stage recorded".into(),
+                });
+            }
+            let key = url_key(url);
+            let (range, found) = prove_in_index::<UrlIndexEntry>(store, &listing, &key)?;
+            let mut ids: Vec<String> = found.into_iter().map(|e| e.id).collect();
             ids.sort();
             ids.dedup();
             (ids, Some(UrlIndexProof { stage: text.clone(), range }))

@@ -111,7 +111,7 @@ pub fn prove_range(entries: &[String], keys: &[&str], key: &str) -> RangeProof {
 /// each as its entries' `(key, canonical text)` in order, and `roots` every chunk's root. The
 /// proof is [`prove_range`]'s over all the entries, provided the chunks loaded hold the entry
 /// just before `key` and the one just after (when there are such entries), which is what
-/// `prov_dataset::directory::chunks_around` picks.
+/// `prov_dataset::chunked::chunks_around` picks.
 pub fn prove_range_chunked(
     first_chunk: usize,
     loaded: &[Vec<(String, String)>],

@@ -8,7 +8,7 @@ use prov_dataset::{LedgerDecision, LedgerRow, write_ledger, write_ledger_chunked
 use prov_manifest::{
     Determinism, Envelope, OutputRef, OutputType, Record, RunRecord, RunStage, StageRecord, put_record,
 };
-use prov_store::{Digest, ObjectKind, Store};
+use prov_store::{Digest, Store};
 use serde_json::{Value, json};
 
 use crate::{Pins, Subject, VerifyError, prove, verify};
@@ -69,10 +69,10 @@ fn url_of(id: &str) -> String {
 
 /// A run whose one filter has a ledger of `shards` (ids; those starting with `x` removed).
 fn fixture(store: &Store, shards: &[Vec<String>]) -> prov_manifest::LoadedRun {
-    fixture_chunked(store, shards, prov_dataset::directory::DIRECTORY_CHUNK_ENTRIES)
+    fixture_chunked(store, shards, prov_dataset::chunked::CHUNK_ENTRIES)
 }
 
-/// [`fixture`] with the ledger's id directory in chunks of `chunk` entries.
+/// [`fixture`] with the ledger's id directory and the URL index in chunks of `chunk` entries.
 fn fixture_chunked(store: &Store, shards: &[Vec<String>], chunk: u64) -> prov_manifest::LoadedRun {
     let source = Digest::of(b"source record");
     let mut ledger_shards = Vec::new();
@@ -82,8 +82,8 @@ fn fixture_chunked(store: &Store, shards: &[Vec<String>], chunk: u64) -> prov_ma
     }
     let (ledger, _) = write_ledger_chunked(store, ledger_shards, chunk).expect("ledger");
     let dataset = Digest::of(b"filtered dataset");
-    let index = build_url_index(shards.iter().flatten().map(|id| UrlIndexEntry::new(&url_of(id), id)).collect());
-    let index_digest = store.put_bytes(ObjectKind::Blob, &index.bytes).expect("index");
+    let urls = shards.iter().flatten().map(|id| UrlIndexEntry::new(&url_of(id), id)).collect();
+    let (index_digest, index) = build_url_index(store, urls, chunk).expect("index");
     let stats: BTreeMap<String, Value> = [
         ("entries".to_owned(), Value::from(index.entries)),
         ("merkle_root".to_owned(), Value::from(index.root.to_string())),
@@ -98,7 +98,7 @@ fn fixture_chunked(store: &Store, shards: &[Vec<String>], chunk: u64) -> prov_ma
             &[("dataset", OutputType::Dataset, dataset), ("ledger", OutputType::Ledger, ledger)],
             BTreeMap::new(),
         ),
-        stage("urls", "url-index", &[("docs", source)], &[("index", OutputType::File, index_digest)], stats),
+        stage("urls", "url-index", &[("docs", source)], &[("index", OutputType::Tree, index_digest)], stats),
         stage("tokens", "tokenize", &[("docs", dataset)], &[], BTreeMap::new()),
     ];
     let stages = records
@@ -159,6 +159,51 @@ fn urls_seen_and_never_seen() {
     let v = verify(&prove(&store, &run, &Subject::Url(url_of("a"))).expect("proves").to_bytes(), &Pins::default())
         .expect("verifies");
     assert_eq!(v.stages[0].rows.len(), 2);
+}
+
+/// With the URL index in chunks of one, two or four entries, every URL and URLs never seen
+/// prove from the chunks around their key (a range across chunk boundaries), and verify.
+#[test]
+fn urls_prove_across_index_chunks() {
+    let shards = [ids(&["a", "b", "c", "xd"]), ids(&["a", "e", "f"]), ids(&["g", "h", "xi", "j"])];
+    for chunk in [1, 2, 4] {
+        let (_dir, store) = new_store();
+        let run = fixture_chunked(&store, &shards, chunk);
+        let mut urls: Vec<(String, Vec<&str>)> =
+            ["a", "b", "c", "xd", "e", "f", "g", "h", "xi", "j"].iter().map(|id| (url_of(id), vec![*id])).collect();
+        urls.extend((0..8).map(|i| (format!("https://never{i}.example/"), vec![])));
+        for (url, expect) in urls {
+            let proof = prove(&store, &run, &Subject::Url(url.clone())).expect("proves");
+            let v = verify(&proof.to_bytes(), &Pins { root: Some(run.record.root), ..Pins::default() })
+                .unwrap_or_else(|e| panic!("{url} in chunks of {chunk}: {e}"));
+            assert_eq!(v.ids, expect, "{url} in chunks of {chunk}");
+        }
+    }
+}
+
+/// An index whose listing is not the one its stage recorded (another index's tree put in
+/// its place, its stage record consistent) is refused by the prover, not proven from.
+#[test]
+fn a_url_index_unlike_its_stage_record_is_refused() {
+    let (_dir, store) = new_store();
+    let run = fixture(&store, &[ids(&["a", "b"])]);
+    let (other, _) = build_url_index(&store, vec![UrlIndexEntry::new(&url_of("z"), "z")], 4).expect("index");
+    let urls = run.stages().iter().find(|s| s.record.name.as_str() == "urls").expect("a url-index stage");
+    let stats = urls.record.stats.clone();
+    let mut forged = urls.record.clone();
+    forged.outputs.insert("index".into(), OutputRef { output_type: OutputType::Tree, digest: other });
+    forged.stats = stats;
+    let mut record = run.record.clone();
+    for s in &mut record.stages {
+        if s.name.as_str() == "urls" {
+            s.manifest = put_record(&store, &Record::Stage(forged.clone())).expect("stage");
+        }
+    }
+    let record = RunRecord::new(&record.recipe, record.lockfile, record.stages);
+    let manifest = put_record(&store, &Record::Run(record)).expect("run");
+    let forged_run = prov_manifest::LoadedRun::load(&store, manifest).expect("loads");
+    let e = prove(&store, &forged_run, &Subject::Url(url_of("a"))).expect_err("refused");
+    assert!(e.to_string().contains("not the ones its stage recorded"), "{e}");
 }
 
 #[test]
@@ -520,14 +565,15 @@ mod audit {
     /// shard that holds it.
     #[test]
     fn a_ledger_whose_directory_misplaces_or_replaces_a_row_is_refused() {
-        use prov_dataset::directory::{DirectoryEntry, DirectoryWriter};
+        use prov_dataset::chunked::ChunkWriter;
+        use prov_dataset::directory::DirectoryEntry;
         let (_d, store) = new_store();
         let a = write_ledger_shard(&store, vec![row("a", false), row("b", true)]).expect("shard");
         let b = write_ledger_shard(&store, vec![row("c", false)]).expect("shard");
         let (honest, record) = write_ledger(&store, vec![a, b]).expect("ledger");
         check_ledger(&store, &honest).expect("the honest ledger checks");
         let forge = |entries: &[(&str, u32)]| {
-            let mut w = DirectoryWriter::new(Some(&store), 2);
+            let mut w = ChunkWriter::new(Some(&store), 2);
             for (id, shard) in entries {
                 w.push(DirectoryEntry { id: (*id).into(), shard: *shard }).expect("in order");
             }

@@ -191,7 +191,7 @@ fn to_batch(rows: &[LedgerRow]) -> Result<RecordBatch, DatasetError> {
 /// Stores the ledger record for shards written with [`write_ledger_shard`], with its id
 /// directory ([`crate::directory`]), built on disk in a scratch directory of the store.
 pub fn write_ledger(store: &Store, shards: Vec<LedgerShard>) -> Result<(Digest, LedgerRecord), DatasetError> {
-    write_ledger_chunked(store, shards, crate::directory::DIRECTORY_CHUNK_ENTRIES)
+    write_ledger_chunked(store, shards, crate::chunked::CHUNK_ENTRIES)
 }
 
 /// [`write_ledger`] with directory chunks of `chunk_entries` entries (a power of two): tests

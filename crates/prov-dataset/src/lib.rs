@@ -43,6 +43,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+pub mod chunked;
 mod diff;
 pub mod directory;
 mod document;
@@ -112,9 +113,10 @@ pub enum DatasetError {
         /// What is wrong.
         message: String,
     },
-    /// A stored directory chunk is not what its ledger record says.
-    #[error("ledger directory chunk `{digest}`: {message}")]
-    Directory {
+    /// A stored index chunk (of a ledger's id directory or a URL index) is not what its
+    /// reference says.
+    #[error("index chunk `{digest}`: {message}")]
+    Chunk {
         /// The chunk object.
         digest: prov_store::Digest,
         /// What is wrong.
@@ -183,7 +185,7 @@ impl DatasetError {
             // A stored index that verifies against its digest but is not a valid index was
             // not written by the `url-index` stage; a directory chunk that verifies but is not
             // what its ledger lists was not written by the ledger's writer.
-            Self::UrlIndex { .. } | Self::Directory { .. } => true,
+            Self::UrlIndex { .. } | Self::Chunk { .. } => true,
             _ => false,
         }
     }

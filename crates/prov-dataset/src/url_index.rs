@@ -1,16 +1,23 @@
 //! The URL index: a sorted, Merkle-rooted list of `(BLAKE3(url), id)` entries, written by the
 //! `url-index` stage, so that a URL can be mapped to document ids, and its absence proven.
 //!
-//! The index object is JSON Lines: one entry per line, each the canonical JSON object
-//! `{"id":ID,"url":"blake3:<hex of BLAKE3(url)>"}` followed by `\n`, sorted by `url` then
-//! `id` (byte order), without duplicates. Its Merkle root is the root over the BLAKE3 of each
-//! entry's JSON text (without the newline), in order; the stage records it, with the number of
-//! entries, in its statistics (`merkle_root`, `entries`), where a proof finds it.
+//! Each entry is the canonical JSON object `{"id":ID,"url":"blake3:<hex of BLAKE3(url)>"}`,
+//! sorted by `url` then `id` (byte order), without duplicates. The entries are a
+//! [`ChunkedIndex`] ([`crate::chunked`]): JSON Lines chunks of a power of two entries, whose
+//! Merkle root over all entries the stage records, with the number of entries, in its
+//! statistics (`merkle_root`, `entries`), where a proof finds it. The stage's output is a tree
+//! of the chunks (`chunks/000000.jsonl`, …) and `index.json`, the [`ChunkedIndex`] that lists
+//! them, so a prover reads the chunks around one URL, not the whole index.
 
-use prov_store::{Digest, MerkleBuilder, Store, merkle_root};
+use prov_manifest::{ChunkedIndex, Record, SCHEMA_VERSION, TreeEntry, TreeRecord, get_typed, put_record};
+use prov_store::{Digest, ObjectKind, Store};
 use serde::{Deserialize, Serialize};
 
 use crate::DatasetError;
+use crate::chunked::{ChunkWriter, IndexEntry};
+
+/// The file of the index's tree that lists its chunks.
+pub const INDEX_FILE: &str = "index.json";
 
 /// Returns a URL's key in the index: `blake3:` and the hex BLAKE3 of its UTF-8 bytes.
 pub fn url_key(url: &str) -> String {
@@ -32,139 +39,140 @@ impl UrlIndexEntry {
     pub fn new(url: &str, id: &str) -> Self {
         Self { url: url_key(url), id: id.to_owned() }
     }
+}
 
-    /// Returns the entry's canonical JSON text, whose BLAKE3 is its leaf digest.
-    pub fn canonical(&self) -> String {
+impl IndexEntry for UrlIndexEntry {
+    fn canonical(&self) -> String {
         String::from_utf8(prov_manifest::to_canonical_bytes(self).expect("two strings encode")).expect("UTF-8")
     }
-}
-
-/// A built URL index: the object's bytes, its entry count and its Merkle root.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct UrlIndex {
-    /// The JSON Lines bytes.
-    pub bytes: Vec<u8>,
-    /// Entries.
-    pub entries: u64,
-    /// The Merkle root over the entries.
-    pub root: Digest,
-}
-
-/// Writes a URL index from entries in index order, streaming: the bytes go to a writer, and
-/// only the entry count and the Merkle tree's complete subtrees are held. The `url-index`
-/// stage feeds it from an external sort, so that its memory does not grow with the corpus;
-/// the result is [`build_url_index`]'s, byte for byte.
-pub struct UrlIndexWriter<W: std::io::Write> {
-    out: W,
-    merkle: MerkleBuilder,
-    last: Option<UrlIndexEntry>,
-}
-
-impl<W: std::io::Write> UrlIndexWriter<W> {
-    /// A writer of an empty index.
-    pub fn new(out: W) -> Self {
-        Self { out, merkle: MerkleBuilder::new(), last: None }
-    }
-
-    /// Appends an entry; it must come after the last one (sorted by `url`, then `id`).
-    ///
-    /// # Errors
-    ///
-    /// The writer's, and `InvalidInput` for an entry out of order or repeated.
-    pub fn push(&mut self, entry: UrlIndexEntry) -> std::io::Result<()> {
-        if self.last.as_ref().is_some_and(|last| *last >= entry) {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::InvalidInput,
-                format!("URL index entry {entry:?} is not after the one before"),
-            ));
-        }
-        let text = entry.canonical();
-        self.merkle.push(&Digest::of(text.as_bytes()));
-        self.out.write_all(text.as_bytes())?;
-        self.out.write_all(b"\n")?;
-        self.last = Some(entry);
-        Ok(())
-    }
-
-    /// The writer back, with the entry count and the Merkle root.
-    pub fn finish(self) -> (W, u64, Digest) {
-        (self.out, self.merkle.len(), self.merkle.root())
+    fn key(&self) -> &str {
+        &self.url
     }
 }
 
-/// Builds the index from entries in any order: sorts them and drops duplicates.
-pub fn build_url_index(mut entries: Vec<UrlIndexEntry>) -> UrlIndex {
+/// Stores the tree of an index whose chunks are in the store: `index.json` (the index's
+/// canonical JSON) and each chunk as `chunks/NNNNNN.jsonl`. Returns the tree record's digest.
+///
+/// # Errors
+///
+/// The store's.
+pub fn write_url_index(store: &Store, index: &ChunkedIndex) -> Result<Digest, DatasetError> {
+    let listing = prov_manifest::to_canonical_bytes(index).expect("an index encodes");
+    let mut entries = vec![TreeEntry {
+        path: INDEX_FILE.parse().expect("a valid path"),
+        digest: store.put_bytes(ObjectKind::Blob, &listing)?,
+        size: listing.len() as u64,
+        executable: false,
+    }];
+    for (i, c) in index.chunks.iter().enumerate() {
+        entries.push(TreeEntry {
+            path: format!("chunks/{i:06}.jsonl").parse().expect("a valid path"),
+            digest: c.digest,
+            size: store.verify(&c.digest)?,
+            executable: false,
+        });
+    }
+    entries.sort_by(|a, b| a.path.as_str().cmp(b.path.as_str()));
+    Ok(put_record(store, &Record::Tree(TreeRecord { schema: SCHEMA_VERSION, entries }))?)
+}
+
+/// Builds and stores the index of entries in any order (sorted, duplicates dropped), in
+/// chunks of `chunk_entries`; returns the tree's digest and the index. The stage streams its
+/// entries from an external sort instead; this is for small indexes and tests.
+///
+/// # Errors
+///
+/// The store's.
+pub fn build_url_index(
+    store: &Store,
+    mut entries: Vec<UrlIndexEntry>,
+    chunk_entries: u64,
+) -> Result<(Digest, ChunkedIndex), DatasetError> {
     entries.sort();
     entries.dedup();
-    let texts: Vec<String> = entries.iter().map(UrlIndexEntry::canonical).collect();
-    let leaves: Vec<Digest> = texts.iter().map(|t| Digest::of(t.as_bytes())).collect();
-    let mut bytes = Vec::with_capacity(texts.iter().map(|t| t.len() + 1).sum());
-    for t in &texts {
-        bytes.extend_from_slice(t.as_bytes());
-        bytes.push(b'\n');
+    let mut w = ChunkWriter::new(Some(store), chunk_entries);
+    for e in entries {
+        w.push(e)?;
     }
-    UrlIndex { bytes, entries: texts.len() as u64, root: merkle_root(&leaves) }
+    let index = w.finish()?;
+    Ok((write_url_index(store, &index)?, index))
 }
 
-/// Reads a stored URL index (verified), checking that it is sorted, unique and canonical.
-pub fn read_url_index(store: &Store, digest: &Digest) -> Result<Vec<UrlIndexEntry>, DatasetError> {
-    let bytes = store.read(digest)?;
-    let bad = |message: String| DatasetError::UrlIndex { digest: *digest, message };
-    let text = std::str::from_utf8(&bytes).map_err(|_| bad("not UTF-8".into()))?;
-    let mut out: Vec<UrlIndexEntry> = Vec::new();
-    for (n, line) in text.lines().enumerate() {
-        let entry: UrlIndexEntry = serde_json::from_str(line).map_err(|e| bad(format!("line {}: {e}", n + 1)))?;
-        if entry.canonical() != line || out.last().is_some_and(|last| *last >= entry) {
-            return Err(bad(format!("line {}: not canonical, or not after the line before", n + 1)));
-        }
-        out.push(entry);
+/// Reads a stored URL index's listing: the tree's `index.json`, checked (chunk sizes, root)
+/// and against the tree's chunk files. The chunks themselves are read with
+/// [`crate::chunked::read_chunk`], as needed.
+///
+/// # Errors
+///
+/// [`DatasetError::UrlIndex`] for a tree that is not a URL index; the store's.
+pub fn read_url_index(store: &Store, tree: &Digest) -> Result<ChunkedIndex, DatasetError> {
+    let bad = |message: String| DatasetError::UrlIndex { digest: *tree, message };
+    let record: TreeRecord = get_typed(store, tree)?;
+    let listing = record
+        .entries
+        .iter()
+        .find(|e| e.path.as_str() == INDEX_FILE)
+        .ok_or_else(|| bad(format!("no `{INDEX_FILE}`")))?;
+    let bytes = store.read(&listing.digest)?;
+    let index: ChunkedIndex = serde_json::from_slice(&bytes).map_err(|e| bad(format!("`{INDEX_FILE}`: {e}")))?;
+    index.validate(None).map_err(|e| bad(format!("`{INDEX_FILE}`: {e}")))?;
+    let chunks: Vec<&Digest> =
+        record.entries.iter().filter(|e| e.path.as_str() != INDEX_FILE).map(|e| &e.digest).collect();
+    if chunks != index.chunks.iter().map(|c| &c.digest).collect::<Vec<_>>() {
+        return Err(bad(format!("the tree's chunk files are not the chunks `{INDEX_FILE}` lists")));
     }
-    Ok(out)
+    Ok(index)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::chunked::read_chunk;
 
+    /// Entries sort by URL key then id, repeat nothing, and read back from the chunks the
+    /// tree lists, at every chunk size.
     #[test]
-    fn entries_sort_by_url_key_then_id_and_repeat_nothing() {
-        let idx = build_url_index(vec![
+    fn entries_sort_by_url_key_then_id_and_read_back_from_their_chunks() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::init(&dir.path().join(".prov")).unwrap();
+        let entries = vec![
             UrlIndexEntry::new("https://b.example/", "2"),
             UrlIndexEntry::new("https://a.example/", "1"),
             UrlIndexEntry::new("https://b.example/", "2"),
             UrlIndexEntry::new("https://b.example/", "0"),
-        ]);
-        assert_eq!(idx.entries, 3);
-        let text = String::from_utf8(idx.bytes.clone()).unwrap();
-        let parsed: Vec<UrlIndexEntry> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
-        assert!(parsed.windows(2).all(|w| (&w[0].url, &w[0].id) < (&w[1].url, &w[1].id)), "{parsed:?}");
-        assert_eq!(text.lines().next().unwrap(), parsed[0].canonical());
-        assert!(parsed[0].canonical().starts_with(r#"{"id":"#), "canonical JSON sorts the keys");
-        assert!(text.ends_with('\n'));
+            UrlIndexEntry::new("https://c.example/", "9"),
+        ];
+        let mut expected = entries.clone();
+        expected.sort();
+        expected.dedup();
+        for chunk in [1, 2, 4, 1 << 16] {
+            let (tree, index) = build_url_index(&store, entries.clone(), chunk).unwrap();
+            assert_eq!(index.entries, 4);
+            assert_eq!(read_url_index(&store, &tree).unwrap(), index);
+            let back: Vec<UrlIndexEntry> =
+                index.chunks.iter().flat_map(|c| read_chunk::<UrlIndexEntry>(&store, c).unwrap()).collect();
+            assert_eq!(back, expected);
+            assert!(back.windows(2).all(|w| (&w[0].url, &w[0].id) < (&w[1].url, &w[1].id)), "{back:?}");
+        }
+        assert!(expected[0].canonical().starts_with(r#"{"id":"#), "canonical JSON sorts the keys");
     }
 
-    proptest::proptest! {
-        /// Streaming sorted, deduplicated entries gives the in-memory builder's bytes, count
-        /// and root; an entry out of order is refused.
-        #[test]
-        fn the_streaming_writer_equals_the_builder(
-            entries in proptest::collection::vec((0u8..5, 0u8..5), 0..60),
-        ) {
-            let entries: Vec<UrlIndexEntry> =
-                entries.iter().map(|(u, i)| UrlIndexEntry::new(&format!("https://{u}.example/"), &i.to_string())).collect();
-            let built = build_url_index(entries.clone());
-            let mut sorted = entries;
-            sorted.sort();
-            sorted.dedup();
-            let mut w = UrlIndexWriter::new(Vec::new());
-            for e in &sorted {
-                w.push(e.clone()).unwrap();
-            }
-            if let Some(last) = sorted.last() {
-                proptest::prop_assert!(w.push(last.clone()).is_err());
-            }
-            let (bytes, n, root) = w.finish();
-            proptest::prop_assert_eq!((bytes, n, root), (built.bytes, built.entries, built.root));
-        }
+    /// A tree whose chunk files are not the chunks its listing names (here, two swapped) is
+    /// refused, though the listing itself is valid.
+    #[test]
+    fn a_tree_unlike_its_listing_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::init(&dir.path().join(".prov")).unwrap();
+        let entries: Vec<UrlIndexEntry> =
+            (0..5).map(|i| UrlIndexEntry::new(&format!("https://{i}.example/"), "x")).collect();
+        let (tree, _) = build_url_index(&store, entries, 2).unwrap();
+        let mut record: TreeRecord = get_typed(&store, &tree).unwrap();
+        let chunk_files: Vec<usize> =
+            (0..record.entries.len()).filter(|&i| record.entries[i].path.as_str() != INDEX_FILE).collect();
+        let (a, b) = (record.entries[chunk_files[0]].digest, record.entries[chunk_files[1]].digest);
+        record.entries[chunk_files[0]].digest = b;
+        record.entries[chunk_files[1]].digest = a;
+        let forged = put_record(&store, &Record::Tree(record)).unwrap();
+        assert!(matches!(read_url_index(&store, &forged), Err(DatasetError::UrlIndex { .. })));
     }
 }

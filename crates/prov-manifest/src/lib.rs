@@ -62,7 +62,7 @@ pub use recipe::{
 };
 pub use record::Record;
 pub use records::{
-    CheckpointRecord, Column, Content, DatasetRecord, Decision, Determinism, DirectoryChunk, Envelope, IdDirectory,
+    CheckpointRecord, ChunkedIndex, Column, Content, DatasetRecord, Decision, Determinism, Envelope, IndexChunk,
     LedgerRecord, OutputRef, OutputType, RunRecord, RunStage, SCHEMA_VERSION, ShardRef, SourceRecord, StageRecord,
     TreeEntry, TreeRecord, VerdictRecord,
 };

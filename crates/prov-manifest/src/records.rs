@@ -413,7 +413,8 @@ pub struct CheckpointRecord {
 /// rule, evidence, language, words), in Parquet shards parallel to the input's shards, each
 /// sorted by document id. Each row's leaf is the BLAKE3 of its canonical JSON; each shard has
 /// a Merkle root over its leaves in id order, and the ledger's root is the Merkle root over
-/// the shard roots in shard order. The [`IdDirectory`] says which shards hold each id, so
+/// the shard roots in shard order. The id directory (a [`ChunkedIndex`]) says which shards
+/// hold each id, so
 /// that one document's fate is proven from the shards that hold it, however many there are.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -431,44 +432,51 @@ pub struct LedgerRecord {
     /// Rows per rule (reason code).
     pub rules: BTreeMap<String, u64>,
     /// Every row's `(id, shard)`, sorted: which shards hold an id, and that the others do not.
-    pub directory: IdDirectory,
+    pub directory: ChunkedIndex,
 }
 
-/// A ledger's id directory: one entry `{"id":ID,"shard":S}` per ledger row (`S` the index of
-/// the shard that holds the row), sorted by id then shard, in JSON Lines chunks of
-/// `chunk_entries` entries (the last chunk may hold fewer). Its Merkle tree is the one over
-/// every entry's leaf (the BLAKE3 of its canonical JSON) in order; since `chunk_entries` is a
-/// power of two, each chunk is a complete subtree and [`prov_store::chunked_root`] of the
-/// chunk roots is the root. A proof reads the one or two chunks around an id.
+/// A sorted index of canonical JSON entries in JSON Lines chunks of `chunk_entries` entries
+/// (the last chunk may hold fewer): a ledger's id directory (one entry `{"id":ID,"shard":S}`
+/// per ledger row, sorted by id then shard) and the URL index (`{"id":ID,"url":KEY}`, sorted
+/// by key then id). Its Merkle tree is the one over every entry's leaf (the BLAKE3 of its
+/// JSON text) in order; since `chunk_entries` is a power of two, each chunk is a complete
+/// subtree and [`prov_store::chunked_root`] of the chunk roots is the root. A proof reads the
+/// one or two chunks around a key.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct IdDirectory {
+pub struct ChunkedIndex {
     /// Entries in all chunks: the ledger's rows.
     pub entries: u64,
     /// Entries per chunk, a power of two.
     pub chunk_entries: u64,
     /// The chunks, in order.
-    pub chunks: Vec<DirectoryChunk>,
+    pub chunks: Vec<IndexChunk>,
     /// Merkle root over all entries.
     pub root: Digest,
 }
 
-/// One chunk of an [`IdDirectory`].
+/// One chunk of a [`ChunkedIndex`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct DirectoryChunk {
+pub struct IndexChunk {
     /// The JSON Lines object.
     pub digest: Digest,
     /// Its entries.
     pub entries: u64,
-    /// The id of its first entry: where a reader looks for an id without opening chunks.
+    /// The key of its first entry: where a reader looks for a key without opening chunks.
     pub first: String,
     /// Merkle root over its entries.
     pub root: Digest,
 }
 
-impl IdDirectory {
-    fn validate(&self, rows: u64) -> Result<(), String> {
+impl ChunkedIndex {
+    /// Checks the chunk sizes, the order of their first keys, that they hold `entries`
+    /// entries (and as many as `rows`, for a ledger's directory), and the root.
+    ///
+    /// # Errors
+    ///
+    /// What does not hold, as a sentence.
+    pub fn validate(&self, rows: Option<u64>) -> Result<(), String> {
         if !self.chunk_entries.is_power_of_two() {
             return Err(format!("`chunk_entries` is {}, not a power of two", self.chunk_entries));
         }
@@ -478,25 +486,25 @@ impl IdDirectory {
                 if i < last { c.entries == self.chunk_entries } else { (1..=self.chunk_entries).contains(&c.entries) };
             if !fits {
                 return Err(format!(
-                    "directory chunk {i} holds {} entries; every chunk but the last holds {}, the last 1 to {0}",
+                    "chunk {i} holds {} entries; every chunk but the last holds {}, the last 1 to {1}",
                     c.entries, self.chunk_entries
                 ));
             }
         }
         if self.chunks.windows(2).any(|w| w[0].first.as_bytes() > w[1].first.as_bytes()) {
-            return Err("the directory chunks' `first` ids are not in order".into());
+            return Err("the chunks' `first` keys are not in order".into());
         }
         let entries: u64 = self.chunks.iter().map(|c| c.entries).sum();
-        if entries != self.entries || entries != rows {
-            return Err(format!(
-                "the directory's `entries` is {} and its chunks hold {entries}, but the ledger has {rows} rows",
-                self.entries
-            ));
+        if entries != self.entries {
+            return Err(format!("`entries` is {} but the chunks hold {entries}", self.entries));
+        }
+        if let Some(rows) = rows.filter(|r| *r != entries) {
+            return Err(format!("the directory holds {entries} entries, but the ledger has {rows} rows"));
         }
         let roots: Vec<Digest> = self.chunks.iter().map(|c| c.root).collect();
         let root = prov_store::chunked_root(&roots);
         if root != self.root {
-            return Err(format!("the directory's `root` is `{}` but its chunk roots give `{root}`", self.root));
+            return Err(format!("`root` is `{}` but the chunk roots give `{root}`", self.root));
         }
         Ok(())
     }
@@ -519,7 +527,7 @@ impl LedgerRecord {
         if root != self.merkle_root {
             return Err(format!("`merkle_root` is `{}` but the shard roots give `{root}`", self.merkle_root));
         }
-        self.directory.validate(self.rows)
+        self.directory.validate(Some(self.rows)).map_err(|e| format!("directory: {e}"))
     }
 }
 

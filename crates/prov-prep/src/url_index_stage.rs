@@ -3,18 +3,20 @@
 //!
 //! Ledgers are sorted by id and name no URLs (the robots ledger's evidence holds the host
 //! only), so without this index a URL never seen could not be proven absent without the
-//! corpus. The stage reads a dataset and writes one `file` output, `index`: JSON Lines of
-//! `{"id":ID,"url":"blake3:<hex>"}` sorted by `url` then `id`, one entry per distinct pair, for
-//! every document with a `url` (format: [`prov_dataset::url_index`]). Its statistics record the
-//! index's Merkle root (`merkle_root`) and size (`entries`), which a proof checks against.
+//! corpus. The stage reads a dataset and writes one `tree` output, `index`: the entries
+//! `{"id":ID,"url":"blake3:<hex>"}` sorted by `url` then `id`, one per distinct pair, for
+//! every document with a `url`, in JSON Lines chunks with the `index.json` that lists them
+//! (format: [`prov_dataset::url_index`]). Its statistics record the index's Merkle root
+//! (`merkle_root`) and size (`entries`), which a proof checks against.
 //! It changes no other stage's bytes: it only reads the dataset.
 
+use prov_dataset::chunked::{CHUNK_ENTRIES, ChunkWriter};
 use prov_dataset::shard_documents;
-use prov_dataset::url_index::{UrlIndexEntry, UrlIndexWriter};
+use prov_dataset::url_index::{UrlIndexEntry, write_url_index};
 use prov_exec::{ConfigError, InputSpec, Stage, StageContext, StageError, StageOutput, parse_params};
 use prov_extsort::ExternalSort;
 use prov_manifest::{DatasetRecord, Determinism, OutputRef, OutputType};
-use prov_store::{Digest, ObjectKind};
+use prov_store::Digest;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -34,8 +36,9 @@ impl Stage for UrlIndexStage {
     fn kind(&self) -> &'static str {
         URL_INDEX_KIND
     }
+    // 2: the index in chunks of 65,536 entries (a tree with `index.json`), not one file.
     fn version(&self) -> u32 {
-        1
+        2
     }
     fn summary(&self) -> &'static str {
         "index a dataset's URLs (BLAKE3(url) -> id, sorted, Merkle-rooted) so that a URL's absence can be proven"
@@ -51,7 +54,7 @@ impl Stage for UrlIndexStage {
         InputSpec::Named(vec![("docs", vec![OutputType::Dataset])])
     }
     fn outputs(&self, _config: &Value) -> Vec<(String, OutputType)> {
-        vec![("index".into(), OutputType::File)]
+        vec![("index".into(), OutputType::Tree)]
     }
     fn run(&self, cx: &StageContext<'_>) -> Result<StageOutput, StageError> {
         let ds = cx.input_record::<DatasetRecord>("docs")?;
@@ -81,7 +84,7 @@ impl Stage for UrlIndexStage {
                 })
                 .collect::<Result<_, _>>()
         })?;
-        let mut index = UrlIndexWriter::new(cx.store.writer(ObjectKind::Blob)?);
+        let mut index = ChunkWriter::new(Some(cx.store), CHUNK_ENTRIES);
         let mut last: Option<Vec<u8>> = None;
         for r in sort.finish()? {
             let r = r?;
@@ -95,10 +98,11 @@ impl Stage for UrlIndexStage {
             index.push(UrlIndexEntry { url: url.to_string(), id })?;
             last = Some(r);
         }
-        let (writer, entries, root) = index.finish();
-        let digest = writer.finish()?;
+        let index = index.finish()?;
+        let digest = write_url_index(cx.store, &index)?;
+        let (entries, root) = (index.entries, index.root);
         let mut out = StageOutput::default();
-        out.outputs.insert("index".into(), OutputRef { output_type: OutputType::File, digest });
+        out.outputs.insert("index".into(), OutputRef { output_type: OutputType::Tree, digest });
         out.stats.insert("documents".into(), Value::from(ds.rows));
         out.stats.insert("documents_without_url".into(), Value::from(without.iter().sum::<u64>()));
         out.stats.insert("entries".into(), Value::from(entries));

@@ -9,7 +9,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use prov_dataset::directory::read_directory_chunk;
+use prov_dataset::chunked::read_chunk;
+use prov_dataset::directory::DirectoryEntry;
 use prov_dataset::{Document, LedgerDecision, LedgerRow, read_ledger_shard, shard_documents};
 use prov_manifest::{DatasetRecord, LedgerRecord, LoadedRun, LoadedStage, Record, StageRecord, get_record};
 use prov_store::{Digest, Store, merkle_root};
@@ -360,8 +361,8 @@ impl IdSequence {
 fn check_directory(store: &Store, digest: &Digest, record: &LedgerRecord, shard_ids: &[Digest]) -> Result<(), String> {
     let mut listed: Vec<IdSequence> = (0..shard_ids.len()).map(|_| IdSequence::default()).collect();
     for (c, chunk) in record.directory.chunks.iter().enumerate() {
-        let entries =
-            read_directory_chunk(store, chunk).map_err(|e| format!("ledger `{digest}`, directory chunk {c}: {e}"))?;
+        let entries = read_chunk::<DirectoryEntry>(store, chunk)
+            .map_err(|e| format!("ledger `{digest}`, directory chunk {c}: {e}"))?;
         for e in entries {
             let seq = listed.get_mut(e.shard as usize).ok_or_else(|| {
                 format!(
