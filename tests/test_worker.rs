@@ -102,6 +102,22 @@ fn a_worker_under_another_aten_capability_than_the_envelope_records_is_refused()
     nothing_recorded_then_the_real_worker_completes(&p);
 }
 
+/// MKL and oneDNN read their variables inside the worker: a worker whose environment says
+/// another MKL branch, or another oneDNN instruction set, than the envelope records computes
+/// nothing.
+#[test]
+fn a_worker_under_another_mkl_branch_or_onednn_isa_than_the_envelope_records_is_refused() {
+    let p = project();
+    for (name, message) in [("MKL_CBWR", "MKL_CBWR=SSE4_2"), ("ONEDNN_MAX_CPU_ISA", "ONEDNN_MAX_CPU_ISA=SSE4_2")] {
+        let other = fake_worker(&p, &format!("export {name}=SSE4_2\nexec \"$REAL\" \"$@\""));
+        let out = run_with(&p, &other);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        assert!(stderr.contains(&format!("the worker runs with {message}")), "{stderr}");
+    }
+    nothing_recorded_then_the_real_worker_completes(&p);
+}
+
 #[test]
 fn a_killed_worker_fails_the_stage_and_leaves_no_record() {
     let p = project();

@@ -26,6 +26,7 @@ fn envelope() -> Envelope {
         libtorch: None,
         aten_cpu_capability: None,
         mkl_cbwr: None,
+        onednn_max_cpu_isa: None,
     }
 }
 

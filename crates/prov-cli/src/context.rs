@@ -135,21 +135,24 @@ impl CommandContext {
     }
 }
 
-/// libtorch facts: the version the worker links (which it checks before a stage computes), the
-/// `ATen` CPU capability that `main` pinned for the worker, and the MKL reproducibility mode,
-/// if set.
+/// libtorch facts: the version the worker links (which it checks before a stage computes), and
+/// the `ATen` CPU capability, MKL branch and oneDNN instruction set that `main` pinned for the
+/// worker.
 pub(crate) fn torch_facts() -> TorchFacts {
     TorchFacts {
         libtorch: Some(prov_exec::aten::LIBTORCH_VERSION.to_owned()),
         aten_cpu_capability: env_vars::get(env_vars::ATEN_CPU_CAPABILITY),
         mkl_cbwr: env_vars::get(env_vars::MKL_CBWR),
+        onednn_max_cpu_isa: env_vars::get(env_vars::ONEDNN_MAX_CPU_ISA),
     }
 }
 
 /// Decides the `ATen` CPU capability and pins it in this process's environment, which every
 /// worker it starts inherits before libtorch loads: the user's `ATEN_CPU_CAPABILITY` if this
 /// CPU can run it, else the portable default. Pinning it explicitly makes the envelope record
-/// what libtorch really uses (the worker refuses to compute under another).
+/// what libtorch really uses (the worker refuses to compute under another). MKL's branch and
+/// oneDNN's instruction set are pinned with it, to the same instruction set, unless the user
+/// set them.
 pub(crate) fn pin_aten_capability() -> Result<(), CommandError> {
     let flags = prov_exec::capture_envelope(1, &TorchFacts::default()).cpu_flags;
     let requested = env_vars::get(env_vars::ATEN_CPU_CAPABILITY);
@@ -164,6 +167,7 @@ pub(crate) fn pin_aten_capability() -> Result<(), CommandError> {
     #[allow(unsafe_code)]
     unsafe {
         prov_exec::aten::pin_capability(capability);
+        prov_exec::aten::pin_math_libraries(capability);
         prov_exec::aten::pin_cuda_workspace();
     }
     Ok(())

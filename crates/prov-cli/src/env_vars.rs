@@ -15,8 +15,11 @@ pub(crate) const PROV_WORKER: &str = "PROV_WORKER";
 /// `ATen` CPU capability libtorch will use: pinned by `prov` at start (for the worker it
 /// starts) and recorded in every envelope.
 pub(crate) const ATEN_CPU_CAPABILITY: &str = "ATEN_CPU_CAPABILITY";
-/// MKL conditional numerical reproducibility mode; reported like the above.
+/// MKL conditional numerical reproducibility branch: pinned by `prov` at start to the one that
+/// goes with the `ATen` capability (unless set), and recorded in every envelope.
 pub(crate) const MKL_CBWR: &str = "MKL_CBWR";
+/// oneDNN's most capable instruction set: pinned and recorded like `MKL_CBWR`.
+pub(crate) const ONEDNN_MAX_CPU_ISA: &str = "ONEDNN_MAX_CPU_ISA";
 
 /// Directories searched for helper programs (`b3sum`) by `prov doctor`. Not a setting of
 /// prov, so not listed in [`ALL`].
@@ -30,7 +33,8 @@ pub(crate) const ALL: &[(&str, &str)] = &[
     (PROV_NO_PROGRESS, "disable progress bars"),
     (PROV_WORKER, "the worker that runs libtorch stages (default: prov-worker beside prov)"),
     (ATEN_CPU_CAPABILITY, "ATen CPU capability for libtorch stages"),
-    (MKL_CBWR, "MKL conditional numerical reproducibility mode"),
+    (MKL_CBWR, "MKL conditional numerical reproducibility branch for libtorch stages"),
+    (ONEDNN_MAX_CPU_ISA, "oneDNN's most capable instruction set for libtorch stages"),
 ];
 
 pub(crate) fn get(name: &str) -> Option<String> {

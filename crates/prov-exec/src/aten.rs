@@ -81,6 +81,44 @@ pub unsafe fn pin_capability(capability: &str) {
     unsafe { std::env::set_var(ATEN_CPU_CAPABILITY, capability) };
 }
 
+/// The environment variable MKL reads to fix its code branch (conditional numerical
+/// reproducibility): with it, MKL takes the same branch on every CPU that runs it, and
+/// reduces in a fixed order.
+pub const MKL_CBWR: &str = "MKL_CBWR";
+
+/// The environment variable oneDNN reads for the most capable instruction set its JIT may
+/// generate code for.
+pub const ONEDNN_MAX_CPU_ISA: &str = "ONEDNN_MAX_CPU_ISA";
+
+/// The MKL branch and the oneDNN ISA that go with an `ATen` capability: the same instruction
+/// set, so that the three libraries libtorch computes with run one code path per capability
+/// on every CPU that has it. `default` goes with MKL's `COMPATIBLE` branch (SSE2) and
+/// oneDNN's `SSE41`.
+pub fn math_library_pins(capability: &str) -> (&'static str, &'static str) {
+    match capability {
+        "avx512" => ("AVX512", "AVX512_CORE"),
+        "avx2" => ("AVX2", "AVX2"),
+        _ => ("COMPATIBLE", "SSE41"),
+    }
+}
+
+/// Pins `MKL_CBWR` and `ONEDNN_MAX_CPU_ISA` for this process (and the workers it starts) to
+/// the values that go with `capability` ([`math_library_pins`]), each unless the user set
+/// it: a user's value is kept, and recorded like the default.
+///
+/// # Safety
+/// As [`pin_capability`]: call it at the start of `main`, before any thread exists.
+#[allow(unsafe_code)] // Writes this process's environment before any thread exists.
+pub unsafe fn pin_math_libraries(capability: &str) {
+    let (mkl, onednn) = math_library_pins(capability);
+    for (name, value) in [(MKL_CBWR, mkl), (ONEDNN_MAX_CPU_ISA, onednn)] {
+        if std::env::var_os(name).is_none_or(|v| v.is_empty()) {
+            // SAFETY: the caller guarantees no other thread exists yet.
+            unsafe { std::env::set_var(name, value) };
+        }
+    }
+}
+
 /// The cuBLAS workspace setting that makes cuBLAS deterministic (NVIDIA's documented
 /// requirement, which `torch.use_deterministic_algorithms` checks on CUDA).
 pub const CUBLAS_WORKSPACE_CONFIG: (&str, &str) = ("CUBLAS_WORKSPACE_CONFIG", ":4096:8");
@@ -105,6 +143,17 @@ mod tests {
 
     fn flags(s: &str) -> Vec<String> {
         s.split_whitespace().map(str::to_owned).collect()
+    }
+
+    #[test]
+    fn math_libraries_follow_the_capability() {
+        assert_eq!(math_library_pins("avx2"), ("AVX2", "AVX2"));
+        assert_eq!(math_library_pins("avx512"), ("AVX512", "AVX512_CORE"));
+        assert_eq!(math_library_pins("default"), ("COMPATIBLE", "SSE41"));
+        // Every capability `ATen` knows has a pair.
+        for c in CAPABILITIES {
+            assert!(!math_library_pins(c).0.is_empty());
+        }
     }
 
     #[test]

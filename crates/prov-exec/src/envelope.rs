@@ -15,6 +15,8 @@ pub struct TorchFacts {
     pub aten_cpu_capability: Option<String>,
     /// MKL conditional numerical reproducibility mode in force.
     pub mkl_cbwr: Option<String>,
+    /// oneDNN's most capable instruction set in force.
+    pub onednn_max_cpu_isa: Option<String>,
 }
 
 /// Captures the envelope of this machine for a run with `threads` worker threads.
@@ -50,6 +52,7 @@ pub fn capture(threads: u32, torch: &TorchFacts) -> Envelope {
         libtorch: torch.libtorch.clone(),
         aten_cpu_capability: torch.aten_cpu_capability.clone(),
         mkl_cbwr: torch.mkl_cbwr.clone(),
+        onednn_max_cpu_isa: torch.onednn_max_cpu_isa.clone(),
     }
 }
 

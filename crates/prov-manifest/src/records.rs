@@ -277,6 +277,10 @@ pub struct Envelope {
     /// `MKL_CBWR` in force, for stages that use MKL.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mkl_cbwr: Option<String>,
+    /// `ONEDNN_MAX_CPU_ISA` in force, for stages that use libtorch (whose CPU kernels include
+    /// oneDNN's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub onednn_max_cpu_isa: Option<String>,
 }
 
 impl Envelope {
@@ -299,16 +303,19 @@ impl Envelope {
         cmp("libtorch", opt(&self.libtorch), opt(&other.libtorch));
         cmp("aten_cpu_capability", opt(&self.aten_cpu_capability), opt(&other.aten_cpu_capability));
         cmp("mkl_cbwr", opt(&self.mkl_cbwr), opt(&other.mkl_cbwr));
+        cmp("onednn_max_cpu_isa", opt(&self.onednn_max_cpu_isa), opt(&other.onednn_max_cpu_isa));
         out
     }
 
     /// The fields that decide what libtorch computes, and differ: the architecture, the
-    /// device, the libtorch version, the `ATen` CPU capability and the MKL code path. (Training
+    /// device, the libtorch version, the `ATen` CPU capability, the MKL code path and oneDNN's
+    /// instruction set. (Training
     /// stages pin their own thread count in their config, which is in the stage key.) Two
     /// machines equal on these fields compute the same bytes; the other fields (CPU model,
     /// kernel, core count) describe the machine, not the computation.
     pub fn result_differences(&self, other: &Self) -> Vec<(&'static str, String, String)> {
-        const RESULT_FIELDS: [&str; 5] = ["arch", "device", "libtorch", "aten_cpu_capability", "mkl_cbwr"];
+        const RESULT_FIELDS: [&str; 6] =
+            ["arch", "device", "libtorch", "aten_cpu_capability", "mkl_cbwr", "onednn_max_cpu_isa"];
         self.differences(other).into_iter().filter(|(f, _, _)| RESULT_FIELDS.contains(f)).collect()
     }
 }
@@ -583,6 +590,7 @@ pub(crate) mod tests {
             libtorch: None,
             aten_cpu_capability: None,
             mkl_cbwr: None,
+            onednn_max_cpu_isa: None,
         }
     }
 

@@ -316,6 +316,7 @@ mod tests {
             libtorch: None,
             aten_cpu_capability: None,
             mkl_cbwr: None,
+            onednn_max_cpu_isa: None,
         }
     }
 

@@ -88,6 +88,21 @@ fn check_torch(envelope: &prov_manifest::Envelope) -> Result<(), String> {
             envelope.aten_cpu_capability.as_deref().unwrap_or("none")
         ));
     }
+    // MKL and oneDNN read their variables when libtorch first computes, which is after this
+    // check: what is in this process's environment is what they will use.
+    for (name, recorded) in [
+        (prov_exec::aten::MKL_CBWR, &envelope.mkl_cbwr),
+        (prov_exec::aten::ONEDNN_MAX_CPU_ISA, &envelope.onednn_max_cpu_isa),
+    ] {
+        let here = std::env::var(name).ok().filter(|v| !v.is_empty());
+        if here != *recorded {
+            return Err(format!(
+                "the worker runs with {name}={}, the envelope records {}",
+                here.as_deref().unwrap_or("(unset)"),
+                recorded.as_deref().unwrap_or("none")
+            ));
+        }
+    }
     Ok(())
 }
 

@@ -347,6 +347,7 @@ mod tests {
             libtorch: Some("2.13.0".into()),
             aten_cpu_capability: Some(aten.into()),
             mkl_cbwr: None,
+            onednn_max_cpu_isa: None,
         }
     }
 

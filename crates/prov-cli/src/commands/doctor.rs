@@ -74,6 +74,7 @@ struct Report {
     worker: Result<prov_exec::TorchClaim, String>,
     aten: Option<String>,
     mkl: Option<String>,
+    onednn: Option<String>,
     b3sum: Option<PathBuf>,
     mdbook: Option<PathBuf>,
     /// `(kind, version, summary)`, sorted by kind.
@@ -163,6 +164,7 @@ fn gather(cx: &CommandContext) -> Report {
         worker,
         aten: env_vars::get(env_vars::ATEN_CPU_CAPABILITY),
         mkl: env_vars::get(env_vars::MKL_CBWR),
+        onednn: env_vars::get(env_vars::ONEDNN_MAX_CPU_ISA),
         b3sum,
         mdbook,
         kinds: registry().kinds().map(|k| (k.kind(), k.version(), k.summary())).collect(),
@@ -204,6 +206,7 @@ fn to_json(r: &Report) -> serde_json::Value {
         "libtorch_linked": r.worker.as_ref().ok().and_then(|f| f.libtorch.clone()),
         "worker": { "path": r.worker_path.display().to_string(), "error": r.worker.as_ref().err() },
         "mkl_cbwr": r.mkl,
+        "onednn_max_cpu_isa": r.onednn,
         "tools": { "b3sum": path(&r.b3sum), "mdbook": path(&r.mdbook) },
         "stage_kinds": r.kinds.iter().map(|(k, v, s)| json!({"kind": k, "version": v, "summary": s})).collect::<Vec<_>>(),
         "env": r.vars.iter().map(|(n, w, v)| json!({"name": n, "description": w, "value": v})).collect::<Vec<_>>(),
@@ -262,7 +265,8 @@ fn render_machine(ui: &mut Ui, r: &Report) -> Result<(), CommandError> {
             &r.aten,
             "pinned before libtorch starts: as set if this CPU runs it, else the best it runs",
         ),
-        (env_vars::MKL_CBWR, &r.mkl, "recorded in every envelope; set it to pin MKL's code path"),
+        (env_vars::MKL_CBWR, &r.mkl, "pinned with the ATen capability's instruction set unless set"),
+        (env_vars::ONEDNN_MAX_CPU_ISA, &r.onednn, "pinned with the ATen capability's instruction set unless set"),
     ];
     let rows: Vec<Vec<String>> =
         pins.iter().map(|(n, v, note)| vec![(*n).to_owned(), show(v.as_ref()), (*note).to_owned()]).collect();
