@@ -53,6 +53,7 @@ mod sandbox;
 mod stage;
 mod staleness;
 pub mod tasks;
+pub mod testing;
 mod tree;
 pub mod worker;
 

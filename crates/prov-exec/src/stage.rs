@@ -561,22 +561,10 @@ mod tests {
     fn run_logged(tasks: usize) -> (Vec<String>, Value) {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::init(&dir.path().join(".prov")).unwrap();
-        let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
         let stage = Logged { tasks, log: Mutex::new(Vec::new()) };
-        let cx = StageContext {
-            store: &store,
-            name: "logged",
-            key: Digest::of(b"logged"),
-            config: &Value::Null,
-            inputs: &BTreeMap::new(),
-            seeds: &BTreeMap::new(),
-            project_root: dir.path(),
-            pool: &pool,
-            allow_commands: false,
-            worker: Path::new("prov-worker"),
-            envelope: &crate::capture_envelope(2, &crate::TorchFacts::default()),
-        };
-        let out = stage.run(&cx).unwrap();
+        let bench = crate::testing::TestBench::new(2);
+        let (config, inputs) = (Value::Null, BTreeMap::new());
+        let out = stage.run(&bench.context(&store, dir.path(), "logged", &config, &inputs)).unwrap();
         (stage.log.into_inner().unwrap(), out.stats["sum"].clone())
     }
 

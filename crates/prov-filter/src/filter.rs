@@ -263,21 +263,9 @@ mod tests {
     fn parts_put_in_any_order_write_the_same_outputs() {
         let dir = tempfile::tempdir().unwrap();
         let store = prov_store::Store::init(&dir.path().join(".prov")).unwrap();
-        let pool = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
-        let envelope = prov_exec::capture_envelope(1, &prov_exec::TorchFacts::default());
-        let cx = StageContext {
-            store: &store,
-            name: "f",
-            key: prov_store::Digest::of(b"f"),
-            config: &Value::Null,
-            inputs: &BTreeMap::new(),
-            seeds: &BTreeMap::new(),
-            project_root: dir.path(),
-            pool: &pool,
-            allow_commands: false,
-            worker: std::path::Path::new("prov-worker"),
-            envelope: &envelope,
-        };
+        let bench = prov_exec::testing::TestBench::new(1);
+        let (config, inputs) = (Value::Null, BTreeMap::new());
+        let cx = bench.context(&store, dir.path(), "f", &config, &inputs);
         let shards: Vec<CountedShard> = (0..5)
             .map(|s| {
                 let mut w = prov_dataset::ShardWriter::new(&store).unwrap();

@@ -486,23 +486,8 @@ mod tests {
             let tree = put_record(&store, &Record::Tree(TreeRecord { schema: SCHEMA_VERSION, entries })).unwrap();
             inputs.insert("verdicts".into(), StageInput { output_type: OutputType::Tree, digest: tree });
         }
-        let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
-        let out = {
-            let cx = StageContext {
-                store: &store,
-                name: "license",
-                key: prov_store::Digest::of(b"license"),
-                config: &config,
-                inputs: &inputs,
-                seeds: &BTreeMap::new(),
-                project_root: dir.path(),
-                pool: &pool,
-                allow_commands: false,
-                worker: std::path::Path::new("prov-worker"),
-                envelope: &prov_exec::capture_envelope(2, &prov_exec::TorchFacts::default()),
-            };
-            LicenseStage.run(&cx)
-        };
+        let bench = prov_exec::testing::TestBench::new(2);
+        let out = LicenseStage.run(&bench.context(&store, dir.path(), "license", &config, &inputs));
         (dir, store, input, out)
     }
 

@@ -779,21 +779,8 @@ mod tests {
 
     fn run(store: &Store, config: &Value, docs: StageInput, held_out: StageInput) -> Result<StageOutput, StageError> {
         let inputs = BTreeMap::from([("docs".to_owned(), docs), ("held_out".to_owned(), held_out)]);
-        let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
-        let cx = StageContext {
-            store,
-            name: "sft-data",
-            key: Digest::of(b"sft-data"),
-            config,
-            inputs: &inputs,
-            seeds: &BTreeMap::new(),
-            project_root: Path::new("."),
-            pool: &pool,
-            allow_commands: false,
-            worker: Path::new("prov-worker"),
-            envelope: &prov_exec::capture_envelope(2, &prov_exec::TorchFacts::default()),
-        };
-        TranslationPairsStage.run(&cx)
+        let bench = prov_exec::testing::TestBench::new(2);
+        TranslationPairsStage.run(&bench.context(store, Path::new("."), "sft-data", config, &inputs))
     }
 
     #[test]

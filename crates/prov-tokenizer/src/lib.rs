@@ -9,6 +9,8 @@
 //! test trains with one and with two threads).
 
 use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use prov_dataset::shard_documents;
 use prov_dataset::tokens::{TokenWriter, data_order, encode_order};
@@ -125,16 +127,38 @@ impl Stage for TokenizerStage {
     fn run(&self, cx: &StageContext<'_>) -> Result<StageOutput, StageError> {
         let config: TokenizerConfig = parse_params(cx.config).map_err(StageError::Config)?;
         let ds = cx.input_record::<DatasetRecord>("docs")?;
-        let mut texts = Vec::with_capacity(ds.rows as usize);
-        for shard in &ds.shards {
-            for doc in shard_documents(cx.store, &shard.digest)? {
-                texts.push(doc?.text);
-            }
+        // The documents stream into the trainer, shard by shard: what it holds is its count of
+        // each distinct pre-tokenized word, not the text. The counts are sums, so the result
+        // is the one of the whole text held at once. A shard that cannot be read ends the
+        // stream and fails the stage: a tokenizer trained on part of the input is never kept.
+        let failed: Mutex<Option<StageError>> = Mutex::new(None);
+        let (documents, characters) = (AtomicU64::new(0), AtomicU64::new(0));
+        let texts = ds
+            .shards
+            .iter()
+            .flat_map(|shard| -> Box<dyn Iterator<Item = Result<String, StageError>> + Send + '_> {
+                match shard_documents(cx.store, &shard.digest) {
+                    Ok(docs) => Box::new(docs.map(|d| d.map(|d| d.text).map_err(StageError::from))),
+                    Err(e) => Box::new(std::iter::once(Err(e.into()))),
+                }
+            })
+            .map_while(|text| match text {
+                Ok(text) => {
+                    documents.fetch_add(1, Ordering::Relaxed);
+                    characters.fetch_add(text.chars().count() as u64, Ordering::Relaxed);
+                    Some(text)
+                }
+                Err(e) => {
+                    *failed.lock().expect("no thread panics holding it") = Some(e);
+                    None
+                }
+            });
+        let trained = cx.pool.install(|| train_tokenizer(&config, texts));
+        if let Some(e) = failed.into_inner().expect("no thread panicked holding it") {
+            return Err(e);
         }
-        let characters: usize = texts.iter().map(|t| t.chars().count()).sum();
-        let documents = texts.len();
-        let bytes =
-            cx.pool.install(|| train_tokenizer(&config, texts.into_iter())).map_err(|e| tokenizer_error("docs", e))?;
+        let bytes = trained.map_err(|e| tokenizer_error("docs", e))?;
+        let (documents, characters) = (documents.into_inner(), characters.into_inner());
         let tokenizer = Tokenizer::from_bytes(&bytes).map_err(|e| tokenizer_error("docs", e))?;
         let digest = cx.store.put_bytes(ObjectKind::Blob, &bytes)?;
         let parsed: Value = serde_json::from_slice(&bytes).map_err(|e| tokenizer_error("docs", e))?;
@@ -310,6 +334,41 @@ mod tests {
         let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
         let config = TokenizerConfig { vocab_size: 400, min_frequency: 2 };
         pool.install(|| train_tokenizer(&config, corpus().into_iter())).unwrap()
+    }
+
+    /// The stage streams its input into the trainer: it writes the bytes of training on all
+    /// the text at once, and a shard that cannot be read fails the stage instead of giving a
+    /// tokenizer of the shards before it.
+    #[test]
+    fn the_stage_streams_its_input_and_a_lost_shard_fails_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::init(&dir.path().join(".prov")).unwrap();
+        let texts = corpus();
+        let mut shards = Vec::new();
+        for (s, part) in texts.chunks(70).enumerate() {
+            let mut w = prov_dataset::ShardWriter::new(&store).unwrap();
+            for (i, t) in part.iter().enumerate() {
+                w.push(prov_dataset::Document::new(format!("{s}-{i}"), t.clone())).unwrap();
+            }
+            shards.push(w.finish().unwrap());
+        }
+        let (dataset, _) = prov_dataset::write_dataset(&store, shards.clone()).unwrap();
+        let inputs = BTreeMap::from([(
+            "docs".to_owned(),
+            prov_exec::StageInput { output_type: OutputType::Dataset, digest: dataset },
+        )]);
+        let config = json!({"vocab_size": 400, "min_frequency": 2});
+        let bench = prov_exec::testing::TestBench::new(2);
+        let cx = bench.context(&store, dir.path(), "tokenizer", &config, &inputs);
+        let out = TokenizerStage.run(&cx).unwrap();
+        assert_eq!(store.read(&out.outputs["tokenizer"].digest).unwrap(), train_with(2));
+        assert_eq!(out.stats["documents"], json!(200));
+        let chars: usize = texts.iter().map(|t| t.chars().count()).sum();
+        assert_eq!(out.stats["characters"], json!(chars));
+
+        store.remove_objects(&[shards[1].digest]).unwrap();
+        let e = TokenizerStage.run(&cx).expect_err("a lost shard fails the stage");
+        assert!(e.to_string().contains(&shards[1].digest.to_string()), "{e}");
     }
 
     #[test]
