@@ -156,7 +156,7 @@ impl<'p> Pinned<'p> {
             (r"\b\d+ threads\b", "[N] threads"),
             // Envelopes printed as JSON text (`--json` output is redacted structurally).
             (r#""cpu_flags": \[[^\]]*\]"#, r#""cpu_flags": "[cpu_flags]""#),
-            (r#""(aten_cpu_capability|cpu_model|os)": "[^"]*""#, r#""$1": "[$1]""#),
+            (r#""(aten_cpu_capability|mkl_cbwr|onednn_max_cpu_isa|cpu_model|os)": "[^"]*""#, r#""$1": "[$1]""#),
             (r#""threads": \d+"#, r#""threads": "[threads]""#),
             // The width of a table's time column follows the longest time.
             (r"(\[TIME\]) +", "$1 "),
@@ -357,12 +357,12 @@ fn the_trained_model_commands_print_what_they_printed() {
 
 /// Replaces the machine's facts in every envelope inside `v` (an object with `cpu_flags`),
 /// also in records carried as JSON text (a proof's stage records): the CPU, its flags, the
-/// kernel, the `ATen` capability and the thread count.
+/// kernel, the `ATen` capability with the MKL and oneDNN pins that follow it, and the thread count.
 fn redact_envelopes(v: &mut Value) {
     match v {
         Value::Object(o) => {
             if o.contains_key("cpu_flags") {
-                for field in ["cpu_flags", "cpu_model", "os", "aten_cpu_capability", "threads"] {
+                for field in ["cpu_flags", "cpu_model", "os", "aten_cpu_capability", "mkl_cbwr", "onednn_max_cpu_isa", "threads"] {
                     if let Some(x) = o.get_mut(field) {
                         *x = Value::String(format!("[{field}]"));
                     }
