@@ -299,9 +299,11 @@ pub struct StageOutput {
 }
 
 /// How many map tasks a local run ([`Stage::run`]'s default) runs before it hands their
-/// results to the reduce step: enough to keep every thread of the pool busy between two
-/// hand-overs, few enough that the results held stay small (a filter's is tens of KB).
-pub const MAP_BATCH: usize = 64;
+/// results to the reduce step: enough that what a stage sets up once per [`Stage::map`] call
+/// (`robots` parses its snapshot, `decontaminate` builds its benchmark index) is paid rarely
+/// and every thread stays busy between hand-overs; few enough that the results held stay
+/// bounded (a filter's is a few KB, so a batch holds a few MB).
+pub const MAP_BATCH: usize = 1024;
 
 /// The results of a stage's map tasks as the reduce step reads them: `(task, result)` in task
 /// order, read (from this process's batches or from the task directory of a cluster run) one
