@@ -362,7 +362,9 @@ fn redact_envelopes(v: &mut Value) {
     match v {
         Value::Object(o) => {
             if o.contains_key("cpu_flags") {
-                for field in ["cpu_flags", "cpu_model", "os", "aten_cpu_capability", "mkl_cbwr", "onednn_max_cpu_isa", "threads"] {
+                for field in
+                    ["cpu_flags", "cpu_model", "os", "aten_cpu_capability", "mkl_cbwr", "onednn_max_cpu_isa", "threads"]
+                {
                     if let Some(x) = o.get_mut(field) {
                         *x = Value::String(format!("[{field}]"));
                     }
