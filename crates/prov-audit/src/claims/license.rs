@@ -133,11 +133,45 @@ fn output_verdicts(
     Some(verdicts)
 }
 
+/// The ids of the documents one reviewer verdict kept, as much as the check needs: a verdict
+/// about one record must have kept that record's documents only, so it is enough to know the
+/// id when they all share one, and that they do not otherwise. Nothing here grows with the
+/// number of documents.
+#[derive(Debug, Default)]
+enum KeptIds {
+    /// None yet.
+    #[default]
+    None,
+    /// Every document so far has this id.
+    One(String),
+    /// At least two ids differ.
+    Several,
+}
+
+impl KeptIds {
+    fn add(&mut self, id: &str) {
+        *self = match std::mem::take(self) {
+            Self::None => Self::One(id.to_owned()),
+            Self::One(one) if one == id => Self::One(one),
+            Self::One(_) | Self::Several => Self::Several,
+        };
+    }
+
+    /// True when every id is `record`.
+    fn all_are(&self, record: &str) -> bool {
+        match self {
+            Self::None => true,
+            Self::One(one) => one == record,
+            Self::Several => false,
+        }
+    }
+}
+
 /// Checks the documents a reviewer verdict kept, grouped by `(declared, verdict)`: each
 /// verdict must be pinned in the stage's input, allow, and be about them.
 fn check_reviewer_kept(
     name: &str,
-    kept: &BTreeMap<(String, String), (u64, Vec<String>)>,
+    kept: &BTreeMap<(String, String), (u64, KeptIds)>,
     pinned: &BTreeMap<Digest, (prov_manifest::VerdictRecord, prov_license::Signed)>,
     signers: &[(String, prov_attest::PublicKey)],
     result: &mut ClaimResult,
@@ -169,7 +203,7 @@ fn check_reviewer_kept(
                 record.rule
             ));
         }
-        if record.spdx != key || record.record.as_ref().is_some_and(|r| ids.iter().any(|i| i != r)) {
+        if record.spdx != key || record.record.as_ref().is_some_and(|r| !ids.all_are(r)) {
             result.fail(format!(
                 "`{name}`: verdict `{d}` is about `{}`{}, not the kept documents declaring `{declared}`",
                 record.spdx,
@@ -214,7 +248,7 @@ pub(super) fn license(
         let licenses = s.stats.get("licenses").and_then(Value::as_object);
         // Kept by the policy: per declared string. Kept by a reviewer: per string and verdict.
         let mut by_policy: BTreeMap<String, u64> = BTreeMap::new();
-        let mut by_reviewer: BTreeMap<(String, String), (u64, Vec<String>)> = BTreeMap::new();
+        let mut by_reviewer: BTreeMap<(String, String), (u64, KeptIds)> = BTreeMap::new();
         for row in f.ledger.rows(cx.store) {
             let Some(r) = row_or_fail(row, name, &mut result) else { break };
             if r.decision != LedgerDecision::Kept {
@@ -224,7 +258,7 @@ pub(super) fn license(
             if r.rule == "license:reviewer-allowed" {
                 let e = by_reviewer.entry((field("declared").to_owned(), field("verdict").to_owned())).or_default();
                 e.0 += 1;
-                e.1.push(r.id.clone());
+                e.1.add(&r.id);
             } else {
                 *by_policy.entry(field("declared").to_owned()).or_default() += 1;
             }
@@ -344,5 +378,27 @@ fn decision_name(d: prov_license::Decision) -> &'static str {
     match d {
         prov_license::Decision::Allow => "allow",
         prov_license::Decision::Deny => "deny",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::KeptIds;
+
+    /// A verdict about one record passes only when every document it kept has that id: one
+    /// other id among thousands is enough to fail, as with the whole list of ids.
+    #[test]
+    fn kept_ids_say_whether_all_are_one_record() {
+        let mut ids = KeptIds::default();
+        assert!(ids.all_are("r"), "no documents: nothing against it");
+        for _ in 0..1000 {
+            ids.add("r");
+        }
+        assert!(ids.all_are("r"));
+        assert!(!ids.all_are("s"));
+        ids.add("s");
+        ids.add("r");
+        assert!(!ids.all_are("r") && !ids.all_are("s"));
+        assert!(matches!(ids, KeptIds::Several));
     }
 }
