@@ -1,7 +1,8 @@
 //! The house rules of the workspace, checked from the sources: crates import only crates
 //! below them in the order the book's "How Provenant is built" gives, no two modules of a
-//! crate import each other (directly or around a circle), and no `prov` command imports
-//! another. A change that breaks one names the files.
+//! crate import each other (directly or around a circle), no `prov` command imports
+//! another, and the book's table of stage kinds gives the versions this build registers. A
+//! change that breaks one names the files.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -214,4 +215,21 @@ fn no_stage_picks_its_device_by_what_the_machine_has() {
         .collect();
     assert!(!files.is_empty());
     assert!(offenders.is_empty(), "device chosen by the machine in: {offenders:?}");
+}
+
+/// The book's table of stage kinds gives each kind the version this build registers (a
+/// version is bumped whenever a kind's bytes change, and the table is where a reader
+/// learns which bytes a recorded run was made with), and lists every kind.
+#[test]
+fn the_books_stage_kind_table_gives_every_kind_at_its_version() {
+    let p = crate::common::Project::new();
+    let doctor = p.json(&["doctor"]);
+    let kinds = doctor.iter().find_map(|l| l["data"]["stage_kinds"].as_array()).expect("doctor lists stage kinds");
+    let registered: BTreeMap<String, u64> =
+        kinds.iter().map(|k| (k["kind"].as_str().unwrap().to_owned(), k["version"].as_u64().unwrap())).collect();
+    let book = fs_err::read_to_string(repo_root().join("book/src/stage-kinds.md")).unwrap();
+    let row = regex::Regex::new(r"(?m)^\| \[?`([a-z-]+)`\]?(?:\([^)]*\))? \| (\d+) \|").unwrap();
+    let listed: BTreeMap<String, u64> =
+        row.captures_iter(&book).map(|c| (c[1].to_owned(), c[2].parse().unwrap())).collect();
+    assert_eq!(listed, registered, "book/src/stage-kinds.md against `prov doctor`");
 }
