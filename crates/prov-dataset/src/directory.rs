@@ -44,30 +44,20 @@ impl IndexEntry for DirectoryEntry {
     }
 }
 
-/// On disk during the merge: the shard (u32, big endian), the id's length (u32) and its bytes.
+/// On disk during the merge: the shard (u32, big endian), then the id as the external sort's
+/// own byte-string record (its length and bytes), so the run files are read by the sort's
+/// readers, truncation checks included.
 impl prov_extsort::Record for DirectoryEntry {
     fn write_to(&self, out: &mut impl Write) -> io::Result<()> {
-        let len =
-            u32::try_from(self.id.len()).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "an id of 4 GiB"))?;
-        out.write_all(&self.shard.to_be_bytes())?;
-        out.write_all(&len.to_le_bytes())?;
-        out.write_all(self.id.as_bytes())
+        self.shard.to_be_bytes().write_to(out)?;
+        self.id.as_bytes().to_vec().write_to(out)
     }
     fn read_from(input: &mut impl Read) -> io::Result<Option<Self>> {
-        let mut head = [0u8; 8];
-        let mut filled = 0;
-        while filled < head.len() {
-            match input.read(&mut head[filled..])? {
-                0 if filled == 0 => return Ok(None),
-                0 => return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "a run file ends inside an entry")),
-                n => filled += n,
-            }
-        }
-        let shard = u32::from_be_bytes(head[..4].try_into().expect("four bytes"));
-        let mut id = vec![0u8; u32::from_le_bytes(head[4..].try_into().expect("four bytes")) as usize];
-        input.read_exact(&mut id)?;
+        let Some(shard) = <[u8; 4]>::read_from(input)? else { return Ok(None) };
+        let id = Vec::<u8>::read_from(input)?
+            .ok_or_else(|| io::Error::new(io::ErrorKind::UnexpectedEof, "a run file ends inside an entry"))?;
         let id = String::from_utf8(id).map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "an id not UTF-8"))?;
-        Ok(Some(Self { id, shard }))
+        Ok(Some(Self { id, shard: u32::from_be_bytes(shard) }))
     }
     fn cost(&self) -> usize {
         self.id.len() + std::mem::size_of::<Self>()
