@@ -57,6 +57,14 @@ fn pretrain_status(stdout: &[u8]) -> Option<String> {
 /// After a failed attempt, no stage record of kind `pretrain` is in the store, and the real
 /// worker completes the run.
 fn nothing_recorded_then_the_real_worker_completes(p: &Project) {
+    no_pretrain_record(p);
+    let out = run_with(p, Path::new(WORKER));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(pretrain_status(&out.stdout).as_deref(), Some("executed"));
+}
+
+/// No stage record of kind `pretrain` is in the store.
+fn no_pretrain_record(p: &Project) {
     let pretrain_records: Vec<PathBuf> = p
         .object_files()
         .into_iter()
@@ -66,9 +74,56 @@ fn nothing_recorded_then_the_real_worker_completes(p: &Project) {
         })
         .collect();
     assert!(pretrain_records.is_empty(), "a pretrain stage record was written: {pretrain_records:?}");
-    let out = run_with(p, Path::new(WORKER));
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert_eq!(pretrain_status(&out.stdout).as_deref(), Some("executed"));
+}
+
+/// The `pretrain` stage's device as the lockfile names it.
+fn locked_device(p: &Project) -> Value {
+    let lock: Value = serde_json::from_str(&fs_err::read_to_string(p.path("lockfiles/tiny.lock")).unwrap()).unwrap();
+    let stages = lock["stages"].as_array().unwrap();
+    stages.iter().find(|s| s["name"] == "pretrain").unwrap()["config"]["device"].clone()
+}
+
+/// The device is the recipe's, and the lockfile always names it (`cpu` when the recipe says
+/// nothing). A GPU this machine lacks is refused before anything computes, naming the device;
+/// and a worker that claims a GPU to `prov` (forged but well-formed facts) cannot make the
+/// stage compute, because the worker that runs the stage reads the facts again itself. A
+/// device that is not one is refused at lock time, naming the field.
+#[test]
+fn the_device_is_locked_and_a_gpu_this_machine_lacks_is_refused() {
+    let p = project();
+    assert_eq!(locked_device(&p), "cpu");
+    if Path::new("/dev/nvidia0").exists() {
+        eprintln!("this machine has an NVIDIA GPU: scripts/gpu-check runs the CUDA path");
+        return;
+    }
+    let on_gpu = RECIPE.replace("      steps: 2\n", "      steps: 2\n      device: cuda:0\n");
+    assert_ne!(on_gpu, RECIPE);
+    p.write("recipes/tiny.yaml", &on_gpu);
+    p.prov(&["lock", "recipes/tiny.yaml"]).success();
+    assert_eq!(locked_device(&p), "cuda:0");
+    let out = run_with(&p, Path::new(WORKER));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("device cuda:0") && stderr.contains("0 CUDA device(s)"), "{stderr}");
+    assert!(stderr.contains("set `device: cpu`"), "no hint: {stderr}");
+    no_pretrain_record(&p);
+
+    let forged = fake_worker(
+        &p,
+        "if [ \"$1\" = cuda-facts ]; then\n  cat >/dev/null\n  echo '{\"ok\":{\"gpu_model\":\"NVIDIA H100 80GB HBM3\",\
+         \"driver\":\"580.65.06\",\"cuda_runtime\":\"13.0\",\"cudnn\":\"9.20.0\",\"cublas\":\"13.1.1\",\
+         \"deterministic\":\"on\"}}'\n  exit 0\nfi\nexec \"$REAL\" \"$@\"",
+    );
+    let out = run_with(&p, &forged);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("0 CUDA device(s)"), "the stage's own worker did not check: {stderr}");
+    no_pretrain_record(&p);
+
+    p.write("recipes/tiny.yaml", &RECIPE.replace("      steps: 2\n", "      steps: 2\n      device: gpu\n"));
+    let lock = p.prov(&["lock", "recipes/tiny.yaml"]);
+    lock.exit(1);
+    assert!(lock.stderr().contains("device") && lock.stderr().contains("`cpu` or `cuda:N`"), "{}", lock.describe());
 }
 
 /// The libraries the dynamic loader would load for `binary` (glibc's `ldd` mechanism).

@@ -27,6 +27,7 @@ fn envelope() -> Envelope {
         aten_cpu_capability: None,
         mkl_cbwr: None,
         onednn_max_cpu_isa: None,
+        cuda: None,
     }
 }
 

@@ -136,6 +136,11 @@ impl From<ExecError> for CommandError {
                  is above; `prov doctor` checks that it starts and links the recorded libtorch"
                     .to_owned(),
             ),
+            ExecError::Stage { source: prov_exec::StageError::Device { .. }, .. } => Some(
+                "the stage's `device` parameter names where it computes: run it on a machine with that GPU, or \
+                 set `device: cpu` in the recipe and lock it again (another device is another stage key)"
+                    .to_owned(),
+            ),
             ExecError::Stage { source: prov_exec::StageError::Sandbox(_), .. } => Some(
                 "install bubblewrap (`scripts/setup` does; Debian package `bubblewrap`) and allow unprivileged user \
                  namespaces, or run as root"

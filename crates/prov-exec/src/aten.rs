@@ -123,17 +123,24 @@ pub unsafe fn pin_math_libraries(capability: &str) {
 /// requirement, which `torch.use_deterministic_algorithms` checks on CUDA).
 pub const CUBLAS_WORKSPACE_CONFIG: (&str, &str) = ("CUBLAS_WORKSPACE_CONFIG", ":4096:8");
 
-/// Sets `CUBLAS_WORKSPACE_CONFIG` unless the user did: cuBLAS reads it when CUDA starts, so
-/// it must be in the environment before. Harmless without a GPU.
+/// The CUDA device order that numbers devices as NVML and `nvidia-smi` do (by PCI bus), so
+/// that `cuda:N` in a recipe and the GPU whose facts the envelope records are the same one.
+/// CUDA's own default orders by speed.
+pub const CUDA_DEVICE_ORDER: (&str, &str) = ("CUDA_DEVICE_ORDER", "PCI_BUS_ID");
+
+/// Sets `CUBLAS_WORKSPACE_CONFIG` and `CUDA_DEVICE_ORDER`, each unless the user did: CUDA
+/// reads them when it starts, so they must be in the environment before. Harmless without a
+/// GPU.
 ///
 /// # Safety
 /// As [`pin_capability`]: call it at the start of `main`, before any thread exists.
 #[allow(unsafe_code)] // Writes this process's environment before any thread exists.
 pub unsafe fn pin_cuda_workspace() {
-    let (name, value) = CUBLAS_WORKSPACE_CONFIG;
-    if std::env::var_os(name).is_none() {
-        // SAFETY: the caller guarantees no other thread exists yet.
-        unsafe { std::env::set_var(name, value) };
+    for (name, value) in [CUBLAS_WORKSPACE_CONFIG, CUDA_DEVICE_ORDER] {
+        if std::env::var_os(name).is_none() {
+            // SAFETY: the caller guarantees no other thread exists yet.
+            unsafe { std::env::set_var(name, value) };
+        }
     }
 }
 

@@ -280,6 +280,28 @@ mod tests {
         assert!(crate::check_store(&store2, 1).unwrap().is_clean());
     }
 
+    /// A stage whose configuration names a GPU is refused under a dispatcher before anything is
+    /// dispatched: its envelope's GPU facts would be the coordinator's, not the node's.
+    #[test]
+    fn a_cuda_stage_is_refused_as_tasks_before_anything_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::init(&dir.path().join(".prov")).unwrap();
+        let mut registry = Registry::with_builtins();
+        registry.register(Arc::new(Sharded));
+        let path = dir.path().join("r.yaml");
+        let recipe = "schema: 1\nname: t\nseed: 1\nstages:\n  s:\n    kind: sharded\n    params: {device: cuda:0}\n";
+        fs_err::write(&path, recipe).unwrap();
+        let locked = crate::lock_recipe(&registry, &path, dir.path()).unwrap();
+        let tasks = in_process(&registry, &[], Box::new(|_, _, _| {}));
+        let e = run(&store, &locked.lockfile, &locked.bytes, &options(&registry, dir.path(), Some(&tasks))).unwrap_err();
+        assert!(
+            matches!(&e, ExecError::Stage { source: StageError::Device { device, message }, .. }
+                if device == "cuda:0" && message.contains("--executor slurm")),
+            "{e:?}"
+        );
+        assert!(tasks.dispatched.lock().unwrap().is_empty());
+    }
+
     /// A task's shard rewritten after the task reported it (a node writing other bytes under a
     /// digest): the coordinator hashes it before recording the stage, fails as an integrity
     /// failure, and drops the results so that the next run computes them again.

@@ -53,6 +53,7 @@ pub fn capture(threads: u32, torch: &TorchFacts) -> Envelope {
         aten_cpu_capability: torch.aten_cpu_capability.clone(),
         mkl_cbwr: torch.mkl_cbwr.clone(),
         onednn_max_cpu_isa: torch.onednn_max_cpu_isa.clone(),
+        cuda: None,
     }
 }
 

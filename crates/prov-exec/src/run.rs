@@ -242,6 +242,8 @@ struct Executor<'a> {
     outputs: BTreeMap<Name, BTreeMap<String, OutputRef>>,
     /// The task counts of the stage executed last, for its report.
     last_tasks: std::cell::Cell<Option<crate::tasks::TaskCounts>>,
+    /// The facts of each CUDA device a stage asked for, asked of the worker once per run.
+    cuda: std::cell::RefCell<BTreeMap<u32, Result<prov_manifest::CudaEnvelope, String>>>,
 }
 
 impl<'a> Executor<'a> {
@@ -253,6 +255,7 @@ impl<'a> Executor<'a> {
             pool: new_pool(opts.threads)?,
             outputs: BTreeMap::new(),
             last_tasks: std::cell::Cell::new(None),
+            cuda: std::cell::RefCell::new(BTreeMap::new()),
         })
     }
 
@@ -281,16 +284,54 @@ impl<'a> Executor<'a> {
             .collect()
     }
 
-    fn key_of(&self, stage: &LockedStage, inputs: &BTreeMap<String, StageInput>) -> Digest {
+    /// The envelope `stage` computes in: this run's, on the device its configuration names. A
+    /// CUDA stage's carries its GPU's facts, which the worker reads where it runs.
+    fn envelope_of(&self, stage: &LockedStage) -> Result<Envelope, ExecError> {
+        let kind = self.opts.registry.get(&stage.stage_kind).expect("planned kinds exist");
+        let device = kind.device(&stage.config);
+        let crate::ComputeDevice::Cuda(index) = device else {
+            return Ok(self.opts.envelope.clone());
+        };
+        let refuse = |message: String| ExecError::Stage {
+            stage: stage.name.clone(),
+            kind: stage.stage_kind.clone(),
+            source: StageError::Device { device: device.to_string(), message },
+        };
+        // The GPU facts would be this host's, not the node's that computes.
+        if self.dispatcher_for(stage).is_some() {
+            return Err(refuse(
+                "CUDA stages do not run under `--executor slurm` yet; run this stage with `--executor local` on a GPU \
+                 node"
+                    .into(),
+            ));
+        }
+        let facts = self
+            .cuda
+            .borrow_mut()
+            .entry(index)
+            .or_insert_with(|| crate::worker::cuda_facts(self.opts.worker, index))
+            .clone()
+            .map_err(refuse)?;
+        Ok(Envelope { device: device.to_string(), cuda: Some(facts), ..self.opts.envelope.clone() })
+    }
+
+    /// The envelope `stage` computes in ([`Self::envelope_of`]) and its key.
+    fn keyed(
+        &self,
+        stage: &LockedStage,
+        inputs: &BTreeMap<String, StageInput>,
+    ) -> Result<(Envelope, Digest), ExecError> {
+        let envelope = self.envelope_of(stage)?;
         let digests: BTreeMap<String, Digest> = inputs.iter().map(|(k, v)| (k.clone(), v.digest)).collect();
-        stage_key(
+        let key = stage_key(
             &stage.stage_kind,
             stage.version,
             &stage.config,
             &digests,
             &stage.seeds,
-            &key_envelope(stage.determinism, &self.opts.envelope),
-        )
+            &key_envelope(stage.determinism, &envelope),
+        );
+        Ok((envelope, key))
     }
 
     fn execute(
@@ -298,6 +339,7 @@ impl<'a> Executor<'a> {
         stage: &LockedStage,
         inputs: &BTreeMap<String, StageInput>,
         key: Digest,
+        envelope: &Envelope,
     ) -> Result<(Digest, StageRecord), ExecError> {
         let kind = self.opts.registry.get(&stage.stage_kind).expect("planned kinds exist");
         let cx = StageContext {
@@ -311,7 +353,7 @@ impl<'a> Executor<'a> {
             pool: &self.pool,
             allow_commands: self.lockfile.allow_commands,
             worker: self.opts.worker,
-            envelope: &self.opts.envelope,
+            envelope,
         };
         let fail = |source| ExecError::Stage { stage: stage.name.clone(), kind: stage.stage_kind.clone(), source };
         // The last resort for a bug (a libtorch call that panics on input nobody checked): the
@@ -345,7 +387,7 @@ impl<'a> Executor<'a> {
             config: stage.config.clone(),
             inputs: inputs.iter().map(|(k, v)| (k.clone(), v.digest)).collect(),
             seeds: stage.seeds.clone(),
-            envelope: self.opts.envelope.clone(),
+            envelope: envelope.clone(),
             outputs: out.outputs,
             stats: out.stats,
         };
@@ -531,7 +573,7 @@ pub fn run(store: &Store, lockfile: &Lockfile, bytes: &[u8], opts: &ExecOptions<
             opts.observer.stage_started(i, nodes.len(), stage.name.as_str(), &stage.stage_kind);
             let start = Instant::now();
             let inputs = ex.inputs_of(stage)?;
-            let key = ex.key_of(stage, &inputs);
+            let (envelope, key) = ex.keyed(stage, &inputs)?;
             // Run as tasks, a stage is one coordinator's at a time; the next finds it cached.
             let _stage_lock = match ex.dispatcher_for(stage) {
                 Some(_) => Some(crate::tasks::TaskDir::lock(store.root(), key)?),
@@ -540,7 +582,7 @@ pub fn run(store: &Store, lockfile: &Lockfile, bytes: &[u8], opts: &ExecOptions<
             let (status, (manifest, record)) = if let Some(hit) = ex.cached(&key)? {
                 (StageStatus::Cached, ex.relabel(stage, hit)?)
             } else {
-                let done = ex.execute(stage, &inputs, key)?;
+                let done = ex.execute(stage, &inputs, key, &envelope)?;
                 store.index().cache_put(&key, &done.0)?;
                 (StageStatus::Executed, done)
             };
@@ -772,9 +814,9 @@ pub fn replay(
             let start = Instant::now();
             let (status, manifest, record) = if active {
                 let inputs = ex.inputs_of(stage)?;
-                let key = ex.key_of(stage, &inputs);
+                let (envelope, key) = ex.keyed(stage, &inputs)?;
                 let mut envelope_differences = Vec::new();
-                if let Some(d) = envelope_divergence(stage, &expected, &opts.envelope, range.across_machines) {
+                if let Some(d) = envelope_divergence(stage, &expected, &envelope, range.across_machines) {
                     match d {
                         Divergence::Envelope { differences, .. } if range.ignore_envelope => {
                             envelope_differences = differences;
@@ -790,7 +832,7 @@ pub fn replay(
                 // the data they name: what is here is checked, what is missing is no damage.
                 let imported = range.recording.is_some() || range.across_machines;
                 check_recording(store, &ex.pool, kind.as_ref(), &expected, imported)?;
-                let (manifest, record) = ex.execute(stage, &inputs, key)?;
+                let (manifest, record) = ex.execute(stage, &inputs, key, &envelope)?;
                 if let Some(mut d) = compare(store, kind.as_ref(), &stage.name, &expected, &record, manifest)? {
                     if let Divergence::Output { envelope, .. } | Divergence::Stats { envelope, .. } = &mut d {
                         *envelope = envelope_differences;

@@ -110,6 +110,15 @@ pub enum StageError {
     /// The worker that runs libtorch stages could not be started, or ended without a reply.
     #[error("{0}")]
     Worker(String),
+    /// The device the stage's configuration names cannot compute here (no GPU, no driver, a
+    /// libtorch without CUDA), or cannot under this executor.
+    #[error("device {device}: {message}")]
+    Device {
+        /// The device asked for (`cuda:0`).
+        device: String,
+        /// Why it cannot be used.
+        message: String,
+    },
     /// A map task's result is not what the stage's reduce step reads (a result file written
     /// by another build, or edited).
     #[error("map task {task}: {message}")]
@@ -383,6 +392,13 @@ pub trait Stage: Send + Sync {
 
     /// The determinism class for a resolved configuration.
     fn determinism(&self, config: &Value) -> Determinism;
+
+    /// The device a resolved configuration computes on: its `device` field, which the kinds
+    /// that run libtorch on a GPU take (and `resolve_config` makes explicit); the CPU for
+    /// every other kind.
+    fn device(&self, config: &Value) -> crate::ComputeDevice {
+        config.get("device").and_then(Value::as_str).and_then(|s| s.parse().ok()).unwrap_or_default()
+    }
 
     /// The inputs it takes.
     fn inputs(&self) -> InputSpec;

@@ -385,6 +385,22 @@ pub fn facts(worker: &Path) -> Result<TorchClaim, WorkerError> {
     }
 }
 
+/// Asks the worker for the envelope facts of CUDA device `index`: it loads libtorch's CUDA
+/// library, checks the device exists, and reads the GPU, driver, library versions and
+/// deterministic settings (`prov_torch::cuda::facts`).
+///
+/// # Errors
+///
+/// The worker's sentence (no such device, no driver, a libtorch without CUDA), or why it
+/// could not be asked.
+pub fn cuda_facts(worker: &Path, index: u32) -> Result<prov_manifest::CudaEnvelope, String> {
+    match call::<_, prov_manifest::CudaEnvelope, String>(worker, "cuda-facts", &index) {
+        Ok(Reply::Ok(facts)) => Ok(facts),
+        Ok(Reply::Err(message)) => Err(message),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
 /// Runs the stage `cx` describes in the worker; the [`Stage::run`] of every kind whose
 /// computation links libtorch.
 ///

@@ -62,9 +62,9 @@ pub use recipe::{
 };
 pub use record::Record;
 pub use records::{
-    CheckpointRecord, ChunkedIndex, Column, Content, DatasetRecord, Decision, Determinism, Envelope, IndexChunk,
-    LedgerRecord, OutputRef, OutputType, RunRecord, RunStage, SCHEMA_VERSION, ShardRef, SourceRecord, StageRecord,
-    TreeEntry, TreeRecord, VerdictRecord,
+    CheckpointRecord, ChunkedIndex, Column, Content, CudaEnvelope, DatasetRecord, Decision, Determinism, Envelope,
+    IndexChunk, LedgerRecord, OutputRef, OutputType, RunRecord, RunStage, SCHEMA_VERSION, ShardRef, SourceRecord,
+    StageRecord, TreeEntry, TreeRecord, VerdictRecord,
 };
 pub use replay::{
     EnvelopeCheck, EnvelopeDifference, ReplayDifference, ReplayDivergence, ReplayRecord, ReplayStage, ReplayStatus,

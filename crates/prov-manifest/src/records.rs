@@ -281,6 +281,58 @@ pub struct Envelope {
     /// oneDNN's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub onednn_max_cpu_isa: Option<String>,
+    /// The GPU and CUDA libraries, for a stage that computes on `cuda:N` (absent on `cpu`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cuda: Option<CudaEnvelope>,
+}
+
+/// What decides a CUDA stage's bits beyond the CPU fields: the GPU model and driver, the
+/// versions of the CUDA runtime, cuDNN and cuBLAS that libtorch loaded (read from the
+/// libraries themselves, not from the build), and the deterministic settings in force.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CudaEnvelope {
+    /// The GPU's model name, as the driver reports it (`NVIDIA H100 80GB HBM3`).
+    pub gpu_model: String,
+    /// The driver version (`580.65.06`).
+    pub driver: String,
+    /// The CUDA runtime version libtorch loaded (`13.0`).
+    pub cuda_runtime: String,
+    /// The cuDNN version libtorch loaded (`9.20.0`).
+    pub cudnn: String,
+    /// The cuBLAS version libtorch loaded (`13.1.1`).
+    pub cublas: String,
+    /// The deterministic settings in force, as `name=value` pairs separated by spaces, in a
+    /// fixed order (`CUBLAS_WORKSPACE_CONFIG=:4096:8 cudnn_benchmark=off
+    /// cudnn_deterministic=on deterministic_algorithms=on`).
+    pub deterministic: String,
+}
+
+impl CudaEnvelope {
+    /// The fields of an envelope without CUDA: each `-`.
+    fn fields_absent() -> [(&'static str, &'static str); 6] {
+        [
+            ("cuda.gpu_model", "-"),
+            ("cuda.driver", "-"),
+            ("cuda.cuda_runtime", "-"),
+            ("cuda.cudnn", "-"),
+            ("cuda.cublas", "-"),
+            ("cuda.deterministic", "-"),
+        ]
+    }
+
+    /// The fields by name, in declaration order (the names [`Envelope::differences`] gives
+    /// them, prefixed `cuda.`).
+    pub fn fields(&self) -> [(&'static str, &str); 6] {
+        [
+            ("cuda.gpu_model", &self.gpu_model),
+            ("cuda.driver", &self.driver),
+            ("cuda.cuda_runtime", &self.cuda_runtime),
+            ("cuda.cudnn", &self.cudnn),
+            ("cuda.cublas", &self.cublas),
+            ("cuda.deterministic", &self.deterministic),
+        ]
+    }
 }
 
 impl Envelope {
@@ -304,6 +356,15 @@ impl Envelope {
         cmp("aten_cpu_capability", opt(&self.aten_cpu_capability), opt(&other.aten_cpu_capability));
         cmp("mkl_cbwr", opt(&self.mkl_cbwr), opt(&other.mkl_cbwr));
         cmp("onednn_max_cpu_isa", opt(&self.onednn_max_cpu_isa), opt(&other.onednn_max_cpu_isa));
+        // A CUDA envelope against none names each CUDA field, so that the message says what
+        // the other side lacks.
+        let none = CudaEnvelope::fields_absent();
+        let (a, b) = (self.cuda.as_ref().map(CudaEnvelope::fields), other.cuda.as_ref().map(CudaEnvelope::fields));
+        if a.is_some() || b.is_some() {
+            for ((name, x), (_, y)) in a.unwrap_or(none).into_iter().zip(b.unwrap_or(none)) {
+                cmp(name, x.to_owned(), y.to_owned());
+            }
+        }
         out
     }
 
@@ -316,7 +377,12 @@ impl Envelope {
     pub fn result_differences(&self, other: &Self) -> Vec<(&'static str, String, String)> {
         const RESULT_FIELDS: [&str; 6] =
             ["arch", "device", "libtorch", "aten_cpu_capability", "mkl_cbwr", "onednn_max_cpu_isa"];
-        self.differences(other).into_iter().filter(|(f, _, _)| RESULT_FIELDS.contains(f)).collect()
+        // Every CUDA field decides results: another GPU model, driver or library version
+        // runs other kernels.
+        self.differences(other)
+            .into_iter()
+            .filter(|(f, _, _)| RESULT_FIELDS.contains(f) || f.starts_with("cuda."))
+            .collect()
     }
 }
 
@@ -591,7 +657,47 @@ pub(crate) mod tests {
             aten_cpu_capability: None,
             mkl_cbwr: None,
             onednn_max_cpu_isa: None,
+            cuda: None,
         }
+    }
+
+    fn cuda() -> CudaEnvelope {
+        CudaEnvelope {
+            gpu_model: "NVIDIA H100 80GB HBM3".into(),
+            driver: "580.65.06".into(),
+            cuda_runtime: "13.0".into(),
+            cudnn: "9.20.0".into(),
+            cublas: "13.1.1".into(),
+            deterministic: "CUBLAS_WORKSPACE_CONFIG=:4096:8 cudnn_benchmark=off cudnn_deterministic=on \
+                            deterministic_algorithms=on"
+                .into(),
+        }
+    }
+
+    /// Every CUDA field decides results, and a difference names its field: another GPU
+    /// model, another cuDNN, a CUDA envelope against a CPU one.
+    #[test]
+    fn cuda_fields_are_result_fields_named_each() {
+        let gpu = Envelope { device: "cuda:0".into(), cuda: Some(cuda()), ..envelope() };
+        assert!(gpu.result_differences(&gpu.clone()).is_empty());
+        let other_gpu = Envelope {
+            cuda: Some(CudaEnvelope { gpu_model: "NVIDIA A100-SXM4-40GB".into(), ..cuda() }),
+            ..gpu.clone()
+        };
+        let d = gpu.result_differences(&other_gpu);
+        assert_eq!(d, vec![("cuda.gpu_model", "NVIDIA H100 80GB HBM3".into(), "NVIDIA A100-SXM4-40GB".into())]);
+        let other_cudnn = Envelope { cuda: Some(CudaEnvelope { cudnn: "9.1.0".into(), ..cuda() }), ..gpu.clone() };
+        assert_eq!(gpu.result_differences(&other_cudnn)[0].0, "cuda.cudnn");
+        // Against the CPU: the device and all six CUDA fields.
+        let names: Vec<&str> = gpu.result_differences(&envelope()).into_iter().map(|(f, _, _)| f).collect();
+        assert_eq!(names.len(), 7, "{names:?}");
+        assert_eq!(names[0], "device");
+        assert!(names[1..].iter().all(|n| n.starts_with("cuda.")), "{names:?}");
+        // A CPU envelope's bytes do not change: no `cuda` key.
+        let json = serde_json::to_string(&envelope()).unwrap();
+        assert!(!json.contains("cuda"), "{json}");
+        let back: Envelope = serde_json::from_str(&serde_json::to_string(&gpu).unwrap()).unwrap();
+        assert_eq!(back, gpu);
     }
 
     fn samples() -> Vec<Record> {

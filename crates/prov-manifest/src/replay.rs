@@ -317,6 +317,7 @@ mod tests {
             aten_cpu_capability: None,
             mkl_cbwr: None,
             onednn_max_cpu_isa: None,
+            cuda: None,
         }
     }
 

@@ -26,3 +26,10 @@ extern "C" void prov_cpu_capability(char* out, size_t capacity) {
   std::strncpy(out, capability.c_str(), capacity - 1);
   out[capacity - 1] = '\0';
 }
+
+// cuDNN's flags as ATen holds them: bit 0 deterministic, bit 1 benchmark. Read back for the
+// envelope of a CUDA stage, rather than assumed from what prov_set_deterministic asked for.
+extern "C" int prov_cudnn_flags() {
+  auto& ctx = at::globalContext();
+  return (ctx.deterministicCuDNN() ? 1 : 0) | (ctx.benchmarkCuDNN() ? 2 : 0);
+}

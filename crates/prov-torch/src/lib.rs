@@ -11,12 +11,14 @@
 
 use tch::{Kind, Tensor};
 
-/// The device every libtorch stage computes on. The envelope records `cpu`, so a stage must
-/// never pick its device by what the machine has (`Device::cuda_if_available`): on a machine
-/// with a GPU it would compute there under an envelope that says CPU, and a replay elsewhere
-/// would diverge with nothing in the records to say why. GPU stages need the device in the
-/// stage's configuration and the GPU's facts in the envelope first.
-pub const DEVICE: tch::Device = tch::Device::Cpu;
+pub mod cuda;
+
+/// The device this worker computes on: the CPU, or the GPU its stage's configuration names
+/// ([`cuda::use_device`]). Never picked by what the machine has (`Device::cuda_if_available`):
+/// on a machine with a GPU a stage would compute there under an envelope that says CPU.
+pub fn device() -> tch::Device {
+    cuda::device()
+}
 
 /// The libtorch version this binary is linked against (the torch wheel's `version.py`).
 pub const LIBTORCH_VERSION: &str = env!("PROV_LIBTORCH_VERSION");
@@ -71,6 +73,7 @@ mod shim {
     unsafe extern "C" {
         pub safe fn prov_set_deterministic(on: i32, warn_only: i32);
         pub safe fn prov_deterministic_algorithms() -> i32;
+        pub safe fn prov_cudnn_flags() -> i32;
         pub safe fn prov_keep_freed_memory() -> i32;
         pub safe fn prov_die_with_parent(parent: i32) -> i32;
         /// `out` points to `capacity` writable bytes.
@@ -179,6 +182,11 @@ pub fn set_deterministic_algorithms(on: bool) {
 /// Whether `ATen`'s deterministic-algorithms mode is on.
 pub fn deterministic_algorithms() -> bool {
     shim::prov_deterministic_algorithms() != 0
+}
+
+/// cuDNN's flags as `ATen` holds them: bit 0 deterministic, bit 1 benchmark.
+pub fn cudnn_flags() -> i32 {
+    shim::prov_cudnn_flags()
 }
 
 /// Sets libtorch's intra-op threads to `threads` and inter-op threads to 1, for a stage about

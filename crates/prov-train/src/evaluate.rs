@@ -25,6 +25,10 @@ pub struct EvalConfig {
     /// they are configuration (in the stage key), beside the envelope's `ATen` capability.
     #[serde(default = "default_threads")]
     pub threads: u32,
+    /// Where libtorch computes: `cpu` or `cuda:N`. `prov lock` writes it into the lockfile,
+    /// `cpu` when the recipe names none: a GPU is used only where a recipe names it.
+    #[serde(default)]
+    pub device: prov_exec::ComputeDevice,
 }
 
 fn default_max_new_tokens() -> u64 {

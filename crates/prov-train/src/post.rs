@@ -71,6 +71,10 @@ pub struct LoopParams {
     /// libtorch's intra-op threads, pinned before the stage computes: its bits depend on them, so
     /// they are configuration (in the stage key), beside the envelope's `ATen` capability.
     pub threads: u32,
+    /// Where libtorch computes: `cpu` or `cuda:N`. `prov lock` writes it into the lockfile,
+    /// `cpu` when the recipe names none: a GPU is used only where a recipe names it.
+    #[serde(default)]
+    pub device: prov_exec::ComputeDevice,
 }
 
 impl LoopParams {
@@ -191,6 +195,7 @@ mod tests {
             optimizer: fine_tuning_optimizer(),
             clip: 1.0,
             threads: 1,
+            device: prov_exec::ComputeDevice::Cpu,
         };
         assert_eq!(p.resolve().unwrap_err().path, ["warmup_steps"]);
         p.warmup_steps = 0;
@@ -218,6 +223,7 @@ mod tests {
             optimizer: fine_tuning_optimizer(),
             clip: 1.0,
             threads: 1,
+            device: prov_exec::ComputeDevice::Cpu,
         };
         let (l, own, resolved) = parse_stage_params::<Own>(
             &json!({"beta": 5.0, "steps": 4, "optimizer": {"alpha": 4.0}}),

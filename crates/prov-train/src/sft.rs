@@ -58,6 +58,7 @@ pub fn defaults() -> LoopParams {
         optimizer: post::fine_tuning_optimizer(),
         clip: 1.0,
         threads: 1,
+        device: prov_exec::ComputeDevice::Cpu,
     }
 }
 

@@ -47,7 +47,7 @@ pub fn load(store: &Store, digest: &Digest) -> Result<LoadedCheckpoint, Checkpoi
     let weights_err = |message: String| CheckpointError::Weights { digest: record.weights, message };
     let weights = NamedTensors::from_safetensors(&store.read(&record.weights)?).map_err(weights_err)?;
     check_tensors(&record, &weights)?;
-    let vs = VarStore::new(prov_torch::DEVICE);
+    let vs = VarStore::new(prov_torch::device());
     let model = Decoder::new(&vs.root(), &config);
     let mut variables: Vec<(String, Tensor)> = vs.variables().into_iter().collect();
     variables.sort_by(|a, b| a.0.cmp(&b.0));

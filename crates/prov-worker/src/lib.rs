@@ -88,6 +88,7 @@ fn check_torch(envelope: &prov_manifest::Envelope) -> Result<(), String> {
             envelope.aten_cpu_capability.as_deref().unwrap_or("none")
         ));
     }
+    check_device(envelope)?;
     // MKL and oneDNN read their variables when libtorch first computes, which is after this
     // check: what is in this process's environment is what they will use.
     for (name, recorded) in [
@@ -104,6 +105,30 @@ fn check_torch(envelope: &prov_manifest::Envelope) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// Chooses the device the envelope names for this worker's stage, and for a CUDA device
+/// checks that the GPU, driver, libraries and deterministic settings here are the ones the
+/// envelope records (read again in this process, which is the one that computes).
+fn check_device(envelope: &prov_manifest::Envelope) -> Result<(), String> {
+    let device: prov_exec::ComputeDevice =
+        envelope.device.parse().map_err(|e| format!("the envelope's device: {e}"))?;
+    match (device, &envelope.cuda) {
+        (prov_exec::ComputeDevice::Cpu, None) => prov_torch::cuda::use_device(tch::Device::Cpu),
+        (prov_exec::ComputeDevice::Cpu, Some(_)) => Err("the envelope records CUDA facts for a CPU stage".into()),
+        (prov_exec::ComputeDevice::Cuda(_), None) => {
+            Err(format!("the envelope records no CUDA facts for a stage on {device}"))
+        }
+        (prov_exec::ComputeDevice::Cuda(index), Some(recorded)) => {
+            let here = prov_torch::cuda::facts(index)?;
+            let differs = here.fields().into_iter().zip(recorded.fields()).find(|((_, a), (_, b))| a != b);
+            if let Some(((field, here), (_, recorded))) = differs {
+                return Err(format!("the worker runs with {field} = {here}, the envelope records {recorded}"));
+            }
+            let index = usize::try_from(index).map_err(|_| "a device index beyond this machine's".to_owned())?;
+            prov_torch::cuda::use_device(tch::Device::Cuda(index))
+        }
+    }
 }
 
 /// Where the last panic happened (`file:line`), kept by the panic hook for the reply.
@@ -161,12 +186,20 @@ pub fn main() -> std::process::ExitCode {
             }
             Err(e) => bad_request(&e),
         },
+        "cuda-facts" => match serde_json::from_slice::<u32>(&input) {
+            Ok(index) => to_line(&match prov_torch::cuda::facts(index) {
+                Ok(facts) => Reply::Ok(facts),
+                Err(message) => Reply::Err(message),
+            }),
+            Err(e) => bad_request(&e),
+        },
         "eval" => tasks::answer(&input, tasks::eval),
         "sample" => tasks::answer(&input, tasks::sample),
         "export" => tasks::answer(&input, tasks::export),
         other => {
-            let message =
-                format!("prov-worker: unknown verb `{other}`; expected stage, eval, sample, export or facts\n");
+            let message = format!(
+                "prov-worker: unknown verb `{other}`; expected stage, eval, sample, export, facts or cuda-facts\n"
+            );
             let _ = std::io::stderr().write_all(message.as_bytes());
             return std::process::ExitCode::from(1);
         }
@@ -207,6 +240,29 @@ pub(crate) fn copy_stored(target: &mut tch::Tensor, name: &str, stored: &(Vec<us
 mod tests {
     use prov_train::goldfish;
     use tch::{Device, Kind, Tensor};
+
+    /// The worker takes the device from the envelope and refuses envelopes whose device and
+    /// CUDA facts disagree, either way round, before it chooses a device.
+    #[test]
+    fn device_and_cuda_facts_must_agree() {
+        let cpu = prov_exec::capture_envelope(1, &prov_exec::TorchFacts::default());
+        let facts = prov_manifest::CudaEnvelope {
+            gpu_model: "NVIDIA H100 80GB HBM3".into(),
+            driver: "580.65.06".into(),
+            cuda_runtime: "13.0".into(),
+            cudnn: "9.20.0".into(),
+            cublas: "13.1.1".into(),
+            deterministic: "on".into(),
+        };
+        let forged = prov_manifest::Envelope { cuda: Some(facts.clone()), ..cpu.clone() };
+        assert!(super::check_device(&forged).unwrap_err().contains("CUDA facts for a CPU stage"));
+        let bare = prov_manifest::Envelope { device: "cuda:0".into(), ..cpu.clone() };
+        assert!(super::check_device(&bare).unwrap_err().contains("no CUDA facts"));
+        let bad = prov_manifest::Envelope { device: "gpu".into(), ..cpu.clone() };
+        assert!(super::check_device(&bad).unwrap_err().contains("`cpu` or `cuda:N`"));
+        super::check_device(&cpu).unwrap();
+        assert_eq!(prov_torch::device(), Device::Cpu);
+    }
 
     /// `prov` draws the Goldfish table without libtorch (`prov_train::goldfish`); here it is
     /// compared with libtorch's own `torch.rand` after the same seed, every entry.

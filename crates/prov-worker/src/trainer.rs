@@ -41,7 +41,7 @@ impl Trainer {
     /// A fresh model, initialised from libtorch's generator seeded with `seed`.
     pub fn new(model_config: &ModelConfig, config: &LoopConfig, seed: u64) -> Self {
         tch::manual_seed(seed.cast_signed());
-        let vs = VarStore::new(prov_torch::DEVICE);
+        let vs = VarStore::new(prov_torch::device());
         let model = Decoder::new(&vs.root(), model_config);
         let mut params: Vec<(String, Tensor)> = vs.variables().into_iter().collect();
         params.sort_by(|a, b| a.0.cmp(&b.0));

@@ -348,6 +348,7 @@ mod tests {
             aten_cpu_capability: Some(aten.into()),
             mkl_cbwr: None,
             onednn_max_cpu_isa: None,
+            cuda: None,
         }
     }
 
