@@ -293,7 +293,8 @@ mod tests {
         fs_err::write(&path, recipe).unwrap();
         let locked = crate::lock_recipe(&registry, &path, dir.path()).unwrap();
         let tasks = in_process(&registry, &[], Box::new(|_, _, _| {}));
-        let e = run(&store, &locked.lockfile, &locked.bytes, &options(&registry, dir.path(), Some(&tasks))).unwrap_err();
+        let e =
+            run(&store, &locked.lockfile, &locked.bytes, &options(&registry, dir.path(), Some(&tasks))).unwrap_err();
         assert!(
             matches!(&e, ExecError::Stage { source: StageError::Device { device, message }, .. }
                 if device == "cuda:0" && message.contains("--executor slurm")),
