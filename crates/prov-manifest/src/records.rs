@@ -309,29 +309,13 @@ pub struct CudaEnvelope {
 }
 
 impl CudaEnvelope {
-    /// The fields of an envelope without CUDA: each `-`.
-    fn fields_absent() -> [(&'static str, &'static str); 6] {
-        [
-            ("cuda.gpu_model", "-"),
-            ("cuda.driver", "-"),
-            ("cuda.cuda_runtime", "-"),
-            ("cuda.cudnn", "-"),
-            ("cuda.cublas", "-"),
-            ("cuda.deterministic", "-"),
-        ]
-    }
+    /// The field names as [`Envelope::differences`] gives them, in declaration order.
+    pub const FIELDS: [&'static str; 6] =
+        ["cuda.gpu_model", "cuda.driver", "cuda.cuda_runtime", "cuda.cudnn", "cuda.cublas", "cuda.deterministic"];
 
-    /// The fields by name, in declaration order (the names [`Envelope::differences`] gives
-    /// them, prefixed `cuda.`).
-    pub fn fields(&self) -> [(&'static str, &str); 6] {
-        [
-            ("cuda.gpu_model", &self.gpu_model),
-            ("cuda.driver", &self.driver),
-            ("cuda.cuda_runtime", &self.cuda_runtime),
-            ("cuda.cudnn", &self.cudnn),
-            ("cuda.cublas", &self.cublas),
-            ("cuda.deterministic", &self.deterministic),
-        ]
+    /// The field values, in the order of [`Self::FIELDS`].
+    pub fn values(&self) -> [&str; 6] {
+        [&self.gpu_model, &self.driver, &self.cuda_runtime, &self.cudnn, &self.cublas, &self.deterministic]
     }
 }
 
@@ -356,14 +340,13 @@ impl Envelope {
         cmp("aten_cpu_capability", opt(&self.aten_cpu_capability), opt(&other.aten_cpu_capability));
         cmp("mkl_cbwr", opt(&self.mkl_cbwr), opt(&other.mkl_cbwr));
         cmp("onednn_max_cpu_isa", opt(&self.onednn_max_cpu_isa), opt(&other.onednn_max_cpu_isa));
-        // A CUDA envelope against none names each CUDA field, so that the message says what
-        // the other side lacks.
-        let none = CudaEnvelope::fields_absent();
-        let (a, b) = (self.cuda.as_ref().map(CudaEnvelope::fields), other.cuda.as_ref().map(CudaEnvelope::fields));
-        if a.is_some() || b.is_some() {
-            for ((name, x), (_, y)) in a.unwrap_or(none).into_iter().zip(b.unwrap_or(none)) {
-                cmp(name, x.to_owned(), y.to_owned());
-            }
+        // A CUDA envelope against none names each CUDA field (`-` on the side without), so
+        // that the message says what the other side lacks.
+        let none = ["-"; 6];
+        let a = self.cuda.as_ref().map_or(none, CudaEnvelope::values);
+        let b = other.cuda.as_ref().map_or(none, CudaEnvelope::values);
+        for (i, name) in CudaEnvelope::FIELDS.into_iter().enumerate() {
+            cmp(name, a[i].to_owned(), b[i].to_owned());
         }
         out
     }

@@ -13,7 +13,6 @@
 //! pins for CUDA (`CUDA_DEVICE_ORDER=PCI_BUS_ID`).
 
 use std::ffi::{CStr, CString, c_char, c_int, c_uint, c_void};
-use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use prov_manifest::CudaEnvelope;
@@ -103,20 +102,11 @@ pub fn load() -> Result<(), String> {
         .clone()
 }
 
-/// The path of the first mapped library whose file name starts with `prefix` (`libcudart.so`).
-fn mapped(prefix: &str) -> Result<PathBuf, String> {
-    let maps = fs_err::read_to_string("/proc/self/maps").map_err(|e| format!("cannot read /proc/self/maps: {e}"))?;
-    maps.lines()
-        .filter_map(|l| l.split_whitespace().nth(5))
-        .map(Path::new)
-        .find(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with(prefix)))
-        .map(Path::to_path_buf)
-        .ok_or_else(|| format!("no `{prefix}*` library is loaded (is libtorch's CUDA library loaded?)"))
-}
-
 /// An already loaded library, by the prefix of its file name.
 fn loaded_library(prefix: &str) -> Result<Library, String> {
-    Library::open(&mapped(prefix)?.to_string_lossy(), libc::RTLD_NOLOAD)
+    let path = crate::mapped_library(prefix)?
+        .ok_or_else(|| format!("no `{prefix}*` library is loaded (is libtorch's CUDA library loaded?)"))?;
+    Library::open(&path.to_string_lossy(), libc::RTLD_NOLOAD)
 }
 
 /// `major.minor.patch` from a library's `…GetProperty(type, &value)`: `MAJOR_VERSION` = 0,
@@ -272,7 +262,7 @@ mod tests {
     use super::*;
 
     /// The version a wheel's `*.dist-info` directory names (`nvidia_cudnn_cu13-9.20.0.48`).
-    fn wheel_version(site: &Path, prefix: &str) -> Option<String> {
+    fn wheel_version(site: &std::path::Path, prefix: &str) -> Option<String> {
         let entries = fs_err::read_dir(site).ok()?;
         entries
             .filter_map(Result::ok)

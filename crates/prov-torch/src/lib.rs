@@ -33,16 +33,27 @@ pub const LIBTORCH_VERSION: &str = env!("PROV_LIBTORCH_VERSION");
 ///
 /// A sentence when no libtorch is mapped or its package names no version.
 pub fn loaded_libtorch() -> Result<(std::path::PathBuf, String), String> {
-    let maps = fs_err::read_to_string("/proc/self/maps").map_err(|e| format!("cannot read /proc/self/maps: {e}"))?;
-    let lib = maps
-        .lines()
-        .filter_map(|l| l.split_whitespace().nth(5))
-        .map(std::path::Path::new)
-        .find(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("libtorch_cpu.")))
-        .ok_or("no libtorch_cpu library is mapped into this process")?;
+    let lib = mapped_library("libtorch_cpu.")?
+        .ok_or_else(|| "no libtorch_cpu library is mapped into this process".to_owned())?;
     let root =
         lib.parent().and_then(std::path::Path::parent).ok_or_else(|| format!("`{}` has no package", lib.display()))?;
     Ok((root.to_path_buf(), package_version(root)?))
+}
+
+/// The path of the first library mapped into this process whose file name starts with
+/// `prefix` (`/proc/self/maps`), or none.
+///
+/// # Errors
+///
+/// A sentence when the map cannot be read.
+pub fn mapped_library(prefix: &str) -> Result<Option<std::path::PathBuf>, String> {
+    let maps = fs_err::read_to_string("/proc/self/maps").map_err(|e| format!("cannot read /proc/self/maps: {e}"))?;
+    Ok(maps
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(5))
+        .map(std::path::Path::new)
+        .find(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with(prefix)))
+        .map(std::path::Path::to_path_buf))
 }
 
 /// The libtorch version a package directory names: `__version__` of its `version.py`, else

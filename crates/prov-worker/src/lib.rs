@@ -121,9 +121,13 @@ fn check_device(envelope: &prov_manifest::Envelope) -> Result<(), String> {
         }
         (prov_exec::ComputeDevice::Cuda(index), Some(recorded)) => {
             let here = prov_torch::cuda::facts(index)?;
-            let differs = here.fields().into_iter().zip(recorded.fields()).find(|((_, a), (_, b))| a != b);
-            if let Some(((field, here), (_, recorded))) = differs {
-                return Err(format!("the worker runs with {field} = {here}, the envelope records {recorded}"));
+            let (here, recorded) = (here.values(), recorded.values());
+            if let Some(i) = (0..here.len()).find(|&i| here[i] != recorded[i]) {
+                let field = prov_manifest::CudaEnvelope::FIELDS[i];
+                return Err(format!(
+                    "the worker runs with {field} = {}, the envelope records {}",
+                    here[i], recorded[i]
+                ));
             }
             let index = usize::try_from(index).map_err(|_| "a device index beyond this machine's".to_owned())?;
             prov_torch::cuda::use_device(tch::Device::Cuda(index))
