@@ -8,6 +8,27 @@ pub const PROV: &str = env!("CARGO_BIN_EXE_prov");
 
 pub use prov_testkit::repo_root;
 
+thread_local! {
+    /// `PROV_THREADS` for every `prov` this test thread starts, when set: see
+    /// [`with_threads`].
+    static THREADS: std::cell::Cell<Option<usize>> = const { std::cell::Cell::new(None) };
+}
+
+/// Runs `f` with every `prov` it starts pinned to `threads` worker threads. The thread count
+/// is part of the envelope that every stage record holds, so this stands in for another
+/// machine: the records, and with them every digest that covers them, differ, as they do on
+/// a CPU other than the one a snapshot was recorded on.
+pub fn with_threads<T>(threads: usize, f: impl FnOnce() -> T) -> T {
+    struct Reset(Option<usize>);
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            THREADS.with(|t| t.set(self.0));
+        }
+    }
+    let _reset = Reset(THREADS.with(|t| t.replace(Some(threads))));
+    f()
+}
+
 pub struct Project {
     _dir: tempfile::TempDir,
     pub root: PathBuf,
@@ -62,6 +83,9 @@ impl Project {
             .env("HOME", self.root.parent().unwrap())
             .env("PROV_TIMESTAMP", "1795310000000")
             .env("PROV_NO_PROGRESS", "1");
+        if let Some(n) = THREADS.with(std::cell::Cell::get) {
+            c.env("PROV_THREADS", n.to_string());
+        }
         c
     }
 

@@ -235,7 +235,14 @@ impl Graph {
             };
             nodes.push(Node { digest: *d, kind, name: self.names.get(d).map(|(_, n)| n.clone()), role });
         }
-        let edges = self
+        // Named nodes first, by name, then kind; the digest only breaks ties. A stage record's
+        // digest depends on the envelope (CPU model and flags), so ordering by digest would
+        // draw the same run in another order on another machine.
+        nodes.sort_by(|a, b| {
+            (a.name.is_none(), &a.name, &a.kind, a.digest).cmp(&(b.name.is_none(), &b.name, &b.kind, b.digest))
+        });
+        let position: BTreeMap<Digest, usize> = nodes.iter().enumerate().map(|(i, n)| (n.digest, i)).collect();
+        let mut edges: Vec<Edge> = self
             .edges
             .iter()
             .filter(|e| {
@@ -243,6 +250,14 @@ impl Graph {
             })
             .cloned()
             .collect();
+        edges.sort_by(|a, b| {
+            (position[&a.from], position[&a.to], &a.label, a.containment).cmp(&(
+                position[&b.from],
+                position[&b.to],
+                &b.label,
+                b.containment,
+            ))
+        });
         Ok(Lineage { target, nodes, edges })
     }
 }
@@ -252,9 +267,10 @@ impl Graph {
 pub struct Lineage {
     /// The queried object.
     pub target: Digest,
-    /// The nodes, sorted by digest.
+    /// The nodes: named ones first, sorted by name, then kind, then digest (the same order on
+    /// every machine, where stage records' digests differ with the envelope).
     pub nodes: Vec<Node>,
-    /// The edges between them, sorted.
+    /// The edges between them, sorted by the positions of their ends in `nodes`, then label.
     pub edges: Vec<Edge>,
 }
 

@@ -96,7 +96,7 @@ fn show_record(ui: &mut Ui, store: &Store, digest: &Digest, bytes: &[u8]) -> Res
         let loaded = LoadedLockfile { lockfile, bytes: bytes.to_vec(), display: digest.to_string() };
         return show_run(ui, store, &loaded);
     }
-    let referrers = store.index().referrers(digest)?;
+    let referrers = ordered_referrers(store, digest)?;
     ui.json("record", record_json(digest, &record, &referrers))?;
     ui.line(format!("{} {digest}", record.kind_name()))?;
     match &record {
@@ -149,6 +149,28 @@ fn show_record(ui: &mut Ui, store: &Store, digest: &Digest, bytes: &[u8]) -> Res
     ui.line("")?;
     ui.line(pretty_json(&serde_json::to_value(&record).expect("records are plain JSON")))?;
     Ok(())
+}
+
+/// The manifests that reference `digest`, ordered by what they name (a stage record by its
+/// stage name, another record by its kind), then digest. A stage record's digest depends on
+/// the envelope it holds, so an order by digest would list the same run's stages in another
+/// order on another machine. A referrer that cannot be read sorts last, by digest.
+fn ordered_referrers(store: &Store, digest: &Digest) -> Result<Vec<Digest>, CommandError> {
+    let mut keyed: Vec<((bool, String), Digest)> = store
+        .index()
+        .referrers(digest)?
+        .into_iter()
+        .map(|r| {
+            let key = match prov_manifest::get_record(store, &r) {
+                Ok(Record::Stage(s)) => (false, format!("stage {}", s.name)),
+                Ok(other) => (false, other.kind_name().to_owned()),
+                Err(_) => (true, String::new()),
+            };
+            (key, r)
+        })
+        .collect();
+    keyed.sort();
+    Ok(keyed.into_iter().map(|(_, r)| r).collect())
 }
 
 fn referrers_line(ui: &mut Ui, referrers: &[Digest]) -> Result<(), CommandError> {
@@ -331,7 +353,7 @@ fn show_object(
     size: u64,
     rows: Option<u64>,
 ) -> Result<(), CommandError> {
-    let referrers = store.index().referrers(digest)?;
+    let referrers = ordered_referrers(store, digest)?;
     let mut data = json!({
         "digest": digest.to_string(),
         "kind": kind,
