@@ -2,8 +2,8 @@
 //!
 //! The work is the main job's: parse the 4,231 real robots.txt files of the snapshot, then
 //! check each of the 16,308 document URLs against its host's file for the 14 Apertus agents.
-//! Both sides run on one core; best of 5. The issue's target is at least 20x Protego, for the
-//! checks alone and in total.
+//! Both sides run on one core; best of 5. The first target is at least 20x Protego, for the
+//! checks alone and in total; issue 16 raised it to 100x in total, which is not met yet.
 //!
 //! The checks are timed twice: one check per URL and agent (the figure compared with
 //! Protego), and as the robots stage makes them, where agents that fall back to the same
@@ -128,12 +128,14 @@ fn main() {
     println!("{:<22} {:>12} {:>12}", "disallowed checks", disallowed, peer["disallowed"]);
     let ratio = (p_parse + p_check) / (best_parse + best_check);
     let check_ratio = p_check / best_check;
+    let verdict = |met: bool| if met { "met" } else { "NOT met" };
     println!(
         "speed-up: parse {:.1}x, check {check_ratio:.1}x (sharing rules {:.1}x), total {ratio:.1}x \
-         (target >= 20x for the checks and in total: {})",
+         (target >= 20x for the checks and in total: {}; issue 16's target >= 100x in total: {})",
         p_parse / best_parse,
         p_check / best_shared,
-        if ratio >= 20.0 && check_ratio >= 20.0 { "met" } else { "NOT met" }
+        verdict(ratio >= 20.0 && check_ratio >= 20.0),
+        verdict(ratio >= 100.0)
     );
 }
 
