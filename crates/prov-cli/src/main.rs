@@ -28,9 +28,10 @@ use clap::Parser;
 /// raises its mmap threshold each time a large mapped block is freed, so after the first
 /// shards those buffers come from the threads' heaps, and their freed pages stay resident
 /// among live blocks: the resident heap grew with the number of shards a process went
-/// through (robots on 8 GiB of synthetic corpus: 1.20× to 1.31× its 1 GiB peak, where the
-/// live heap grew 1.11×). jemalloc's size classes and page purging keep it at 1.04× to
-/// 1.07×, and the stage ran 5% to 7% faster (see the book's Benchmarks page). C libraries
+/// through (robots on 8 GiB of synthetic corpus: 1.18× to 1.31× its 1 GiB peak, where the
+/// live heap grew 1.11×). jemalloc's size classes and page purging keep it at 1.08× (1.04×
+/// to 1.07× preloaded into the glibc build), and the stage ran 5% to 10% faster (see the
+/// book's Benchmarks page). C libraries
 /// (zstd, `SQLite`) keep glibc's malloc: only Rust's global allocator changes, and no output
 /// depends on it.
 #[global_allocator]
