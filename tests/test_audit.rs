@@ -405,8 +405,7 @@ fn audit_forged(
         let d = prov_manifest::get_typed::<prov_manifest::DatasetRecord>(&store, digest).unwrap();
         d.shards.iter().map(|s| prov_dataset::read_shard(&store, &s.digest).unwrap()).collect()
     };
-    let ledger =
-        prov_manifest::get_typed::<prov_manifest::LedgerRecord>(&store, &record.outputs["ledger"].digest).unwrap();
+    let ledger = prov_dataset::read_ledger(&store, &record.outputs["ledger"].digest).unwrap();
     let mut rows: Shards<_> =
         ledger.shards.iter().map(|s| prov_dataset::read_ledger_shard(&store, &s.digest).unwrap()).collect();
     let mut out = docs_of(&record.outputs["dataset"].digest);

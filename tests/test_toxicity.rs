@@ -53,7 +53,7 @@ fn stage<'a>(lines: &'a [serde_json::Value], name: &str) -> &'a serde_json::Valu
 fn ledger_rows(p: &Project, ledger: &str) -> Vec<prov_dataset::LedgerRow> {
     let store = prov_store::Store::open(&p.path(".prov"), prov_store::Access::Shared, true).unwrap();
     let digest: prov_store::Digest = ledger.parse().unwrap();
-    let l = prov_manifest::get_typed::<prov_manifest::LedgerRecord>(&store, &digest).unwrap();
+    let l = prov_dataset::read_ledger(&store, &digest).unwrap();
     l.shards.iter().flat_map(|s| prov_dataset::read_ledger_shard(&store, &s.digest).unwrap()).collect()
 }
 

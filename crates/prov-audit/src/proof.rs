@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use prov_dataset::url_index::url_key;
 use prov_manifest::{
-    LedgerRecord, Name, OutputType, Record, RunRecord, StageRecord, from_canonical_bytes, parse_canonical,
+    LedgerRecord, Name, OutputType, Record, RunRecord, ShardLeaf, StageRecord, from_canonical_bytes, parse_canonical,
 };
 // A proof names two stage kinds: the chain ends at the `tokenize` stage, whose `docs` input
 // is the training data, and a URL is found through the `url-index` stage.
@@ -16,16 +16,20 @@ use prov_store::Digest;
 use prov_tokenizer::TOKENIZE_KIND;
 use serde::{Deserialize, Serialize};
 
+use crate::path::verify_path;
 use crate::range::{RangeError, RangeProof, verify_range};
 
 /// The `kind` of a document proof.
 pub const PROOF_KIND: &str = "document-proof";
-/// The `schema` version this build writes and reads. Version 3 finds a document's rows
-/// through each ledger's id directory, so a proof holds a range in the directory and one in
-/// each shard that holds the id (version 2 held a range in every shard of every ledger, which
-/// grew with the shard count). Version 2 named the stage the chain ends at (`target`); a
-/// version 1 proof could be cut short without saying so.
-pub const PROOF_SCHEMA: u32 = 3;
+/// The `schema` version this build writes and reads. Version 4 embeds ledger records of
+/// schema 2, which hold a Merkle root over their shards instead of the list, and gives each
+/// shard it uses as a leaf of that tree with its audit path: a proof grows with the
+/// logarithm of the shard count. Version 3 embedded ledger records that listed every shard
+/// and directory chunk, so it grew with the shard count; version 3 found a document's rows
+/// through each ledger's id directory (version 2 held a range in every shard of every
+/// ledger). Version 2 named the stage the chain ends at (`target`); a version 1 proof could
+/// be cut short without saying so.
+pub const PROOF_SCHEMA: u32 = 4;
 
 /// What a proof is about: one document id, or every document with one URL.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -110,12 +114,17 @@ pub struct LedgerProof {
     pub shards: Vec<ShardRange>,
 }
 
-/// The range of one ledger shard's rows with an id.
+/// One ledger shard, proven a shard of the ledger, and the range of its rows with an id.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ShardRange {
     /// The shard's index in the ledger.
     pub shard: u64,
+    /// The shard's leaf in the ledger's tree of shards: the canonical JSON text of a
+    /// [`prov_manifest::ShardLeaf`] (file, rows, bytes, the root of its rows).
+    pub entry: String,
+    /// The leaf's RFC 6962 audit path in that tree (root: the ledger's `merkle_root`).
+    pub path: Vec<Digest>,
     /// The range of its rows with the id.
     pub range: RangeProof,
 }
@@ -208,6 +217,18 @@ pub enum VerifyError {
         id: String,
         /// The stage.
         stage: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A shard's leaf is not a leaf of the ledger's tree of shards at the shard's index.
+    #[error("document `{id}`, stage `{stage}`, shard {shard}: the shard's leaf in the ledger: {reason}")]
+    ShardLeaf {
+        /// The document id.
+        id: String,
+        /// The stage.
+        stage: String,
+        /// The shard index.
+        shard: u64,
         /// What is wrong.
         reason: String,
     },
@@ -517,7 +538,7 @@ fn check_documents(
             stage: s.name.to_string(),
             stage_kind: s.stage_kind.clone(),
             ledger: *d,
-            shards: l.shards.len(),
+            shards: usize::try_from(l.shards).unwrap_or(usize::MAX),
             rows: Vec::new(),
         })
         .collect();
@@ -543,8 +564,8 @@ fn check_documents(
                 let shard = entry
                     .get("shard")
                     .and_then(serde_json::Value::as_u64)
-                    .filter(|s| *s < ledger.shards.len() as u64)
-                    .ok_or_else(|| directory_err(format!("entry {i} has no `shard` below {}", ledger.shards.len())))?;
+                    .filter(|s| *s < ledger.shards)
+                    .ok_or_else(|| directory_err(format!("entry {i} has no `shard` below {}", ledger.shards)))?;
                 if named.last().is_some_and(|last| *last >= shard) {
                     return Err(directory_err(format!("entry {i} names shard {shard} out of order")));
                 }
@@ -556,12 +577,17 @@ fn check_documents(
                     "the directory names shards {named:?}, but the proof gives ranges for {listed:?}"
                 )));
             }
-            for ShardRange { shard, range } in &part.shards {
+            for ShardRange { shard, entry, path, range } in &part.shards {
+                let leaf = check_shard_leaf(ledger, *shard, entry, path).map_err(|reason| VerifyError::ShardLeaf {
+                    id: doc.id.clone(),
+                    stage: fate.stage.clone(),
+                    shard: *shard,
+                    reason,
+                })?;
                 let shard = usize::try_from(*shard).expect("below the shard count");
-                let found =
-                    verify_range(range, "id", &doc.id, ledger.shards[shard].rows, &ledger.shard_roots[shard]).map_err(
-                        |source| VerifyError::Range { id: doc.id.clone(), stage: fate.stage.clone(), shard, source },
-                    )?;
+                let found = verify_range(range, "id", &doc.id, leaf.rows, &leaf.root).map_err(|source| {
+                    VerifyError::Range { id: doc.id.clone(), stage: fate.stage.clone(), shard, source }
+                })?;
                 let row_err =
                     |reason: String| VerifyError::Row { id: doc.id.clone(), stage: fate.stage.clone(), shard, reason };
                 let [(row, value)] = found.as_slice() else {
@@ -576,6 +602,20 @@ fn check_documents(
     }
 
     Ok(stages)
+}
+
+/// Checks that `entry` is the leaf of shard `shard` in the ledger's tree of shards: canonical
+/// JSON of a [`ShardLeaf`] naming that index, whose audit path leads to the ledger's root.
+fn check_shard_leaf(ledger: &LedgerRecord, shard: u64, entry: &str, path: &[Digest]) -> Result<ShardLeaf, String> {
+    let leaf: ShardLeaf =
+        from_canonical_bytes(entry.as_bytes()).map_err(|e| format!("`entry` is not a shard leaf: {e}"))?;
+    if leaf.shard != shard {
+        return Err(format!("`entry` is the leaf of shard {}", leaf.shard));
+    }
+    if !verify_path(shard, ledger.shards, &Digest::of(entry.as_bytes()), path, &ledger.merkle_root) {
+        return Err(format!("its audit path does not lead to the ledger's root `{}`", ledger.merkle_root));
+    }
+    Ok(leaf)
 }
 
 /// Reads a proven ledger row's decision, rule and evidence.

@@ -2,8 +2,8 @@
 
 use prov_dataset::chunked::{IndexEntry, chunks_around, read_chunk};
 use prov_dataset::directory::DirectoryEntry;
-use prov_dataset::read_ledger_shard;
-use prov_manifest::{LedgerRecord, LoadedRun, Record, StageRecord, StoredError, get_typed};
+use prov_dataset::{read_ledger, read_ledger_shard};
+use prov_manifest::{Ledger, LoadedRun, Record, StageRecord, StoredError, shard_leaves};
 use prov_store::{Digest, Store, StoreError};
 
 use crate::proof::{
@@ -98,9 +98,10 @@ fn prove_in_index<E: IndexEntry>(
 }
 
 /// One ledger's part of a proof for `id`: the id directory's range, read from the chunks
-/// around the id, then the range in each shard the directory names, each read on its own.
-/// What is read depends on the shards that hold the id, not on how many the ledger has.
-fn prove_in_ledger(store: &Store, ledger: &LedgerRecord, id: &str) -> Result<LedgerProof, ProveError> {
+/// around the id, then for each shard the directory names its leaf in the ledger's tree of
+/// shards with the audit path, and the range of its rows, read from that shard alone. The
+/// shards read depend on the shards that hold the id, not on how many the ledger has.
+fn prove_in_ledger(store: &Store, ledger: &Ledger, leaves: &[Digest], id: &str) -> Result<LedgerProof, ProveError> {
     let dir = &ledger.directory;
     let (directory, found) = prove_in_index::<DirectoryEntry>(store, dir, id)?;
     let shards = found
@@ -117,7 +118,13 @@ fn prove_in_ledger(store: &Store, ledger: &LedgerRecord, id: &str) -> Result<Led
             let entries: Vec<String> =
                 rows.iter().map(|r| String::from_utf8(r.canonical()).expect("canonical JSON is UTF-8")).collect();
             let keys: Vec<&str> = rows.iter().map(|r| r.id.as_str()).collect();
-            Ok(ShardRange { shard, range: prove_range(&entries, &keys, id) })
+            let index = usize::try_from(shard).expect("a shard of the ledger");
+            Ok(ShardRange {
+                shard,
+                entry: info.leaf(shard),
+                path: crate::path::audit_path(leaves, index),
+                range: prove_range(&entries, &keys, id),
+            })
         })
         .collect::<Result<_, ProveError>>()?;
     Ok(LedgerProof { directory, shards })
@@ -203,11 +210,13 @@ pub fn prove(store: &Store, recorded: &LoadedRun, subject: &Subject) -> Result<D
         ids.iter().map(|id| DocumentPart { id: id.clone(), ledgers: Vec::new() }).collect();
     let mut ledgers = Vec::new();
     for (_, ledger) in &ledger_stages {
-        let l = get_typed::<LedgerRecord>(store, ledger)?;
+        // Loading checks the parts against the record; the proof carries the record only.
+        let l = read_ledger(store, ledger)?;
+        let leaves = shard_leaves(&l.shards);
         for doc in &mut documents {
-            doc.ledgers.push(prove_in_ledger(store, &l, &doc.id)?);
+            doc.ledgers.push(prove_in_ledger(store, &l, &leaves, &doc.id)?);
         }
-        ledgers.push(canonical_text(&Record::Ledger(l)));
+        ledgers.push(canonical_text(&Record::Ledger(l.record)));
     }
 
     Ok(DocumentProof {

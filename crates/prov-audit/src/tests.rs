@@ -280,39 +280,41 @@ fn every_single_byte_change_of_a_small_proof_is_rejected() {
     }
 }
 
-/// A proof holds the id directory's range and one range per shard that holds the id, and
-/// building it reads the shards that hold the id, not the others (a shard removed from the
-/// store that does not hold the id does not stop the proof). Beside the ledger records it
-/// embeds, which list every shard (about 200 bytes a shard: not yet logarithmic), a proof
-/// over 64 shards is no larger than over 4, where a version 2 proof grew sixteen-fold.
+/// A proof holds the id directory's range and, per shard that holds the id, the shard's leaf
+/// in the ledger's tree of shards and one range of its rows; building it reads the shards
+/// that hold the id, not the others (a shard removed from the store that does not hold the
+/// id does not stop the proof). The whole proof, ledger records included, grows with the
+/// logarithm of the shard count: from 4 to 256 shards of 8 rows (six more tree levels) it
+/// may add one path digest per level to each leaf it shows (two shard leaves and at most
+/// four directory leaves), about 80 bytes each. A version 3 proof, whose ledger records
+/// listed every shard, grew by some 50 KB there.
 #[test]
-fn a_proof_grows_with_the_shards_that_hold_the_id_not_with_the_shard_count() {
+fn a_proof_grows_with_the_logarithm_of_the_shard_count() {
     let proof_len = |n_shards: usize| {
         let (_dir, store) = new_store();
-        // 640 ids in all, cut into `n_shards` shards; `m0300` is in shard 0 and in the last.
+        // 8 ids a shard; `m0003` is in shard 0 and in the last.
         let mut shards: Vec<Vec<String>> =
-            (0..n_shards).map(|s| (0..640 / n_shards).map(|i| format!("m{:04}", s + i * n_shards)).collect()).collect();
-        shards[n_shards - 1].push("m0300".into());
+            (0..n_shards).map(|s| (0..8).map(|i| format!("m{:04}", s * 8 + i)).collect()).collect();
+        shards[n_shards - 1].push("m0003".into());
         shards[n_shards - 1].sort();
-        shards[n_shards - 1].dedup();
         let run = fixture_chunked(&store, &shards, 16);
-        let holders: Vec<usize> = (0..n_shards).filter(|s| shards[*s].iter().any(|i| i == "m0300")).collect();
+        let holders = vec![0, n_shards - 1];
         // Every shard that does not hold the id is removed from the store.
         let ledger = run.stages()[1].record.outputs["ledger"].digest;
-        let Ok(Record::Ledger(l)) = prov_manifest::get_record(&store, &ledger) else { panic!("a ledger") };
-        let others: Vec<Digest> = (0..n_shards).filter(|s| !holders.contains(s)).map(|s| l.shards[s].digest).collect();
+        let l = prov_dataset::read_ledger(&store, &ledger).expect("a ledger");
+        let others: Vec<Digest> = (1..n_shards - 1).map(|s| l.shards[s].digest).collect();
         store.remove_objects(&others).expect("removed");
-        let proof = prove(&store, &run, &Subject::Doc("m0300".into())).expect("proves from the holders alone");
+        let proof = prove(&store, &run, &Subject::Doc("m0003".into())).expect("proves from the holders alone");
         let part = &proof.documents[0].ledgers[0];
         assert_eq!(part.shards.iter().map(|s| s.shard as usize).collect::<Vec<_>>(), holders);
         let v = verify(&proof.to_bytes(), &Pins { root: Some(run.record.root), ..Pins::default() }).expect("verifies");
         assert_eq!(v.stages[0].rows.iter().map(|r| r.shard).collect::<Vec<_>>(), holders);
-        proof.to_bytes().len() - proof.ledgers.iter().map(String::len).sum::<usize>()
+        proof.to_bytes().len()
     };
-    let (four, sixty_four) = (proof_len(4), proof_len(64));
-    // Each ledger shard has 16 times fewer rows (4 fewer path digests per range), and the
-    // directory is the same size.
-    assert!(sixty_four <= four, "beside the ledger records: 4 shards {four} bytes, 64 shards {sixty_four} bytes");
+    let (four, many) = (proof_len(4), proof_len(256));
+    let bound = 6 * (2 + 4) * 80;
+    eprintln!("proof of one id in two shards: {four} bytes over 4 shards, {many} bytes over 256");
+    assert!(many <= four + bound, "4 shards: {four} bytes, 256 shards: {many} bytes (more than {bound} more)");
 }
 
 /// The shards a proof gives ranges for must be exactly those the directory names: dropping
@@ -343,12 +345,52 @@ fn shard_ranges_other_than_the_directory_names_are_refused() {
     let a_in_0 = prove(&store, &run, &Subject::Doc("a".into())).expect("proves");
     assert_eq!(a_in_0.documents[0].ledgers[0].shards[0].shard, 0);
     let mut extra = b.clone();
-    let absent_from_0 = crate::ShardRange { shard: 0, range: a_in_0.documents[0].ledgers[0].shards[0].range.clone() };
+    let absent_from_0 = a_in_0.documents[0].ledgers[0].shards[0].clone();
     extra.documents[0].ledgers[0].shards.insert(0, absent_from_0);
     assert!(verify(&extra.to_bytes(), &Pins::default()).is_err());
     let mut swapped = b;
     swapped.documents[0].ledgers[0].directory = proof.documents[0].ledgers[0].directory.clone();
     directory_refused(&swapped);
+}
+
+/// A shard is shown by its leaf in the ledger's tree of shards. Another shard's leaf and
+/// path (valid, but for another index), a leaf with its row root swapped for another shard's
+/// (each field well-formed), or a path cut short are refused, each before the rows are read.
+#[test]
+fn a_shard_leaf_that_is_not_the_ledgers_at_its_index_is_refused() {
+    let (_dir, store) = new_store();
+    let shards = [ids(&["a", "c"]), ids(&["b", "c"]), ids(&["c", "d"])];
+    let run = fixture_chunked(&store, &shards, 2);
+    let proof = prove(&store, &run, &Subject::Doc("c".into())).expect("proves");
+    verify(&proof.to_bytes(), &Pins::default()).expect("verifies");
+    let leaf_refused = |p: &crate::DocumentProof, why: &str| {
+        let e = verify(&p.to_bytes(), &Pins::default()).unwrap_err();
+        assert!(matches!(e, VerifyError::ShardLeaf { .. }), "{why}: {e}");
+    };
+    fn part(p: &mut crate::DocumentProof) -> &mut Vec<crate::ShardRange> {
+        &mut p.documents[0].ledgers[0].shards
+    }
+
+    let mut borrowed = proof.clone();
+    let other = part(&mut borrowed)[1].clone();
+    (part(&mut borrowed)[0].entry, part(&mut borrowed)[0].path) = (other.entry, other.path);
+    leaf_refused(&borrowed, "shard 1's leaf for shard 0");
+
+    let mut relabelled = proof.clone();
+    let text = part(&mut relabelled)[1].entry.replace("\"shard\":1", "\"shard\":0");
+    part(&mut relabelled)[0].entry = text;
+    leaf_refused(&relabelled, "shard 1's leaf with its index edited");
+
+    let mut reroot = proof.clone();
+    let mut leaf: prov_manifest::ShardLeaf = serde_json::from_str(&part(&mut reroot)[0].entry).expect("a shard leaf");
+    let theirs: prov_manifest::ShardLeaf = serde_json::from_str(&part(&mut reroot)[1].entry).expect("a shard leaf");
+    leaf.root = theirs.root;
+    part(&mut reroot)[0].entry = String::from_utf8(prov_manifest::to_canonical_bytes(&leaf).unwrap()).unwrap();
+    leaf_refused(&reroot, "a leaf naming another shard's root");
+
+    let mut short = proof;
+    part(&mut short)[2].path.pop();
+    leaf_refused(&short, "a path cut short");
 }
 
 proptest! {
@@ -383,8 +425,24 @@ proptest! {
 
 mod audit {
     use prov_dataset::{Document, ShardWriter, write_dataset};
-    use prov_manifest::LedgerRecord;
-    use prov_store::merkle_root;
+    use prov_manifest::{ChunkedIndex, Ledger, LedgerShardRef};
+
+    /// Stores a ledger of `shards` and `directory` consistent in itself (parts record, shard
+    /// count, rows and both roots recomputed), as a forger would, and returns its digest.
+    fn forge_ledger(
+        store: &Store,
+        shards: Vec<LedgerShardRef>,
+        directory: ChunkedIndex,
+        rules: BTreeMap<String, u64>,
+    ) -> Digest {
+        let parts = put_record(store, &Record::LedgerParts(Ledger::parts_record(&shards, &directory))).expect("parts");
+        let ledger = Ledger::assemble(shards, directory, rules, parts);
+        put_record(store, &Record::Ledger(ledger.record)).expect("a record consistent in itself")
+    }
+
+    fn shard_ref(s: &prov_dataset::LedgerShard) -> LedgerShardRef {
+        LedgerShardRef { digest: s.shard.digest, rows: s.shard.rows, bytes: s.shard.bytes, root: s.root }
+    }
 
     use super::*;
     use crate::{AuditOptions, AuditPolicy, Outcome, RunContext, check_ledger, evaluate};
@@ -487,19 +545,11 @@ mod audit {
         let (_d, store) = new_store();
         let a = write_ledger_shard(&store, vec![row("a", false), row("b", true)]).expect("shard");
         let b = write_ledger_shard(&store, vec![row("a", false), row("c", true)]).expect("shard");
-        let (honest, record) = write_ledger(&store, vec![a.clone()]).expect("ledger");
+        let (honest, ledger) = write_ledger(&store, vec![a.clone()]).expect("ledger");
         assert_eq!(check_ledger(&store, &honest).expect("checks").record.rows, 2);
-        // The rows of shard `a` under the root of shard `b`: a record consistent in itself.
-        let forged = LedgerRecord {
-            schema: 1,
-            shards: vec![a.shard.clone()],
-            shard_roots: vec![b.root],
-            merkle_root: merkle_root(&[b.root]),
-            rows: 2,
-            rules: a.rules.clone(),
-            directory: record.directory,
-        };
-        let forged = put_record(&store, &Record::Ledger(forged)).expect("record");
+        // The rows of shard `a` under the root of shard `b`: a ledger consistent in itself.
+        let forged = LedgerShardRef { root: b.root, ..shard_ref(&a) };
+        let forged = forge_ledger(&store, vec![forged], ledger.directory, a.rules.clone());
         let e = check_ledger(&store, &forged).err().expect("refused");
         assert!(
             e.contains(&format!("its rows hash to root `{}`, the record's shard root is `{}`", a.root, b.root)),
@@ -536,29 +586,29 @@ mod audit {
         assert!(after[0].is_err());
     }
 
+    /// A ledger record whose parts record lists another shard than its root covers: the
+    /// parts (a second shard appended) are a valid record, the ledger record's count, rows and
+    /// rules edited to match; only the root over the shards' leaves tells them apart.
     #[test]
-    fn a_ledger_with_more_shards_than_shard_roots_is_refused() {
+    fn a_ledger_whose_parts_are_not_the_ones_its_root_covers_is_refused() {
         let (_d, store) = new_store();
         let a = write_ledger_shard(&store, vec![row("a", false), row("b", true)]).expect("shard");
         let b = write_ledger_shard(&store, vec![row("c", false)]).expect("shard");
-        let mut rules = a.rules.clone();
-        for (k, v) in &b.rules {
-            *rules.entry(k.clone()).or_default() += v;
-        }
-        // The second shard has no root: without the length check it would never be checked.
-        let (_, honest) = write_ledger(&store, vec![a.clone(), b.clone()]).expect("ledger");
-        let forged = LedgerRecord {
-            schema: 1,
-            shards: vec![a.shard.clone(), b.shard.clone()],
-            shard_roots: vec![a.root],
-            merkle_root: merkle_root(&[a.root]),
+        let (_, one) = write_ledger(&store, vec![a.clone()]).expect("ledger");
+        let (_, both) = write_ledger(&store, vec![a.clone(), b.clone()]).expect("ledger");
+        let parts = put_record(&store, &Record::LedgerParts(Ledger::parts_record(&both.shards, &both.directory)))
+            .expect("parts");
+        let forged = prov_manifest::LedgerRecord {
+            parts,
+            shards: 2,
+            directory: both.record.directory.clone(),
             rows: 3,
-            rules,
-            directory: honest.directory,
+            rules: both.record.rules.clone(),
+            ..one.record
         };
-        let forged = put_record(&store, &Record::Ledger(forged)).expect("record");
+        let forged = put_record(&store, &Record::Ledger(forged)).expect("a record that decodes");
         let e = check_ledger(&store, &forged).err().expect("refused");
-        assert!(e.contains("2 shards but 1 shard roots"), "{e}");
+        assert!(e.contains("`merkle_root` is"), "{e}");
     }
 
     /// A ledger whose id directory lists a row under the wrong shard, or lists another id
@@ -572,15 +622,15 @@ mod audit {
         let (_d, store) = new_store();
         let a = write_ledger_shard(&store, vec![row("a", false), row("b", true)]).expect("shard");
         let b = write_ledger_shard(&store, vec![row("c", false)]).expect("shard");
-        let (honest, record) = write_ledger(&store, vec![a, b]).expect("ledger");
+        let (honest, ledger) = write_ledger(&store, vec![a, b]).expect("ledger");
         check_ledger(&store, &honest).expect("the honest ledger checks");
         let forge = |entries: &[(&str, u32)]| {
             let mut w = ChunkWriter::new(Some(&store), 2);
             for (id, shard) in entries {
                 w.push(DirectoryEntry { id: (*id).into(), shard: *shard }).expect("in order");
             }
-            let forged = LedgerRecord { directory: w.finish().expect("written"), ..record.clone() };
-            put_record(&store, &Record::Ledger(forged)).expect("a record consistent in itself")
+            let directory = w.finish().expect("written");
+            forge_ledger(&store, ledger.shards.clone(), directory, ledger.record.rules.clone())
         };
         for entries in [
             vec![("a", 0), ("b", 1), ("c", 1)],

@@ -5,8 +5,9 @@
 //! `{"decision","evidence"?,"id","language"?,"rule","words"}` (absent optional fields are
 //! omitted; `evidence` is itself a JSON object, embedded, not a string). Leaves of a shard are
 //! ordered by id (byte order), ids unique within a shard; the shard root is
-//! [`prov_store::merkle_root`] over them and the ledger root the Merkle root over the shard
-//! roots in shard order.
+//! [`prov_store::merkle_root`] over them. The ledger record ([`prov_manifest::LedgerRecord`])
+//! holds the Merkle root over the shards' leaves (file, rows, bytes and root of each) and
+//! its parts record lists the shards.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
@@ -15,7 +16,7 @@ use arrow_array::{Array, ArrayRef, RecordBatch, StringArray, UInt64Array};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use parquet::arrow::ArrowWriter;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-use prov_manifest::{LedgerRecord, Record, SCHEMA_VERSION, ShardRef, encode_value, put_record};
+use prov_manifest::{Ledger, LedgerShardRef, Record, ShardRef, encode_value, put_record};
 use prov_store::{Digest, ObjectKind, Store, merkle_root};
 use serde_json::Value;
 
@@ -188,9 +189,10 @@ fn to_batch(rows: &[LedgerRow]) -> Result<RecordBatch, DatasetError> {
     )?)
 }
 
-/// Stores the ledger record for shards written with [`write_ledger_shard`], with its id
-/// directory ([`crate::directory`]), built on disk in a scratch directory of the store.
-pub fn write_ledger(store: &Store, shards: Vec<LedgerShard>) -> Result<(Digest, LedgerRecord), DatasetError> {
+/// Stores the ledger for shards written with [`write_ledger_shard`]: its id directory
+/// ([`crate::directory`], built on disk in a scratch directory of the store), its parts
+/// record and its ledger record. Returns the ledger record's digest and the ledger.
+pub fn write_ledger(store: &Store, shards: Vec<LedgerShard>) -> Result<(Digest, Ledger), DatasetError> {
     write_ledger_chunked(store, shards, crate::chunked::CHUNK_ENTRIES)
 }
 
@@ -200,7 +202,7 @@ pub fn write_ledger_chunked(
     store: &Store,
     shards: Vec<LedgerShard>,
     chunk_entries: u64,
-) -> Result<(Digest, LedgerRecord), DatasetError> {
+) -> Result<(Digest, Ledger), DatasetError> {
     let scratch = store.scratch_dir("ledger-directory")?;
     let ids = shards.iter().map(|s| read_ledger_ids(store, &s.shard.digest));
     let directory = crate::directory::build_directory(store, &scratch, ids, chunk_entries, true);
@@ -212,18 +214,19 @@ pub fn write_ledger_chunked(
             *rules.entry(rule.clone()).or_insert(0) += n;
         }
     }
-    let shard_roots: Vec<Digest> = shards.iter().map(|s| s.root).collect();
-    let record = LedgerRecord {
-        schema: SCHEMA_VERSION,
-        rows: shards.iter().map(|s| s.shard.rows).sum(),
-        merkle_root: merkle_root(&shard_roots),
-        shard_roots,
-        shards: shards.into_iter().map(|s| s.shard).collect(),
-        rules,
-        directory,
-    };
-    let digest = put_record(store, &Record::Ledger(record.clone()))?;
-    Ok((digest, record))
+    let shards: Vec<LedgerShardRef> = shards
+        .into_iter()
+        .map(|s| LedgerShardRef { digest: s.shard.digest, rows: s.shard.rows, bytes: s.shard.bytes, root: s.root })
+        .collect();
+    let parts = put_record(store, &Record::LedgerParts(Ledger::parts_record(&shards, &directory)))?;
+    let ledger = Ledger::assemble(shards, directory, rules, parts);
+    let digest = put_record(store, &Record::Ledger(ledger.record.clone()))?;
+    Ok((digest, ledger))
+}
+
+/// Reads a stored ledger with its parts, checked against each other ([`Ledger::load`]).
+pub fn read_ledger(store: &Store, digest: &Digest) -> Result<Ledger, DatasetError> {
+    Ledger::load(store, digest).map_err(DatasetError::from)
 }
 
 /// Reads the ids of a stored ledger shard, verified, in the shard's order (by id), without
@@ -331,9 +334,14 @@ mod tests {
         let mut reversed = rows.clone();
         reversed.reverse();
         assert_eq!(write_ledger_shard(&store, reversed).unwrap(), shard);
-        let (_, record) = write_ledger(&store, vec![shard.clone()]).unwrap();
-        assert_eq!(record.rules["robots:allowed"], 1);
-        assert_eq!(record.merkle_root, merkle_root(&[shard.root]));
+        let (digest, ledger) = write_ledger(&store, vec![shard.clone()]).unwrap();
+        assert_eq!(ledger.record.rules["robots:allowed"], 1);
+        let leaf = format!(
+            r#"{{"bytes":{},"digest":"{}","root":"{}","rows":3,"shard":0}}"#,
+            shard.shard.bytes, shard.shard.digest, shard.root
+        );
+        assert_eq!(ledger.record.merkle_root, merkle_root(&[Digest::of(leaf.as_bytes())]));
+        assert_eq!(read_ledger(&store, &digest).unwrap(), ledger, "read back with its parts");
         let text = String::from_utf8(back[0].canonical()).unwrap();
         assert_eq!(
             text,

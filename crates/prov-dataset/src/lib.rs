@@ -56,7 +56,7 @@ pub mod url_index;
 pub use diff::{DatasetDifference, first_difference};
 pub use document::{Document, document_columns, document_schema, sample_key};
 pub use ledger::{
-    LedgerDecision, LedgerRow, LedgerShard, ledger_schema, read_ledger_ids, read_ledger_shard, word_count,
+    LedgerDecision, LedgerRow, LedgerShard, ledger_schema, read_ledger, read_ledger_ids, read_ledger_shard, word_count,
     write_ledger, write_ledger_chunked, write_ledger_shard,
 };
 pub use read::{
@@ -96,6 +96,9 @@ pub enum DatasetError {
     /// A record could not be stored or read.
     #[error(transparent)]
     Stored(#[from] prov_manifest::StoredError),
+    /// A ledger record and its parts record do not match.
+    #[error(transparent)]
+    Ledger(#[from] prov_manifest::LedgerError),
     /// Parquet or Arrow failed.
     #[error("parquet: {0}")]
     Parquet(String),
@@ -182,6 +185,7 @@ impl DatasetError {
         match self {
             Self::Store(e) => e.is_integrity_failure(),
             Self::Stored(e) => e.is_integrity_failure(),
+            Self::Ledger(e) => e.is_integrity_failure(),
             // A stored index that verifies against its digest but is not a valid index was
             // not written by the `url-index` stage; a directory chunk that verifies but is not
             // what its ledger lists was not written by the ledger's writer.

@@ -701,8 +701,10 @@ impl Stage for DedupStage {
         "dedup"
     }
     // 2: the ledger has an id directory (prov_dataset::directory).
+    // 3: the ledger record holds its shards' Merkle root, the list is in its parts record
+    // (ledger schema 2), so that a proof stays logarithmic in the shard count.
     fn version(&self) -> u32 {
-        2
+        3
     }
     fn summary(&self) -> &'static str {
         "remove exact (normalised text) and near (MinHash LSH) duplicates, keeping the first in dataset order, with a ledger"

@@ -79,6 +79,10 @@ pub fn check_store(store: &Store, threads: usize) -> Result<StoreCheck, StoreErr
     let mut children: BTreeMap<Digest, Vec<Digest>> = BTreeMap::new();
     let mut invalid: BTreeMap<Digest, String> = BTreeMap::new();
     let mut manifests = 0u64;
+    // A ledger record holds its parts' counts and roots; the two are checked against each
+    // other once every manifest is decoded.
+    let mut ledgers: Vec<(Digest, prov_manifest::LedgerRecord)> = Vec::new();
+    let mut ledger_parts: BTreeMap<Digest, Option<prov_manifest::LedgerPartsRecord>> = BTreeMap::new();
     for d in &on_disk {
         if corrupt.contains_key(d) {
             continue;
@@ -91,10 +95,33 @@ pub fn check_store(store: &Store, threads: usize) -> Result<StoreCheck, StoreErr
         match Record::from_bytes(&bytes) {
             Ok(r) => {
                 children.insert(*d, r.references());
+                match r {
+                    Record::Ledger(l) => ledgers.push((*d, l)),
+                    Record::LedgerParts(p) => {
+                        ledger_parts.insert(*d, Some(p));
+                    }
+                    _ => {
+                        ledger_parts.insert(*d, None);
+                    }
+                }
             }
             Err(e) => {
                 invalid.insert(*d, e.to_string());
             }
+        }
+    }
+    for (d, ledger) in ledgers {
+        // Parts that are missing, corrupt or invalid are reported as such already.
+        match ledger_parts.get(&ledger.parts) {
+            Some(Some(parts)) => {
+                if let Err(e) = prov_manifest::Ledger::check(d, ledger, parts.clone()) {
+                    invalid.insert(d, e.to_string());
+                }
+            }
+            Some(None) => {
+                invalid.insert(d, format!("its `parts` `{}` is not a ledger_parts record", ledger.parts));
+            }
+            None => {}
         }
     }
     for d in corrupt.keys() {
@@ -279,4 +306,61 @@ pub fn gc(store: &Store, dry_run: bool) -> Result<GcReport, GcError> {
         crate::tasks::remove_all(store.root())?;
     }
     Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use prov_dataset::{LedgerDecision, LedgerRow, write_ledger, write_ledger_shard};
+    use prov_manifest::{Record, put_record};
+    use prov_store::Store;
+
+    use super::{Problem, check_store};
+
+    fn rows(ids: &[&str]) -> Vec<LedgerRow> {
+        ids.iter()
+            .map(|id| LedgerRow {
+                id: (*id).into(),
+                decision: LedgerDecision::Kept,
+                rule: "test:kept".into(),
+                evidence: None,
+                language: None,
+                words: 1,
+            })
+            .collect()
+    }
+
+    /// A ledger record and its parts record decode each on their own; only read together do
+    /// they show that the parts are another ledger's. `prov verify` reads them together: a
+    /// ledger record pointed at another ledger's parts (count, rows, rules and directory
+    /// edited to match, so that it decodes) is invalid, and the honest ledgers are not.
+    #[test]
+    fn a_ledger_record_over_another_ledgers_parts_is_invalid() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::init(&dir.path().join(".prov")).unwrap();
+        let (_, one) = write_ledger(&store, vec![write_ledger_shard(&store, rows(&["a", "b"])).unwrap()]).unwrap();
+        let shards = vec![
+            write_ledger_shard(&store, rows(&["a", "b"])).unwrap(),
+            write_ledger_shard(&store, rows(&["c"])).unwrap(),
+        ];
+        let (_, two) = write_ledger(&store, shards).unwrap();
+        assert!(check_store(&store, 1).unwrap().is_clean());
+
+        let forged = prov_manifest::LedgerRecord {
+            parts: two.record.parts,
+            shards: 2,
+            rows: 3,
+            rules: two.record.rules.clone(),
+            directory: two.record.directory.clone(),
+            ..one.record
+        };
+        let forged = put_record(&store, &Record::Ledger(forged)).unwrap();
+        let check = check_store(&store, 1).unwrap();
+        assert_eq!(check.damage.len(), 1, "{:?}", check.damage);
+        assert_eq!(check.damage[0].digest, forged);
+        assert!(
+            matches!(&check.damage[0].problem, Problem::Invalid(why) if why.contains("`merkle_root` is")),
+            "{:?}",
+            check.damage[0].problem
+        );
+    }
 }

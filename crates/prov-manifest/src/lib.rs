@@ -1,7 +1,7 @@
 //! The records of Provenant and their one canonical encoding.
 //!
 //! `prov-manifest` owns what a manifest says: the typed records (source, tree, dataset,
-//! verdict, stage, checkpoint, run, lockfile, replay, attestation), canonical JSON (RFC 8785 style, with a written
+//! verdict, stage, checkpoint, run, lockfile, ledger, replay, attestation), canonical JSON (RFC 8785 style, with a written
 //! rule for integers and floats), the recipe schema with line-precise errors, the lockfile
 //! schema and seed derivation. It stores and reads records through `prov-store`, walks
 //! the reference graph between them, reads a run as one typed value, and says how two
@@ -36,6 +36,7 @@
 mod attestation;
 mod canonical;
 mod diff;
+mod ledger;
 mod lineage;
 mod loaded_run;
 mod lockfile;
@@ -52,6 +53,10 @@ pub use canonical::{
     DecodeError, EncodeError, Finite, encode_value, from_canonical_bytes, parse_canonical, to_canonical_bytes,
 };
 pub use diff::{Change, LockfileDiff, NamedChanges, RunOutputsDiff, StageOutputChanges, diff_values};
+pub use ledger::{
+    DirectoryHead, LEDGER_SCHEMA_VERSION, Ledger, LedgerError, LedgerPartsRecord, LedgerRecord, LedgerShardRef,
+    ShardLeaf, shard_leaves,
+};
 pub use lineage::{Edge, Graph as LineageGraph, Lineage, Node as LineageNode, Role as LineageRole};
 pub use loaded_run::{LoadedRun, LoadedStage, RecordKind, get_typed};
 pub use lockfile::{InputRef, LockedSource, LockedStage, Lockfile, RecipeRef, derive_seed, run_id};
@@ -63,8 +68,8 @@ pub use recipe::{
 pub use record::Record;
 pub use records::{
     CheckpointRecord, ChunkedIndex, Column, Content, CudaEnvelope, DatasetRecord, Decision, Determinism, Envelope,
-    IndexChunk, LedgerRecord, OutputRef, OutputType, RunRecord, RunStage, SCHEMA_VERSION, ShardRef, SourceRecord,
-    StageRecord, TreeEntry, TreeRecord, VerdictRecord,
+    IndexChunk, OutputRef, OutputType, RunRecord, RunStage, SCHEMA_VERSION, ShardRef, SourceRecord, StageRecord,
+    TreeEntry, TreeRecord, VerdictRecord,
 };
 pub use replay::{
     EnvelopeCheck, EnvelopeDifference, ReplayDifference, ReplayDivergence, ReplayRecord, ReplayStage, ReplayStatus,

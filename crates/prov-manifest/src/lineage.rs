@@ -14,7 +14,7 @@ use std::fmt::Write as _;
 use prov_store::{Digest, ObjectKind, Store};
 
 use crate::record::Record;
-use crate::records::{DatasetRecord, LedgerRecord};
+use crate::records::DatasetRecord;
 use crate::stored::{StoredError, get_record};
 
 /// An edge: produced-from (input -> stage -> output) or containment.
@@ -109,6 +109,7 @@ impl Graph {
     pub fn of_store(store: &Store) -> Result<Self, StoredError> {
         let mut g = Self::default();
         let mut shards = Vec::new();
+        let mut parts_of = Vec::new();
         for d in store.index().objects_of_kind(ObjectKind::Manifest.as_str())? {
             let record = get_record(store, &d)?;
             g.record_kind.insert(d, record.kind_name());
@@ -129,12 +130,16 @@ impl Graph {
                         shards.push((s.digest, d, i));
                     }
                 }
-                Record::Ledger(LedgerRecord { shards: parts, directory, .. }) => {
-                    for (i, s) in parts.iter().enumerate() {
+                Record::Ledger(l) => {
+                    g.edge(d, l.parts, "", true);
+                    parts_of.push((l.parts, d));
+                }
+                Record::LedgerParts(p) => {
+                    for (i, s) in p.shards.iter().enumerate() {
                         g.edge(d, s.digest, "", true);
                         shards.push((s.digest, d, i));
                     }
-                    for c in &directory.chunks {
+                    for c in &p.chunks {
                         g.edge(d, c.digest, "", true);
                     }
                 }
@@ -168,7 +173,13 @@ impl Graph {
             }
         }
         // Shards are named after their dataset, whose name comes from the stage output
-        // that produced it, known only once every record is read.
+        // that produced it, known only once every record is read. A ledger's shards hang
+        // from its parts record, which takes the ledger's name first.
+        for (parts, ledger) in parts_of {
+            if let Some((_, n)) = g.names.get(&ledger).cloned() {
+                g.name(parts, 2, n);
+            }
+        }
         for (shard, dataset, i) in shards {
             let name = match g.names.get(&dataset) {
                 Some((_, n)) => format!("{n}[{i}]"),

@@ -9,11 +9,11 @@
 use prov_store::{Digest, Store};
 
 use crate::attestation::AttestationRecord;
+use crate::ledger::{LedgerPartsRecord, LedgerRecord};
 use crate::lockfile::Lockfile;
 use crate::record::Record;
 use crate::records::{
-    CheckpointRecord, DatasetRecord, LedgerRecord, OutputRef, RunRecord, SourceRecord, StageRecord, TreeRecord,
-    VerdictRecord,
+    CheckpointRecord, DatasetRecord, OutputRef, RunRecord, SourceRecord, StageRecord, TreeRecord, VerdictRecord,
 };
 use crate::replay::ReplayRecord;
 use crate::stored::{StoredError, get_record};
@@ -54,6 +54,7 @@ record_kind! {
     RunRecord => Run, "run";
     Lockfile => Lockfile, "lockfile";
     LedgerRecord => Ledger, "ledger";
+    LedgerPartsRecord => LedgerParts, "ledger_parts";
     ReplayRecord => Replay, "replay";
     AttestationRecord => Attestation, "attestation";
 }

@@ -7,10 +7,10 @@ use serde_json::Value;
 
 use crate::attestation::AttestationRecord;
 use crate::canonical::{DecodeError, EncodeError, parse_canonical, to_canonical_bytes};
+use crate::ledger::{LEDGER_SCHEMA_VERSION, LedgerPartsRecord, LedgerRecord};
 use crate::lockfile::Lockfile;
 use crate::records::{
-    CheckpointRecord, DatasetRecord, LedgerRecord, RunRecord, SCHEMA_VERSION, SourceRecord, StageRecord, TreeRecord,
-    VerdictRecord,
+    CheckpointRecord, DatasetRecord, RunRecord, SCHEMA_VERSION, SourceRecord, StageRecord, TreeRecord, VerdictRecord,
 };
 use crate::replay::ReplayRecord;
 
@@ -36,8 +36,10 @@ pub enum Record {
     Run(RunRecord),
     /// A lockfile.
     Lockfile(Lockfile),
-    /// Per-document decisions of a filter stage.
+    /// Per-document decisions of a filter stage: counts and roots.
     Ledger(LedgerRecord),
+    /// A ledger's shards and directory chunks.
+    LedgerParts(LedgerPartsRecord),
     /// The outcome of one replay of a run.
     Replay(ReplayRecord),
     /// A signed statement about a run.
@@ -57,9 +59,15 @@ impl Record {
             Self::Run(_) => "run",
             Self::Lockfile(_) => "lockfile",
             Self::Ledger(_) => "ledger",
+            Self::LedgerParts(_) => "ledger_parts",
             Self::Replay(_) => "replay",
             Self::Attestation(_) => "attestation",
         }
+    }
+
+    /// The schema version this build writes and reads for records of kind `kind`.
+    pub fn schema_of(kind: &str) -> u32 {
+        if kind == "ledger" { LEDGER_SCHEMA_VERSION } else { SCHEMA_VERSION }
     }
 
     /// Encodes the record canonically.
@@ -77,11 +85,12 @@ impl Record {
             .and_then(Value::as_str)
             .ok_or_else(|| DecodeError::Shape("missing string field `kind`".into()))?
             .to_owned();
+        let supported = Self::schema_of(&kind);
         match obj.get("schema").and_then(Value::as_u64) {
-            Some(v) if v == u64::from(SCHEMA_VERSION) => {}
+            Some(v) if v == u64::from(supported) => {}
             Some(v) => {
                 return Err(DecodeError::Shape(format!(
-                    "unsupported {kind} schema version (v{v}, but only v{SCHEMA_VERSION} is supported)"
+                    "unsupported {kind} schema version (v{v}, but only v{supported} is supported)"
                 )));
             }
             None => {
@@ -153,8 +162,9 @@ impl Record {
             // are not in it, so the pins are not store references (the run record reaches the
             // imported copies through the source stages).
             Self::Lockfile(_) => Vec::new(),
-            Self::Ledger(l) => {
-                l.shards.iter().map(|s| s.digest).chain(l.directory.chunks.iter().map(|c| c.digest)).collect()
+            Self::Ledger(l) => vec![l.parts],
+            Self::LedgerParts(p) => {
+                p.shards.iter().map(|s| s.digest).chain(p.chunks.iter().map(|c| c.digest)).collect()
             }
             Self::Replay(r) => r.references(),
             Self::Attestation(a) => vec![a.envelope, a.run],

@@ -383,7 +383,7 @@ pub enum OutputType {
     File,
     /// A [`CheckpointRecord`].
     Checkpoint,
-    /// A [`LedgerRecord`].
+    /// A [`crate::LedgerRecord`].
     Ledger,
 }
 
@@ -465,32 +465,6 @@ pub struct CheckpointRecord {
     pub tokenizer: Option<Digest>,
 }
 
-/// The per-document decisions of a filter stage: one row per input document (id, decision,
-/// rule, evidence, language, words), in Parquet shards parallel to the input's shards, each
-/// sorted by document id. Each row's leaf is the BLAKE3 of its canonical JSON; each shard has
-/// a Merkle root over its leaves in id order, and the ledger's root is the Merkle root over
-/// the shard roots in shard order. The id directory (a [`ChunkedIndex`]) says which shards
-/// hold each id, so
-/// that one document's fate is proven from the shards that hold it, however many there are.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct LedgerRecord {
-    /// Always [`SCHEMA_VERSION`].
-    pub schema: u32,
-    /// Ledger shards (Parquet), parallel to the input dataset's shards.
-    pub shards: Vec<ShardRef>,
-    /// Merkle root of each shard's leaves, in shard order.
-    pub shard_roots: Vec<Digest>,
-    /// [`merkle_root`] over `shard_roots`.
-    pub merkle_root: Digest,
-    /// Rows in all shards.
-    pub rows: u64,
-    /// Rows per rule (reason code).
-    pub rules: BTreeMap<String, u64>,
-    /// Every row's `(id, shard)`, sorted: which shards hold an id, and that the others do not.
-    pub directory: ChunkedIndex,
-}
-
 /// A sorted index of canonical JSON entries in JSON Lines chunks of `chunk_entries` entries
 /// (the last chunk may hold fewer): a ledger's id directory (one entry `{"id":ID,"shard":S}`
 /// per ledger row, sorted by id then shard) and the URL index (`{"id":ID,"url":KEY}`, sorted
@@ -563,27 +537,6 @@ impl ChunkedIndex {
             return Err(format!("`root` is `{}` but the chunk roots give `{root}`", self.root));
         }
         Ok(())
-    }
-}
-
-impl LedgerRecord {
-    pub(crate) fn validate(&self) -> Result<(), String> {
-        if self.shards.len() != self.shard_roots.len() {
-            return Err(format!("{} shards but {} shard roots", self.shards.len(), self.shard_roots.len()));
-        }
-        let rows: u64 = self.shards.iter().map(|s| s.rows).sum();
-        if rows != self.rows || self.rules.values().sum::<u64>() != rows {
-            return Err(format!(
-                "`rows` is {} but the shards hold {rows} and the rules count {}",
-                self.rows,
-                self.rules.values().sum::<u64>()
-            ));
-        }
-        let root = merkle_root(&self.shard_roots);
-        if root != self.merkle_root {
-            return Err(format!("`merkle_root` is `{}` but the shard roots give `{root}`", self.merkle_root));
-        }
-        self.directory.validate(Some(self.rows)).map_err(|e| format!("directory: {e}"))
     }
 }
 

@@ -262,8 +262,10 @@ impl Stage for LicenseStage {
     // 3: a verdict record per distinct declared string, in the `verdicts` output.
     // 4: names joined by ` AND ` / ` OR ` normalise (the `compound` rule of prov-license).
     // 5: the ledger has an id directory (prov_dataset::directory).
+    // 6: the ledger record holds its shards' Merkle root, the list is in its parts record
+    // (ledger schema 2), so that a proof stays logarithmic in the shard count.
     fn version(&self) -> u32 {
-        5
+        6
     }
     fn summary(&self) -> &'static str {
         "keep documents whose declared license (normalised to SPDX) the policy allows, with a ledger"

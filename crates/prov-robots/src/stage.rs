@@ -225,8 +225,10 @@ impl Stage for RobotsStage {
     // directive in lower case. 3: `User-agent: *Foo*` no longer reads as the `*` group.
     // 4: the `keys` option; the statistic `misspelled_keys` (hosts whose files misspell a key).
     // 5: the ledger has an id directory (prov_dataset::directory).
+    // 6: the ledger record holds its shards' Merkle root, the list is in its parts record
+    // (ledger schema 2), so that a proof stays logarithmic in the shard count.
     fn version(&self) -> u32 {
-        5
+        6
     }
     fn summary(&self) -> &'static str {
         "remove documents whose site opts out of the listed AI agents in a pinned robots.txt snapshot, with a ledger"

@@ -241,8 +241,10 @@ impl Stage for ToxicityStage {
         "toxicity"
     }
     // 2: the ledger has an id directory (prov_dataset::directory).
+    // 3: the ledger record holds its shards' Merkle root, the list is in its parts record
+    // (ledger schema 2), so that a proof stays logarithmic in the shard count.
     fn version(&self) -> u32 {
-        2
+        3
     }
     fn summary(&self) -> &'static str {
         "remove each language's most toxic documents (score at or above a quantile) by a pinned classifier, with a ledger"

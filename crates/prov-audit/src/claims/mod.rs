@@ -12,7 +12,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use prov_dataset::chunked::read_chunk;
 use prov_dataset::directory::DirectoryEntry;
 use prov_dataset::{Document, LedgerDecision, LedgerRow, read_ledger_shard, shard_documents};
-use prov_manifest::{DatasetRecord, LedgerRecord, LoadedRun, LoadedStage, Record, StageRecord, get_record};
+use prov_manifest::{
+    ChunkedIndex, DatasetRecord, Ledger, LedgerRecord, LedgerShardRef, LoadedRun, LoadedStage, Record, StageRecord,
+    get_record,
+};
 use prov_store::{Digest, Store, merkle_root};
 use serde::Serialize;
 use serde_json::Value;
@@ -184,6 +187,8 @@ pub fn detection_probability(p: f64, n: usize) -> f64 {
 pub struct CheckedLedger {
     /// The ledger record.
     pub record: LedgerRecord,
+    /// Its shards, from its parts record (checked against the record's root).
+    pub shards: Vec<LedgerShardRef>,
     digest: Digest,
     /// Rows per (decision, rule).
     by_decision: BTreeMap<(&'static str, String), u64>,
@@ -196,7 +201,8 @@ impl CheckedLedger {
     ///
     /// A sentence naming the ledger and shard, and what does not match.
     pub fn shard(&self, store: &Store, i: usize) -> Result<Vec<LedgerRow>, String> {
-        checked_shard(store, &self.digest, &self.record, i)
+        let shard = self.shards.get(i).ok_or_else(|| format!("ledger `{}` has no shard {i}", self.digest))?;
+        checked_shard(store, &self.digest, shard, i)
     }
 
     /// Every row with its shard, shard by shard; after an error, nothing more.
@@ -236,7 +242,7 @@ impl Iterator for LedgerRows<'_> {
             if let Some(r) = self.current.next() {
                 return Some(Ok((self.shard, r)));
             }
-            if self.next >= self.ledger.record.shards.len() {
+            if self.next >= self.ledger.shards.len() {
                 self.done = true;
                 return None;
             }
@@ -267,8 +273,8 @@ fn row_or_fail(row: Result<(usize, LedgerRow), String>, name: &str, result: &mut
 
 /// Reads shard `i` of a ledger and checks it against the record: its bytes against their
 /// digest, its row count, its ids sorted and unique, its Merkle root.
-fn checked_shard(store: &Store, digest: &Digest, record: &LedgerRecord, i: usize) -> Result<Vec<LedgerRow>, String> {
-    let (shard, root) = (&record.shards[i], &record.shard_roots[i]);
+fn checked_shard(store: &Store, digest: &Digest, shard: &LedgerShardRef, i: usize) -> Result<Vec<LedgerRow>, String> {
+    let root = &shard.root;
     let rows = read_ledger_shard(store, &shard.digest)
         .map_err(|e| format!("ledger `{digest}`, shard {i} `{}`: {e}", shard.digest))?;
     if rows.len() as u64 != shard.rows {
@@ -303,30 +309,27 @@ fn checked_shard(store: &Store, digest: &Digest, record: &LedgerRecord, i: usize
 ///
 /// A sentence naming the ledger or shard and what does not match.
 pub fn check_ledger(store: &Store, digest: &Digest) -> Result<CheckedLedger, String> {
-    let record = match get_record(store, digest) {
-        Ok(Record::Ledger(l)) => l,
-        Ok(other) => return Err(format!("ledger `{digest}` is a {} record", other.kind_name())),
+    // Loading checks the parts record against the ledger record: shard count, rows, the
+    // Merkle root over the shards' leaves, and the directory's chunks against its root.
+    let Ledger { record, shards, directory } = match Ledger::load(store, digest) {
+        Ok(l) => l,
+        Err(prov_manifest::LedgerError::Stored(prov_manifest::StoredError::WrongKind { found, .. })) => {
+            return Err(format!("ledger `{digest}` names a {found} record where a ledger (or its parts) should be"));
+        }
         Err(e) => return Err(format!("ledger `{digest}`: {e}")),
     };
-    if record.shards.len() != record.shard_roots.len() {
-        return Err(format!(
-            "ledger `{digest}` has {} shards but {} shard roots",
-            record.shards.len(),
-            record.shard_roots.len()
-        ));
-    }
     let mut by_decision: BTreeMap<(&'static str, String), u64> = BTreeMap::new();
-    let mut shard_ids = Vec::with_capacity(record.shards.len());
-    for i in 0..record.shards.len() {
+    let mut shard_ids = Vec::with_capacity(shards.len());
+    for (i, shard) in shards.iter().enumerate() {
         let mut ids = IdSequence::default();
-        for r in checked_shard(store, digest, &record, i)? {
+        for r in checked_shard(store, digest, shard, i)? {
             ids.push(&r.id);
             *by_decision.entry((r.decision.as_str(), r.rule)).or_default() += 1;
         }
         shard_ids.push(ids.finish());
     }
-    check_directory(store, digest, &record, &shard_ids)?;
-    let ledger = CheckedLedger { record, digest: *digest, by_decision };
+    check_directory(store, digest, &directory, &shards, &shard_ids)?;
+    let ledger = CheckedLedger { record, shards, digest: *digest, by_decision };
     let rules = ledger.rules(None);
     if rules != ledger.record.rules {
         return Err(format!(
@@ -358,9 +361,15 @@ impl IdSequence {
 /// shard are in id order, as the shard's rows are, so one running digest per shard compares
 /// them without holding either. A directory that omits a row would let a proof say a filter
 /// never saw a document it decided on; this is where such a ledger is caught.
-fn check_directory(store: &Store, digest: &Digest, record: &LedgerRecord, shard_ids: &[Digest]) -> Result<(), String> {
+fn check_directory(
+    store: &Store,
+    digest: &Digest,
+    directory: &ChunkedIndex,
+    shards: &[LedgerShardRef],
+    shard_ids: &[Digest],
+) -> Result<(), String> {
     let mut listed: Vec<IdSequence> = (0..shard_ids.len()).map(|_| IdSequence::default()).collect();
-    for (c, chunk) in record.directory.chunks.iter().enumerate() {
+    for (c, chunk) in directory.chunks.iter().enumerate() {
         let entries = read_chunk::<DirectoryEntry>(store, chunk)
             .map_err(|e| format!("ledger `{digest}`, directory chunk {c}: {e}"))?;
         for e in entries {
@@ -379,7 +388,7 @@ fn check_directory(store: &Store, digest: &Digest, record: &LedgerRecord, shard_
         if seq.finish() != *ids {
             return Err(format!(
                 "ledger `{digest}`: its id directory does not list exactly the ids of shard {i} `{}`",
-                record.shards[i].digest
+                shards[i].digest
             ));
         }
     }
@@ -453,12 +462,12 @@ fn load_filter(
     result.rechecked.push(format!(
         "`{name}`: the {} rows of the ledger's {} shards against their shard roots, order and rule counts",
         l.record.rows,
-        l.record.shards.len()
+        l.shards.len()
     ));
     if l.record.rows != i.rows {
         result.fail(format!("`{name}`: the ledger has {} rows, its input dataset {} documents", l.record.rows, i.rows));
     }
-    if l.record.shards.len() == o.shards.len() {
+    if l.shards.len() == o.shards.len() {
         // Shard by shard, ids only: memory stays bounded by a shard.
         for (s, shard) in o.shards.iter().enumerate() {
             let read = (|| {
@@ -493,7 +502,7 @@ fn load_filter(
             .rechecked
             .push(format!("`{name}`: the output dataset's ids against the ledger's kept and modified rows"));
     } else {
-        result.fail(format!("`{name}`: {} ledger shards but {} output shards", l.record.shards.len(), o.shards.len()));
+        result.fail(format!("`{name}`: {} ledger shards but {} output shards", l.shards.len(), o.shards.len()));
     }
     Some(Filter { ledger: l, input: *input, output: out.digest })
 }

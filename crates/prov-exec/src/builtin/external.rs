@@ -12,8 +12,8 @@ use std::path::Path;
 use std::process::Stdio;
 
 use prov_manifest::{
-    Content, DatasetRecord, Determinism, LedgerRecord, OutputRef, OutputType, Record, RelPath, TreeRecord, get_record,
-    get_typed, put_record,
+    Content, DatasetRecord, Determinism, OutputRef, OutputType, Record, RelPath, TreeRecord, get_record, get_typed,
+    put_record,
 };
 use prov_store::{Digest, ObjectKind, Store};
 use serde::{Deserialize, Serialize};
@@ -286,7 +286,8 @@ fn materialize(store: &Store, input: &StageInput, dest: &Path) -> Result<(), Sta
         // Datasets and ledgers arrive as a directory of their Parquet shards.
         OutputType::Dataset | OutputType::Ledger => {
             let shards = match get_record(store, &input.digest)? {
-                Record::Dataset(DatasetRecord { shards, .. }) | Record::Ledger(LedgerRecord { shards, .. }) => shards,
+                Record::Dataset(DatasetRecord { shards, .. }) => shards,
+                Record::Ledger(_) => prov_dataset::read_ledger(store, &input.digest)?.shard_refs(),
                 other => return Err(not_a(other.kind_name(), "dataset or ledger")),
             };
             fs_err::create_dir_all(dest)?;
