@@ -100,6 +100,12 @@ fn record(p: &Project, digest: &str) -> serde_json::Value {
     serde_json::from_slice(&store.read(&d).unwrap()).unwrap()
 }
 
+/// The digest of shard `i` of a ledger, from its parts record.
+fn ledger_shard(p: &Project, ledger: &str, i: usize) -> String {
+    let parts = record(p, ledger)["parts"].as_str().expect("a ledger record").to_owned();
+    record(p, &parts)["shards"][i]["digest"].as_str().unwrap().to_owned()
+}
+
 #[test]
 fn an_honest_run_holds_and_reports_in_every_format() {
     let p = project();
@@ -284,7 +290,7 @@ fn a_run_recorded_on_another_machine_reproduces_and_its_replay_claim_holds() {
 fn a_tampered_ledger_shard_fails_its_claim_naming_the_shard() {
     let p = project();
     let ledger = output_of(&p, "robots", "ledger");
-    let shard = record(&p, &ledger)["shards"][1]["digest"].as_str().unwrap().to_owned();
+    let shard = ledger_shard(&p, &ledger, 1);
     flip_byte(&p.object_file(&shard), 200);
     let r = p.prov(&["audit", "lockfiles/audited.lock", "--policy", "policy.yaml"]);
     r.exit(4);
@@ -298,7 +304,7 @@ fn a_tampered_ledger_shard_fails_its_claim_naming_the_shard() {
 fn rewritten_ledger_rows_fail_their_claim_naming_the_shard() {
     let p = project();
     let ledger = output_of(&p, "pii", "ledger");
-    let shard: prov_store::Digest = record(&p, &ledger)["shards"][0]["digest"].as_str().unwrap().parse().unwrap();
+    let shard: prov_store::Digest = ledger_shard(&p, &ledger, 0).parse().unwrap();
     // Rewrite the shard's rows (a redacted document claimed untouched), a valid ledger shard,
     // and put its bytes where the recorded one was.
     let store = prov_store::Store::open(&p.path(".prov"), prov_store::Access::Shared, true).unwrap();

@@ -138,9 +138,14 @@ print(len(inputs), redacted_debian, len(differ), differ[:5])
     assert_eq!(differ, 0, "documents whose redaction differs from Python's: {text}");
 }
 
-/// The store files of the Parquet shards of a dataset or ledger record, in its order.
+/// The store files of the Parquet shards of a dataset or ledger record, in its order (a
+/// ledger's from its parts record).
 pub fn shard_files(p: &Project, record: &serde_json::Value) -> Vec<String> {
-    let shown = p.json(&["show", record.as_str().expect("a digest")]);
+    let mut shown = p.json(&["show", record.as_str().expect("a digest")]);
+    // A ledger lists its shards in its parts record.
+    if let Some(parts) = shown[0]["data"]["record"]["parts"].as_str().map(str::to_owned) {
+        shown = p.json(&["show", &parts]);
+    }
     shown[0]["data"]["record"]["shards"]
         .as_array()
         .expect("a dataset or ledger record")

@@ -313,7 +313,6 @@ fn a_proof_grows_with_the_logarithm_of_the_shard_count() {
     };
     let (four, many) = (proof_len(4), proof_len(256));
     let bound = 6 * (2 + 4) * 80;
-    eprintln!("proof of one id in two shards: {four} bytes over 4 shards, {many} bytes over 256");
     assert!(many <= four + bound, "4 shards: {four} bytes, 256 shards: {many} bytes (more than {bound} more)");
 }
 
@@ -358,6 +357,9 @@ fn shard_ranges_other_than_the_directory_names_are_refused() {
 /// (each field well-formed), or a path cut short are refused, each before the rows are read.
 #[test]
 fn a_shard_leaf_that_is_not_the_ledgers_at_its_index_is_refused() {
+    fn part(p: &mut crate::DocumentProof) -> &mut Vec<crate::ShardRange> {
+        &mut p.documents[0].ledgers[0].shards
+    }
     let (_dir, store) = new_store();
     let shards = [ids(&["a", "c"]), ids(&["b", "c"]), ids(&["c", "d"])];
     let run = fixture_chunked(&store, &shards, 2);
@@ -367,9 +369,6 @@ fn a_shard_leaf_that_is_not_the_ledgers_at_its_index_is_refused() {
         let e = verify(&p.to_bytes(), &Pins::default()).unwrap_err();
         assert!(matches!(e, VerifyError::ShardLeaf { .. }), "{why}: {e}");
     };
-    fn part(p: &mut crate::DocumentProof) -> &mut Vec<crate::ShardRange> {
-        &mut p.documents[0].ledgers[0].shards
-    }
 
     let mut borrowed = proof.clone();
     let other = part(&mut borrowed)[1].clone();

@@ -224,9 +224,9 @@ pub fn write_ledger_chunked(
     Ok((digest, ledger))
 }
 
-/// Reads a stored ledger with its parts, checked against each other ([`Ledger::load`]).
+/// Reads a stored ledger with its parts, checked against each other ([`prov_manifest::load_ledger`]).
 pub fn read_ledger(store: &Store, digest: &Digest) -> Result<Ledger, DatasetError> {
-    Ledger::load(store, digest).map_err(DatasetError::from)
+    prov_manifest::load_ledger(store, digest).map_err(DatasetError::from)
 }
 
 /// Reads the ids of a stored ledger shard, verified, in the shard's order (by id), without

@@ -66,6 +66,28 @@ impl StoreCheck {
     }
 }
 
+/// The ledger records whose parts record does not give their counts and roots, or is
+/// another kind of record, with the reason. Parts that are missing, corrupt or invalid are
+/// reported as such already.
+fn mismatched_ledgers(
+    ledgers: Vec<(Digest, prov_manifest::LedgerRecord)>,
+    parts: &BTreeMap<Digest, Option<prov_manifest::LedgerPartsRecord>>,
+) -> Vec<(Digest, String)> {
+    let mut out = Vec::new();
+    for (d, ledger) in ledgers {
+        match parts.get(&ledger.parts) {
+            Some(Some(p)) => {
+                if let Err(why) = prov_manifest::Ledger::check(ledger, p.clone()) {
+                    out.push((d, format!("ledger record: {why}")));
+                }
+            }
+            Some(None) => out.push((d, format!("its `parts` `{}` is not a ledger_parts record", ledger.parts))),
+            None => {}
+        }
+    }
+    out
+}
+
 /// Re-hashes every object with `threads` threads, decodes every manifest, and for every
 /// damaged or missing object names the manifests and runs that depend on it.
 pub fn check_store(store: &Store, threads: usize) -> Result<StoreCheck, StoreError> {
@@ -110,20 +132,7 @@ pub fn check_store(store: &Store, threads: usize) -> Result<StoreCheck, StoreErr
             }
         }
     }
-    for (d, ledger) in ledgers {
-        // Parts that are missing, corrupt or invalid are reported as such already.
-        match ledger_parts.get(&ledger.parts) {
-            Some(Some(parts)) => {
-                if let Err(e) = prov_manifest::Ledger::check(d, ledger, parts.clone()) {
-                    invalid.insert(d, e.to_string());
-                }
-            }
-            Some(None) => {
-                invalid.insert(d, format!("its `parts` `{}` is not a ledger_parts record", ledger.parts));
-            }
-            None => {}
-        }
-    }
+    invalid.extend(mismatched_ledgers(ledgers, &ledger_parts));
     for d in corrupt.keys() {
         // Children of a corrupt manifest, as recorded at write time.
         let recorded = store.index().recorded_references(d)?;

@@ -1,7 +1,7 @@
 //! Ledger records: the small [`LedgerRecord`] that a stage's `ledger` output names and a
 //! document proof embeds, the [`LedgerPartsRecord`] that lists what grows with the ledger
-//! (its shards and its id directory's chunks), and [`Ledger`], the two read together and
-//! checked against each other.
+//! (its shards and its id directory's chunks), and [`Ledger`], the two together and checked
+//! against each other ([`crate::load_ledger`] reads them from the store).
 //!
 //! Why two records: a proof must carry the record its stage names, so that record must not
 //! grow with the corpus. It holds counts and Merkle roots only. The shards are the leaves of
@@ -12,13 +12,11 @@
 
 use std::collections::BTreeMap;
 
-use prov_store::{Digest, Store, merkle_root};
+use prov_store::{Digest, merkle_root};
 use serde::{Deserialize, Serialize};
 
 use crate::canonical::to_canonical_bytes;
-use crate::records::{ChunkedIndex, IndexChunk, ShardRef};
-use crate::stored::{StoredError, get_record};
-use crate::{Record, SCHEMA_VERSION};
+use crate::records::{ChunkedIndex, IndexChunk, SCHEMA_VERSION, ShardRef};
 
 /// The schema version of ledger records. Version 1 listed every shard and directory chunk
 /// in the record itself, so a proof, which embeds it, grew with the shard count.
@@ -163,32 +161,6 @@ pub struct Ledger {
     pub directory: ChunkedIndex,
 }
 
-/// Why a ledger's parts do not match its record.
-#[derive(Debug, thiserror::Error)]
-pub enum LedgerError {
-    /// Reading a record failed.
-    #[error(transparent)]
-    Stored(#[from] StoredError),
-    /// The parts record does not give the counts or roots the ledger record states.
-    #[error("ledger `{ledger}`: {message}")]
-    Inconsistent {
-        /// The ledger record.
-        ledger: Digest,
-        /// What does not match, as a sentence.
-        message: String,
-    },
-}
-
-impl LedgerError {
-    /// Returns true when stored bytes are damaged or forged (every mismatch is).
-    pub fn is_integrity_failure(&self) -> bool {
-        match self {
-            Self::Stored(e) => e.is_integrity_failure(),
-            Self::Inconsistent { .. } => true,
-        }
-    }
-}
-
 impl Ledger {
     /// Builds a ledger from its parts, computing the record's counts and roots; the caller
     /// stores `parts` and puts its digest in the record's `parts`.
@@ -219,50 +191,23 @@ impl Ledger {
         LedgerPartsRecord { schema: SCHEMA_VERSION, shards: shards.to_vec(), chunks: directory.chunks.clone() }
     }
 
-    /// Reads the ledger record `digest` and its parts, and checks that the parts give the
+    /// Puts a ledger record and its parts record together, checking that the parts give the
     /// record's shard count, rows, Merkle root and directory (chunk sizes, entries, root).
     ///
     /// # Errors
     ///
-    /// [`LedgerError::Stored`] when a record is missing, damaged or of another kind;
-    /// [`LedgerError::Inconsistent`] when the parts do not match the record.
-    pub fn load(store: &Store, digest: &Digest) -> Result<Self, LedgerError> {
-        let record: LedgerRecord = crate::get_typed(store, digest)?;
-        let parts = match get_record(store, &record.parts)? {
-            Record::LedgerParts(p) => p,
-            other => {
-                return Err(StoredError::WrongKind {
-                    digest: record.parts,
-                    expected: "ledger_parts",
-                    found: other.kind_name(),
-                }
-                .into());
-            }
-        };
-        Self::check(*digest, record, parts)
-    }
-
-    /// [`Ledger::load`]'s checks, on records already read.
-    ///
-    /// # Errors
-    ///
-    /// [`LedgerError::Inconsistent`] when the parts do not match the record.
-    pub fn check(digest: Digest, record: LedgerRecord, parts: LedgerPartsRecord) -> Result<Self, LedgerError> {
-        let bad = |message: String| LedgerError::Inconsistent { ledger: digest, message };
+    /// What does not match, as a sentence.
+    pub fn check(record: LedgerRecord, parts: LedgerPartsRecord) -> Result<Self, String> {
         if parts.shards.len() as u64 != record.shards {
-            return Err(bad(format!(
-                "the record says {} shards, its parts list {}",
-                record.shards,
-                parts.shards.len()
-            )));
+            return Err(format!("the record says {} shards, its parts list {}", record.shards, parts.shards.len()));
         }
         let rows: u64 = parts.shards.iter().map(|s| s.rows).sum();
         if rows != record.rows {
-            return Err(bad(format!("`rows` is {} but the shards hold {rows}", record.rows)));
+            return Err(format!("`rows` is {} but the shards hold {rows}", record.rows));
         }
         let root = merkle_root(&shard_leaves(&parts.shards));
         if root != record.merkle_root {
-            return Err(bad(format!("`merkle_root` is `{}` but the shards give `{root}`", record.merkle_root)));
+            return Err(format!("`merkle_root` is `{}` but the shards give `{root}`", record.merkle_root));
         }
         let directory = ChunkedIndex {
             entries: record.directory.entries,
@@ -270,7 +215,7 @@ impl Ledger {
             chunks: parts.chunks,
             root: record.directory.root,
         };
-        directory.validate(Some(record.rows)).map_err(|e| bad(format!("directory: {e}")))?;
+        directory.validate(Some(record.rows)).map_err(|e| format!("directory: {e}"))?;
         Ok(Self { record, shards: parts.shards, directory })
     }
 
@@ -313,19 +258,18 @@ mod tests {
         let shards = vec![shard(1, 2), shard(2, 3)];
         let honest = Ledger::assemble(shards.clone(), directory(5), rules(5), Digest::of(b"parts"));
         let parts = Ledger::parts_record(&shards, &honest.directory);
-        let d = Digest::of(b"ledger");
-        assert!(Ledger::check(d, honest.record.clone(), parts.clone()).is_ok());
+        assert!(Ledger::check(honest.record.clone(), parts.clone()).is_ok());
 
         // A shard swapped for another with the same rows: the root no longer matches.
         let mut swapped = parts.clone();
         swapped.shards[1] = LedgerShardRef { digest: Digest::of(b"other"), ..swapped.shards[1].clone() };
-        let e = Ledger::check(d, honest.record.clone(), swapped).unwrap_err();
-        assert!(e.to_string().contains("merkle_root"), "{e}");
+        let e = Ledger::check(honest.record.clone(), swapped).unwrap_err();
+        assert!(e.contains("merkle_root"), "{e}");
 
         // The two shards in the other order: same rows, same set, another root.
         let mut reordered = parts.clone();
         reordered.shards.reverse();
-        assert!(Ledger::check(d, honest.record.clone(), reordered).is_err());
+        assert!(Ledger::check(honest.record.clone(), reordered).is_err());
 
         // A shard dropped, and the record's count and rows edited to match: the root catches it.
         let mut dropped = parts.clone();
@@ -333,11 +277,11 @@ mod tests {
         let mut record = honest.record.clone();
         record.shards = 1;
         record.rows = 2;
-        assert!(Ledger::check(d, record, dropped).unwrap_err().to_string().contains("merkle_root"));
+        assert!(Ledger::check(record, dropped).unwrap_err().contains("merkle_root"));
 
         // A directory chunk list that does not hold the rows.
         let mut short = parts;
         short.chunks[0].entries = 4;
-        assert!(Ledger::check(d, honest.record, short).unwrap_err().to_string().contains("directory"));
+        assert!(Ledger::check(honest.record, short).unwrap_err().contains("directory"));
     }
 }

@@ -54,8 +54,8 @@ pub use canonical::{
 };
 pub use diff::{Change, LockfileDiff, NamedChanges, RunOutputsDiff, StageOutputChanges, diff_values};
 pub use ledger::{
-    DirectoryHead, LEDGER_SCHEMA_VERSION, Ledger, LedgerError, LedgerPartsRecord, LedgerRecord, LedgerShardRef,
-    ShardLeaf, shard_leaves,
+    DirectoryHead, LEDGER_SCHEMA_VERSION, Ledger, LedgerPartsRecord, LedgerRecord, LedgerShardRef, ShardLeaf,
+    shard_leaves,
 };
 pub use lineage::{Edge, Graph as LineageGraph, Lineage, Node as LineageNode, Role as LineageRole};
 pub use loaded_run::{LoadedRun, LoadedStage, RecordKind, get_typed};
@@ -75,7 +75,7 @@ pub use replay::{
     EnvelopeCheck, EnvelopeDifference, ReplayDifference, ReplayDivergence, ReplayRecord, ReplayStage, ReplayStatus,
 };
 pub use stored::{
-    StoredError, attestations_of, closure, find_records, get_record, is_manifest, looks_like_record, put_record,
-    replays_of,
+    LedgerError, StoredError, attestations_of, closure, find_records, get_record, is_manifest, load_ledger,
+    looks_like_record, put_record, replays_of,
 };
 pub use tensors::NamedTensors;

@@ -6,6 +6,7 @@ use prov_store::{Digest, ObjectKind, Store, StoreError};
 
 use crate::attestation::AttestationRecord;
 use crate::canonical::{DecodeError, EncodeError};
+use crate::ledger::Ledger;
 use crate::record::Record;
 use crate::replay::ReplayRecord;
 
@@ -59,6 +60,52 @@ impl StoredError {
         matches!(self, Self::Decode { .. } | Self::WrongKind { .. } | Self::StageMislisted { .. })
             || matches!(self, Self::Store(e) if e.is_integrity_failure())
     }
+}
+
+/// Why a ledger cannot be read with its parts.
+#[derive(Debug, thiserror::Error)]
+pub enum LedgerError {
+    /// Reading a record failed, or one is of another kind than expected.
+    #[error(transparent)]
+    Stored(#[from] StoredError),
+    /// The parts record does not give the counts or roots the ledger record states.
+    #[error("ledger `{ledger}`: {message}")]
+    Inconsistent {
+        /// The ledger record.
+        ledger: Digest,
+        /// What does not match, as a sentence.
+        message: String,
+    },
+}
+
+impl LedgerError {
+    /// Returns true when stored bytes are damaged or forged (every mismatch is).
+    pub fn is_integrity_failure(&self) -> bool {
+        match self {
+            Self::Stored(e) => e.is_integrity_failure(),
+            Self::Inconsistent { .. } => true,
+        }
+    }
+}
+
+/// Reads the ledger record `digest` and its parts record, and checks them against each other
+/// ([`Ledger::check`]): what every reader of a ledger's shards does.
+///
+/// # Errors
+///
+/// [`LedgerError::Stored`] when a record is missing, damaged or of another kind;
+/// [`LedgerError::Inconsistent`] when the parts do not match the record.
+pub fn load_ledger(store: &Store, digest: &Digest) -> Result<Ledger, LedgerError> {
+    let wrong = |d: Digest, expected, found| StoredError::WrongKind { digest: d, expected, found };
+    let record = match get_record(store, digest)? {
+        Record::Ledger(l) => l,
+        other => return Err(wrong(*digest, "ledger", other.kind_name()).into()),
+    };
+    let parts = match get_record(store, &record.parts)? {
+        Record::LedgerParts(p) => p,
+        other => return Err(wrong(record.parts, "ledger_parts", other.kind_name()).into()),
+    };
+    Ledger::check(record, parts).map_err(|message| LedgerError::Inconsistent { ledger: *digest, message })
 }
 
 /// Stores a record canonically, records its references in the index, and returns its digest.

@@ -311,7 +311,7 @@ fn checked_shard(store: &Store, digest: &Digest, shard: &LedgerShardRef, i: usiz
 pub fn check_ledger(store: &Store, digest: &Digest) -> Result<CheckedLedger, String> {
     // Loading checks the parts record against the ledger record: shard count, rows, the
     // Merkle root over the shards' leaves, and the directory's chunks against its root.
-    let Ledger { record, shards, directory } = match Ledger::load(store, digest) {
+    let Ledger { record, shards, directory } = match prov_manifest::load_ledger(store, digest) {
         Ok(l) => l,
         Err(prov_manifest::LedgerError::Stored(prov_manifest::StoredError::WrongKind { found, .. })) => {
             return Err(format!("ledger `{digest}` names a {found} record where a ledger (or its parts) should be"));
