@@ -314,10 +314,11 @@ pub struct StageOutput {
 /// bounded. A filter's result counts its removed documents per language: a few KB on a small
 /// shard, but an estimated 20 to 45 KB as a JSON value (about 140 bytes a language) for a
 /// 16 MiB shard of a corpus of 500 languages (150 of them among the removed documents of one
-/// `robots` shard), so a full batch holds tens of MB, which would account for most of what
-/// `robots` and `dedup` grew by from 1 to 20 GiB (see the book's Benchmarks). Smaller batches are no cure while the set-up is per call: with 64,
-/// `robots` parses its snapshot 20 times at 1,280 shards and its heap rose from 95 to 128-147
-/// MiB. The cure is to hold results as their JSON text, or to set up once per run.
+/// `robots` shard), so a full batch holds tens of MB: the likely cause of most of what
+/// `robots` grew by from 1 to 20 GiB (see the book's Benchmarks). Smaller batches are no
+/// cure while the set-up is per call: with 64, `robots` parses its snapshot 20 times at
+/// 1,280 shards and its heap rose from 95 to 128-147 MiB. The cure is to hold results as their
+/// JSON text, or to set up once per run.
 pub const MAP_BATCH: usize = 1024;
 
 /// The results of a stage's map tasks as the reduce step reads them: `(task, result)` in task
