@@ -108,17 +108,19 @@ fn prove_in_ledger(store: &Store, ledger: &Ledger, leaves: &[Digest], id: &str) 
         .iter()
         .map(|e| u64::from(e.shard))
         .map(|shard| {
-            let info = usize::try_from(shard).ok().and_then(|s| ledger.shards.get(s)).ok_or_else(|| {
-                ProveError::Dataset(prov_dataset::DatasetError::Chunk {
-                    digest: dir.chunks[chunks_around(dir, id).start].digest,
-                    message: format!("names shard {shard}, but the ledger has {}", ledger.shards.len()),
-                })
-            })?;
+            let (index, info) = usize::try_from(shard)
+                .ok()
+                .and_then(|s| ledger.shards.get(s).map(|info| (s, info)))
+                .ok_or_else(|| {
+                    ProveError::Dataset(prov_dataset::DatasetError::Chunk {
+                        digest: dir.chunks[chunks_around(dir, id).start].digest,
+                        message: format!("names shard {shard}, but the ledger has {}", ledger.shards.len()),
+                    })
+                })?;
             let rows = read_ledger_shard(store, &info.digest)?;
             let entries: Vec<String> =
                 rows.iter().map(|r| String::from_utf8(r.canonical()).expect("canonical JSON is UTF-8")).collect();
             let keys: Vec<&str> = rows.iter().map(|r| r.id.as_str()).collect();
-            let index = usize::try_from(shard).expect("a shard of the ledger");
             Ok(ShardRange {
                 shard,
                 entry: info.leaf(shard),
