@@ -63,7 +63,9 @@ use std::path::Path;
 use std::sync::LazyLock;
 
 use prov_dataset::{LedgerDecision, LedgerRow, ShardWriter, read_documents_as, shard_documents};
-use prov_exec::{ConfigError, InputSpec, MapResults, Stage, StageContext, StageError, StageOutput, parse_params};
+use prov_exec::{
+    ConfigError, InputSpec, MapResultText, MapResults, Stage, StageContext, StageError, StageOutput, parse_params,
+};
 use prov_manifest::{Determinism, OutputType};
 use prov_store::{Digest, Hasher};
 use regex::Regex;
@@ -328,7 +330,7 @@ impl Stage for DecontaminateStage {
         prov_filter::shard_tasks(cx)
     }
 
-    fn map(&self, cx: &StageContext<'_>, tasks: &[usize]) -> Result<Vec<Value>, StageError> {
+    fn map(&self, cx: &StageContext<'_>, tasks: &[usize]) -> Result<Vec<MapResultText>, StageError> {
         let index = benchmark_index(cx)?;
         prov_filter::map_shards(cx, tasks, |s| {
             let mut kept = ShardWriter::new(cx.store)?;

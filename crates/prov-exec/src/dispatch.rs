@@ -127,7 +127,7 @@ mod tests {
 
     use super::*;
     use crate::run::{ExecOptions, Silent, run};
-    use crate::stage::{ConfigError, InputSpec, Registry};
+    use crate::stage::{ConfigError, InputSpec, MapResultText, Registry, map_result_text};
     use crate::tasks::run_task;
 
     /// Five map tasks, each writing a shard of two documents; the reduce step writes the
@@ -159,15 +159,15 @@ mod tests {
         fn map_tasks(&self, _cx: &StageContext<'_>) -> Result<Option<usize>, StageError> {
             Ok(Some(5))
         }
-        fn map(&self, cx: &StageContext<'_>, tasks: &[usize]) -> Result<Vec<Value>, StageError> {
+        fn map(&self, cx: &StageContext<'_>, tasks: &[usize]) -> Result<Vec<MapResultText>, StageError> {
             tasks
                 .iter()
-                .map(|t| {
+                .map(|&t| {
                     let mut w = ShardWriter::new(cx.store)?;
                     for r in 0..2 {
                         w.push(Document::new(format!("{t}-{r}"), format!("text of task {t}, row {r}")))?;
                     }
-                    Ok(serde_json::to_value(w.finish()?).expect("a shard reference encodes"))
+                    map_result_text(t, &w.finish()?)
                 })
                 .collect()
         }

@@ -311,15 +311,30 @@ pub struct StageOutput {
 /// results to the reduce step: enough that what a stage sets up once per [`Stage::map`] call
 /// (`robots` parses its snapshot, `decontaminate` builds its benchmark index) is paid rarely
 /// and every thread stays busy between hand-overs; few enough that the results held stay
-/// bounded. A filter's result counts its removed documents per language: a few KB on a small
-/// shard, but an estimated 20 to 45 KB as a JSON value (about 140 bytes a language) for a
-/// 16 MiB shard of a corpus of 500 languages (150 of them among the removed documents of one
-/// `robots` shard), so a full batch holds tens of MB: the likely cause of most of what
-/// `robots` grew by from 1 to 20 GiB (see the book's Benchmarks). Smaller batches are no
-/// cure while the set-up is per call: with 64, `robots` parses its snapshot 20 times at
-/// 1,280 shards and its heap rose from 95 to 128-147 MiB. The cure is to hold results as their
-/// JSON text, or to set up once per run.
+/// bounded. A batch holds its results as JSON text ([`MapResultText`]): a filter's result
+/// counts its removed documents per language, about 150 languages for a 16 MiB shard of a
+/// corpus of 500, which is a few KB as text but was an estimated 20 to 45 KB as a parsed
+/// JSON value, tens of MB for a full batch (what `robots` grew by from 1 to 20 GiB, see the
+/// book's Benchmarks). Smaller batches were no cure while set-up is per call: with 64,
+/// `robots` parses its snapshot 20 times at 1,280 shards and its heap rose from 95 to 128-147
+/// MiB.
 pub const MAP_BATCH: usize = 1024;
+
+/// A map task's result as its JSON text. [`Stage::map`] returns results in this form so that
+/// a batch of them costs the bytes of their text, not those of parsed values (a JSON map
+/// entry parsed costs several times its text); [`MapResults`] parses each as the reduce step
+/// asks for it.
+pub type MapResultText = Box<serde_json::value::RawValue>;
+
+/// Encodes task `task`'s result as a [`Stage::map`] returns it.
+///
+/// # Errors
+///
+/// [`StageError::MapResult`] when `result` does not encode as JSON (a map with keys that are
+/// not strings).
+pub fn map_result_text(task: usize, result: &impl serde::Serialize) -> Result<MapResultText, StageError> {
+    serde_json::value::to_raw_value(result).map_err(|e| StageError::MapResult { task, message: e.to_string() })
+}
 
 /// The results of a stage's map tasks as the reduce step reads them: `(task, result)` in task
 /// order, read (from this process's batches or from the task directory of a cluster run) one
@@ -443,8 +458,8 @@ pub trait Stage: Send + Sync {
     }
 
     /// Runs map tasks `tasks` (each below [`Stage::map_tasks`]) on `cx.pool` and returns
-    /// their results in the order of `tasks`.
-    fn map(&self, _cx: &StageContext<'_>, _tasks: &[usize]) -> Result<Vec<Value>, StageError> {
+    /// their results, as JSON text ([`map_result_text`]), in the order of `tasks`.
+    fn map(&self, _cx: &StageContext<'_>, _tasks: &[usize]) -> Result<Vec<MapResultText>, StageError> {
         Err(StageError::Worker(format!("stage kind `{}` has no map tasks", self.kind())))
     }
 
@@ -464,11 +479,20 @@ pub trait Stage: Send + Sync {
         };
         let batches = (0..tasks).step_by(MAP_BATCH).flat_map(move |start| {
             let batch: Vec<usize> = (start..tasks.min(start + MAP_BATCH)).collect();
-            let results: Vec<Result<Value, StageError>> = match self.map(cx, &batch) {
-                Ok(values) => values.into_iter().map(Ok).collect(),
+            let results: Vec<Result<(usize, MapResultText), StageError>> = match self.map(cx, &batch) {
+                // A short batch would shift every later result onto the wrong task.
+                Ok(texts) if texts.len() != batch.len() => vec![Err(StageError::MapResult {
+                    task: start,
+                    message: format!("the batch of {} tasks from here returned {} results", batch.len(), texts.len()),
+                })],
+                Ok(texts) => batch.into_iter().zip(texts).map(Ok).collect(),
                 Err(e) => vec![Err(e)],
             };
-            results
+            // Parsed one at a time, as the reduce step takes them.
+            results.into_iter().map(|r| {
+                let (task, text) = r?;
+                serde_json::from_str(text.get()).map_err(|e| StageError::MapResult { task, message: e.to_string() })
+            })
         });
         self.reduce(cx, MapResults::new(tasks, batches))
     }
@@ -537,6 +561,8 @@ mod tests {
     /// A map-reduce kind that logs when each task is mapped and each result reduced.
     struct Logged {
         tasks: usize,
+        /// A task whose result the map step leaves out, as a faulty stage kind might.
+        lose: Option<usize>,
         log: Mutex<Vec<String>>,
     }
 
@@ -565,9 +591,9 @@ mod tests {
         fn map_tasks(&self, _cx: &StageContext<'_>) -> Result<Option<usize>, StageError> {
             Ok(Some(self.tasks))
         }
-        fn map(&self, _cx: &StageContext<'_>, tasks: &[usize]) -> Result<Vec<Value>, StageError> {
+        fn map(&self, _cx: &StageContext<'_>, tasks: &[usize]) -> Result<Vec<MapResultText>, StageError> {
             self.log.lock().unwrap().extend(tasks.iter().map(|t| format!("map {t}")));
-            Ok(tasks.iter().map(|&t| json!(t * 10)).collect())
+            tasks.iter().filter(|&&t| Some(t) != self.lose).map(|&t| map_result_text(t, &(t * 10))).collect()
         }
         fn reduce(&self, _cx: &StageContext<'_>, results: MapResults<'_>) -> Result<StageOutput, StageError> {
             let mut sum = 0;
@@ -583,14 +609,14 @@ mod tests {
         }
     }
 
-    fn run_logged(tasks: usize) -> (Vec<String>, Value) {
+    fn run_logged(tasks: usize, lose: Option<usize>) -> (Vec<String>, Result<Value, StageError>) {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::init(&dir.path().join(".prov")).unwrap();
-        let stage = Logged { tasks, log: Mutex::new(Vec::new()) };
+        let stage = Logged { tasks, lose, log: Mutex::new(Vec::new()) };
         let bench = crate::testing::TestBench::new(2);
         let (config, inputs) = (Value::Null, BTreeMap::new());
-        let out = stage.run(&bench.context(&store, dir.path(), "logged", &config, &inputs)).unwrap();
-        (stage.log.into_inner().unwrap(), out.stats["sum"].clone())
+        let out = stage.run(&bench.context(&store, dir.path(), "logged", &config, &inputs));
+        (stage.log.into_inner().unwrap(), out.map(|o| o.stats["sum"].clone()))
     }
 
     /// A local run hands results to the reduce step batch by batch: the first result is
@@ -599,8 +625,8 @@ mod tests {
     #[test]
     fn a_local_run_reduces_each_batch_before_mapping_the_next() {
         let tasks = 2 * MAP_BATCH + 3;
-        let (log, sum) = run_logged(tasks);
-        assert_eq!(sum, json!((0..tasks).map(|t| t * 10).sum::<usize>()));
+        let (log, sum) = run_logged(tasks, None);
+        assert_eq!(sum.unwrap(), json!((0..tasks).map(|t| t * 10).sum::<usize>()));
         let at = |line: String| log.iter().position(|l| *l == line).unwrap_or_else(|| panic!("{line} missing"));
         assert!(at("reduce 0".into()) < at(format!("map {MAP_BATCH}")), "{log:?}");
         assert!(at(format!("reduce {}", 2 * MAP_BATCH - 1)) < at(format!("map {}", 2 * MAP_BATCH)), "{log:?}");
@@ -614,7 +640,19 @@ mod tests {
             n(w[0]) + 1 == n(w[1])
         }));
         // No tasks: the reduce step runs once, on nothing.
-        assert_eq!(run_logged(0), (Vec::new(), json!(0)));
+        let (log, sum) = run_logged(0, None);
+        assert_eq!((log, sum.unwrap()), (Vec::new(), json!(0)));
+    }
+
+    /// A map step that returns fewer results than it was given tasks fails the stage at the
+    /// first task of that batch: the results that follow are never taken for the tasks before
+    /// them (task 4's result for task 3's, and so on), and nothing of the batch is reduced.
+    #[test]
+    fn a_batch_short_of_a_result_fails_the_stage_instead_of_shifting_the_rest() {
+        let (log, sum) = run_logged(MAP_BATCH + 2, Some(MAP_BATCH + 1));
+        assert!(matches!(sum, Err(StageError::MapResult { task, .. }) if task == MAP_BATCH), "{sum:?}");
+        assert!(log.iter().any(|l| *l == format!("reduce {}", MAP_BATCH - 1)));
+        assert!(!log.iter().any(|l| *l == format!("reduce {MAP_BATCH}")));
     }
 
     /// A stream with fewer results than tasks ends with an error naming the first task

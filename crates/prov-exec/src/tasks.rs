@@ -30,7 +30,7 @@ use prov_store::{Digest, StoreError};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::stage::Registry;
+use crate::stage::{Registry, StageError};
 use crate::worker::{RemoteStageError, StageRequest, WireOutput};
 
 /// The directory of the store that holds task directories.
@@ -403,10 +403,13 @@ pub fn run_task(registry: &Registry, spec: &TaskSpec, task: Task, here: &Envelop
     }
     let ran = request.with_context(worker, |cx| {
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match task {
-            Task::Map(i) => kind.map(cx, &[i]).map(|mut v| TaskResult::Map {
-                key: request.key,
-                task: i,
-                value: v.pop().unwrap_or(Value::Null),
+            Task::Map(i) => kind.map(cx, &[i]).and_then(|mut texts| {
+                let value = match texts.pop() {
+                    Some(text) => serde_json::from_str(text.get())
+                        .map_err(|e| StageError::MapResult { task: i, message: e.to_string() })?,
+                    None => Value::Null,
+                };
+                Ok(TaskResult::Map { key: request.key, task: i, value })
             }),
             Task::Whole => kind.run(cx).map(|out| TaskResult::Whole {
                 key: request.key,

@@ -19,7 +19,7 @@
 use std::collections::BTreeMap;
 
 use prov_dataset::{LedgerDecision, LedgerRow, LedgerShard, write_dataset, write_ledger, write_ledger_shard};
-use prov_exec::{MapResults, StageContext, StageError, StageOutput};
+use prov_exec::{MapResultText, MapResults, StageContext, StageError, StageOutput, map_result_text};
 use prov_manifest::{DatasetRecord, OutputRef, OutputType, ShardRef};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -117,12 +117,12 @@ pub fn shard_tasks(cx: &StageContext<'_>) -> Result<Option<usize>, StageError> {
 }
 
 /// Runs `filter` on each shard of input `docs` that `tasks` names, in parallel on the stage's
-/// pool, and returns the results as JSON in the order of `tasks`.
+/// pool, and returns the results as JSON text in the order of `tasks`.
 pub fn map_shards(
     cx: &StageContext<'_>,
     tasks: &[usize],
     filter: impl Fn(&ShardRef) -> Result<FilteredShard, StageError> + Sync,
-) -> Result<Vec<Value>, StageError> {
+) -> Result<Vec<MapResultText>, StageError> {
     let ds = cx.input_record::<DatasetRecord>("docs")?;
     let shards: Vec<&ShardRef> = tasks
         .iter()
@@ -133,9 +133,7 @@ pub fn map_shards(
             })
         })
         .collect::<Result<_, _>>()?;
-    cx.pool.install(|| {
-        shards.par_iter().map(|s| Ok(serde_json::to_value(filter(s)?).expect("a filtered shard encodes"))).collect()
-    })
+    cx.pool.install(|| tasks.par_iter().zip(shards).map(|(&t, s)| map_result_text(t, &filter(s)?)).collect())
 }
 
 /// The reduce step of a filter: reads each map result as it arrives, hands its `extra` to

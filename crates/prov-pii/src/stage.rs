@@ -9,7 +9,9 @@
 //! | `pii:exempt` | kept | the document's `tag` metadata field is in `exempt_tags` (the report does not anonymise code and math) |
 
 use prov_dataset::{Document, LedgerDecision, LedgerRow, ShardWriter, shard_documents, word_count};
-use prov_exec::{ConfigError, InputSpec, MapResults, Stage, StageContext, StageError, StageOutput, parse_params};
+use prov_exec::{
+    ConfigError, InputSpec, MapResultText, MapResults, Stage, StageContext, StageError, StageOutput, parse_params,
+};
 use prov_manifest::{Determinism, OutputType};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -82,7 +84,7 @@ impl Stage for PiiStage {
         prov_filter::shard_tasks(cx)
     }
 
-    fn map(&self, cx: &StageContext<'_>, tasks: &[usize]) -> Result<Vec<Value>, StageError> {
+    fn map(&self, cx: &StageContext<'_>, tasks: &[usize]) -> Result<Vec<MapResultText>, StageError> {
         let config: PiiConfig = parse_params(cx.config).map_err(StageError::Config)?;
         let redactor = Redactor::new(config.mode, StrictOptions { keep_private_ips: config.keep_private_ips });
         prov_filter::map_shards(cx, tasks, |s| {

@@ -48,7 +48,9 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use prov_dataset::{Document, LedgerDecision, LedgerRow, ShardWriter, shard_documents};
-use prov_exec::{ConfigError, InputSpec, MapResults, Stage, StageContext, StageError, StageOutput, parse_params};
+use prov_exec::{
+    ConfigError, InputSpec, MapResultText, MapResults, Stage, StageContext, StageError, StageOutput, parse_params,
+};
 use prov_license::{Decision, Normalized, Policy, Reviewed, ReviewedVerdicts, evaluate, normalize};
 use prov_manifest::{
     Content, Determinism, OutputRef, OutputType, Record, SCHEMA_VERSION, TreeEntry, TreeRecord, VerdictRecord,
@@ -299,7 +301,7 @@ impl Stage for LicenseStage {
         prov_filter::shard_tasks(cx)
     }
 
-    fn map(&self, cx: &StageContext<'_>, tasks: &[usize]) -> Result<Vec<Value>, StageError> {
+    fn map(&self, cx: &StageContext<'_>, tasks: &[usize]) -> Result<Vec<MapResultText>, StageError> {
         let config: LicenseConfig = parse_params(cx.config).map_err(StageError::Config)?;
         let policy = policy_of(&config.policy)?;
         let reviewers = reviewer_verdicts(cx)?;

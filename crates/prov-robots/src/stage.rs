@@ -17,7 +17,9 @@
 use std::collections::BTreeMap;
 
 use prov_dataset::{Document, LedgerDecision, LedgerRow, ShardWriter, shard_documents};
-use prov_exec::{ConfigError, InputSpec, MapResults, Stage, StageContext, StageError, StageOutput, parse_params};
+use prov_exec::{
+    ConfigError, InputSpec, MapResultText, MapResults, Stage, StageContext, StageError, StageOutput, parse_params,
+};
 use prov_manifest::{Content, Determinism, OutputType, SourceRecord, TreeRecord, get_typed};
 use prov_store::{Digest, Store};
 use serde::{Deserialize, Serialize};
@@ -253,7 +255,7 @@ impl Stage for RobotsStage {
         prov_filter::shard_tasks(cx)
     }
 
-    fn map(&self, cx: &StageContext<'_>, tasks: &[usize]) -> Result<Vec<Value>, StageError> {
+    fn map(&self, cx: &StageContext<'_>, tasks: &[usize]) -> Result<Vec<MapResultText>, StageError> {
         let config: RobotsConfig = parse_params(cx.config).map_err(StageError::Config)?;
         let snapshot = Snapshot::load(cx.store, &cx.input("snapshot")?.digest)?;
         let robots = snapshot.parse_all(config.keys)?;
