@@ -383,7 +383,58 @@ fn decision_name(d: prov_license::Decision) -> &'static str {
 
 #[cfg(test)]
 mod tests {
-    use super::KeptIds;
+    use std::collections::BTreeMap;
+
+    use prov_manifest::{Decision, SCHEMA_VERSION, VerdictRecord};
+    use prov_store::Digest;
+
+    use super::{ClaimResult, KeptIds, check_reviewer_kept};
+    use crate::claims::Outcome;
+
+    /// The audit's judgement of documents kept by one pinned reviewer verdict that allows
+    /// `Custom-Research-1.0` for record `r1` alone, when the kept documents have `ids`.
+    fn judged(ids: &[&str], scope: Option<&str>) -> ClaimResult {
+        let subject = Digest::of(b"a source manifest");
+        let verdict = VerdictRecord {
+            schema: SCHEMA_VERSION,
+            subject,
+            spdx: prov_license::license_key("Custom-Research-1.0"),
+            record: scope.map(str::to_owned),
+            decision: Decision::Allow,
+            policy_version: "1".into(),
+            rule: prov_license::MANUAL_RULE.into(),
+            reviewer: "reviewer@example.org".into(),
+            rationale: "read the terms".into(),
+            decided_at: Some("2026-11-27T00:00:00Z".into()),
+        };
+        let d = Digest::of(b"the verdict's bytes");
+        let pinned = BTreeMap::from([(d, (verdict, prov_license::Signed::Unsigned))]);
+        let mut kept_ids = KeptIds::default();
+        for id in ids {
+            kept_ids.add(id);
+        }
+        let kept = BTreeMap::from([(("Custom-Research-1.0".to_owned(), d.to_string()), (ids.len() as u64, kept_ids))]);
+        let mut result = ClaimResult::new("license", "a claim".into());
+        check_reviewer_kept("license", &kept, &pinned, &[], &mut result);
+        result
+    }
+
+    /// A verdict about one record, cited by a ledger (a forged one: the stage never applies
+    /// it elsewhere) for the documents of another record, or of that record and another,
+    /// makes the claim fail, naming the record; cited for that record's documents alone, or
+    /// unscoped, it holds.
+    #[test]
+    fn a_verdict_about_one_record_does_not_cover_another_records_documents() {
+        for ids in [&["r2"][..], &["r2", "r2"], &["r1", "r2"], &["r2", "r1", "r1"]] {
+            let result = judged(ids, Some("r1"));
+            assert_eq!(result.outcome, Outcome::Fails, "{ids:?}");
+            assert!(result.reasons.iter().any(|r| r.contains("in record `r1`")), "{:?}", result.reasons);
+        }
+        for ids in [&["r1"][..], &["r1", "r1"]] {
+            assert_eq!(judged(ids, Some("r1")).outcome, Outcome::Holds, "{ids:?}");
+        }
+        assert_eq!(judged(&["r1", "r2"], None).outcome, Outcome::Holds, "an unscoped verdict covers every record");
+    }
 
     /// A verdict about one record passes only when every document it kept has that id: one
     /// other id among thousands is enough to fail, as with the whole list of ids.
