@@ -336,6 +336,30 @@ pub fn map_result_text(task: usize, result: &impl serde::Serialize) -> Result<Ma
     serde_json::value::to_raw_value(result).map_err(|e| StageError::MapResult { task, message: e.to_string() })
 }
 
+/// Runs `stage`'s map tasks `tasks` and pairs each with its result. The one place `map` is
+/// called, locally and in a cluster task, so that a map step returning another number of
+/// results than tasks fails at the first task instead of shifting every later result onto
+/// the wrong task.
+pub(crate) fn map_checked<S: Stage + ?Sized>(
+    stage: &S,
+    cx: &StageContext<'_>,
+    tasks: &[usize],
+) -> Result<Vec<(usize, MapResultText)>, StageError> {
+    let texts = stage.map(cx, tasks)?;
+    if texts.len() != tasks.len() {
+        return Err(StageError::MapResult {
+            task: tasks.first().copied().unwrap_or_default(),
+            message: format!("the batch of {} tasks from here returned {} results", tasks.len(), texts.len()),
+        });
+    }
+    Ok(tasks.iter().copied().zip(texts).collect())
+}
+
+/// Parses task `task`'s result, as the reduce step reads it.
+pub(crate) fn parse_map_result(task: usize, text: &serde_json::value::RawValue) -> Result<Value, StageError> {
+    serde_json::from_str(text.get()).map_err(|e| StageError::MapResult { task, message: e.to_string() })
+}
+
 /// The results of a stage's map tasks as the reduce step reads them: `(task, result)` in task
 /// order, read (from this process's batches or from the task directory of a cluster run) one
 /// at a time. A result that cannot be had ends the stream with an error.
@@ -479,20 +503,12 @@ pub trait Stage: Send + Sync {
         };
         let batches = (0..tasks).step_by(MAP_BATCH).flat_map(move |start| {
             let batch: Vec<usize> = (start..tasks.min(start + MAP_BATCH)).collect();
-            let results: Vec<Result<(usize, MapResultText), StageError>> = match self.map(cx, &batch) {
-                // A short batch would shift every later result onto the wrong task.
-                Ok(texts) if texts.len() != batch.len() => vec![Err(StageError::MapResult {
-                    task: start,
-                    message: format!("the batch of {} tasks from here returned {} results", batch.len(), texts.len()),
-                })],
-                Ok(texts) => batch.into_iter().zip(texts).map(Ok).collect(),
+            let results: Vec<Result<(usize, MapResultText), StageError>> = match map_checked(self, cx, &batch) {
+                Ok(pairs) => pairs.into_iter().map(Ok).collect(),
                 Err(e) => vec![Err(e)],
             };
             // Parsed one at a time, as the reduce step takes them.
-            results.into_iter().map(|r| {
-                let (task, text) = r?;
-                serde_json::from_str(text.get()).map_err(|e| StageError::MapResult { task, message: e.to_string() })
-            })
+            results.into_iter().map(|r| r.and_then(|(task, text)| parse_map_result(task, &text)))
         });
         self.reduce(cx, MapResults::new(tasks, batches))
     }

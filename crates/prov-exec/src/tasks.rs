@@ -30,7 +30,7 @@ use prov_store::{Digest, StoreError};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::stage::{Registry, StageError};
+use crate::stage::{Registry, StageError, map_checked, parse_map_result};
 use crate::worker::{RemoteStageError, StageRequest, WireOutput};
 
 /// The directory of the store that holds task directories.
@@ -403,11 +403,10 @@ pub fn run_task(registry: &Registry, spec: &TaskSpec, task: Task, here: &Envelop
     }
     let ran = request.with_context(worker, |cx| {
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match task {
-            Task::Map(i) => kind.map(cx, &[i]).and_then(|mut texts| {
-                let value = match texts.pop() {
-                    Some(text) => serde_json::from_str(text.get())
-                        .map_err(|e| StageError::MapResult { task: i, message: e.to_string() })?,
-                    None => Value::Null,
+            Task::Map(i) => map_checked(&**kind, cx, &[i]).and_then(|results| {
+                let value = match results.as_slice() {
+                    [(task, text)] => parse_map_result(*task, text)?,
+                    _ => return Err(StageError::MapResult { task: i, message: "not one result".into() }),
                 };
                 Ok(TaskResult::Map { key: request.key, task: i, value })
             }),
