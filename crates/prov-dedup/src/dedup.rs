@@ -52,21 +52,26 @@
 //!
 //! # Phases, and memory that does not grow with the corpus
 //!
-//! 1. Shard-parallel, each shard streamed: a document's id and signature go to the scratch
-//!    directory, its exact key and its band buckets to two external sorts (`prov-extsort`),
-//!    one sorted run per shard.
-//! 2. Sequential merges of the sorted runs: the first document of each exact key is the
-//!    reference of the later ones; the members of every bucket with two or more go to one
-//!    file, and each later member learns where its earlier ones are. Then the keep-first
-//!    decisions, in dataset order, reading candidates' bucket members and signatures from
-//!    disk. The only state that grows is one bit per document: kept or not.
-//! 3. Shard-parallel: each shard is read again, its kept documents and its ledger written.
+//! 1. One map task per shard, each shard streamed: the task writes the shard's ids and
+//!    signatures, and its exact keys and band buckets each as one sorted run, to the stage's
+//!    work directory ([`StageContext::work_dir`]), and names the five files with their sizes
+//!    and digests in its result. Run on Slurm, these are the array tasks, on any node.
+//! 2. The reduce step, where the stage is recorded: it checks every task's files against its
+//!    result (a file that is not what its task wrote fails the stage as that task's
+//!    integrity failure, and on Slurm the task runs again on the next run), then merges the
+//!    runs: the first document of each exact key is the reference of the later ones; the
+//!    members of every bucket with two or more go to one file, and each later member learns
+//!    where its earlier ones are. Then the keep-first decisions, in dataset order, reading
+//!    candidates' bucket members and signatures from the work files. The only state that
+//!    grows is one bit per document: kept or not.
+//! 3. Still in the reduce step, shard-parallel on its threads: each shard is read again, its
+//!    kept documents and its ledger written.
 //!
 //! Memory is therefore a shard's records per thread in phase 1 (about 300 bytes a document
 //! with the defaults), the sorts' buffers in phase 2, and a shard's ledger rows per thread in
 //! phase 3; disk is about 1.2 KB a document with the defaults (signature, buckets, key), in
-//! the stage's scratch directory, removed when it ends. The decisions are those of the
-//! in-memory rule above (a test compares them with it on random corpora).
+//! the work and scratch directories, removed when the stage ends. The decisions are those of
+//! the in-memory rule above (a test compares them with it on random corpora).
 //!
 //! # Known limit
 //!
@@ -74,12 +79,15 @@
 //! one by one: time, not memory, grows with it.
 
 use std::io::{BufReader, BufWriter, Read, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use prov_dataset::{LedgerDecision, LedgerRow, ShardWriter, shard_documents};
-use prov_exec::{ConfigError, InputSpec, Stage, StageContext, StageError, StageOutput, parse_params};
-use prov_extsort::{ExternalSort, Sorted};
+use prov_exec::{
+    ConfigError, InputSpec, MapResultText, MapResults, Stage, StageContext, StageError, StageOutput, WorkFile,
+    WorkFileRef, parse_params,
+};
+use prov_extsort::{ExternalSort, Sorted, write_run_to};
 use prov_manifest::{DatasetRecord, Determinism, OutputType};
 use prov_store::{Digest, Hasher};
 use rayon::prelude::*;
@@ -295,27 +303,39 @@ fn le64(b: &[u8]) -> u64 {
     u64::from_le_bytes(b.try_into().expect("eight bytes"))
 }
 
-/// The stage's scratch files (the directory is removed when dropped).
+/// The stage's files. Map task `S` (phase 1 of shard `S`) leaves its files in the work
+/// directory, shared with the reduce step wherever the task ran ([`StageContext::work_dir`]);
+/// the reduce step's own files are in its scratch directory (removed when dropped).
 ///
-/// | file | holds |
-/// | --- | --- |
-/// | `ids-S.bin`, `ids-S.end` | shard `S`'s document ids, and where each ends (u64 LE) |
-/// | `sig-S.bin` | shard `S`'s signatures, `permutations` u64 LE per row (zeros for an empty text) |
-/// | `members.bin` | the positions (u64 LE) of the members of every bucket with two or more |
-/// | `verdict-S.bin` | shard `S`'s decisions, [`VERDICT_W`] bytes per row |
-/// | `*-run-*.bin` | sorted runs of the external sorts |
+/// | file | where | holds |
+/// | --- | --- | --- |
+/// | `ids-S.bin`, `ends-S.bin` | work | shard `S`'s document ids, and where each ends (u64 LE) |
+/// | `sig-S.bin` | work | shard `S`'s signatures, `permutations` u64 LE per row (zeros for an empty text) |
+/// | `exact-S.bin`, `buckets-S.bin` | work | shard `S`'s exact keys and band buckets, each one sorted run |
+/// | `members.bin` | scratch | the positions (u64 LE) of the members of every bucket with two or more |
+/// | `verdict-S.bin` | scratch | shard `S`'s decisions, [`VERDICT_W`] bytes per row |
+/// | `*-run-*.bin`, `*-pass*-*.bin` | scratch | runs and merge passes of the external sorts |
 struct Scratch {
     dir: prov_exec::Scratch,
+    work: PathBuf,
     permutations: usize,
+}
+
+/// The name of shard `shard`'s file `name`.
+fn file_name(name: &str, shard: usize) -> String {
+    format!("{name}-{shard:06}.bin")
 }
 
 impl Scratch {
     fn path(&self, name: &str, shard: usize) -> PathBuf {
-        self.dir.path().join(format!("{name}-{shard:06}.bin"))
+        self.dir.path().join(file_name(name, shard))
+    }
+    fn work_path(&self, name: &str, shard: usize) -> PathBuf {
+        self.work.join(file_name(name, shard))
     }
 }
 
-/// Random reads of scratch files by shard, with a few files kept open.
+/// Random reads of map tasks' files (in the work directory) by shard, with a few kept open.
 struct Files<'a> {
     scratch: &'a Scratch,
     name: &'static str,
@@ -337,7 +357,7 @@ impl<'a> Files<'a> {
             if self.open.len() == Self::KEEP_OPEN {
                 self.open.remove(0);
             }
-            self.open.push((shard, fs_err::File::open(self.scratch.path(self.name, shard))?));
+            self.open.push((shard, fs_err::File::open(self.scratch.work_path(self.name, shard))?));
             self.open.len() - 1
         };
         self.open[i].1.read_exact_at(buf, offset)
@@ -361,20 +381,46 @@ fn read_id(ends: &mut Files<'_>, ids: &mut Files<'_>, pos: u64) -> std::io::Resu
     String::from_utf8(id).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
 }
 
-/// Phase 1 for one shard: writes its ids and signatures, and hands its exact keys and
-/// buckets to the sorts. Returns its number of documents.
+/// What map task `S` (phase 1 of shard `S`) leaves for the reduce step: the shard's number
+/// of documents and its five work files ([`Scratch`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Sketched {
+    rows: usize,
+    ids: WorkFileRef,
+    ends: WorkFileRef,
+    sig: WorkFileRef,
+    exact: WorkFileRef,
+    buckets: WorkFileRef,
+}
+
+impl Sketched {
+    /// The files, each checked to be what task `task` wrote under the name the reduce step
+    /// reads: the paths of its exact and bucket runs.
+    fn check(&self, work: &Path, task: usize) -> Result<(PathBuf, PathBuf), StageError> {
+        self.ids.check_named(work, task, &file_name("ids", task))?;
+        self.ends.check_named(work, task, &file_name("ends", task))?;
+        self.sig.check_named(work, task, &file_name("sig", task))?;
+        Ok((
+            self.exact.check_named(work, task, &file_name("exact", task))?,
+            self.buckets.check_named(work, task, &file_name("buckets", task))?,
+        ))
+    }
+}
+
+/// Phase 1 for one shard (a map task): writes its ids, signatures, and its exact keys and
+/// buckets each as one sorted run, to the work directory `work`.
 fn sketch_shard(
-    scratch: &Scratch,
+    work: &Path,
     shard: usize,
     docs: impl Iterator<Item = Result<(String, String), StageError>>,
     config: &DedupConfig,
     hasher: &MinHasher,
-    exact: &ExternalSort<[u8; EXACT_W]>,
-    buckets: &ExternalSort<[u8; BUCKET_W]>,
-) -> Result<usize, StageError> {
-    let mut ids = BufWriter::new(fs_err::File::create(scratch.path("ids", shard))?);
-    let mut ends = BufWriter::new(fs_err::File::create(scratch.path("ends", shard))?);
-    let mut sigs = BufWriter::new(fs_err::File::create(scratch.path("sig", shard))?);
+) -> Result<Sketched, StageError> {
+    let permutations = config.permutations as usize;
+    let mut ids = WorkFile::create(work, &file_name("ids", shard))?;
+    let mut ends = WorkFile::create(work, &file_name("ends", shard))?;
+    let mut sigs = WorkFile::create(work, &file_name("sig", shard))?;
     let (mut exact_records, mut bucket_records) = (Vec::new(), Vec::new());
     let (mut rows, mut id_bytes) = (0, 0u64);
     for doc in docs {
@@ -401,19 +447,25 @@ fn sketch_shard(
                 bucket_records.push(r);
             }
             if sig.is_empty() {
-                sigs.write_all(&vec![0u8; scratch.permutations * 8])?;
+                sigs.write_all(&vec![0u8; permutations * 8])?;
             }
             for v in sig {
                 sigs.write_all(&v.to_le_bytes())?;
             }
         }
     }
-    for w in [ids, ends, sigs] {
-        w.into_inner().map_err(std::io::IntoInnerError::into_error)?;
-    }
-    exact.add_run(exact_records)?;
-    buckets.add_run(bucket_records)?;
-    Ok(rows)
+    let mut exact = WorkFile::create(work, &file_name("exact", shard))?;
+    write_run_to(&mut exact_records, &mut exact)?;
+    let mut buckets = WorkFile::create(work, &file_name("buckets", shard))?;
+    write_run_to(&mut bucket_records, &mut buckets)?;
+    Ok(Sketched {
+        rows,
+        ids: ids.finish()?,
+        ends: ends.finish()?,
+        sig: sigs.finish()?,
+        exact: exact.finish()?,
+        buckets: buckets.finish()?,
+    })
 }
 
 /// Phase 2a: every document whose exact key an earlier document has, with that document
@@ -666,32 +718,25 @@ impl<'a> Verdicts<'a> {
     }
 }
 
-/// A shard's `(id, text)` stream.
-type Docs = Box<dyn Iterator<Item = Result<(String, String), StageError>>>;
-
-/// Phases 1 and 2 over the shards' `(id, text)` streams: leaves every shard's decisions in
-/// the scratch directory and returns the shards' sizes and the unverified count.
-fn sketch_and_decide<I>(
+/// Phase 2 over the map tasks' results, which arrive in task order: checks each task's
+/// files, merges their runs, and leaves every shard's decisions in the scratch directory.
+/// Returns the shards' sizes and the unverified count.
+fn decide_all(
     scratch: &Scratch,
-    shards: Vec<I>,
-    pool: &rayon::ThreadPool,
+    sketches: impl Iterator<Item = Result<(usize, Sketched), StageError>>,
     config: &DedupConfig,
-    hasher: &MinHasher,
-) -> Result<(Vec<usize>, u64), StageError>
-where
-    I: FnOnce() -> Result<Docs, StageError> + Send,
-{
+) -> Result<(Vec<usize>, u64), StageError> {
     let exact = ExternalSort::<[u8; EXACT_W]>::new(scratch.dir.path(), "exact", SORT_BUDGET);
     let buckets = ExternalSort::<[u8; BUCKET_W]>::new(scratch.dir.path(), "bucket", SORT_BUDGET);
-    // Phase 1: shard-parallel; each shard streamed, its records sorted as one run.
-    let rows: Vec<usize> = pool.install(|| {
-        shards
-            .into_par_iter()
-            .enumerate()
-            .map(|(i, open)| sketch_shard(scratch, i, open()?, config, hasher, &exact, &buckets))
-            .collect::<Result<_, _>>()
-    })?;
-    // Phase 2: sequential merges, then the decisions in dataset order.
+    let mut rows = Vec::new();
+    for result in sketches {
+        let (task, shard) = result?;
+        assert_eq!(task, rows.len(), "map results arrive in task order");
+        let (exact_run, bucket_run) = shard.check(&scratch.work, task)?;
+        exact.adopt_run(&exact_run);
+        buckets.adopt_run(&bucket_run);
+        rows.push(shard.rows);
+    }
     let exact_dups = exact_duplicates(scratch, exact)?;
     let lookups = bucket_lookups(scratch, buckets)?;
     let unverified = decide(scratch, &rows, exact_dups, lookups, config)?;
@@ -757,26 +802,40 @@ impl Stage for DedupStage {
     fn seed_names(&self) -> &'static [&'static str] {
         &["minhash"]
     }
-    fn run(&self, cx: &StageContext<'_>) -> Result<StageOutput, StageError> {
+    /// One map task per shard: phase 1, the shard's sketches.
+    fn map_tasks(&self, cx: &StageContext<'_>) -> Result<Option<usize>, StageError> {
+        Ok(Some(cx.input_record::<DatasetRecord>("docs")?.shards.len()))
+    }
+    fn map(&self, cx: &StageContext<'_>, tasks: &[usize]) -> Result<Vec<MapResultText>, StageError> {
         let config: DedupConfig = parse_params(cx.config).map_err(StageError::Config)?;
         let hasher = MinHasher::new(cx.seed("minhash")?, config.permutations, config.shingle);
+        let work = cx.work_dir()?;
+        prov_filter::map_input_shards(cx, tasks, |i, shard| {
+            let docs = shard_documents(cx.store, &shard.digest)?.map(|d| {
+                let d = d?;
+                Ok((d.id, d.text))
+            });
+            sketch_shard(&work, i, docs, &config, &hasher)
+        })
+    }
+    /// Phases 2 and 3 (see the module doc), where the stage is recorded.
+    fn reduce(&self, cx: &StageContext<'_>, results: MapResults<'_>) -> Result<StageOutput, StageError> {
+        let config: DedupConfig = parse_params(cx.config).map_err(StageError::Config)?;
         let ds = cx.input_record::<DatasetRecord>("docs")?;
-        let scratch = Scratch { dir: cx.scratch()?, permutations: config.permutations as usize };
-        let opens: Vec<_> = ds
-            .shards
-            .iter()
-            .map(|s| {
-                let digest = s.digest;
-                move || -> Result<Docs, StageError> {
-                    Ok(Box::new(shard_documents(cx.store, &digest)?.map(|d| {
-                        let d = d?;
-                        Ok((d.id, d.text))
-                    })))
-                }
-            })
-            .collect();
-        // Phases 1 and 2: sketches, then the keep-first decisions, on disk.
-        let (rows, unverified) = sketch_and_decide(&scratch, opens, cx.pool, &config, &hasher)?;
+        let scratch = Scratch { dir: cx.scratch()?, work: cx.work_dir()?, permutations: config.permutations as usize };
+        let sketches = results.map(|r| {
+            let (task, value) = r?;
+            let sketched = serde_json::from_value::<Sketched>(value)
+                .map_err(|e| StageError::MapResult { task, message: e.to_string() })?;
+            Ok((task, sketched))
+        });
+        let (rows, unverified) = decide_all(&scratch, sketches, &config)?;
+        if rows.len() != ds.shards.len() {
+            return Err(StageError::Input {
+                input: "docs".into(),
+                message: format!("{} map results for {} shards", rows.len(), ds.shards.len()),
+            });
+        }
         // Phase 3: kept documents and ledger shards, shard-parallel (each shard streamed
         // again), each folded into the stage's parts as it finishes.
         let parts = Mutex::new(prov_filter::FilterParts::new(ds.shards.len()));
@@ -993,19 +1052,30 @@ mod tests {
             .collect()
     }
 
+    /// The map tasks' sketches of `shards`, in a work directory of `dir`, and the files
+    /// phase 2 works in.
+    fn sketched(dir: &Path, shards: &[Vec<(String, String)>], c: &DedupConfig) -> (Scratch, Vec<Sketched>) {
+        std::fs::create_dir(dir.join("scratch")).unwrap();
+        std::fs::create_dir(dir.join("work")).unwrap();
+        let scratch = Scratch {
+            dir: prov_exec::Scratch::at(dir.join("scratch")),
+            work: dir.join("work"),
+            permutations: c.permutations as usize,
+        };
+        let hasher = MinHasher::new(3, c.permutations, c.shingle);
+        let sketches = shards
+            .iter()
+            .enumerate()
+            .map(|(i, docs)| sketch_shard(&scratch.work, i, docs.clone().into_iter().map(Ok), c, &hasher).unwrap())
+            .collect();
+        (scratch, sketches)
+    }
+
     /// The stage's phases 1 and 2 on disk, their decisions read back as phase 3 reads them.
     fn decide_on_disk(shards: &[Vec<(String, String)>], c: &DedupConfig) -> (Vec<Vec<Verdict>>, u64) {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir(dir.path().join("scratch")).unwrap();
-        let scratch =
-            Scratch { dir: prov_exec::Scratch::at(dir.path().join("scratch")), permutations: c.permutations as usize };
-        let hasher = MinHasher::new(3, c.permutations, c.shingle);
-        let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
-        let opens: Vec<_> = shards
-            .iter()
-            .map(|docs| move || -> Result<Docs, StageError> { Ok(Box::new(docs.clone().into_iter().map(Ok))) })
-            .collect();
-        let (rows, unverified) = sketch_and_decide(&scratch, opens, &pool, c, &hasher).unwrap();
+        let (scratch, sketches) = sketched(dir.path(), shards, c);
+        let (rows, unverified) = decide_all(&scratch, sketches.into_iter().enumerate().map(Ok), c).unwrap();
         assert_eq!(rows, shards.iter().map(Vec::len).collect::<Vec<_>>());
         let verdicts = (0..shards.len())
             .map(|i| {
@@ -1014,8 +1084,36 @@ mod tests {
             })
             .collect();
         drop(scratch);
-        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "the scratch directory is removed");
+        assert!(!dir.path().join("scratch").exists(), "the scratch directory is removed");
         (verdicts, unverified)
+    }
+
+    /// A map task's file that is not what the task wrote (bytes changed after the task, the
+    /// size kept) is refused as that task's integrity failure, before any decision; a result
+    /// that names another task's file is refused as a bad result of its task.
+    #[test]
+    fn a_map_tasks_file_changed_after_the_task_is_refused() {
+        let docs = with_ids(&[&[PARAGRAPH, "one"], &["two", PARAGRAPH]]);
+        let c = config();
+        let dir = tempfile::tempdir().unwrap();
+        let (scratch, sketches) = sketched(dir.path(), &docs, &c);
+        let sig = scratch.work_path("sig", 1);
+        let mut bytes = fs_err::read(&sig).unwrap();
+        bytes[8] ^= 1;
+        fs_err::write(&sig, &bytes).unwrap();
+        match decide_all(&scratch, sketches.clone().into_iter().enumerate().map(Ok), &c) {
+            Err(e @ StageError::WorkFile { task: 1, .. }) => assert!(e.is_integrity_failure(), "{e}"),
+            other => panic!("{other:?}"),
+        }
+        assert!(!scratch.path("verdict", 0).exists(), "nothing was decided");
+        let mut swapped = sketches;
+        swapped[0].buckets = swapped[1].buckets.clone();
+        match decide_all(&scratch, swapped.into_iter().enumerate().map(Ok), &c) {
+            Err(StageError::MapResult { task: 0, message }) => {
+                assert!(message.contains("`buckets-000001.bin`"), "{message}");
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     fn decide_in_memory(shards: &[Vec<(String, String)>], c: &DedupConfig) -> (Vec<Vec<Verdict>>, u64) {

@@ -76,6 +76,10 @@ pub(crate) fn run_dispatched(
         (Some(tasks), _) => guarded(&|| kind.reduce(cx, MapResults::new(tasks, map_results(&dir, tasks))))
             .inspect_err(|e| {
                 match e {
+                    // A file one task left that is not what it wrote: that task runs again.
+                    ExecError::Stage { source: StageError::WorkFile { task, .. }, .. } => {
+                        let _ = dir.remove_result(Task::Map(*task));
+                    }
                     // A reduce step that read damaged bytes: the results naming them are dropped.
                     e if e.is_integrity_failure() => {
                         let _ = dir.remove();
@@ -130,13 +134,22 @@ mod tests {
     use crate::stage::{ConfigError, InputSpec, MapResultText, Registry, map_result_text};
     use crate::tasks::run_task;
 
-    /// Five map tasks, each writing a shard of two documents; the reduce step writes the
-    /// dataset over them, in task order.
-    struct Sharded;
+    /// A map step of a test stage.
+    type MapFn = fn(&StageContext<'_>, &[usize]) -> Result<Vec<MapResultText>, StageError>;
+    /// A reduce step of a test stage.
+    type ReduceFn = fn(&StageContext<'_>, MapResults<'_>) -> Result<StageOutput, StageError>;
 
-    impl Stage for Sharded {
+    /// A stage of kind `kind` with `tasks` map tasks, its steps given, and one dataset output.
+    struct TestStage {
+        kind: &'static str,
+        tasks: usize,
+        map: MapFn,
+        reduce: ReduceFn,
+    }
+
+    impl Stage for TestStage {
         fn kind(&self) -> &'static str {
-            "sharded"
+            self.kind
         }
         fn version(&self) -> u32 {
             1
@@ -157,32 +170,83 @@ mod tests {
             vec![("dataset".into(), OutputType::Dataset)]
         }
         fn map_tasks(&self, _cx: &StageContext<'_>) -> Result<Option<usize>, StageError> {
-            Ok(Some(5))
+            Ok(Some(self.tasks))
         }
         fn map(&self, cx: &StageContext<'_>, tasks: &[usize]) -> Result<Vec<MapResultText>, StageError> {
-            tasks
-                .iter()
-                .map(|&t| {
-                    let mut w = ShardWriter::new(cx.store)?;
-                    for r in 0..2 {
-                        w.push(Document::new(format!("{t}-{r}"), format!("text of task {t}, row {r}")))?;
-                    }
-                    map_result_text(t, &w.finish()?)
-                })
-                .collect()
+            (self.map)(cx, tasks)
         }
         fn reduce(&self, cx: &StageContext<'_>, results: MapResults<'_>) -> Result<StageOutput, StageError> {
-            let shards: Vec<ShardRef> = results
-                .map(|r| {
+            (self.reduce)(cx, results)
+        }
+    }
+
+    /// The stage's one output, `dataset`, and its statistics.
+    fn output(digest: prov_store::Digest, stats: &[(&str, Value)]) -> StageOutput {
+        let mut out = StageOutput::default();
+        out.outputs.insert("dataset".into(), OutputRef { output_type: OutputType::Dataset, digest });
+        out.stats.extend(stats.iter().map(|(k, v)| ((*k).to_owned(), v.clone())));
+        out
+    }
+
+    /// Five map tasks, each writing a shard of two documents; the reduce step writes the
+    /// dataset over them, in task order.
+    fn sharded() -> TestStage {
+        TestStage {
+            kind: "sharded",
+            tasks: 5,
+            map: |cx, tasks| {
+                tasks
+                    .iter()
+                    .map(|&t| {
+                        let mut w = ShardWriter::new(cx.store)?;
+                        for r in 0..2 {
+                            w.push(Document::new(format!("{t}-{r}"), format!("text of task {t}, row {r}")))?;
+                        }
+                        map_result_text(t, &w.finish()?)
+                    })
+                    .collect()
+            },
+            reduce: |cx, results| {
+                let shards: Vec<ShardRef> = results
+                    .map(|r| {
+                        let (task, v) = r?;
+                        serde_json::from_value(v).map_err(|e| StageError::MapResult { task, message: e.to_string() })
+                    })
+                    .collect::<Result<_, _>>()?;
+                Ok(output(write_dataset(cx.store, shards)?.0, &[("tasks", json!(5))]))
+            },
+        }
+    }
+
+    /// Three map tasks, each leaving a work file for the reduce step, which checks every file
+    /// and counts their bytes.
+    fn noted() -> TestStage {
+        TestStage {
+            kind: "noted",
+            tasks: 3,
+            map: |cx, tasks| {
+                use std::io::Write as _;
+                let work = cx.work_dir()?;
+                tasks
+                    .iter()
+                    .map(|&t| {
+                        let mut f = crate::WorkFile::create(&work, &format!("note-{t}"))?;
+                        f.write_all("what task left ".repeat(t + 1).as_bytes())?;
+                        map_result_text(t, &f.finish()?)
+                    })
+                    .collect()
+            },
+            reduce: |cx, results| {
+                let work = cx.work_dir()?;
+                let mut bytes = 0;
+                for r in results {
                     let (task, v) = r?;
-                    serde_json::from_value(v).map_err(|e| StageError::MapResult { task, message: e.to_string() })
-                })
-                .collect::<Result<_, _>>()?;
-            let (digest, _) = write_dataset(cx.store, shards)?;
-            let mut out = StageOutput::default();
-            out.outputs.insert("dataset".into(), OutputRef { output_type: OutputType::Dataset, digest });
-            out.stats.insert("tasks".into(), json!(5));
-            Ok(out)
+                    let note: crate::WorkFileRef = serde_json::from_value(v)
+                        .map_err(|e| StageError::MapResult { task, message: e.to_string() })?;
+                    bytes += fs_err::read(note.check_named(&work, task, &format!("note-{task}"))?)?.len();
+                }
+                Ok(output(write_dataset(cx.store, Vec::new())?.0, &[("bytes", json!(bytes))]))
+            },
         }
     }
 
@@ -226,12 +290,19 @@ mod tests {
     use std::path::Path;
 
     fn setup() -> (tempfile::TempDir, Store, Registry, crate::Locked) {
+        setup_with(sharded(), "")
+    }
+
+    /// A project whose recipe has one stage, `s`, of `stage`'s kind, with `params` (a line of
+    /// YAML, or nothing).
+    fn setup_with(stage: TestStage, params: &str) -> (tempfile::TempDir, Store, Registry, crate::Locked) {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::init(&dir.path().join(".prov")).unwrap();
         let mut registry = Registry::with_builtins();
-        registry.register(Arc::new(Sharded));
+        let recipe = format!("schema: 1\nname: t\nseed: 1\nstages:\n  s:\n    kind: {}\n{params}", stage.kind);
+        registry.register(Arc::new(stage));
         let path = dir.path().join("r.yaml");
-        fs_err::write(&path, "schema: 1\nname: t\nseed: 1\nstages:\n  s:\n    kind: sharded\n").unwrap();
+        fs_err::write(&path, recipe).unwrap();
         let locked = crate::lock_recipe(&registry, &path, dir.path()).unwrap();
         (dir, store, registry, locked)
     }
@@ -284,14 +355,7 @@ mod tests {
     /// dispatched: its envelope's GPU facts would be the coordinator's, not the node's.
     #[test]
     fn a_cuda_stage_is_refused_as_tasks_before_anything_runs() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::init(&dir.path().join(".prov")).unwrap();
-        let mut registry = Registry::with_builtins();
-        registry.register(Arc::new(Sharded));
-        let path = dir.path().join("r.yaml");
-        let recipe = "schema: 1\nname: t\nseed: 1\nstages:\n  s:\n    kind: sharded\n    params: {device: cuda:0}\n";
-        fs_err::write(&path, recipe).unwrap();
-        let locked = crate::lock_recipe(&registry, &path, dir.path()).unwrap();
+        let (dir, store, registry, locked) = setup_with(sharded(), "    params: {device: cuda:0}\n");
         let tasks = in_process(&registry, &[], Box::new(|_, _, _| {}));
         let e =
             run(&store, &locked.lockfile, &locked.bytes, &options(&registry, dir.path(), Some(&tasks))).unwrap_err();
@@ -420,6 +484,47 @@ mod tests {
             panic!("the replay does not see the forgery: {:?}", report.divergence)
         };
         assert_eq!((stage.as_str(), d.shard), ("s", 4), "{forged:?}");
+    }
+
+    /// A work file changed after its task finished (a node, or a hand on the shared file
+    /// system, with the task's result left as it was): the reduce step refuses it as an
+    /// integrity failure, only that task's result is dropped, and the next run runs that one
+    /// task again and records what a local run records. A local run leaves no work directory.
+    #[test]
+    fn a_work_file_that_is_not_what_its_task_wrote_reruns_that_task() {
+        let (dir, store, registry, locked) = setup_with(noted(), "");
+        let forge: Tamper = Box::new(|_, dir, task| {
+            if task == Task::Map(1) {
+                let note = dir.path().join("work/note-1");
+                let mut bytes = fs_err::read(&note).unwrap();
+                bytes[0] = b'W';
+                fs_err::write(&note, bytes).unwrap();
+            }
+        });
+        let tasks = in_process(&registry, &[], forge);
+        let e =
+            run(&store, &locked.lockfile, &locked.bytes, &options(&registry, dir.path(), Some(&tasks))).unwrap_err();
+        assert!(e.is_integrity_failure(), "{e}");
+        assert!(e.to_string().contains("work file `note-1` of map task 1"), "{e}");
+        let in_flight = TaskDir::all(store.root()).unwrap();
+        let results: Vec<bool> = (0..3).map(|t| in_flight[0].result_path(Task::Map(t)).exists()).collect();
+        assert_eq!(results, [true, false, true], "only the task whose file changed is dropped");
+
+        let honest = in_process(&registry, &[], Box::new(|_, _, _| {}));
+        let report =
+            run(&store, &locked.lockfile, &locked.bytes, &options(&registry, dir.path(), Some(&honest))).unwrap();
+        assert_eq!(*honest.dispatched.lock().unwrap(), [Task::Map(1)]);
+        assert_eq!(report.stages[0].tasks, Some(TaskCounts { total: 3, reused: 2 }));
+        assert!(TaskDir::all(store.root()).unwrap().is_empty(), "the task directory, work files and all, is gone");
+
+        let local_dir = tempfile::tempdir().unwrap();
+        let local_store = Store::init(&local_dir.path().join(".prov")).unwrap();
+        let local =
+            run(&local_store, &locked.lockfile, &locked.bytes, &options(&registry, local_dir.path(), None)).unwrap();
+        assert_eq!(local.stages[0].record.stats, report.stages[0].record.stats);
+        assert_eq!(local.stages[0].record.stats["bytes"], json!(15 * 6));
+        let tmp: Vec<_> = fs_err::read_dir(local_store.root().join("tmp")).unwrap().collect();
+        assert!(tmp.is_empty(), "a local run's work directory is removed: {tmp:?}");
     }
 
     /// `prov gc` drops the tasks of a stage that was not recorded (their results name objects

@@ -56,6 +56,7 @@ mod staleness;
 pub mod tasks;
 pub mod testing;
 mod tree;
+mod work;
 pub mod worker;
 
 pub use tasks::{DispatchError, Dispatcher, Task, TaskCounts, TaskDir, TaskResult, TaskSpec, run_task};
@@ -80,3 +81,4 @@ pub use stage::{
 };
 pub use staleness::{LockState, LockfileStatus, lockfile_status, project_lockfiles};
 pub use tree::{TreeError, hash_file, tree_digest, tree_record};
+pub use work::{WorkFile, WorkFileRef};

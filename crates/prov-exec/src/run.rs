@@ -342,6 +342,13 @@ impl<'a> Executor<'a> {
         envelope: &Envelope,
     ) -> Result<(Digest, StageRecord), ExecError> {
         let kind = self.opts.registry.get(&stage.stage_kind).expect("planned kinds exist");
+        let dispatcher = self.dispatcher_for(stage);
+        // Run here, the work directory lives as long as this execution; run as tasks, it is
+        // the task directory's, kept while the stage resumes and removed once it is recorded.
+        let local_work = match dispatcher {
+            Some(_) => None,
+            None => Some(crate::Scratch::at(self.store.scratch_dir("work")?)),
+        };
         let cx = StageContext {
             store: self.store,
             name: stage.name.as_str(),
@@ -354,6 +361,10 @@ impl<'a> Executor<'a> {
             allow_commands: self.lockfile.allow_commands,
             worker: self.opts.worker,
             envelope,
+            work: local_work.as_ref().map_or_else(
+                || crate::tasks::TaskDir::of(self.store.root(), key).work_path(),
+                |w| w.path().to_path_buf(),
+            ),
         };
         let fail = |source| ExecError::Stage { stage: stage.name.clone(), kind: stage.stage_kind.clone(), source };
         // The last resort for a bug (a libtorch call that panics on input nobody checked): the
@@ -367,7 +378,7 @@ impl<'a> Executor<'a> {
                 })?
                 .map_err(fail)
         };
-        let out = match self.dispatcher_for(stage) {
+        let out = match dispatcher {
             Some(dispatcher) => {
                 let (out, counts) =
                     crate::dispatch::run_dispatched(dispatcher, &stage.name, kind.as_ref(), &cx, &guarded)?;

@@ -128,6 +128,17 @@ pub enum StageError {
         /// What is wrong.
         message: String,
     },
+    /// A file a map task left for the reduce step ([`crate::WorkFile`]) is not what the task's
+    /// result says it wrote: damaged, replaced or gone. An integrity failure of that task.
+    #[error("work file `{name}` of map task {task}: {message}")]
+    WorkFile {
+        /// The task's index.
+        task: usize,
+        /// The file's name in the work directory.
+        name: String,
+        /// What is wrong.
+        message: String,
+    },
     /// The outputs a stage returned are not what its kind declares (names, types), or name
     /// objects that are not in the store with the bytes of their digests, or that are not the
     /// records their types say: an integrity failure, whatever the stage (or worker) says.
@@ -162,7 +173,7 @@ impl StageError {
             Self::Store(e) => e.is_integrity_failure(),
             Self::Stored(e) => e.is_integrity_failure(),
             Self::Dataset(e) => e.is_integrity_failure(),
-            Self::SourceChanged { .. } | Self::UnverifiedOutput(_) => true,
+            Self::SourceChanged { .. } | Self::UnverifiedOutput(_) | Self::WorkFile { .. } => true,
             Self::Remote { integrity, .. } => *integrity,
             _ => false,
         }
@@ -205,6 +216,8 @@ pub struct StageContext<'a> {
     /// The envelope the stage record will carry; a kind whose computation runs in the worker
     /// hands its libtorch facts to the worker, which refuses to compute under others.
     pub envelope: &'a prov_manifest::Envelope,
+    /// The directory a stage's map tasks and its reduce step share ([`Self::work_dir`]).
+    pub work: PathBuf,
 }
 
 impl StageContext<'_> {
@@ -263,6 +276,19 @@ impl StageContext<'_> {
     /// Returns a fresh scratch directory that is removed when the guard is dropped.
     pub fn scratch(&self) -> Result<Scratch, StageError> {
         Ok(Scratch::at(self.scratch_dir()?))
+    }
+
+    /// Returns (creating it) the directory that the stage's map tasks and its reduce step
+    /// share, for what a map task leaves the reduce step that is not an output: files written
+    /// with [`crate::WorkFile`] and named, with their digests, in the task's result.
+    ///
+    /// It is on the store's file system, which the nodes of a cluster share. Run as tasks, it
+    /// is the stage's task directory's `work/` (named by the stage key, kept while the stage
+    /// resumes task by task, removed with the task directory once the stage is recorded); run
+    /// in one process, a fresh directory of the store's `tmp/`, removed when the stage ends.
+    pub fn work_dir(&self) -> Result<PathBuf, StageError> {
+        fs_err::create_dir_all(&self.work)?;
+        Ok(self.work.clone())
     }
 }
 

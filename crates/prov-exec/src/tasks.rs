@@ -11,6 +11,8 @@
 //!   spec.json           what every task of the stage is told (TaskSpec), written by the coordinator
 //!   results/map-00007.json, results/whole.json
 //!                       one file per finished task (TaskResult), written by the task, by atomic rename
+//!   work/               files map tasks leave for the reduce step (crate::WorkFile), named
+//!                       with their digests in the results
 //!   logs/               what the tasks printed (the dispatcher's business)
 //!   jobs.jsonl          what the dispatcher submitted (its business too)
 //! ```
@@ -180,6 +182,11 @@ impl TaskDir {
     /// Where the tasks' output goes (created by [`Self::write_spec`]).
     pub fn logs(&self) -> PathBuf {
         self.path.join("logs")
+    }
+
+    /// The stage's work directory when it runs as tasks ([`crate::StageContext::work_dir`]).
+    pub fn work_path(&self) -> PathBuf {
+        self.path.join("work")
     }
 
     /// The spec file.

@@ -56,6 +56,7 @@ impl TestBench {
             allow_commands: false,
             worker: Path::new("prov-worker"),
             envelope: &self.envelope,
+            work: store.root().join("tmp").join(format!("work-{name}")),
         }
     }
 }

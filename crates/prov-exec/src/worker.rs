@@ -529,6 +529,7 @@ impl StageRequest {
             allow_commands: self.allow_commands,
             worker,
             envelope: &self.envelope,
+            work: crate::tasks::TaskDir::of(&self.store, self.key).work_path(),
         };
         Ok(f(&cx))
     }

@@ -5,7 +5,10 @@
 //! A record is a fixed-width `[u8; W]` or a byte string `Vec<u8>` (stored with a length
 //! prefix), compared as bytes, so a caller encodes its sort key big endian first. Producers hand over sorted *runs*: a parallel worker sorts what it made (one
 //! shard's records) and writes it with [`ExternalSort::add_run`]; a sequential producer uses
-//! a [`Pusher`], which spills a run whenever its buffer reaches the budget.
+//! a [`Pusher`], which spills a run whenever its buffer reaches the budget. A run written
+//! elsewhere (by a map task on another machine, with [`write_run_to`]) is adopted with
+//! [`ExternalSort::adopt_run`]: merged like the others, but never removed. A merge checks
+//! that every run it reads is in order, and fails on one that is not.
 //! [`ExternalSort::finish`] merges the runs, at most [`MAX_FAN_IN`] at a time, in as many
 //! passes as needed, and returns the records in order.
 //!
@@ -113,7 +116,8 @@ impl Record for Vec<u8> {
 pub struct ExternalSort<R: Record> {
     dir: PathBuf,
     label: String,
-    runs: Mutex<Vec<PathBuf>>,
+    /// The runs, each with whether the sort owns (and removes) its file.
+    runs: Mutex<Vec<(PathBuf, bool)>>,
     next: AtomicU64,
     budget_bytes: usize,
     record: std::marker::PhantomData<fn() -> R>,
@@ -143,19 +147,21 @@ impl<R: Record> ExternalSort<R> {
         self.write_run(&mut records)
     }
 
+    /// Adds the run file at `path`, written by [`write_run_to`] (perhaps by another process):
+    /// it is merged with the others and left where it is. A file that is not in order makes
+    /// the merge fail when it gets there.
+    pub fn adopt_run(&self, path: &Path) {
+        self.runs.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push((path.to_path_buf(), false));
+    }
+
     /// Sorts `records` in place and writes them as one run (nothing for none).
     fn write_run(&self, records: &mut [R]) -> io::Result<()> {
         if records.is_empty() {
             return Ok(());
         }
-        records.sort_unstable();
         let path = self.run_path();
-        let mut out = BufWriter::with_capacity(READ_BUFFER, fs_err::File::create(&path)?);
-        for r in records.iter() {
-            r.write_to(&mut out)?;
-        }
-        out.into_inner().map_err(io::IntoInnerError::into_error)?;
-        self.runs.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(path);
+        write_run_to(records, fs_err::File::create(&path)?)?;
+        self.runs.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push((path, true));
         Ok(())
     }
 
@@ -184,20 +190,42 @@ impl<R: Record> ExternalSort<R> {
             for (i, group) in runs.chunks(MAX_FAN_IN).enumerate() {
                 let path = self.dir.join(format!("{}-pass{pass}-{i:06}.bin", self.label));
                 let mut out = BufWriter::with_capacity(READ_BUFFER, fs_err::File::create(&path)?);
-                for r in Merge::<R>::open(group)? {
+                let paths: Vec<PathBuf> = group.iter().map(|(p, _)| p.clone()).collect();
+                for r in Merge::<R>::open(&paths)? {
                     r?.write_to(&mut out)?;
                 }
                 out.into_inner().map_err(io::IntoInnerError::into_error)?;
-                for p in group {
-                    fs_err::remove_file(p)?;
+                for (p, owned) in group {
+                    if *owned {
+                        fs_err::remove_file(p)?;
+                    }
                 }
-                merged.push(path);
+                merged.push((path, true));
             }
             runs = merged;
             pass += 1;
         }
-        Ok(Sorted { merge: Merge::open(&runs)?, files: runs })
+        let paths: Vec<PathBuf> = runs.iter().map(|(p, _)| p.clone()).collect();
+        let files = runs.into_iter().filter_map(|(p, owned)| owned.then_some(p)).collect();
+        Ok(Sorted { merge: Merge::open(&paths)?, files })
     }
+}
+
+/// Sorts `records` in place and writes them to `file` as one run, in the format that
+/// [`ExternalSort::adopt_run`] reads: the records one after the other, as
+/// [`Record::write_to`] writes them.
+///
+/// # Errors
+///
+/// The file's.
+pub fn write_run_to<R: Record>(records: &mut [R], file: impl Write) -> io::Result<()> {
+    records.sort_unstable();
+    let mut out = BufWriter::with_capacity(READ_BUFFER, file);
+    for r in records.iter() {
+        r.write_to(&mut out)?;
+    }
+    out.into_inner().map_err(io::IntoInnerError::into_error)?;
+    Ok(())
 }
 
 /// Buffers records and spills them as sorted runs (see [`ExternalSort::pusher`]).
@@ -230,6 +258,7 @@ impl<R: Record> Pusher<'_, R> {
 /// A k-way merge of sorted run files.
 #[derive(Debug)]
 struct Merge<R: Record> {
+    paths: Vec<PathBuf>,
     readers: Vec<BufReader<fs_err::File>>,
     heap: BinaryHeap<Reverse<(R, usize)>>,
     /// A read error, reported after the record before it; the merge ends there.
@@ -247,7 +276,7 @@ impl<R: Record> Merge<R> {
             }
             readers.push(r);
         }
-        Ok(Self { readers, heap, failed: None })
+        Ok(Self { paths: paths.to_vec(), readers, heap, failed: None })
     }
 }
 
@@ -260,6 +289,14 @@ impl<R: Record> Iterator for Merge<R> {
         }
         let Reverse((rec, i)) = self.heap.pop()?;
         match R::read_from(&mut self.readers[i]) {
+            // A run out of order would put records out of order without a word: it is an
+            // error (a run adopted from elsewhere that is damaged, or not a run).
+            Ok(Some(next)) if next < rec => {
+                self.failed = Some(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("run file `{}` is not sorted", self.paths[i].display()),
+                ));
+            }
             Ok(Some(next)) => self.heap.push(Reverse((next, i))),
             Ok(None) => {}
             Err(e) => self.failed = Some(e),
@@ -365,6 +402,47 @@ mod tests {
         let out: Vec<_> = sort.finish().unwrap().collect();
         assert_eq!(out.len(), 2);
         assert!(out[0].is_ok() && out[1].as_ref().is_err_and(|e| e.kind() == io::ErrorKind::UnexpectedEof));
+    }
+
+    /// Runs written elsewhere are merged with the sort's own, across several passes, and
+    /// are still there afterwards; the sort's own files are gone.
+    #[test]
+    fn adopted_runs_are_merged_and_left_in_place() {
+        let elsewhere = tempfile::tempdir().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let sort = ExternalSort::<[u8; 2]>::new(dir.path(), "t", 1024);
+        let mut expected = Vec::new();
+        // 100 adopted runs and 100 own runs: two passes at a fan-in of 64.
+        for i in 0u16..100 {
+            let mut adopted: Vec<[u8; 2]> = (0..5).map(|k| (i * 5 + k).wrapping_mul(40_503).to_be_bytes()).collect();
+            let mut own: Vec<[u8; 2]> = (0..5).map(|k| (i * 5 + k + 777).wrapping_mul(40_503).to_be_bytes()).collect();
+            expected.extend(adopted.iter().chain(&own).copied());
+            let path = elsewhere.path().join(format!("run-{i}.bin"));
+            write_run_to(&mut adopted, fs_err::File::create(&path).unwrap()).unwrap();
+            sort.adopt_run(&path);
+            sort.add_run(std::mem::take(&mut own)).unwrap();
+        }
+        expected.sort_unstable();
+        let out: Vec<_> = sort.finish().unwrap().collect::<Result<_, _>>().unwrap();
+        assert_eq!(out, expected);
+        assert_eq!(fs_err::read_dir(elsewhere.path()).unwrap().count(), 100, "adopted runs stay");
+        assert_eq!(fs_err::read_dir(dir.path()).unwrap().count(), 0, "own runs go");
+    }
+
+    /// A run out of order (a damaged or forged file adopted from elsewhere) fails the merge
+    /// instead of yielding records out of order.
+    #[test]
+    fn a_run_out_of_order_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("run.bin");
+        fs_err::write(&path, [1, 2, 9, 9, 3, 4]).unwrap();
+        let sort = ExternalSort::<[u8; 2]>::new(dir.path(), "t", 1024);
+        sort.adopt_run(&path);
+        sort.add_run(vec![[5, 5]]).unwrap();
+        let out: Vec<_> = sort.finish().unwrap().collect();
+        assert!(out[..3].iter().all(Result::is_ok), "{out:?}");
+        assert!(out[3].as_ref().is_err_and(|e| e.kind() == io::ErrorKind::InvalidData), "{out:?}");
+        assert_eq!(out.len(), 4);
     }
 
     /// Byte strings pushed through a sort of `budget` bytes, read back.

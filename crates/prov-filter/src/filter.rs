@@ -116,12 +116,13 @@ pub fn shard_tasks(cx: &StageContext<'_>) -> Result<Option<usize>, StageError> {
     Ok(Some(cx.input_record::<DatasetRecord>("docs")?.shards.len()))
 }
 
-/// Runs `filter` on each shard of input `docs` that `tasks` names, in parallel on the stage's
-/// pool, and returns the results as JSON text in the order of `tasks`.
-pub fn map_shards(
+/// Runs `task` for each shard of input `docs` that `tasks` names (with the task's index), in
+/// parallel on the stage's pool, and returns its results as JSON text in the order of
+/// `tasks`: the map step of a stage with one map task per input shard.
+pub fn map_input_shards<T: serde::Serialize>(
     cx: &StageContext<'_>,
     tasks: &[usize],
-    filter: impl Fn(&ShardRef) -> Result<FilteredShard, StageError> + Sync,
+    task: impl Fn(usize, &ShardRef) -> Result<T, StageError> + Sync,
 ) -> Result<Vec<MapResultText>, StageError> {
     let ds = cx.input_record::<DatasetRecord>("docs")?;
     let shards: Vec<&ShardRef> = tasks
@@ -133,7 +134,16 @@ pub fn map_shards(
             })
         })
         .collect::<Result<_, _>>()?;
-    cx.pool.install(|| tasks.par_iter().zip(shards).map(|(&t, s)| map_result_text(t, &filter(s)?)).collect())
+    cx.pool.install(|| tasks.par_iter().zip(shards).map(|(&t, s)| map_result_text(t, &task(t, s)?)).collect())
+}
+
+/// Runs `filter` on each shard of input `docs` that `tasks` names ([`map_input_shards`]).
+pub fn map_shards(
+    cx: &StageContext<'_>,
+    tasks: &[usize],
+    filter: impl Fn(&ShardRef) -> Result<FilteredShard, StageError> + Sync,
+) -> Result<Vec<MapResultText>, StageError> {
+    map_input_shards(cx, tasks, |_, s| filter(s))
 }
 
 /// The reduce step of a filter: reads each map result as it arrives, hands its `extra` to

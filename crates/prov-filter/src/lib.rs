@@ -10,7 +10,7 @@ pub mod filter;
 mod sources;
 
 pub use filter::{
-    CountedShard, FilterParts, FilterStats, FilteredShard, filtered_shard, map_shards, outputs, reduce_filtered,
-    shard_tasks, write_counted_ledger,
+    CountedShard, FilterParts, FilterStats, FilteredShard, filtered_shard, map_input_shards, map_shards, outputs,
+    reduce_filtered, shard_tasks, write_counted_ledger,
 };
 pub use sources::source_files;

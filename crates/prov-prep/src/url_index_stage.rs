@@ -9,15 +9,21 @@
 //! (format: [`prov_dataset::url_index`]). Its statistics record the index's Merkle root
 //! (`merkle_root`) and size (`entries`), which a proof checks against.
 //! It changes no other stage's bytes: it only reads the dataset.
+//!
+//! One map task per shard (an array task under `--executor slurm`) writes the shard's entries
+//! as one sorted run to the stage's work directory and names it with its digest; the reduce
+//! step checks every run, merges them and streams the index to the store.
 
 use prov_dataset::chunked::{CHUNK_ENTRIES, ChunkWriter};
 use prov_dataset::shard_documents;
 use prov_dataset::url_index::{UrlIndexEntry, write_url_index};
-use prov_exec::{ConfigError, InputSpec, Stage, StageContext, StageError, StageOutput, parse_params};
-use prov_extsort::ExternalSort;
+use prov_exec::{
+    ConfigError, InputSpec, MapResultText, MapResults, Stage, StageContext, StageError, StageOutput, WorkFile,
+    WorkFileRef, parse_params,
+};
+use prov_extsort::{ExternalSort, write_run_to};
 use prov_manifest::{DatasetRecord, Determinism, OutputRef, OutputType};
 use prov_store::Digest;
-use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -56,34 +62,45 @@ impl Stage for UrlIndexStage {
     fn outputs(&self, _config: &Value) -> Vec<(String, OutputType)> {
         vec![("index".into(), OutputType::Tree)]
     }
-    fn run(&self, cx: &StageContext<'_>) -> Result<StageOutput, StageError> {
-        let ds = cx.input_record::<DatasetRecord>("docs")?;
-        let scratch = cx.scratch()?;
-        // Shards in parallel, each its entries as one sorted run: `BLAKE3(url) ‖ id`, whose
-        // byte order is the index's (`url` keys are that digest in lowercase hex), so the
-        // bytes do not depend on the thread count. Then one merge, streamed to the store.
-        let sort = ExternalSort::<Vec<u8>>::new(scratch.path(), "urls", SORT_BUDGET);
-        let without: Vec<u64> = cx.pool.install(|| {
-            ds.shards
-                .par_iter()
-                .map(|s| {
-                    let (mut records, mut without) = (Vec::new(), 0u64);
-                    for doc in shard_documents(cx.store, &s.digest)? {
-                        let doc = doc?;
-                        match &doc.url {
-                            Some(url) => {
-                                let mut r = Digest::of(url.as_bytes()).as_bytes().to_vec();
-                                r.extend_from_slice(doc.id.as_bytes());
-                                records.push(r);
-                            }
-                            None => without += 1,
-                        }
+    /// One map task per shard: its entries as one sorted run, in the work directory.
+    fn map_tasks(&self, cx: &StageContext<'_>) -> Result<Option<usize>, StageError> {
+        Ok(Some(cx.input_record::<DatasetRecord>("docs")?.shards.len()))
+    }
+    fn map(&self, cx: &StageContext<'_>, tasks: &[usize]) -> Result<Vec<MapResultText>, StageError> {
+        let work = cx.work_dir()?;
+        prov_filter::map_input_shards(cx, tasks, |i, shard| {
+            // `BLAKE3(url) ‖ id`, whose byte order is the index's (`url` keys are that digest in
+            // lowercase hex), so the bytes depend on no thread count.
+            let (mut records, mut without) = (Vec::new(), 0u64);
+            for doc in shard_documents(cx.store, &shard.digest)? {
+                let doc = doc?;
+                match &doc.url {
+                    Some(url) => {
+                        let mut r = Digest::of(url.as_bytes()).as_bytes().to_vec();
+                        r.extend_from_slice(doc.id.as_bytes());
+                        records.push(r);
                     }
-                    sort.add_run(records)?;
-                    Ok::<_, StageError>(without)
-                })
-                .collect::<Result<_, _>>()
-        })?;
+                    None => without += 1,
+                }
+            }
+            let mut run = WorkFile::create(&work, &run_name(i))?;
+            write_run_to(&mut records, &mut run)?;
+            Ok(ShardUrls { without, urls: run.finish()? })
+        })
+    }
+    /// One merge of the tasks' runs, streamed to the store.
+    fn reduce(&self, cx: &StageContext<'_>, results: MapResults<'_>) -> Result<StageOutput, StageError> {
+        let ds = cx.input_record::<DatasetRecord>("docs")?;
+        let (work, scratch) = (cx.work_dir()?, cx.scratch()?);
+        let sort = ExternalSort::<Vec<u8>>::new(scratch.path(), "urls", SORT_BUDGET);
+        let mut without = 0u64;
+        for r in results {
+            let (task, value) = r?;
+            let shard: ShardUrls =
+                serde_json::from_value(value).map_err(|e| StageError::MapResult { task, message: e.to_string() })?;
+            sort.adopt_run(&shard.urls.check_named(&work, task, &run_name(task))?);
+            without += shard.without;
+        }
         let mut index = ChunkWriter::new(Some(cx.store), CHUNK_ENTRIES);
         let mut last: Option<Vec<u8>> = None;
         for r in sort.finish()? {
@@ -104,11 +121,25 @@ impl Stage for UrlIndexStage {
         let mut out = StageOutput::default();
         out.outputs.insert("index".into(), OutputRef { output_type: OutputType::Tree, digest });
         out.stats.insert("documents".into(), Value::from(ds.rows));
-        out.stats.insert("documents_without_url".into(), Value::from(without.iter().sum::<u64>()));
+        out.stats.insert("documents_without_url".into(), Value::from(without));
         out.stats.insert("entries".into(), Value::from(entries));
         out.stats.insert("merkle_root".into(), Value::from(root.to_string()));
         Ok(out)
     }
+}
+
+/// What map task `S` leaves: how many of shard `S`'s documents have no URL, and its entries
+/// as one sorted run (`urls-S.bin`, byte strings as `prov-extsort` writes them).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ShardUrls {
+    without: u64,
+    urls: WorkFileRef,
+}
+
+/// The name of shard `shard`'s run.
+fn run_name(shard: usize) -> String {
+    format!("urls-{shard:06}.bin")
 }
 
 /// What the external sort may buffer before it spills a run.

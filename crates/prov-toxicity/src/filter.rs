@@ -17,17 +17,28 @@
 //! | `toxicity:too-few` | kept | its language has fewer than `min_documents` scored documents, too few for a quantile |
 //! | `toxicity:empty` | kept | no text to score |
 //!
+//! The stage runs as one map task per shard, the scoring pass (on any node of a cluster under
+//! `--executor slurm`): each writes its shard's scores, one per document, and its scored
+//! documents' languages and scores as one sorted run, to the stage's work directory, and names
+//! both files with their digests in its result. The reduce step checks the files, merges the
+//! runs into each language's threshold and quantiles, and runs pass 2, deciding and writing
+//! shard by shard on its threads.
+//!
 //! Statistics besides every filter's: the threshold, scored and removed documents per language
 //! (`thresholds`), and each language's score distribution as 21 quantiles (0, 5, …, 100%,
 //! `score_quantiles`) for data cards; every score is in the ledger.
 
 use std::collections::BTreeMap;
-use std::io::{BufReader, BufWriter, Read, Write};
+use std::io::{BufReader, Read, Write};
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use prov_dataset::{Document, LedgerDecision, LedgerRow, ShardWriter, shard_documents};
-use prov_exec::{ConfigError, InputSpec, Scratch, Stage, StageContext, StageError, StageOutput, parse_params};
-use prov_extsort::ExternalSort;
+use prov_exec::{
+    ConfigError, InputSpec, MapResultText, MapResults, Stage, StageContext, StageError, StageOutput, WorkFile,
+    WorkFileRef, parse_params,
+};
+use prov_extsort::{ExternalSort, write_run_to};
 use prov_manifest::{CheckpointRecord, Determinism, OutputType};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -271,66 +282,56 @@ impl Stage for ToxicityStage {
     fn outputs(&self, _config: &Value) -> Vec<(String, OutputType)> {
         prov_filter::outputs()
     }
-    fn run(&self, cx: &StageContext<'_>) -> Result<StageOutput, StageError> {
+    /// One map task per shard: the scoring pass.
+    fn map_tasks(&self, cx: &StageContext<'_>) -> Result<Option<usize>, StageError> {
+        Ok(Some(cx.input_record::<prov_manifest::DatasetRecord>("docs")?.shards.len()))
+    }
+    fn map(&self, cx: &StageContext<'_>, tasks: &[usize]) -> Result<Vec<MapResultText>, StageError> {
+        let config: ToxicityConfig = parse_params(cx.config).map_err(StageError::Config)?;
+        let classifier = Self::load(cx)?;
+        let work = cx.work_dir()?;
+        prov_filter::map_input_shards(cx, tasks, |i, shard| score_shard(cx, &classifier, &config, &work, i, shard))
+    }
+    /// The thresholds, then pass 2 (deciding and writing), where the stage is recorded.
+    fn reduce(&self, cx: &StageContext<'_>, results: MapResults<'_>) -> Result<StageOutput, StageError> {
         let config: ToxicityConfig = parse_params(cx.config).map_err(StageError::Config)?;
         let classifier = Self::load(cx)?;
         let ds = cx.input_record::<prov_manifest::DatasetRecord>("docs")?;
-
-        // Pass 1: score every document, shard-parallel. Each shard's scores go to a scratch
-        // file, for pass 2, and to an external sort by language and score, for the
-        // thresholds; nothing per document stays in memory.
-        let chunk_chars = config.chunk_chars as usize;
         let languages: Vec<&str> = classifier.languages().collect();
-        let scratch = cx.scratch()?;
+        let (work, scratch) = (cx.work_dir()?, cx.scratch()?);
+        // Each task's files, checked to be what it wrote; its sorted scores merged with the
+        // others' for the thresholds, its per-document scores read back in pass 2.
         let sort = ExternalSort::<[u8; SCORE_W]>::new(scratch.path(), "scores", SORT_BUDGET);
-        let counted: Vec<BTreeMap<String, u64>> = cx.pool.install(|| {
-            ds.shards
-                .par_iter()
-                .enumerate()
-                .map(|(i, s)| {
-                    let mut file = BufWriter::new(fs_err::File::create(scores_path(&scratch, i))?);
-                    let mut records = Vec::new();
-                    let mut counts: BTreeMap<String, u64> = BTreeMap::new();
-                    for doc in shard_documents(cx.store, &s.digest)? {
-                        let doc = doc?;
-                        let a =
-                            Self::assess(&classifier, &config, &doc, |m| classifier.score(m, &doc.text, chunk_chars));
-                        let mut entry = [0u8; SCORE_FILE_W];
-                        if let Assessment::Scored(lang, score) = a {
-                            let index = languages.binary_search(&lang.as_str()).expect("scored by one of its models");
-                            let mut r = [0u8; SCORE_W];
-                            r[..4].copy_from_slice(&(index as u32).to_be_bytes());
-                            r[4..].copy_from_slice(&sortable(f64::from(score)).to_be_bytes());
-                            records.push(r);
-                            *counts.entry(lang).or_default() += 1;
-                            entry[0] = 1;
-                            entry[1..].copy_from_slice(&score.to_le_bytes());
-                        }
-                        file.write_all(&entry)?;
-                    }
-                    file.into_inner().map_err(std::io::IntoInnerError::into_error)?;
-                    sort.add_run(records)?;
-                    Ok::<_, StageError>(counts)
-                })
-                .collect::<Result<_, _>>()
-        })?;
         let mut counts: BTreeMap<String, u64> = BTreeMap::new();
-        for shard in counted {
-            for (lang, n) in shard {
+        let mut score_files = Vec::with_capacity(ds.shards.len());
+        for r in results {
+            let (task, value) = r?;
+            let shard: Scored =
+                serde_json::from_value(value).map_err(|e| StageError::MapResult { task, message: e.to_string() })?;
+            let (scores, sorted) = shard.check(&work, task)?;
+            sort.adopt_run(&sorted);
+            score_files.push(scores);
+            for (lang, n) in shard.counts {
                 *counts.entry(lang).or_default() += n;
             }
+        }
+        if score_files.len() != ds.shards.len() {
+            return Err(StageError::Input {
+                input: "docs".into(),
+                message: format!("{} map results for {} shards", score_files.len(), ds.shards.len()),
+            });
         }
         let (thresholds, quantiles) = thresholds_from_sorted(&languages, &counts, sort.finish()?, &config)?;
 
         // Pass 2: decide and write, shard-parallel, each shard's scores read back from its
-        // scratch file, each shard folded into the stage's parts as it finishes.
+        // task's file, each shard folded into the stage's parts as it finishes.
         let parts = Mutex::new((prov_filter::FilterParts::new(ds.shards.len()), BTreeMap::<String, u64>::new()));
         cx.pool.install(|| {
             ds.shards.par_iter().enumerate().try_for_each(|(i, s)| {
                 let mut out = ShardWriter::new(cx.store)?;
                 let mut rows = Vec::new();
                 let mut removed: BTreeMap<String, u64> = BTreeMap::new();
-                let mut scores = BufReader::new(fs_err::File::open(scores_path(&scratch, i))?);
+                let mut scores = BufReader::new(fs_err::File::open(&score_files[i])?);
                 for doc in shard_documents(cx.store, &s.digest)? {
                     let doc = doc?;
                     let mut entry = [0u8; SCORE_FILE_W];
@@ -392,9 +393,70 @@ fn threshold_summary(
         .collect()
 }
 
-/// Shard `i`'s scores in the stage's scratch directory.
-fn scores_path(scratch: &Scratch, i: usize) -> std::path::PathBuf {
-    scratch.path().join(format!("scores-{i:06}.bin"))
+/// What map task `S` (the scoring pass over shard `S`) leaves for the reduce step: how many
+/// documents of each language it scored, and two work files: every document's score
+/// (`scores-S.bin`, [`SCORE_FILE_W`] bytes a document, for pass 2) and the scored documents'
+/// languages and scores as one sorted run (`sorted-S.bin`, [`SCORE_W`] bytes a record, for
+/// the thresholds).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Scored {
+    counts: BTreeMap<String, u64>,
+    scores: WorkFileRef,
+    sorted: WorkFileRef,
+}
+
+/// The name of shard `shard`'s work file `name`.
+fn file_name(name: &str, shard: usize) -> String {
+    format!("{name}-{shard:06}.bin")
+}
+
+impl Scored {
+    /// The paths of the two files, each checked to be what task `task` wrote under the name
+    /// the reduce step expects.
+    fn check(&self, work: &Path, task: usize) -> Result<(PathBuf, PathBuf), StageError> {
+        Ok((
+            self.scores.check_named(work, task, &file_name("scores", task))?,
+            self.sorted.check_named(work, task, &file_name("sorted", task))?,
+        ))
+    }
+}
+
+/// The scoring pass over one shard (a map task): every document's score to `scores-S.bin`,
+/// the scored ones by language and score to `sorted-S.bin`; nothing per document stays in
+/// memory but the shard's sort records.
+fn score_shard(
+    cx: &StageContext<'_>,
+    classifier: &Classifier,
+    config: &ToxicityConfig,
+    work: &Path,
+    i: usize,
+    shard: &prov_manifest::ShardRef,
+) -> Result<Scored, StageError> {
+    let chunk_chars = config.chunk_chars as usize;
+    let languages: Vec<&str> = classifier.languages().collect();
+    let mut file = WorkFile::create(work, &file_name("scores", i))?;
+    let mut records = Vec::new();
+    let mut counts: BTreeMap<String, u64> = BTreeMap::new();
+    for doc in shard_documents(cx.store, &shard.digest)? {
+        let doc = doc?;
+        let a = ToxicityStage::assess(classifier, config, &doc, |m| classifier.score(m, &doc.text, chunk_chars));
+        let mut entry = [0u8; SCORE_FILE_W];
+        if let Assessment::Scored(lang, score) = a {
+            let index = languages.binary_search(&lang.as_str()).expect("scored by one of its models");
+            let mut r = [0u8; SCORE_W];
+            r[..4].copy_from_slice(&(index as u32).to_be_bytes());
+            r[4..].copy_from_slice(&sortable(f64::from(score)).to_be_bytes());
+            records.push(r);
+            *counts.entry(lang).or_default() += 1;
+            entry[0] = 1;
+            entry[1..].copy_from_slice(&score.to_le_bytes());
+        }
+        file.write_all(&entry)?;
+    }
+    let mut sorted = WorkFile::create(work, &file_name("sorted", i))?;
+    write_run_to(&mut records, &mut sorted)?;
+    Ok(Scored { counts, scores: file.finish()?, sorted: sorted.finish()? })
 }
 
 /// A shard read twice gave a different number of documents: its object changed in the
