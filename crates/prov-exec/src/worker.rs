@@ -162,6 +162,9 @@ pub struct StageRequest {
     /// The envelope the stage record will carry: the worker refuses to compute under another
     /// libtorch or `ATen` capability than it records.
     pub envelope: prov_manifest::Envelope,
+    /// The stage's work directory ([`StageContext::work_dir`]): the requester's, so that the
+    /// process that runs the stage, or one of its tasks, shares it.
+    pub work: PathBuf,
 }
 
 /// A stage error that crosses the process boundary: the variants a user acts on keep their
@@ -475,6 +478,7 @@ impl StageRequest {
             threads: cx.pool.current_num_threads(),
             allow_commands: cx.allow_commands,
             envelope: cx.envelope.clone(),
+            work: cx.work.clone(),
         }
     }
 
@@ -529,7 +533,7 @@ impl StageRequest {
             allow_commands: self.allow_commands,
             worker,
             envelope: &self.envelope,
-            work: crate::tasks::TaskDir::of(&self.store, self.key).work_path(),
+            work: self.work.clone(),
         };
         Ok(f(&cx))
     }
