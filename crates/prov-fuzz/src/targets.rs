@@ -104,7 +104,9 @@ fn record() -> Target {
     }
 }
 
-/// robots.txt bodies, read both ways and asked about a few agents and paths.
+/// robots.txt bodies, read both ways and asked about a few agents and paths; the compiled
+/// rule tables (for every token, and for two crawlers only) must answer as the explaining
+/// path does.
 fn robots() -> Target {
     let mut corpus = files(&corpus_dir("robots"), &[".txt"]);
     // The main job's snapshot, when set-up has fetched it: real files of real sites.
@@ -114,11 +116,18 @@ fn robots() -> Target {
         name: "robots",
         corpus,
         run: Box::new(|input| {
-            use prov_robots::{KeyReading, RobotsTxt};
+            use prov_robots::{CheckOptions, Crawlers, KeyReading, RequestPath, RobotsTxt};
+            let crawlers = std::sync::Arc::new(Crawlers::new(["GPTBot", "CCBot/2.0"]));
             for reading in [KeyReading::Rfc9309, KeyReading::GoogleTypos] {
                 let robots = RobotsTxt::parse_with(input, reading);
+                let for_two = RobotsTxt::parse_for(input, reading, &crawlers);
                 for (agent, url) in [("GPTBot", "/private/x?y=1"), ("*", "/"), ("CCBot/2.0", "/%E3%83%84/a.gif")] {
-                    let _ = robots.check(agent, url);
+                    let allowed = robots.check(agent, url).allowed;
+                    let path = RequestPath::new(url);
+                    for compiled in [&robots, &for_two] {
+                        let fast = compiled.rules_for(agent).allows(&path, CheckOptions::default());
+                        assert_eq!(fast, allowed, "compiled rules and the explaining path differ: {agent} {url}");
+                    }
                 }
                 let _ = robots.looks_unparseable();
             }

@@ -57,25 +57,26 @@ mod stage;
 mod table;
 
 use std::fmt;
+use std::sync::Arc;
 
 use serde::Serialize;
 
 pub use parse::{BodyKind, KeyReading, ParseStats};
 pub use stage::{APERTUS_AGENTS, RobotsConfig, RobotsMode, RobotsStage, robots_decider, url_host};
+pub use table::Crawlers;
 
-use parse::{Agent, Group};
+use parse::Agent;
 
 /// A parsed robots.txt body.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RobotsTxt {
-    groups: Vec<Group>,
-    /// The rules' patterns (each rule holds a range); ASCII.
-    patterns: Vec<u8>,
-    stats: ParseStats,
-    /// Line numbers of the keys counted in [`ParseStats::misspelled_keys`].
-    misspelled: Vec<usize>,
+    /// The groups, their agents and rules, the rules' patterns (ASCII), the statistics, and
+    /// the lines of misspelled keys.
+    parsed: parse::Parsed,
     /// The groups compiled for [`RobotsTxt::is_allowed`].
     tables: table::Tables,
+    /// The crawlers the tables were compiled for, if not for every token the file names.
+    crawlers: Option<Arc<Crawlers>>,
 }
 
 /// Whether a rule allows or disallows.
@@ -169,27 +170,41 @@ impl RobotsTxt {
 
     /// Parses a robots.txt body, reading keys as `reading` says.
     pub fn parse_with(bytes: &[u8], reading: KeyReading) -> RobotsTxt {
-        let parse::Parsed { groups, patterns, stats, misspelled } = parse::parse(bytes, reading);
-        let tables = table::Tables::compile(&groups, &patterns);
-        RobotsTxt { groups, patterns, stats, misspelled, tables }
+        let parsed = parse::parse(bytes, reading);
+        let tables = table::Tables::compile(&parsed, None);
+        RobotsTxt { parsed, tables, crawlers: None }
+    }
+
+    /// Parses a robots.txt body for checks by the given crawlers: like
+    /// [`RobotsTxt::parse_with`], but the rule tables that make [`RobotsTxt::is_allowed`] and
+    /// [`RobotsTxt::rules_for`] fast are compiled only for these crawlers (and the `*`
+    /// groups), and finding a crawler's rules takes no search. Any other crawler still gets
+    /// the right answer, from the explaining path, which is slower. A stage that checks a
+    /// fixed list of crawlers against many files parses them this way; so does Protego, which
+    /// compiles a crawler's rules on its first check.
+    pub fn parse_for(bytes: &[u8], reading: KeyReading, crawlers: &Arc<Crawlers>) -> RobotsTxt {
+        let parsed = parse::parse(bytes, reading);
+        let tables = table::Tables::compile(&parsed, Some(crawlers));
+        RobotsTxt { parsed, tables, crawlers: Some(Arc::clone(crawlers)) }
     }
 
     /// Returns what the parser saw, including what it ignored.
     pub fn stats(&self) -> &ParseStats {
-        &self.stats
+        &self.parsed.stats
     }
 
     /// The line numbers (1-based) of keys that RFC 9309 does not know but Google's parser
     /// reads as `user-agent`, `allow` or `disallow`.
     pub fn misspelled_key_lines(&self) -> &[usize] {
-        &self.misspelled
+        &self.parsed.misspelled
     }
 
     /// True when the body does not look like a robots.txt at all: it is HTML or binary, or
     /// it has lines that could not be used and not a single group. A stage records such a
     /// body with the `unparseable` reason code (the decision is still "allowed").
     pub fn looks_unparseable(&self) -> bool {
-        self.stats.body != BodyKind::Text || (self.stats.groups == 0 && self.stats.ignored_lines() > 0)
+        self.parsed.stats.body != BodyKind::Text
+            || (self.parsed.stats.groups == 0 && self.parsed.stats.ignored_lines() > 0)
     }
 
     /// Returns whether `user_agent` may fetch `url_or_path`, with the deciding rule.
@@ -211,7 +226,7 @@ impl RobotsTxt {
                 line: rule.line,
                 directive: rule.directive,
                 // Patterns are ASCII, so nothing is lost.
-                pattern: String::from_utf8_lossy(&self.patterns[rule.pattern.clone()]).into_owned(),
+                pattern: String::from_utf8_lossy(&self.parsed.patterns[rule.pattern.clone()]).into_owned(),
             }),
             group_agent: best.map(|(_, a)| a).or(first_agent).map(|a| a.as_str().to_owned()),
             basis,
@@ -230,8 +245,15 @@ impl RobotsTxt {
     /// Returns the rules that apply to `user_agent`, found once for many checks: the merged
     /// groups naming its product token, or else the `*` groups, or else none. For one crawler
     /// and many paths, this saves finding the groups on every [`RobotsTxt::is_allowed`].
-    pub fn rules_for(&self, user_agent: &str) -> AgentRules<'_> {
-        AgentRules { table: self.tables.table_for(product_token(user_agent), &self.patterns) }
+    pub fn rules_for<'r>(&'r self, user_agent: &'r str) -> AgentRules<'r> {
+        let token = product_token(user_agent);
+        let applies = self.crawlers.as_ref().and_then(|c| self.tables.for_crawler(c, token));
+        let rules = match applies.unwrap_or_else(|| self.tables.applies_to(token)) {
+            table::Applies::Table(i) => Rules::Table(self.tables.table(i, &self.parsed.patterns)),
+            table::Applies::Nothing => Rules::Everything,
+            table::Applies::NotCompiled => Rules::Explain(self, token),
+        };
+        AgentRules { rules }
     }
 
     /// The decision itself: the basis, the winning rule with its group's agent, and the first
@@ -248,20 +270,22 @@ impl RobotsTxt {
         let token = product_token(user_agent);
         let named = |a: &Agent| matches!(a, Agent::Token(t) if !t.is_empty() && t.eq_ignore_ascii_case(token));
         // The groups naming the crawler's product token, or else the `*` groups (merged).
-        let specific = self.groups.iter().any(|g| g.agents.iter().any(named));
+        let p = &self.parsed;
+        let specific = p.agents.iter().any(named);
         let applies = |a: &Agent| if specific { named(a) } else { matches!(a, Agent::Any) };
-        let groups = self.groups.iter().filter_map(|g| g.agents.iter().find(|a| applies(a)).map(|a| (g, a)));
+        let groups =
+            p.groups.iter().filter_map(|g| p.agents[g.agents.clone()].iter().find(|a| applies(a)).map(|a| (g, a)));
         let mut first_agent = None;
         // The longest pattern wins; `allow` wins a tie; among equals, the earliest line.
         let mut best: Option<(&parse::Rule, &Agent)> = None;
         for (group, agent) in groups {
             first_agent.get_or_insert(agent);
-            for rule in &group.rules {
+            for rule in &p.rules[group.rules.clone()] {
                 let better = best.is_none_or(|(b, _)| {
                     (rule.pattern.len(), rule.directive == Directive::Allow)
                         > (b.pattern.len(), b.directive == Directive::Allow)
                 });
-                let pattern = &self.patterns[rule.pattern.clone()];
+                let pattern = &p.patterns[rule.pattern.clone()];
                 if better && matcher::matches(pattern, path.as_bytes()) {
                     best = Some((rule, agent));
                 }
@@ -279,34 +303,58 @@ impl RobotsTxt {
 /// The rules of one robots.txt that apply to one crawler: see [`RobotsTxt::rules_for`].
 #[derive(Debug, Clone, Copy)]
 pub struct AgentRules<'r> {
-    table: Option<table::TableRef<'r>>,
+    rules: Rules<'r>,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Rules<'r> {
+    /// A compiled table.
+    Table(table::TableRef<'r>),
+    /// No group applies: everything is allowed.
+    Everything,
+    /// Groups whose table was not compiled ([`RobotsTxt::parse_for`] other crawlers): the
+    /// file and the crawler's product token, for the explaining path.
+    Explain(&'r RobotsTxt, &'r str),
 }
 
 impl AgentRules<'_> {
     /// Returns whether the crawler may fetch `path`, a request path as [`request_path`] gives
-    /// it; the same answer as [`RobotsTxt::is_allowed`]. Allocates nothing.
+    /// it; the same answer as [`RobotsTxt::is_allowed`]. Allocates nothing, unless the file
+    /// was parsed for other crawlers.
     pub fn is_allowed(&self, path: &str, options: CheckOptions) -> bool {
-        if options.robots_txt_implicitly_allowed && path == "/robots.txt" {
-            return true;
-        }
-        self.table.is_none_or(|t| t.allows(path.as_bytes(), &table::Probe::new(path.as_bytes())))
+        self.answer(path, None, options)
     }
 
     /// Like [`AgentRules::is_allowed`], for a path prepared once for many checks.
     pub fn allows(&self, path: &RequestPath<'_>, options: CheckOptions) -> bool {
-        if options.robots_txt_implicitly_allowed && path.as_str() == "/robots.txt" {
+        self.answer(&path.path, Some(&path.probe), options)
+    }
+
+    fn answer(&self, path: &str, probe: Option<&table::Probe>, options: CheckOptions) -> bool {
+        if options.robots_txt_implicitly_allowed && path == "/robots.txt" {
             return true;
         }
-        self.table.is_none_or(|t| t.allows(path.path.as_bytes(), &path.probe))
+        match self.rules {
+            Rules::Table(t) => match probe {
+                Some(probe) => t.allows(path.as_bytes(), probe),
+                None => t.allows(path.as_bytes(), &table::Probe::new(path.as_bytes())),
+            },
+            Rules::Everything => true,
+            Rules::Explain(robots, token) => {
+                let (_, best, _) = robots.decide(token, path, options);
+                best.is_none_or(|(rule, _)| rule.directive == Directive::Allow)
+            }
+        }
     }
 
     /// True when `self` and `other` are the same rules (the same merged groups of the same
     /// robots.txt, or both none), so that they give the same answer for every path: crawlers
     /// that fall back to the same groups can share one check.
     pub fn same_rules(&self, other: &AgentRules<'_>) -> bool {
-        match (&self.table, &other.table) {
-            (Some(a), Some(b)) => a.same(b),
-            (None, None) => true,
+        match (&self.rules, &other.rules) {
+            (Rules::Table(a), Rules::Table(b)) => a.same(b),
+            (Rules::Everything, Rules::Everything) => true,
+            (Rules::Explain(a, x), Rules::Explain(b, y)) => std::ptr::eq(*a, *b) && x.eq_ignore_ascii_case(y),
             _ => false,
         }
     }
@@ -618,6 +666,7 @@ mod tests {
             split in 0usize..40,
             agent in proptest::sample::select(vec!["a", "b/1", "*", "c"]),
             path in "/[ab/$.]{0,13}",
+            crawlers in proptest::collection::vec(proptest::sample::select(vec!["a", "B", "*", "c", "CCBot/2.0", ""]), 0..4),
         ) {
             let group = |rules: &[(String, String)]| {
                 let names = agents.iter().map(|a| ("user-agent", *a));
@@ -632,6 +681,19 @@ mod tests {
             proptest::prop_assert_eq!(slow, fast, "{}", body);
             let prepared = txt.rules_for(agent).allows(&RequestPath::new(&path), CheckOptions::default());
             proptest::prop_assert_eq!(slow, prepared, "{}", body);
+            // Compiled for some crawlers, which may or may not include this one.
+            let crawlers = Arc::new(Crawlers::new(crawlers.iter().copied()));
+            let some = RobotsTxt::parse_for(body.as_bytes(), KeyReading::Rfc9309, &crawlers);
+            let compiled = some.rules_for(agent).allows(&RequestPath::new(&path), CheckOptions::default());
+            proptest::prop_assert_eq!(slow, compiled, "{} for {:?}", body, crawlers);
+            proptest::prop_assert_eq!(slow, some.check(agent, &path).allowed);
+            // Crawlers that share rules in the full tables share them here, and the reverse.
+            for other in ["a", "b/1", "*", "c", "A"] {
+                let same = txt.rules_for(agent).same_rules(&txt.rules_for(other));
+                if some.rules_for(agent).same_rules(&some.rules_for(other)) {
+                    proptest::prop_assert!(same, "{} and {} share rules only when compiled for {:?}", agent, other, crawlers);
+                }
+            }
         }
     }
 }

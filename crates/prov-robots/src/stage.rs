@@ -15,6 +15,7 @@
 //! | `robots:no-url` | kept | the document has no URL with a host |
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use prov_dataset::{Document, LedgerDecision, LedgerRow, ShardWriter, shard_documents};
 use prov_exec::{
@@ -25,7 +26,7 @@ use prov_store::{Digest, Store};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::{AgentRules, CheckOptions, KeyReading, RequestPath, RobotsTxt};
+use crate::{AgentRules, CheckOptions, Crawlers, KeyReading, RequestPath, RobotsTxt};
 
 /// The 14 user-agent strings of the released Apertus robots filter.
 pub const APERTUS_AGENTS: [&str; 14] = [
@@ -121,10 +122,12 @@ impl Snapshot<'_> {
         Ok(Snapshot { store, files })
     }
 
-    fn parse_all(&self, keys: KeyReading) -> Result<BTreeMap<String, RobotsTxt>, StageError> {
+    /// Parses every file, with rule tables for the crawlers `config` lists.
+    fn parse_all(&self, config: &RobotsConfig) -> Result<BTreeMap<String, RobotsTxt>, StageError> {
+        let crawlers = Arc::new(Crawlers::new(config.agents.iter().flat_map(|a| agent_names(a))));
         let mut out = BTreeMap::new();
         for (host, digest) in &self.files {
-            out.insert(host.clone(), RobotsTxt::parse_with(&self.store.read(digest)?, keys));
+            out.insert(host.clone(), RobotsTxt::parse_for(&self.store.read(digest)?, config.keys, &crawlers));
         }
         Ok(out)
     }
@@ -170,17 +173,24 @@ fn decide(doc: &Document, config: &RobotsConfig, robots: &BTreeMap<String, Robot
     // disallowing agent's rule is looked up in full, for the evidence.
     let path = RequestPath::new(target);
     let mut checked: Vec<(AgentRules<'_>, bool)> = Vec::new();
-    let mut allowed = |name: &str| {
-        let rules = txt.rules_for(name);
-        if let Some(&(_, answer)) = checked.iter().find(|(r, _)| r.same_rules(&rules)) {
-            return answer;
+    let mut agents: Vec<String> = Vec::new();
+    for agent in &config.agents {
+        for name in agent_names(agent) {
+            let rules = txt.rules_for(name);
+            let answer = if let Some(&(_, answer)) = checked.iter().find(|(r, _)| r.same_rules(&rules)) {
+                answer
+            } else {
+                let answer = rules.allows(&path, CheckOptions::default());
+                checked.push((rules, answer));
+                answer
+            };
+            // Either name disallowing removes the document.
+            if !answer {
+                agents.push(agent.clone());
+                break;
+            }
         }
-        let answer = rules.allows(&path, CheckOptions::default());
-        checked.push((rules, answer));
-        answer
-    };
-    let agents: Vec<String> =
-        config.agents.iter().filter(|a| agent_names(a).into_iter().any(|n| !allowed(n))).cloned().collect();
+    }
     let first_rule = agents
         .first()
         .and_then(|a| {
@@ -212,7 +222,7 @@ pub fn robots_decider<'s>(
     snapshot: &Digest,
 ) -> Result<impl Fn(&Document) -> String + 's, StageError> {
     let config: RobotsConfig = parse_params(config).map_err(StageError::Config)?;
-    let robots = Snapshot::load(store, snapshot)?.parse_all(config.keys)?;
+    let robots = Snapshot::load(store, snapshot)?.parse_all(&config)?;
     Ok(move |doc: &Document| decide(doc, &config, &robots).rule)
 }
 
@@ -258,7 +268,7 @@ impl Stage for RobotsStage {
     fn map(&self, cx: &StageContext<'_>, tasks: &[usize]) -> Result<Vec<MapResultText>, StageError> {
         let config: RobotsConfig = parse_params(cx.config).map_err(StageError::Config)?;
         let snapshot = Snapshot::load(cx.store, &cx.input("snapshot")?.digest)?;
-        let robots = snapshot.parse_all(config.keys)?;
+        let robots = snapshot.parse_all(&config)?;
         // Each shard streams, and its rows are counted and written when the shard is done.
         prov_filter::map_shards(cx, tasks, |s| {
             let mut kept = ShardWriter::new(cx.store)?;
@@ -279,7 +289,7 @@ impl Stage for RobotsStage {
         let config: RobotsConfig = parse_params(cx.config).map_err(StageError::Config)?;
         let mut out = prov_filter::reduce_filtered(cx, results, |_, _| Ok(()))?;
         let snapshot = Snapshot::load(cx.store, &cx.input("snapshot")?.digest)?;
-        let robots = snapshot.parse_all(config.keys)?;
+        let robots = snapshot.parse_all(&config)?;
         out.stats.insert("snapshot_hosts".into(), Value::from(snapshot.files.len()));
         // Every file that spells a key as only Google's parser reads it, with those lines:
         // under `rfc9309` their rules were ignored, under `google-typos` they were read.

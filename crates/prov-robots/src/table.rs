@@ -18,7 +18,7 @@ use std::ops::Range;
 
 use super::Directive;
 use super::matcher;
-use super::parse::{Agent, Group};
+use super::parse::{self, Agent, Parsed};
 
 /// Tables with more rules than this get an index by second octet.
 const INDEX_FROM: usize = 12;
@@ -29,7 +29,13 @@ pub(crate) struct Tables {
     /// The product tokens named by groups, ASCII-lowercased and concatenated.
     names: Vec<u8>,
     /// One entry per distinct token, sorted by token: its range in `names` and its table.
+    /// Empty when compiled for some crawlers.
     agents: Vec<(usize, usize, usize)>,
+    /// When compiled for some crawlers: for each (by its index in [`Crawlers`]), what applies
+    /// to it.
+    crawlers: Vec<Applies>,
+    /// True when compiled for some crawlers: then only they have tables.
+    partial: bool,
     /// The table of the `*` groups, if there are any.
     star: Option<usize>,
     /// Every table, by index.
@@ -39,6 +45,44 @@ pub(crate) struct Tables {
     /// The quick tests of each rule (same positions as `rules`).
     quick: Vec<Quick>,
     indexes: Vec<Index>,
+}
+
+/// The crawlers a parse compiles rule tables for (see
+/// [`RobotsTxt::parse_for`](super::RobotsTxt::parse_for)): their product tokens,
+/// ASCII-lowercased, sorted, each once.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Crawlers {
+    tokens: Vec<Vec<u8>>,
+}
+
+impl Crawlers {
+    /// The crawlers of these user-agents (product tokens, or user-agent strings whose product
+    /// token comes before the first `/`, as [`RobotsTxt::check`](super::RobotsTxt::check)
+    /// takes them).
+    pub fn new<'a>(user_agents: impl IntoIterator<Item = &'a str>) -> Crawlers {
+        let mut tokens: Vec<Vec<u8>> =
+            user_agents.into_iter().map(|a| super::product_token(a).as_bytes().to_ascii_lowercase()).collect();
+        tokens.sort_unstable();
+        tokens.dedup();
+        Crawlers { tokens }
+    }
+
+    /// The index of the crawler whose product token is `token`, if it is one of these.
+    fn index_of(&self, token: &str) -> Option<usize> {
+        self.tokens.iter().position(|t| t.eq_ignore_ascii_case(token.as_bytes()))
+    }
+}
+
+/// What applies to one crawler.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Applies {
+    /// The table of this index: the groups naming the crawler, or else the `*` groups.
+    Table(usize),
+    /// No group: everything is allowed.
+    Nothing,
+    /// Groups naming the crawler whose table was not compiled (the file was compiled for
+    /// other crawlers): only the explaining path can answer.
+    NotCompiled,
 }
 
 /// The merged rules of one set of groups.
@@ -103,50 +147,49 @@ pub(crate) struct TableRef<'t> {
 }
 
 impl Tables {
-    /// Compiles the groups of a parsed body.
-    pub(crate) fn compile(groups: &[Group], patterns: &[u8]) -> Tables {
+    /// Compiles the groups of a parsed body: the tables of every product token the file
+    /// names, or with `only`, of those crawlers' tokens alone.
+    pub(crate) fn compile(parsed: &Parsed, only: Option<&Crawlers>) -> Tables {
         let mut star: Vec<usize> = Vec::new();
+        // (token, group) for every token a group names; with `only`, (crawler, group) for
+        // the crawlers among them.
         let mut named: Vec<(&str, usize)> = Vec::new();
-        for (g, group) in groups.iter().enumerate() {
-            for agent in &group.agents {
+        let mut hits: Vec<(usize, usize)> = Vec::new();
+        for (g, group) in parsed.groups.iter().enumerate() {
+            for agent in &parsed.agents[group.agents.clone()] {
                 match agent {
                     // A group that names `*` twice counts once.
                     Agent::Any if star.last() != Some(&g) => star.push(g),
-                    Agent::Token(t) if !t.is_empty() => named.push((t, g)),
+                    Agent::Token(t) if !t.is_empty() => match only {
+                        None => named.push((t, g)),
+                        Some(crawlers) => hits.extend(crawlers.index_of(t).map(|c| (c, g))),
+                    },
                     _ => {}
                 }
             }
         }
-        named.sort_unstable_by(|(a, ga), (b, gb)| {
-            cmp_lowercased(a.as_bytes(), b.as_bytes(), |x| x.to_ascii_lowercase()).then(ga.cmp(gb))
-        });
         let mut b =
-            Builder { groups, patterns, out: Tables::default(), single: vec![None; groups.len()], merged: Vec::new() };
+            Builder { parsed, out: Tables::default(), single: vec![None; parsed.groups.len()], merged: Vec::new() };
         b.out.star = (!star.is_empty()).then(|| b.table_of(&star));
-        let mut list = Vec::new();
-        let mut rest = &named[..];
-        while let [(token, _), ..] = rest {
-            let n = rest.iter().take_while(|(t, _)| t.eq_ignore_ascii_case(token)).count();
-            list.clear();
-            for &(_, g) in &rest[..n] {
-                // A group that names the same token twice counts once.
-                if list.last() != Some(&g) {
-                    list.push(g);
-                }
-            }
-            let table = b.table_of(&list);
-            let start = b.out.names.len();
-            b.out.names.extend(token.bytes().map(|c| c.to_ascii_lowercase()));
-            let end = b.out.names.len();
-            b.out.agents.push((start, end, table));
-            rest = &rest[n..];
+        match only {
+            None => b.named_tables(named),
+            Some(crawlers) => b.crawler_tables(crawlers, hits),
         }
         b.out
     }
 
-    /// Returns the table that applies to `token`, a crawler's product token: the one of the
-    /// groups naming it, else the `*` one, else none (everything allowed).
-    pub(crate) fn table_for<'t>(&'t self, token: &str, patterns: &'t [u8]) -> Option<TableRef<'t>> {
+    /// Returns what applies to the crawler with product token `token`, when it is one of
+    /// `crawlers`, the crawlers the file was compiled for; else `None`.
+    pub(crate) fn for_crawler(&self, crawlers: &Crawlers, token: &str) -> Option<Applies> {
+        crawlers.index_of(token).and_then(|i| self.crawlers.get(i).copied())
+    }
+
+    /// Returns what applies to `token`, a crawler's product token: the table of the groups
+    /// naming it, else the `*` one, else nothing (everything allowed).
+    pub(crate) fn applies_to(&self, token: &str) -> Applies {
+        if self.partial {
+            return Applies::NotCompiled;
+        }
         let token = token.as_bytes();
         let named = if token.is_empty() {
             None
@@ -155,13 +198,21 @@ impl Tables {
                 self.agents.binary_search_by(|&(start, end, _)| cmp_lowercased(&self.names[start..end], token, |c| c));
             found.ok().map(|i| self.agents[i].2)
         };
-        named.or(self.star).map(|i| TableRef { tables: self, patterns, table: &self.all[i] })
+        match named {
+            Some(table) => Applies::Table(table),
+            None => self.star.map_or(Applies::Nothing, Applies::Table),
+        }
+    }
+
+    /// The table of this index.
+    pub(crate) fn table<'t>(&'t self, index: usize, patterns: &'t [u8]) -> TableRef<'t> {
+        TableRef { tables: self, patterns, table: &self.all[index] }
     }
 
     /// Appends the table of `groups` (merged) and returns its index.
-    fn push_table<'g>(&mut self, groups: impl Iterator<Item = &'g Group>, patterns: &[u8]) -> usize {
+    fn push_table<'r>(&mut self, rules: impl Iterator<Item = &'r parse::Rule>, patterns: &[u8]) -> usize {
         let first = self.rules.len();
-        for rule in groups.flat_map(|g| &g.rules) {
+        for rule in rules {
             let pattern = &patterns[rule.pattern.clone()];
             let key = pattern.len() * 2 + usize::from(rule.directive == Directive::Allow);
             let (kind, stored) = if pattern.contains(&b'*') {
@@ -218,9 +269,8 @@ impl Tables {
 }
 
 /// Builds each distinct set of groups' table once.
-struct Builder<'g> {
-    groups: &'g [Group],
-    patterns: &'g [u8],
+struct Builder<'p> {
+    parsed: &'p Parsed,
     out: Tables,
     /// The table of each group alone, once built.
     single: Vec<Option<usize>>,
@@ -237,13 +287,56 @@ impl Builder<'_> {
         if let Some(t) = known {
             return t;
         }
-        let groups = self.groups;
-        let t = self.out.push_table(list.iter().map(|&g| &groups[g]), self.patterns);
+        let parsed = self.parsed;
+        let rules = list.iter().flat_map(|&g| &parsed.rules[parsed.groups[g].rules.clone()]);
+        let t = self.out.push_table(rules, &parsed.patterns);
         match list {
             [g] => self.single[*g] = Some(t),
             _ => self.merged.push((list.to_vec(), t)),
         }
         t
+    }
+
+    /// The table of every token in `named` ((token, group) pairs, in group order).
+    fn named_tables(&mut self, mut named: Vec<(&str, usize)>) {
+        named.sort_unstable_by(|(a, ga), (b, gb)| {
+            cmp_lowercased(a.as_bytes(), b.as_bytes(), |x| x.to_ascii_lowercase()).then(ga.cmp(gb))
+        });
+        let mut list = Vec::new();
+        let mut rest = &named[..];
+        while let [(token, _), ..] = rest {
+            let n = rest.iter().take_while(|(t, _)| t.eq_ignore_ascii_case(token)).count();
+            list.clear();
+            for &(_, g) in &rest[..n] {
+                // A group that names the same token twice counts once.
+                if list.last() != Some(&g) {
+                    list.push(g);
+                }
+            }
+            let table = self.table_of(&list);
+            let start = self.out.names.len();
+            self.out.names.extend(token.bytes().map(|c| c.to_ascii_lowercase()));
+            let end = self.out.names.len();
+            self.out.agents.push((start, end, table));
+            rest = &rest[n..];
+        }
+    }
+
+    /// What applies to each crawler, from `hits` ((crawler, group) pairs, in group order):
+    /// the table of the groups naming it, else the `*` table, else nothing.
+    fn crawler_tables(&mut self, crawlers: &Crawlers, mut hits: Vec<(usize, usize)>) {
+        self.out.partial = true;
+        // Stable: each crawler's groups stay in order, and a group naming it twice counts once.
+        hits.sort_by_key(|&(c, _)| c);
+        hits.dedup();
+        let fallback = self.out.star.map_or(Applies::Nothing, Applies::Table);
+        let mut list = Vec::new();
+        for c in 0..crawlers.tokens.len() {
+            list.clear();
+            list.extend(hits.iter().filter(|&&(h, _)| h == c).map(|&(_, g)| g));
+            let applies = if list.is_empty() { fallback } else { Applies::Table(self.table_of(&list)) };
+            self.out.crawlers.push(applies);
+        }
     }
 }
 
