@@ -384,15 +384,20 @@ impl prov_audit::Rescan for BlindPiiMatcher {
     }
 }
 
-type Shards<T> = Vec<Vec<T>>;
+pub(crate) type Shards<T> = Vec<Vec<T>>;
 
-/// Audits (in process, with `rescan`) the run of `audited.lock` after a forgery that every
-/// digest and root check accepts: the filter stage `stage`'s ledger rows and output documents
-/// edited by `edit` (which also sees the stage's input documents), then every object written
-/// again under its new digest: ledger shards (new shard roots), ledger record (new rule
-/// counts and Merkle root), dataset shards and record, stage record, run record.
-fn audit_forged(
+/// The run of this file's tests, and its audit policy, for [`audit_forged`].
+const AUDITED: (&str, &str) = ("lockfiles/audited.lock", POLICY);
+
+/// Audits (in process, with `rescan`) the run of `lockfile` under the audit policy `policy`
+/// (its text) after a forgery that every digest and root check accepts: the filter stage
+/// `stage`'s ledger rows and output documents edited by `edit` (which also sees the stage's
+/// input documents), then every object written again under its new digest: ledger shards
+/// (new shard roots), ledger record (new rule counts and Merkle root), dataset shards and
+/// record, stage record, run record.
+pub(crate) fn audit_forged(
     p: &Project,
+    (lockfile, policy): (&str, &str),
     stage: &str,
     rescan: &dyn prov_audit::Rescan,
     edit: impl Fn(
@@ -403,7 +408,7 @@ fn audit_forged(
 ) -> Vec<prov_audit::ClaimResult> {
     use prov_manifest::{Record, RunRecord, put_record};
     let store = prov_store::Store::open(&p.path(".prov"), prov_store::Access::Shared, true).unwrap();
-    let lockfile = fs_err::read(p.path("lockfiles/audited.lock")).unwrap();
+    let lockfile = fs_err::read(p.path(lockfile)).unwrap();
     let (_, run) = prov_exec::recorded_run(&store, &prov_manifest::run_id(&lockfile)).unwrap().expect("a recorded run");
     let at = run.stages.iter().position(|s| s.name.as_str() == stage).expect("the stage");
     let mut record = prov_manifest::get_typed::<prov_manifest::StageRecord>(&store, &run.stages[at].manifest).unwrap();
@@ -436,7 +441,7 @@ fn audit_forged(
     let forged_digest = put_record(&store, &Record::Run(forged)).unwrap();
     let forged = prov_manifest::LoadedRun::load(&store, forged_digest).unwrap();
     let cx = prov_audit::RunContext::new(&store, &forged);
-    let policy = prov_audit::AuditPolicy::parse(std::path::Path::new("policy.yaml"), POLICY).unwrap();
+    let policy = prov_audit::AuditPolicy::parse(std::path::Path::new("policy.yaml"), policy).unwrap();
     prov_audit::evaluate(&cx, &policy, &prov_audit::AuditOptions { sample: None, rescan: Some(rescan) })
 }
 
@@ -449,11 +454,22 @@ fn keep_first(
     input: &Shards<prov_dataset::Document>,
     (from, to, evidence): (&str, &str, Option<serde_json::Value>),
 ) {
+    keep_row(rows, out, input, |r| r.rule == from, (to, evidence));
+}
+
+/// Like [`keep_first`], for the first row that `pick` accepts.
+pub(crate) fn keep_row(
+    rows: &mut Shards<prov_dataset::LedgerRow>,
+    out: &mut Shards<prov_dataset::Document>,
+    input: &Shards<prov_dataset::Document>,
+    pick: impl Fn(&prov_dataset::LedgerRow) -> bool,
+    (to, evidence): (&str, Option<serde_json::Value>),
+) {
     let (s, row) = rows
         .iter_mut()
         .enumerate()
-        .find_map(|(s, r)| r.iter_mut().find(|r| r.rule == from).map(|r| (s, r)))
-        .unwrap_or_else(|| panic!("a row with rule `{from}`"));
+        .find_map(|(s, r)| r.iter_mut().find(|r| pick(r)).map(|r| (s, r)))
+        .expect("a row to forge");
     row.decision = prov_dataset::LedgerDecision::Kept;
     to.clone_into(&mut row.rule);
     row.evidence = evidence.map(|e| e.as_object().expect("an object").clone());
@@ -476,11 +492,11 @@ fn self_consistent_forgeries_of_a_filters_conclusions_fail_their_claims() {
     use prov_audit::Outcome;
     let p = project();
     // The forging itself changes nothing the audit can see when it edits nothing.
-    let untouched = audit_forged(&p, "robots", &prov_audit::StageRescan, |_, _, _| {});
+    let untouched = audit_forged(&p, AUDITED, "robots", &prov_audit::StageRescan, |_, _, _| {});
     assert!(untouched.iter().all(|c| c.outcome == Outcome::Holds), "{untouched:#?}");
 
     // A document the snapshot disallows for GPTBot, kept with the rule `robots:allowed`.
-    let forged = audit_forged(&p, "robots", &prov_audit::StageRescan, |rows, out, input| {
+    let forged = audit_forged(&p, AUDITED, "robots", &prov_audit::StageRescan, |rows, out, input| {
         keep_first(
             rows,
             out,
@@ -499,7 +515,7 @@ fn self_consistent_forgeries_of_a_filters_conclusions_fail_their_claims() {
     );
 
     // A contaminated document kept as clean.
-    let forged = audit_forged(&p, "decontaminate", &prov_audit::StageRescan, |rows, out, input| {
+    let forged = audit_forged(&p, AUDITED, "decontaminate", &prov_audit::StageRescan, |rows, out, input| {
         keep_first(rows, out, input, ("decontaminate:contaminated", "decontaminate:clean", None));
     });
     let decontamination = claim(&forged, "decontamination");
@@ -511,7 +527,7 @@ fn self_consistent_forgeries_of_a_filters_conclusions_fail_their_claims() {
 
     // A redacted document put back unredacted, its row saying there was nothing to redact,
     // audited with a stage matcher that cannot see: the audit's own scanner still finds it.
-    let forged = audit_forged(&p, "pii", &BlindPiiMatcher, |rows, out, input| {
+    let forged = audit_forged(&p, AUDITED, "pii", &BlindPiiMatcher, |rows, out, input| {
         keep_first(rows, out, input, ("pii:redacted", "pii:none", None));
     });
     let pii = claim(&forged, "pii");

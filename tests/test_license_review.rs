@@ -6,8 +6,9 @@
 //! what the policy cannot judge or denies, and the real lineage conflicts (data sets that
 //! re-license share-alike constituents); a reviewer decides two subjects with `prov license
 //! decide`, each a verdict manifest and a git commit; the next run keeps what the reviewer
-//! allowed; `prov audit` accepts the pinned verdicts and refuses a tampered one; `prov license
-//! diff` names the decisions a share-alike policy would flip.
+//! allowed; `prov audit` accepts the pinned verdicts, refuses a tampered one, and fails a
+//! self-consistent forged ledger that cites the record's verdict for another record; `prov
+//! license diff` names the decisions a share-alike policy would flip.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -188,15 +189,15 @@ fn a_review_cycle_on_the_data_provenance_collection() {
     let verdict = &decided[0]["data"];
     assert_eq!(verdict["reviewer"], "Rita Reviewer <rita@example.org>", "{verdict}");
     assert_eq!(verdict["file"], "verdicts/licenses/AFL-3.0.json");
-    p.prov(&[
+    let decided = p.json(&[
         "license",
         "decide",
         "record:fc-cot-stream_esnli",
         "--allow",
         "--reason",
         "e-SNLI keeps SNLI's CC BY-SA 4.0; the corpus is released under it",
-    ])
-    .success();
+    ]);
+    let record_verdict = decided[0]["data"]["verdict"].as_str().unwrap().to_owned();
     verdicts_stay_in_the_work_tree(&p);
     let log = p.git(&["log", "--format=%s", "--", "verdicts"]);
     assert_eq!(
@@ -228,6 +229,7 @@ fn a_review_cycle_on_the_data_provenance_collection() {
     let audit = p.prov(&["audit", "lockfiles/dpi-review.lock", "--policy", "policy.yaml"]);
     audit.success();
     assert!(audit.stdout().contains("license: HOLDS"), "{}", audit.describe());
+    a_record_verdict_cited_for_another_record_fails(&p, &record_verdict);
 
     // A pinned reviewer verdict changed in the store fails the claim, naming it.
     let pinned = p.json(&["show", second["outputs"]["verdicts"].as_str().unwrap()]);
@@ -239,6 +241,34 @@ fn a_review_cycle_on_the_data_provenance_collection() {
     audit.exit(4);
     assert!(audit.stdout().contains("license: FAILS"), "{}", audit.describe());
     assert!(audit.stdout().contains(entry["path"].as_str().unwrap()), "{}", audit.describe());
+}
+
+/// A self-consistent forgery (every digest and root recomputed, as in `test_audit`): a
+/// document the stage removed is kept under the reviewer verdict about record
+/// `fc-cot-stream_esnli` alone, its row a copy of that record's own. The verdict is pinned,
+/// allows, and is about the declared license, so only its record scope can catch it: the
+/// claim fails, naming the verdict and the record.
+fn a_record_verdict_cited_for_another_record_fails(p: &Project, record_verdict: &str) {
+    use prov_dataset::LedgerDecision;
+    let lockfile = ("lockfiles/dpi-review.lock", POLICY);
+    let claims =
+        crate::test_audit::audit_forged(p, lockfile, "license", &prov_audit::StageRescan, |rows, out, input| {
+            let esnli =
+                rows.iter().flatten().find(|r| r.id == "fc-cot-stream_esnli").expect("the record's row").clone();
+            assert_eq!((esnli.rule.as_str(), esnli.decision), ("license:reviewer-allowed", LedgerDecision::Kept));
+            assert_eq!(esnli.evidence.as_ref().and_then(|e| e.get("verdict")), Some(&json!(record_verdict)));
+            let evidence = esnli.evidence.clone().map(Value::Object);
+            let removed = |r: &prov_dataset::LedgerRow| r.decision == LedgerDecision::Removed;
+            crate::test_audit::keep_row(rows, out, input, removed, ("license:reviewer-allowed", evidence));
+        });
+    let license = claims.iter().find(|c| c.kind == "license").expect("the license claim");
+    assert_eq!(license.outcome, prov_audit::Outcome::Fails, "{license:#?}");
+    let named = |r: &String| r.contains(record_verdict) && r.contains("in record `fc-cot-stream_esnli`");
+    assert!(license.reasons.iter().any(named), "{license:#?}");
+    // The same forgery with nothing edited holds: the failure is the forged row's.
+    let untouched = crate::test_audit::audit_forged(p, lockfile, "license", &prov_audit::StageRescan, |_, _, _| {});
+    let license = untouched.iter().find(|c| c.kind == "license").expect("the license claim");
+    assert_eq!(license.outcome, prov_audit::Outcome::Holds, "{license:#?}");
 }
 
 #[test]
