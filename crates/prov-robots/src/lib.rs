@@ -7,6 +7,11 @@
 //! the `unparseable` reason code. [`RobotsTxt::check`] answers whether a crawler may fetch a
 //! URL and returns a [`Decision`] naming the deciding rule, its line and its group.
 //!
+//! Filtering many documents takes a faster path with the same answers: parsing compiles the
+//! groups into rule tables (in `table`), [`RobotsTxt::rules_for`] finds a crawler's table
+//! once and [`RequestPath`] prepares a URL once. [`RobotsTxt::parse_for`] compiles tables
+//! only for the [`Crawlers`] a caller will ask about, as the stage does.
+//!
 //! # Rules implemented (RFC 9309)
 //!
 //! - Lines end with CR, LF or CRLF; a UTF-8 byte order mark (or a prefix of one) at the start
