@@ -311,8 +311,9 @@ pub(crate) fn is_token_byte(b: u8) -> bool {
 ///
 /// Appends the canonical form, which is ASCII, to `out`.
 pub(crate) fn normalise_pattern(value: &[u8], out: &mut Vec<u8>) {
-    // Most patterns are ASCII without escapes, and stay as they are.
-    if value.iter().all(|&b| b.is_ascii() && b != b'%') {
+    // Most patterns are ASCII without escapes, and stay as they are (two vectorised
+    // searches are faster than one loop testing each octet for both).
+    if value.is_ascii() && memchr::memchr(b'%', value).is_none() {
         out.extend_from_slice(value);
         return;
     }

@@ -215,7 +215,7 @@ impl Tables {
         for rule in rules {
             let pattern = &patterns[rule.pattern.clone()];
             let key = pattern.len() * 2 + usize::from(rule.directive == Directive::Allow);
-            let (kind, stored) = if pattern.contains(&b'*') {
+            let (kind, stored) = if memchr::memchr(b'*', pattern).is_some() {
                 (Kind::Wildcard, pattern)
             } else if let Some(before) = pattern.strip_suffix(b"$") {
                 (Kind::Exact, before)
@@ -408,7 +408,11 @@ struct Quick {
 impl Quick {
     /// The quick tests of a stored pattern (without the final `$` unless it has a `*`).
     fn of(pattern: &[u8], kind: Kind) -> Quick {
-        let literal = &pattern[..pattern.iter().position(|&b| b == b'*').unwrap_or(pattern.len())];
+        // A pattern without `*` is all literal; only a wildcard one is searched.
+        let literal = match kind {
+            Kind::Wildcard => &pattern[..memchr::memchr(b'*', pattern).unwrap_or(pattern.len())],
+            Kind::Prefix | Kind::Exact => pattern,
+        };
         let n = literal.len().min(8);
         let mask = if n == 8 { u64::MAX } else { (1 << (8 * n)) - 1 };
         let need = match kind {
