@@ -252,8 +252,12 @@ impl RobotsTxt {
     /// and many paths, this saves finding the groups on every [`RobotsTxt::is_allowed`].
     pub fn rules_for<'r>(&'r self, user_agent: &'r str) -> AgentRules<'r> {
         let token = product_token(user_agent);
-        let applies = self.crawlers.as_ref().and_then(|c| self.tables.for_crawler(c, token));
-        let rules = match applies.unwrap_or_else(|| self.tables.applies_to(token)) {
+        // Compiled for some crawlers, another crawler has no table: the explaining path.
+        let applies = match &self.crawlers {
+            Some(c) => self.tables.for_crawler(c, token).unwrap_or(table::Applies::NotCompiled),
+            None => self.tables.applies_to(token),
+        };
+        let rules = match applies {
             table::Applies::Table(i) => Rules::Table(self.tables.table(i, &self.parsed.patterns)),
             table::Applies::Nothing => Rules::Everything,
             table::Applies::NotCompiled => Rules::Explain(self, token),

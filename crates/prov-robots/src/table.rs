@@ -34,8 +34,6 @@ pub(crate) struct Tables {
     /// When compiled for some crawlers: for each (by its index in [`Crawlers`]), what applies
     /// to it.
     crawlers: Vec<Applies>,
-    /// True when compiled for some crawlers: then only they have tables.
-    partial: bool,
     /// The table of the `*` groups, if there are any.
     star: Option<usize>,
     /// Every table, by index.
@@ -187,9 +185,6 @@ impl Tables {
     /// Returns what applies to `token`, a crawler's product token: the table of the groups
     /// naming it, else the `*` one, else nothing (everything allowed).
     pub(crate) fn applies_to(&self, token: &str) -> Applies {
-        if self.partial {
-            return Applies::NotCompiled;
-        }
         let token = token.as_bytes();
         let named = if token.is_empty() {
             None
@@ -325,7 +320,6 @@ impl Builder<'_> {
     /// What applies to each crawler, from `hits` ((crawler, group) pairs, in group order):
     /// the table of the groups naming it, else the `*` table, else nothing.
     fn crawler_tables(&mut self, crawlers: &Crawlers, mut hits: Vec<(usize, usize)>) {
-        self.out.partial = true;
         // Stable: each crawler's groups stay in order, and a group naming it twice counts once.
         hits.sort_by_key(|&(c, _)| c);
         hits.dedup();
