@@ -131,6 +131,21 @@ impl Snapshot<'_> {
         }
         Ok(out)
     }
+
+    /// The files that spell a key as only Google's parser reads it, with those lines, by
+    /// host. Read one file at a time, without rule tables for any agent (the lines do not
+    /// depend on them), so that the reduce step holds one parsed file, not the snapshot.
+    fn misspelled_keys(&self, reading: KeyReading) -> Result<serde_json::Map<String, Value>, StageError> {
+        let none = Arc::new(Crawlers::default());
+        let mut out = serde_json::Map::new();
+        for (host, digest) in &self.files {
+            let txt = RobotsTxt::parse_for(&self.store.read(digest)?, reading, &none);
+            if !txt.misspelled_key_lines().is_empty() {
+                out.insert(host.clone(), json!(txt.misspelled_key_lines()));
+            }
+        }
+        Ok(out)
+    }
 }
 
 /// The names an agent's opt-out is looked up under. RFC 9309 product tokens hold only
@@ -289,16 +304,10 @@ impl Stage for RobotsStage {
         let config: RobotsConfig = parse_params(cx.config).map_err(StageError::Config)?;
         let mut out = prov_filter::reduce_filtered(cx, results, |_, _| Ok(()))?;
         let snapshot = Snapshot::load(cx.store, &cx.input("snapshot")?.digest)?;
-        let robots = snapshot.parse_all(&config)?;
         out.stats.insert("snapshot_hosts".into(), Value::from(snapshot.files.len()));
         // Every file that spells a key as only Google's parser reads it, with those lines:
         // under `rfc9309` their rules were ignored, under `google-typos` they were read.
-        let misspelled: serde_json::Map<String, Value> = robots
-            .iter()
-            .filter(|(_, txt)| !txt.misspelled_key_lines().is_empty())
-            .map(|(host, txt)| (host.clone(), json!(txt.misspelled_key_lines())))
-            .collect();
-        out.stats.insert("misspelled_keys".into(), Value::Object(misspelled));
+        out.stats.insert("misspelled_keys".into(), Value::Object(snapshot.misspelled_keys(config.keys)?));
         Ok(out)
     }
 }
