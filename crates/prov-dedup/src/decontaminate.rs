@@ -331,7 +331,8 @@ impl Stage for DecontaminateStage {
     }
 
     fn map(&self, cx: &StageContext<'_>, tasks: &[usize]) -> Result<Vec<MapResultText>, StageError> {
-        let index = benchmark_index(cx)?;
+        // Built once per run in this process, not once per batch of map tasks.
+        let index = cx.prepared(|| benchmark_index(cx))?;
         prov_filter::map_shards(cx, tasks, |s| {
             let mut kept = ShardWriter::new(cx.store)?;
             let mut rows = Vec::new();

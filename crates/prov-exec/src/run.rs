@@ -365,6 +365,7 @@ impl<'a> Executor<'a> {
                 || crate::tasks::TaskDir::of(self.store.root(), key).work_path(),
                 |w| w.path().to_path_buf(),
             ),
+            prepared: crate::Prepared::default(),
         };
         let fail = |source| ExecError::Stage { stage: stage.name.clone(), kind: stage.stage_kind.clone(), source };
         // The last resort for a bug (a libtorch call that panics on input nobody checked): the

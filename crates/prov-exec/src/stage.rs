@@ -218,9 +218,59 @@ pub struct StageContext<'a> {
     pub envelope: &'a prov_manifest::Envelope,
     /// The directory a stage's map tasks and its reduce step share ([`Self::work_dir`]).
     pub work: PathBuf,
+    /// What the stage's map calls in this process prepare once ([`Self::prepared`]).
+    pub prepared: Prepared,
+}
+
+/// Values a stage derives from its inputs and configuration alone, made at the first
+/// [`Stage::map`] call of a run in this process and shared by the later ones: `robots` parses
+/// its snapshot once, not once per batch. A local run ([`Stage::run`]'s default) drops them
+/// after its last batch, before the reduce step finishes.
+///
+/// Kept per process and per stage execution, never on disk: whatever is kept here must be
+/// what a fresh process would make from the same inputs, so that a map task gives the same
+/// result in a batch of its own, on a cluster node, as in a local run's later batch.
+#[derive(Default)]
+pub struct Prepared {
+    values: std::sync::Mutex<BTreeMap<std::any::TypeId, Arc<dyn std::any::Any + Send + Sync>>>,
+}
+
+impl std::fmt::Debug for Prepared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let n = self.values.lock().map_or(0, |v| v.len());
+        f.debug_struct("Prepared").field("values", &n).finish()
+    }
+}
+
+impl Prepared {
+    /// Drops every value (the stage will make no further map call here).
+    pub fn clear(&self) {
+        self.values.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clear();
+    }
 }
 
 impl StageContext<'_> {
+    /// The stage's value of type `T`, made by `make` on the first call in this process and
+    /// shared afterwards (see [`Prepared`]). A failed `make` keeps nothing, so the next call
+    /// tries again. Calls wait for each other: `make` runs at most once at a time.
+    ///
+    /// # Errors
+    ///
+    /// `make`'s.
+    pub fn prepared<T: std::any::Any + Send + Sync>(
+        &self,
+        make: impl FnOnce() -> Result<T, StageError>,
+    ) -> Result<Arc<T>, StageError> {
+        let mut values = self.prepared.values.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let id = std::any::TypeId::of::<T>();
+        if let Some(v) = values.get(&id) {
+            return Ok(Arc::clone(v).downcast::<T>().expect("stored under its own type id"));
+        }
+        let v = Arc::new(make()?);
+        values.insert(id, Arc::clone(&v) as Arc<dyn std::any::Any + Send + Sync>);
+        Ok(v)
+    }
+
     /// Returns the input with this name.
     pub fn input(&self, name: &str) -> Result<StageInput, StageError> {
         self.inputs
@@ -334,15 +384,15 @@ pub struct StageOutput {
 }
 
 /// How many map tasks a local run ([`Stage::run`]'s default) runs before it hands their
-/// results to the reduce step: enough that what a stage sets up once per [`Stage::map`] call
-/// (`robots` parses its snapshot, `decontaminate` builds its benchmark index) is paid rarely
-/// and every thread stays busy between hand-overs; few enough that the results held stay
-/// bounded. A batch holds its results as JSON text ([`MapResultText`]): a filter's result
+/// results to the reduce step: enough that every thread stays busy between hand-overs; few
+/// enough that the results held stay bounded. (What a stage sets up for its map calls,
+/// `robots` its parsed snapshot, `decontaminate` its benchmark index, is made once per run
+/// here: [`StageContext::prepared`].) A batch holds its results as JSON text ([`MapResultText`]): a filter's result
 /// counts its removed documents per language, about 150 languages for a 16 MiB shard of a
 /// corpus of 500, which is a few KB as text but was an estimated 20 to 45 KB as a parsed
 /// JSON value, tens of MB for a full batch (what `robots` grew by from 1 to 20 GiB, see the
-/// book's Benchmarks). Smaller batches were no cure while set-up is per call: with 64,
-/// `robots` parses its snapshot 20 times at 1,280 shards and its heap rose from 95 to 128-147
+/// book's Benchmarks). Smaller batches were no cure while set-up was per call: with 64,
+/// `robots` parsed its snapshot 20 times at 1,280 shards and its heap rose from 95 to 128-147
 /// MiB.
 pub const MAP_BATCH: usize = 1024;
 
@@ -533,6 +583,10 @@ pub trait Stage: Send + Sync {
                 Ok(pairs) => pairs.into_iter().map(Ok).collect(),
                 Err(e) => vec![Err(e)],
             };
+            if start + MAP_BATCH >= tasks {
+                // The last batch: nothing will read the prepared values again.
+                cx.prepared.clear();
+            }
             // Parsed one at a time, as the reduce step takes them.
             results.into_iter().map(|r| r.and_then(|(task, text)| parse_map_result(task, &text)))
         });
@@ -600,12 +654,22 @@ mod tests {
 
     use super::*;
 
-    /// A map-reduce kind that logs when each task is mapped and each result reduced.
+    /// A map-reduce kind that logs when each task is mapped and each result reduced, and when
+    /// the value its map calls share is made and dropped.
     struct Logged {
         tasks: usize,
         /// A task whose result the map step leaves out, as a faulty stage kind might.
         lose: Option<usize>,
-        log: Mutex<Vec<String>>,
+        log: Arc<Mutex<Vec<String>>>,
+    }
+
+    /// The value [`Logged`]'s map calls share ([`StageContext::prepared`]); logs its drop.
+    struct Shared(Arc<Mutex<Vec<String>>>);
+
+    impl Drop for Shared {
+        fn drop(&mut self) {
+            self.0.lock().unwrap().push("dropped".into());
+        }
     }
 
     impl Stage for Logged {
@@ -633,7 +697,11 @@ mod tests {
         fn map_tasks(&self, _cx: &StageContext<'_>) -> Result<Option<usize>, StageError> {
             Ok(Some(self.tasks))
         }
-        fn map(&self, _cx: &StageContext<'_>, tasks: &[usize]) -> Result<Vec<MapResultText>, StageError> {
+        fn map(&self, cx: &StageContext<'_>, tasks: &[usize]) -> Result<Vec<MapResultText>, StageError> {
+            let _shared = cx.prepared(|| {
+                self.log.lock().unwrap().push("prepared".into());
+                Ok(Shared(Arc::clone(&self.log)))
+            })?;
             self.log.lock().unwrap().extend(tasks.iter().map(|t| format!("map {t}")));
             tasks.iter().filter(|&&t| Some(t) != self.lose).map(|&t| map_result_text(t, &(t * 10))).collect()
         }
@@ -654,11 +722,46 @@ mod tests {
     fn run_logged(tasks: usize, lose: Option<usize>) -> (Vec<String>, Result<Value, StageError>) {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::init(&dir.path().join(".prov")).unwrap();
-        let stage = Logged { tasks, lose, log: Mutex::new(Vec::new()) };
+        let stage = Logged { tasks, lose, log: Arc::new(Mutex::new(Vec::new())) };
         let bench = crate::testing::TestBench::new(2);
         let (config, inputs) = (Value::Null, BTreeMap::new());
         let out = stage.run(&bench.context(&store, dir.path(), "logged", &config, &inputs));
-        (stage.log.into_inner().unwrap(), out.map(|o| o.stats["sum"].clone()))
+        let log = stage.log.lock().unwrap().clone();
+        (log, out.map(|o| o.stats["sum"].clone()))
+    }
+
+    /// What a local run's map calls prepare is made once, at the first batch, shared by the
+    /// later ones, and dropped after the last batch is mapped, before its results are folded.
+    #[test]
+    fn a_local_run_prepares_once_and_drops_it_after_the_last_batch() {
+        let tasks = 2 * MAP_BATCH + 3;
+        let (log, sum) = run_logged(tasks, None);
+        sum.unwrap();
+        let at = |line: &str| log.iter().position(|l| l == line).unwrap_or_else(|| panic!("{line} missing"));
+        assert_eq!(log.iter().filter(|l| *l == "prepared").count(), 1, "{log:?}");
+        assert_eq!(log.iter().filter(|l| *l == "dropped").count(), 1, "{log:?}");
+        assert!(at("prepared") < at("map 0"));
+        assert!(at(&format!("map {}", tasks - 1)) < at("dropped"));
+        assert!(at("dropped") < at(&format!("reduce {}", 2 * MAP_BATCH)), "{log:?}");
+    }
+
+    /// A value that could not be made is not kept: the next call makes it; one that was made
+    /// is returned as it is, without calling `make`.
+    #[test]
+    fn a_failed_preparation_is_tried_again_and_a_made_one_is_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::init(&dir.path().join(".prov")).unwrap();
+        let bench = crate::testing::TestBench::new(1);
+        let (config, inputs) = (Value::Null, BTreeMap::new());
+        let cx = bench.context(&store, dir.path(), "prepared", &config, &inputs);
+        let failed = cx.prepared::<u32>(|| Err(StageError::Worker("not yet".into())));
+        assert!(matches!(failed, Err(StageError::Worker(m)) if m == "not yet"));
+        assert_eq!(*cx.prepared(|| Ok(7u32)).unwrap(), 7);
+        assert_eq!(*cx.prepared::<u32>(|| panic!("made twice")).unwrap(), 7);
+        // Another type is another value.
+        assert_eq!(*cx.prepared(|| Ok(String::from("other"))).unwrap(), "other");
+        cx.prepared.clear();
+        assert_eq!(*cx.prepared(|| Ok(8u32)).unwrap(), 8);
     }
 
     /// A local run hands results to the reduce step batch by batch: the first result is

@@ -57,6 +57,7 @@ impl TestBench {
             worker: Path::new("prov-worker"),
             envelope: &self.envelope,
             work: store.root().join("tmp").join(format!("work-{name}")),
+            prepared: crate::Prepared::default(),
         }
     }
 }

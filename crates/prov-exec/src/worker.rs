@@ -534,6 +534,7 @@ impl StageRequest {
             worker,
             envelope: &self.envelope,
             work: self.work.clone(),
+            prepared: crate::Prepared::default(),
         };
         Ok(f(&cx))
     }
