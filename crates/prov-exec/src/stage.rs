@@ -252,7 +252,9 @@ impl Prepared {
 impl StageContext<'_> {
     /// The stage's value of type `T`, made by `make` on the first call in this process and
     /// shared afterwards (see [`Prepared`]). A failed `make` keeps nothing, so the next call
-    /// tries again. Calls wait for each other: `make` runs at most once at a time.
+    /// tries again. `make` runs without a lock held, so it may itself ask for another
+    /// prepared value; two calls at once may both make the value, and the first one kept is
+    /// the one both get (the map calls of a local run come one after the other).
     ///
     /// # Errors
     ///
@@ -261,14 +263,16 @@ impl StageContext<'_> {
         &self,
         make: impl FnOnce() -> Result<T, StageError>,
     ) -> Result<Arc<T>, StageError> {
-        let mut values = self.prepared.values.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let values = || self.prepared.values.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let id = std::any::TypeId::of::<T>();
-        if let Some(v) = values.get(&id) {
-            return Ok(Arc::clone(v).downcast::<T>().expect("stored under its own type id"));
-        }
-        let v = Arc::new(make()?);
-        values.insert(id, Arc::clone(&v) as Arc<dyn std::any::Any + Send + Sync>);
-        Ok(v)
+        let kept = values().get(&id).cloned();
+        let value = if let Some(v) = kept {
+            v
+        } else {
+            let fresh: Arc<dyn std::any::Any + Send + Sync> = Arc::new(make()?);
+            Arc::clone(values().entry(id).or_insert(fresh))
+        };
+        Ok(value.downcast::<T>().expect("kept under its own type id"))
     }
 
     /// Returns the input with this name.
@@ -758,8 +762,10 @@ mod tests {
         assert!(matches!(failed, Err(StageError::Worker(m)) if m == "not yet"));
         assert_eq!(*cx.prepared(|| Ok(7u32)).unwrap(), 7);
         assert_eq!(*cx.prepared::<u32>(|| panic!("made twice")).unwrap(), 7);
-        // Another type is another value.
-        assert_eq!(*cx.prepared(|| Ok(String::from("other"))).unwrap(), "other");
+        // Another type is another value, and may be asked for while one is being made.
+        let nested = cx.prepared(|| Ok(cx.prepared(|| Ok(String::from("other")))?.len())).unwrap();
+        assert_eq!(*nested, 5);
+        assert_eq!(*cx.prepared::<String>(|| panic!("made twice")).unwrap(), "other");
         cx.prepared.clear();
         assert_eq!(*cx.prepared(|| Ok(8u32)).unwrap(), 8);
     }
