@@ -235,13 +235,6 @@ pub struct Prepared {
     values: std::sync::Mutex<BTreeMap<std::any::TypeId, Arc<dyn std::any::Any + Send + Sync>>>,
 }
 
-impl std::fmt::Debug for Prepared {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let n = self.values.lock().map_or(0, |v| v.len());
-        f.debug_struct("Prepared").field("values", &n).finish()
-    }
-}
-
 impl Prepared {
     /// Drops every value (the stage will make no further map call here).
     pub fn clear(&self) {
@@ -391,10 +384,10 @@ pub struct StageOutput {
 /// results to the reduce step: enough that every thread stays busy between hand-overs; few
 /// enough that the results held stay bounded. (What a stage sets up for its map calls,
 /// `robots` its parsed snapshot, `decontaminate` its benchmark index, is made once per run
-/// here: [`StageContext::prepared`].) A batch holds its results as JSON text ([`MapResultText`]): a filter's result
-/// counts its removed documents per language, about 150 languages for a 16 MiB shard of a
-/// corpus of 500, which is a few KB as text but was an estimated 20 to 45 KB as a parsed
-/// JSON value, tens of MB for a full batch (what `robots` grew by from 1 to 20 GiB, see the
+/// here: [`StageContext::prepared`].) A batch holds its results as JSON text
+/// ([`MapResultText`]): a filter's result counts its removed documents per language, about
+/// 150 languages for a 16 MiB shard of a corpus of 500, which is a few KB as text but was an
+/// estimated 20 to 45 KB as a parsed JSON value, tens of MB for a full batch (what `robots` grew by from 1 to 20 GiB, see the
 /// book's Benchmarks). Smaller batches were no cure while set-up was per call: with 64,
 /// `robots` parsed its snapshot 20 times at 1,280 shards and its heap rose from 95 to 128-147
 /// MiB.
