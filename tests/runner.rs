@@ -16,6 +16,7 @@ mod test_explain;
 mod test_explain_pii;
 mod test_extends;
 mod test_goldfish;
+mod test_heuristics;
 mod test_house;
 mod test_kill;
 mod test_license;

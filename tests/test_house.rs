@@ -28,6 +28,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("prov-robots", 5),
     ("prov-pii", 5),
     ("prov-dedup", 5),
+    ("prov-heuristics", 5),
     ("prov-train", 6),
     ("prov-toxicity", 6),
     ("prov-worker", 7),

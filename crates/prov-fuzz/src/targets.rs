@@ -17,6 +17,7 @@ fn registry() -> Registry {
     prov_robots::register(&mut r);
     prov_pii::register(&mut r);
     prov_dedup::register(&mut r);
+    prov_heuristics::register(&mut r);
     prov_toxicity::register(&mut r);
     r
 }

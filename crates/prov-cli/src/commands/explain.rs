@@ -1,9 +1,11 @@
 //! `prov explain`: answers "why" for one input. Each kind of question is a subcommand of
 //! [`ExplainCommand`]: a robots.txt decision, PII matches, a license string, the labels
-//! Goldfish drops and the documents in the batch of a training step.
+//! Goldfish drops, the heuristic filter's rules on a text and the documents in the batch of a
+//! training step.
 
 mod batch;
 mod goldfish;
+mod heuristics;
 mod license;
 mod pii;
 
@@ -36,6 +38,7 @@ enum ExplainCommand {
     Pii(pii::PiiArgs),
     License(license::LicenseArgs),
     Goldfish(goldfish::GoldfishArgs),
+    Heuristics(heuristics::HeuristicsArgs),
     Batch(batch::BatchArgs),
 }
 
@@ -84,6 +87,7 @@ pub(crate) fn cmd_explain(ui: &mut Ui, cx: &CommandContext, args: &ExplainArgs) 
         ExplainCommand::Pii(a) => pii::cmd_explain_pii(ui, a),
         ExplainCommand::License(a) => license::cmd_explain_license(ui, a),
         ExplainCommand::Goldfish(a) => goldfish::cmd_explain_goldfish(ui, a),
+        ExplainCommand::Heuristics(a) => heuristics::cmd_explain_heuristics(ui, a),
         ExplainCommand::Batch(a) => batch::cmd_explain_batch(ui, cx, a),
     }
 }
