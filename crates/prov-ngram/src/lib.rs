@@ -1,0 +1,15 @@
+//! n-gram language models, for EuroLLM's perplexity filter (EuroLLM-22B report §2.3, after
+//! `CCNet`): estimating an interpolated modified Kneser-Ney model from token sentences as
+//! KenLM's `lmplz` does ([`train`]), writing and reading it as an ARPA file ([`arpa`]), and
+//! scoring text with it as KenLM's query does ([`query`]), so that the model Provenant trains
+//! is the one `lmplz` would have trained and the scores are the ones the `kenlm` Python module
+//! gives on the same file.
+
+pub mod arpa;
+mod gram;
+pub mod query;
+pub mod train;
+
+pub use arpa::{Arpa, ArpaError, NGramEntry};
+pub use query::{Model, WordScore};
+pub use train::{Discounts, TrainError, Trainer};
