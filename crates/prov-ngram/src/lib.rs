@@ -6,9 +6,11 @@
 //! gives on the same file.
 
 pub mod arpa;
+pub mod ccnet;
 mod gram;
 pub mod query;
 pub mod train;
+mod unicode_tables;
 
 pub use arpa::{Arpa, ArpaError, NGramEntry};
 pub use query::{Model, WordScore};

@@ -131,11 +131,15 @@ impl Model {
     }
 
     /// Each word's score and then `</s>`'s, as `kenlm.Model.full_scores(sentence)` with
-    /// `bos` and `eos` true. Words are `sentence` split at ASCII whitespace.
+    /// `bos` and `eos` true. Words are `sentence` split at ASCII whitespace as Python's
+    /// `bytes.split()` splits (space, tab, line feed, carriage return, vertical tab, form feed).
     pub fn full_scores(&self, sentence: &str) -> Vec<WordScore> {
         let mut state = self.begin_sentence();
-        let mut out: Vec<WordScore> =
-            sentence.split_ascii_whitespace().map(|w| self.score(&mut state, self.id(w))).collect();
+        let mut out: Vec<WordScore> = sentence
+            .split([' ', '\t', '\n', '\r', '\u{b}', '\u{c}'])
+            .filter(|w| !w.is_empty())
+            .map(|w| self.score(&mut state, self.id(w)))
+            .collect();
         out.push(self.score(&mut state, EOS));
         out
     }
