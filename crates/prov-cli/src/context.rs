@@ -181,6 +181,7 @@ pub(crate) fn registry() -> Registry {
     prov_pii::register(&mut r);
     prov_dedup::register(&mut r);
     prov_heuristics::register(&mut r);
+    prov_ngram::register(&mut r);
     prov_toxicity::register(&mut r);
     prov_tokenizer::register(&mut r);
     prov_train::register(&mut r);

@@ -27,6 +27,18 @@ impl Document {
     pub fn new(id: impl Into<String>, text: impl Into<String>) -> Self {
         Self { id: id.into(), text: text.into(), ..Self::default() }
     }
+
+    /// The primary subtag of the document's language ([`primary_language`]), `und` without one.
+    pub fn primary_language(&self) -> String {
+        primary_language(self.language.as_deref().unwrap_or("und"))
+    }
+}
+
+/// The primary subtag of a language tag, ASCII-lowercased: `de` of `de-CH` or `DE_at`. Filters
+/// that apply per language (the heuristics, the n-gram models, the toxicity classifiers) name
+/// languages this way.
+pub fn primary_language(tag: &str) -> String {
+    tag.split(['-', '_']).next().unwrap_or(tag).to_ascii_lowercase()
 }
 
 /// The column names, in file order.

@@ -16,7 +16,7 @@
 
 use std::collections::BTreeMap;
 
-use prov_dataset::{Document, LedgerDecision, LedgerRow, ShardWriter, shard_documents};
+use prov_dataset::{Document, LedgerDecision, LedgerRow, ShardWriter, primary_language, shard_documents};
 use prov_exec::{
     ConfigError, InputSpec, MapResultText, MapResults, Stage, StageContext, StageError, StageOutput, parse_params,
 };
@@ -43,16 +43,10 @@ fn default_languages() -> Vec<String> {
     ["de", "es", "fr", "it"].map(String::from).to_vec()
 }
 
-/// The primary subtag of a language tag, lowercase (`de` of `de-CH`); `und` without one.
-pub fn primary_language(tag: Option<&str>) -> String {
-    let tag = tag.unwrap_or("und");
-    tag.split(['-', '_']).next().unwrap_or(tag).to_ascii_lowercase()
-}
-
 impl HeuristicsConfig {
     /// Whether the rules apply to a document of language `tag`.
     pub fn applies_to(&self, tag: Option<&str>) -> bool {
-        self.languages.iter().any(|l| l == "*") || self.languages.contains(&primary_language(tag))
+        self.languages.iter().any(|l| l == "*") || self.languages.contains(&primary_language(tag.unwrap_or("und")))
     }
 }
 
@@ -96,7 +90,7 @@ pub fn resolve(params: &Value) -> Result<HeuristicsConfig, ConfigError> {
 fn decide(doc: &Document, config: &HeuristicsConfig, paragraphs: &mut ParagraphCounts) -> (LedgerRow, Option<String>) {
     if !config.applies_to(doc.language.as_deref()) {
         let mut evidence = Map::new();
-        evidence.insert("language".into(), Value::String(primary_language(doc.language.as_deref())));
+        evidence.insert("language".into(), Value::String(doc.primary_language()));
         return (LedgerRow::of_document(doc, LedgerDecision::Kept, "heuristics:not-applied", Some(evidence)), None);
     }
     let outcome = assess(&doc.text, &config.thresholds);

@@ -7,7 +7,8 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
-use crate::train::MAX_ORDER;
+/// The highest order supported: the places of an n-gram.
+pub const MAX_ORDER: usize = 8;
 
 /// The id of an unused place.
 pub const NONE: u32 = u32::MAX;

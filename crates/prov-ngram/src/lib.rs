@@ -3,15 +3,18 @@
 //! KenLM's `lmplz` does ([`train`]), writing and reading it as an ARPA file ([`arpa`]), and
 //! scoring text with it as KenLM's query does ([`query`]), so that the model Provenant trains
 //! is the one `lmplz` would have trained and the scores are the ones the `kenlm` Python module
-//! gives on the same file.
+//! gives on the same file. The `ngram-train` stage ([`stage`]) estimates one model per language
+//! from a dataset and pins them as ARPA files.
 
 pub mod arpa;
 pub mod ccnet;
 mod gram;
 pub mod query;
+pub mod stage;
 pub mod train;
 mod unicode_tables;
 
 pub use arpa::{Arpa, ArpaError, NGramEntry};
 pub use query::{Model, WordScore};
+pub use stage::{NgramTrainStage, register};
 pub use train::{Discounts, TrainError, Trainer};

@@ -72,7 +72,7 @@ pub enum TrainError {
 }
 
 /// The highest order supported.
-pub const MAX_ORDER: usize = 8;
+pub use crate::gram::MAX_ORDER;
 
 /// The three discounts of one order, for adjusted counts 1, 2 and 3 or more.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -165,7 +165,7 @@ impl Classifier {
 /// The classifier language a document's language tag maps to: its primary subtag, lower-cased
 /// (`de-1901` and `de` both use the `de` model).
 pub fn classifier_language(tag: &str) -> String {
-    tag.split(['-', '_']).next().unwrap_or(tag).to_ascii_lowercase()
+    prov_dataset::primary_language(tag)
 }
 
 #[cfg(test)]
