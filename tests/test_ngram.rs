@@ -24,25 +24,6 @@ for l in sys.stdin.read().split("\n"):
 sys.stdout.write("".join(w + "\n" for w in out))
 "#;
 
-fn pipe(program: &std::path::Path, args: &[&str], input: &[u8]) -> Vec<u8> {
-    use std::io::Write as _;
-    use std::process::{Command, Stdio};
-    let mut child = Command::new(program)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let input = input.to_vec();
-    let feeder = std::thread::spawn(move || stdin.write_all(&input));
-    let out = child.wait_with_output().unwrap();
-    feeder.join().unwrap().unwrap();
-    assert!(out.status.success(), "{} failed: {}", program.display(), out.status);
-    out.stdout
-}
-
 #[test]
 fn ngram_models_equal_lmplz_on_ccnet_normalised_documents_and_replay() {
     if !main_job_data_fetched() {
@@ -84,9 +65,12 @@ fn ngram_models_equal_lmplz_on_ccnet_normalised_documents_and_replay() {
             })
             .flat_map(|l| [l.as_str(), "\n"])
             .collect();
-        let sentences = pipe(&python, &["-c", NORMALISE], docs.as_bytes());
-        let theirs =
-            pipe(&lmplz, &["-o", "3", "-S", "256M", "-T", &std::env::temp_dir().display().to_string()], &sentences);
+        let sentences = prov_testkit::pipe(&python, &["-c", NORMALISE], docs.as_bytes());
+        let theirs = prov_testkit::pipe(
+            &lmplz,
+            &["-o", "3", "-S", "256M", "-T", &std::env::temp_dir().display().to_string()],
+            &sentences,
+        );
         let ours = store.read(&entry.digest).unwrap();
         assert!(ours == theirs, "{}: the stage's model is not lmplz's on cc_net-normalised text", entry.path.as_str());
     }

@@ -71,7 +71,8 @@ fn rules_agree_with_the_python_reference_on_real_text() {
     for params in configs {
         let t: Thresholds = serde_json::from_value(params.clone()).unwrap();
         // `python -c` with the script's text; its arguments follow `-c CODE`.
-        let out = run_python_with_args(&python, &script, &["--config", &params.to_string()], input.as_bytes());
+        let config = params.to_string();
+        let out = prov_testkit::pipe(&python, &["-c", &script, "--config", &config], input.as_bytes());
         let theirs: Vec<Value> =
             String::from_utf8(out).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
         assert_eq!(theirs.len(), docs.len());
@@ -93,27 +94,4 @@ fn rules_agree_with_the_python_reference_on_real_text() {
             );
         }
     }
-}
-
-/// Runs `python -c script args...` with `input` on standard input; returns standard output.
-fn run_python_with_args(python: &std::path::Path, script: &str, args: &[&str], input: &[u8]) -> Vec<u8> {
-    use std::io::Write as _;
-    use std::process::{Command, Stdio};
-    let mut child = Command::new(python)
-        .arg("-c")
-        .arg(script)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let input = input.to_vec();
-    // Python reads all its input before writing: feed it from a thread all the same.
-    let feeder = std::thread::spawn(move || stdin.write_all(&input));
-    let output = child.wait_with_output().unwrap();
-    feeder.join().unwrap().unwrap();
-    assert!(output.status.success(), "the Python reference failed: {}", output.status);
-    output.stdout
 }

@@ -54,24 +54,9 @@ fn main_job_docs(first: usize, step: usize) -> Option<Vec<String>> {
 }
 
 fn run(python: &Path, args: &[&str], input: &str) -> Vec<String> {
-    use std::io::Write as _;
-    use std::process::{Command, Stdio};
-    let mut child = Command::new(python)
-        .arg("-c")
-        .arg(SCRIPT)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let input = input.to_owned();
-    let feeder = std::thread::spawn(move || stdin.write_all(input.as_bytes()));
-    let out = child.wait_with_output().unwrap();
-    feeder.join().unwrap().unwrap();
-    assert!(out.status.success(), "cc_net failed: {}", out.status);
-    String::from_utf8(out.stdout).unwrap().lines().map(str::to_owned).collect()
+    let args: Vec<&str> = ["-c", SCRIPT].into_iter().chain(args.iter().copied()).collect();
+    let out = prov_testkit::pipe(python, &args, input.as_bytes());
+    String::from_utf8(out).unwrap().lines().map(str::to_owned).collect()
 }
 
 #[test]

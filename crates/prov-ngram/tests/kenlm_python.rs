@@ -76,7 +76,7 @@ fn scores_equal_kenlms_on_held_out_real_text() {
         let model = Model::new(&Arpa::parse(&text).unwrap());
 
         let input: String = held_out.iter().flat_map(|s| [s.as_str(), "\n"]).collect();
-        let out = run_python(&python, &path, input.as_bytes());
+        let out = prov_testkit::pipe(&python, &["-c", SCRIPT, path.to_str().unwrap()], input.as_bytes());
         let theirs: Vec<Value> =
             String::from_utf8(out).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
         assert_eq!(theirs.len(), held_out.len());
@@ -101,26 +101,4 @@ fn scores_equal_kenlms_on_held_out_real_text() {
         assert_eq!(longest, order);
         assert!(oov > 1000 && words > 100_000, "{oov} unseen of {words} words");
     }
-}
-
-/// Runs `python -c SCRIPT ARPA` with `input` on standard input; returns standard output.
-fn run_python(python: &std::path::Path, arpa: &std::path::Path, input: &[u8]) -> Vec<u8> {
-    use std::io::Write as _;
-    use std::process::{Command, Stdio};
-    let mut child = Command::new(python)
-        .arg("-c")
-        .arg(SCRIPT)
-        .arg(arpa)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let input = input.to_vec();
-    let feeder = std::thread::spawn(move || stdin.write_all(&input));
-    let output = child.wait_with_output().unwrap();
-    feeder.join().unwrap().unwrap();
-    assert!(output.status.success(), "kenlm failed: {}", output.status);
-    output.stdout
 }

@@ -43,18 +43,28 @@ pub fn venv_python() -> Option<PathBuf> {
 /// Runs `script` with `python -c`, writes `input` to its standard input and returns its
 /// standard output. Its standard error passes through; a failure fails the test.
 pub fn run_python(python: &Path, script: &str, input: &[u8]) -> Vec<u8> {
+    pipe(python, &["-c", script], input)
+}
+
+/// Runs `program` with `args`, writes `input` to its standard input from a thread of its own
+/// (so that a program that writes while it reads cannot deadlock on full pipes) and returns
+/// its standard output. Its standard error passes through; a failure fails the test.
+pub fn pipe(program: &Path, args: &[&str], input: &[u8]) -> Vec<u8> {
     use std::io::Write as _;
     use std::process::{Command, Stdio};
-    let mut child = Command::new(python)
-        .args(["-c", script])
+    let mut child = Command::new(program)
+        .args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
-        .expect("the project's Python starts");
-    child.stdin.take().expect("stdin is piped").write_all(input).expect("Python reads its input");
-    let output = child.wait_with_output().expect("Python runs");
-    assert!(output.status.success(), "{} failed: {}", python.display(), output.status);
+        .unwrap_or_else(|e| panic!("{} starts: {e}", program.display()));
+    let mut stdin = child.stdin.take().expect("stdin is piped");
+    let input = input.to_vec();
+    let feeder = std::thread::spawn(move || stdin.write_all(&input));
+    let output = child.wait_with_output().expect("the program runs");
+    feeder.join().expect("the feeder thread ends").expect("the program reads its input");
+    assert!(output.status.success(), "{} failed: {}", program.display(), output.status);
     output.stdout
 }
 
