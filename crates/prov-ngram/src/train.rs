@@ -239,16 +239,14 @@ impl Trainer {
             adjusted.push(a);
         }
         // Distinct left extensions: each (n+1)-gram adds one to its suffix.
-        for n in (1..order).rev() {
-            let (lower, upper) = adjusted.split_at_mut(n);
+        for n in 1..order {
             for g in self.counts[n].keys() {
                 // `<s>` stands only first, so no suffix starts with it: every suffix's count
                 // is a count of extensions.
-                if let Some(a) = lower[n - 1].get_mut(&suffix(g)) {
+                if let Some(a) = adjusted[n - 1].get_mut(&suffix(g)) {
                     *a += 1;
                 }
             }
-            let _ = upper;
         }
         adjusted[0].entry(gram_of(&[UNK])).or_insert(0);
         adjusted[0].entry(gram_of(&[BOS])).or_insert(0);
