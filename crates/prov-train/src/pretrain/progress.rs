@@ -11,6 +11,10 @@ use prov_store::{Digest, Store};
 /// and must be the checkpoint this configuration writes at its step ([`super::train`] checks).
 pub struct Progress {
     path: std::path::PathBuf,
+    /// The store's temporary directory, where a new version of the file is written before it
+    /// replaces the old: a process killed between the two leaves its half-written file where
+    /// `prov gc` cleans, never beside the progress files.
+    tmp: std::path::PathBuf,
 }
 
 /// Where a stage with this key keeps its progress.
@@ -21,7 +25,7 @@ pub fn progress_path(store: &Store, key: &Digest) -> std::path::PathBuf {
 impl Progress {
     /// The progress of the stage with key `key`.
     pub fn new(store: &Store, key: &Digest) -> Self {
-        Self { path: progress_path(store, key) }
+        Self { path: progress_path(store, key), tmp: store.root().join("tmp") }
     }
 
     /// The checkpoints written so far whose records are in the store, in order.
@@ -35,8 +39,9 @@ impl Progress {
     /// Records the checkpoints written so far (atomically).
     pub fn save(&self, so_far: &[Digest]) -> Result<(), StageError> {
         let dir = self.path.parent().expect("the progress file has a directory");
+        fs_err::create_dir_all(dir).map_err(prov_store::StoreError::from)?;
         let bytes = serde_json::to_vec(so_far).expect("digests encode");
-        prov_store::write_atomically(dir, &self.path, &bytes)?;
+        prov_store::write_atomically(&self.tmp, &self.path, &bytes)?;
         Ok(())
     }
 
@@ -44,5 +49,37 @@ impl Progress {
     pub fn clear(&self) {
         // A leftover file only costs a verified resume that ends where the run ended.
         let _ = fs_err::remove_file(&self.path);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A save that stops between writing the new file and moving it into place (here: the
+    /// move fails) leaves nothing in the progress directory but what was there; the
+    /// half-done file is in the store's temporary directory, which `prov gc` empties.
+    #[test]
+    fn an_interrupted_save_leaves_no_file_beside_the_progress_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::init(&dir.path().join(".prov")).unwrap();
+        let key = prov_store::Digest::of(b"stage");
+        let progress = Progress::new(&store, &key);
+        progress.save(&[prov_store::Digest::of(b"a")]).unwrap();
+        assert_eq!(progress.load(&store), Vec::<Digest>::new(), "no record of `a` is in the store");
+        let listing = |d: &std::path::Path| -> Vec<String> {
+            let mut v: Vec<String> =
+                fs_err::read_dir(d).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+            v.sort();
+            v
+        };
+        let progress_dir = store.root().join("progress");
+        assert_eq!(listing(&progress_dir), [format!("{}.json", key.to_hex())]);
+        // Block the move: a directory where the file goes.
+        let other = prov_store::Digest::of(b"other stage");
+        fs_err::create_dir_all(progress_path(&store, &other)).unwrap();
+        assert!(Progress::new(&store, &other).save(&[]).is_err());
+        assert_eq!(listing(&progress_dir), [format!("{}.json", key.to_hex()), format!("{}.json", other.to_hex())]);
+        assert_eq!(store.clean_tmp().unwrap(), 1, "the half-done file is where gc cleans");
     }
 }
