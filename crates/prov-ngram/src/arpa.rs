@@ -200,6 +200,12 @@ impl Arpa {
             return Err(err(last, "the header declares no n-gram counts".into()));
         }
         let order = declared.len();
+        if order > crate::gram::MAX_ORDER {
+            return Err(err(
+                last,
+                format!("the model is of order {order}; Provenant reads models up to order {}", crate::gram::MAX_ORDER),
+            ));
+        }
         let mut vocab: Vec<String> = Vec::new();
         let mut ids: HashMap<String, u32> = HashMap::new();
         let mut grams: Vec<Vec<NGramEntry>> = Vec::with_capacity(order);
@@ -322,5 +328,10 @@ mod tests {
         let bad = text.replace("<s> </s>", "<s> x");
         assert_eq!(Arpa::parse(&bad).unwrap_err(), ArpaError { line: 11, message: "`x` is not a unigram".into() });
         assert!(Arpa::parse(&text.replace("\\end\\", "")).is_err());
+        // An order the scorer's fixed-size keys cannot hold is refused, not truncated.
+        let header =
+            "ngram 1=0\nngram 2=0\nngram 3=0\nngram 4=0\nngram 5=0\nngram 6=0\nngram 7=0\nngram 8=0\nngram 9=0\n";
+        let deep = Arpa::parse(&format!("\\data\\\n{header}\n\\1-grams:\n")).unwrap_err();
+        assert!(deep.message.contains("order 9"), "{deep}");
     }
 }

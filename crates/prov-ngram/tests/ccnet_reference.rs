@@ -18,6 +18,9 @@ use std::path::Path;
 
 use prov_ngram::ccnet::{doc_perplexity, normalize};
 use prov_ngram::{Arpa, Model, Trainer};
+
+mod common;
+use common::main_job_docs;
 use serde_json::{Value, json};
 
 /// Python's side. `normalize`: one JSON string per input line, its normalisation out.
@@ -37,21 +40,6 @@ else:
     out = [repr(lm.do({"language": "xx", "text": t}).get("perplexity")) for t in lines]
 sys.stdout.write("\n".join(out) + "\n")
 "#;
-
-fn main_job_docs(first: usize, step: usize) -> Option<Vec<String>> {
-    let corpus = prov_testkit::require(
-        prov_testkit::repo_root().join("recipes/data/mini-apertus/corpus"),
-        "the main job's corpus: run `scripts/setup`",
-    )?;
-    let mut out = Vec::new();
-    for name in ["udhr.jsonl", "debian.jsonl"] {
-        for line in fs_err::read_to_string(corpus.join(name)).unwrap().lines().skip(first).step_by(step) {
-            let doc: Value = serde_json::from_str(line).unwrap();
-            out.push(doc["text"].as_str().unwrap().to_owned());
-        }
-    }
-    Some(out)
-}
 
 fn run(python: &Path, args: &[&str], input: &str) -> Vec<String> {
     let args: Vec<&str> = ["-c", SCRIPT].into_iter().chain(args.iter().copied()).collect();

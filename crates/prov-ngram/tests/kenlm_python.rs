@@ -14,6 +14,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use prov_ngram::{Arpa, Model, Trainer};
+
+mod common;
 use serde_json::Value;
 
 /// Python's side: the ARPA path is the first argument; one sentence per input line; per
@@ -28,30 +30,10 @@ for s in sys.stdin.read().split("\n")[:-1]:
 sys.stdout.write("\n".join(out) + "\n")
 "#;
 
-/// The sentences of every fourth document from `first`.
-fn sentences(first: usize) -> Option<Vec<String>> {
-    let corpus = prov_testkit::require(
-        prov_testkit::repo_root().join("recipes/data/mini-apertus/corpus"),
-        "the main job's corpus: run `scripts/setup`",
-    )?;
-    let mut out = Vec::new();
-    for name in ["udhr.jsonl", "debian.jsonl"] {
-        for line in fs_err::read_to_string(corpus.join(name)).unwrap().lines().skip(first).step_by(4) {
-            let doc: Value = serde_json::from_str(line).unwrap();
-            for l in doc["text"].as_str().unwrap().split('\n') {
-                let words: Vec<String> = l.split_whitespace().map(str::to_lowercase).collect();
-                if !words.is_empty() {
-                    out.push(words.join(" "));
-                }
-            }
-        }
-    }
-    Some(out)
-}
-
 #[test]
 fn scores_equal_kenlms_on_held_out_real_text() {
-    let (Some(python), Some(train), Some(mut held_out)) = (prov_testkit::venv_python(), sentences(0), sentences(2))
+    let (Some(python), Some(train), Some(mut held_out)) =
+        (prov_testkit::venv_python(), common::sentences(0, 4), common::sentences(2, 4))
     else {
         return;
     };

@@ -18,27 +18,7 @@ use std::process::{Command, Stdio};
 
 use prov_ngram::{Discounts, TrainError, Trainer};
 
-/// The sentences (tokens joined by one space) of every fourth document.
-fn sentences() -> Option<Vec<String>> {
-    let corpus = prov_testkit::require(
-        prov_testkit::repo_root().join("recipes/data/mini-apertus/corpus"),
-        "the main job's corpus: run `scripts/setup`",
-    )?;
-    let mut out = Vec::new();
-    for name in ["udhr.jsonl", "debian.jsonl"] {
-        for line in fs_err::read_to_string(corpus.join(name)).unwrap().lines().step_by(4) {
-            let doc: serde_json::Value = serde_json::from_str(line).unwrap();
-            for l in doc["text"].as_str().unwrap().split('\n') {
-                // lmplz splits at space, tab, CR and NUL only: other whitespace must not reach it.
-                let words: Vec<String> = l.split_whitespace().map(str::to_lowercase).collect();
-                if !words.is_empty() {
-                    out.push(words.join(" "));
-                }
-            }
-        }
-    }
-    Some(out)
-}
+mod common;
 
 /// `lmplz -o ORDER` on `sentences`, with its extra arguments; its ARPA text, or its stderr.
 fn lmplz(lmplz: &Path, order: usize, extra: &[&str], sentences: &[String]) -> Result<String, String> {
@@ -74,7 +54,7 @@ fn ours(order: usize, sentences: &[String], fallback: Option<Discounts>) -> Resu
 fn estimates_equal_lmplz_byte_for_byte_on_real_text() {
     let (Some(bin), Some(sentences)) = (
         prov_testkit::require(prov_testkit::repo_root().join(".venv/bin/lmplz"), "KenLM's lmplz: run `scripts/setup`"),
-        sentences(),
+        common::sentences(0, 4),
     ) else {
         return;
     };
