@@ -331,3 +331,10 @@ pub fn main_job_data_fetched() -> bool {
     eprintln!("skipping: {msg}");
     false
 }
+
+/// The ledger rows of a ledger record of `p`'s store, in ledger order.
+pub fn ledger_rows(p: &Project, ledger: &str) -> Vec<prov_dataset::LedgerRow> {
+    let store = prov_store::Store::open(&p.path(".prov"), prov_store::Access::Shared, true).unwrap();
+    let l = prov_dataset::read_ledger(&store, &ledger.parse().unwrap()).unwrap();
+    l.shards.iter().flat_map(|s| prov_dataset::read_ledger_shard(&store, &s.digest).unwrap()).collect()
+}

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use prov_heuristics::{Outcome, Thresholds, assess};
 use serde_json::{Value, json};
 
-use crate::common::{Project, main_job_data_fetched, repo_root};
+use crate::common::{Project, ledger_rows, main_job_data_fetched, repo_root};
 
 /// Documents written to hit each rule, in German, with one French document that the
 /// stage's `languages` leave alone.
@@ -28,13 +28,6 @@ fn written() -> Vec<Value> {
         doc("w-paragraphs", "de", format!("JETZT KAUFEN!!!\n{long}\n# # # Menü\n12 34 56 Ende")),
         doc("w-french", "fr", "Trop court, mais en français: { javascript }".to_owned()),
     ]
-}
-
-/// The ledger rows of a ledger record, read from the store.
-fn ledger_rows(p: &Project, ledger: &str) -> Vec<prov_dataset::LedgerRow> {
-    let store = prov_store::Store::open(&p.path(".prov"), prov_store::Access::Shared, true).unwrap();
-    let l = prov_dataset::read_ledger(&store, &ledger.parse().unwrap()).unwrap();
-    l.shards.iter().flat_map(|s| prov_dataset::read_ledger_shard(&store, &s.digest).unwrap()).collect()
 }
 
 /// The documents of a dataset record, in order, as (id, text).

@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 
-use crate::common::{Project, repo_root, venv_python};
+use crate::common::{Project, ledger_rows, repo_root, venv_python};
 
 /// Every `step`-th labelled example of these languages, from the committed `HateCheck` file.
 fn hatecheck_subset(languages: &[&str], step: usize) -> String {
@@ -47,14 +47,6 @@ fn stage<'a>(lines: &'a [serde_json::Value], name: &str) -> &'a serde_json::Valu
         .iter()
         .find(|l| l["type"] == "stage" && l["data"]["name"] == name)
         .unwrap_or_else(|| panic!("no stage {name}"))
-}
-
-/// The ledger rows of a ledger record, read from the store.
-fn ledger_rows(p: &Project, ledger: &str) -> Vec<prov_dataset::LedgerRow> {
-    let store = prov_store::Store::open(&p.path(".prov"), prov_store::Access::Shared, true).unwrap();
-    let digest: prov_store::Digest = ledger.parse().unwrap();
-    let l = prov_dataset::read_ledger(&store, &digest).unwrap();
-    l.shards.iter().flat_map(|s| prov_dataset::read_ledger_shard(&store, &s.digest).unwrap()).collect()
 }
 
 #[test]

@@ -124,18 +124,39 @@ pub fn round1(x: f64) -> f64 {
     fixed.parse().expect("a formatted number")
 }
 
+/// One paragraph as `CCNet`'s `DocLM` scores it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ParagraphScore {
+    /// The paragraph normalised ([`normalize`]): what the model scores.
+    pub normalized: String,
+    /// Its log10 probability with an end of sentence.
+    pub log10: f32,
+    /// Its tokens: its words (split at Python's whitespace) and the end of sentence.
+    pub length: u64,
+}
+
+/// Each paragraph of `text` (split at `\n`) as `DocLM` scores it, in order.
+pub fn paragraph_scores<'a>(model: &'a Model, text: &'a str) -> impl Iterator<Item = ParagraphScore> + 'a {
+    text.split('\n').map(|paragraph| {
+        let normalized = normalize(paragraph);
+        let log10 = model.score_sentence(&normalized);
+        let length = normalized.split(python_isspace).filter(|w| !w.is_empty()).count() as u64 + 1;
+        ParagraphScore { normalized, log10, length }
+    })
+}
+
 /// A document's perplexity as `CCNet`'s `DocLM` computes it (normalising each paragraph), and
-/// the sums it comes from: `(perplexity, Σ log10 score, Σ length)`. An empty text has none
-/// (`DocLM` leaves such a document without a perplexity).
+/// the sums it comes from: `(perplexity, Σ log10 score, Σ length)`, the sums over
+/// [`paragraph_scores`], the log10 probabilities added as `f64` (Python's floats). An empty
+/// text has none (`DocLM` leaves such a document without a perplexity).
 pub fn doc_perplexity(model: &Model, text: &str) -> Option<(f64, f64, u64)> {
     if text.is_empty() {
         return None;
     }
     let (mut log_score, mut length) = (0f64, 0u64);
-    for paragraph in text.split('\n') {
-        let line = normalize(paragraph);
-        log_score += f64::from(model.score_sentence(&line));
-        length += line.split(python_isspace).filter(|w| !w.is_empty()).count() as u64 + 1;
+    for p in paragraph_scores(model, text) {
+        log_score += f64::from(p.log10);
+        length += p.length;
     }
     Some((round1(10f64.powf(-log_score / length as f64)), log_score, length))
 }

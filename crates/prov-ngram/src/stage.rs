@@ -184,11 +184,6 @@ impl Stage for NgramTrainStage {
     }
 }
 
-/// Registers the `ngram-train` stage kind.
-pub fn register(registry: &mut prov_exec::Registry) {
-    registry.register(std::sync::Arc::new(NgramTrainStage));
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -17,30 +17,24 @@
 //! | `toxicity:too-few` | kept | its language has fewer than `min_documents` scored documents, too few for a quantile |
 //! | `toxicity:empty` | kept | no text to score |
 //!
-//! The stage runs as one map task per shard, the scoring pass (on any node of a cluster under
-//! `--executor slurm`): each writes its shard's scores, one per document, and its scored
-//! documents' languages and scores as one sorted run, to the stage's work directory, and names
-//! both files with their digests in its result. The reduce step checks the files, merges the
-//! runs into each language's threshold and quantiles, and runs pass 2, deciding and writing
-//! shard by shard on its threads.
+//! The stage runs in two passes ([`prov_filter::scores`]): one map task per shard scores it (on
+//! any node of a cluster under `--executor slurm`); the reduce step merges the scores into each
+//! language's threshold and quantiles, and runs pass 2, deciding and writing shard by shard on
+//! its threads.
 //!
 //! Statistics besides every filter's: the threshold, scored and removed documents per language
 //! (`thresholds`), and each language's score distribution as 21 quantiles (0, 5, …, 100%,
 //! `score_quantiles`) for data cards; every score is in the ledger.
 
 use std::collections::BTreeMap;
-use std::io::{BufReader, Read, Write};
-use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::path::Path;
 
-use prov_dataset::{Document, LedgerDecision, LedgerRow, ShardWriter, shard_documents};
+use prov_dataset::{Document, LedgerDecision, shard_documents};
 use prov_exec::{
-    ConfigError, InputSpec, MapResultText, MapResults, Stage, StageContext, StageError, StageOutput, WorkFile,
-    WorkFileRef, parse_params,
+    ConfigError, InputSpec, MapResultText, MapResults, Stage, StageContext, StageError, StageOutput, parse_params,
 };
-use prov_extsort::{ExternalSort, write_run_to};
+use prov_filter::scores::{CorpusScores, Decision, ScoredShard, ShardScorer, decide_shards};
 use prov_manifest::{CheckpointRecord, Determinism, OutputType};
-use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
@@ -76,122 +70,6 @@ fn default_chunk_chars() -> u32 {
 fn default_min_documents() -> u32 {
     20
 }
-
-/// The two ranks (0-based, in ascending order) that [`quantile_of`] reads for `q` of `n` values.
-fn quantile_ranks(n: usize, q: f64) -> Option<(usize, usize)> {
-    let last = n.checked_sub(1)?;
-    let below = ((last as f64 * q).floor() as usize).min(last);
-    Some((below, (below + 1).min(last)))
-}
-
-/// The `q` quantile of sorted values by linear interpolation between closest ranks: with
-/// `h = (n - 1) * q`, `v[floor(h)] + (h - floor(h)) * (v[floor(h) + 1] - v[floor(h)])`
-/// (Hyndman and Fan's type 7, `numpy.quantile`'s default), of `n` sorted values, reading only
-/// the two it needs through `at`. `None` for no values.
-fn quantile_of(n: usize, q: f64, at: impl Fn(usize) -> f64) -> Option<f64> {
-    let (below, above) = quantile_ranks(n, q)?;
-    let virtual_index = (n - 1) as f64 * q;
-    let (lo, hi, frac) = (at(below), at(above), virtual_index - below as f64);
-    // NumPy's `_lerp`, operation for operation, so that thresholds agree to the bit.
-    Some(if frac >= 0.5 { hi - (hi - lo) * (1.0 - frac) } else { lo + (hi - lo) * frac })
-}
-
-/// A scored document's language (its index among the classifier's languages, which are in
-/// name order) and its score (`f64` bits turned to sort in [`f64::total_cmp`] order), big
-/// endian: sorted, each language's scores are adjacent and ascending.
-const SCORE_W: usize = 12;
-
-/// What one external sort of scores may buffer before it spills a run.
-const SORT_BUDGET: usize = 16 << 20;
-
-/// Maps an `f64` to a `u64` whose unsigned order is [`f64::total_cmp`]'s.
-fn sortable(x: f64) -> u64 {
-    let b = x.to_bits();
-    if b >> 63 == 1 { !b } else { b | 1 << 63 }
-}
-
-/// The inverse of [`sortable`].
-fn unsortable(u: u64) -> f64 {
-    f64::from_bits(if u >> 63 == 1 { u & !(1 << 63) } else { !u })
-}
-
-/// Each language's threshold, and its 21 quantiles for the data card.
-type Thresholds = (BTreeMap<String, Threshold>, Map<String, Value>);
-
-/// The thresholds and the data card's 21 quantiles per language, from the scores sorted by
-/// language then score, reading only the ranks the quantiles need: the same values as sorting
-/// each language's scores in memory, at no memory per document.
-fn thresholds_from_sorted(
-    languages: &[&str],
-    counts: &BTreeMap<String, u64>,
-    sorted: impl Iterator<Item = std::io::Result<[u8; SCORE_W]>>,
-    config: &ToxicityConfig,
-) -> Result<Thresholds, StageError> {
-    let fractions: Vec<f64> = (0..=20).map(|i| f64::from(i) / 20.0).collect();
-    // Per language (by index): the ranks to keep, then the values found at them.
-    let mut wanted: Vec<BTreeMap<usize, f64>> = vec![BTreeMap::new(); languages.len()];
-    for (i, lang) in languages.iter().enumerate() {
-        let n = counts.get(*lang).copied().unwrap_or(0) as usize;
-        for q in fractions.iter().chain([&config.quantile]) {
-            if let Some((a, b)) = quantile_ranks(n, *q) {
-                wanted[i].insert(a, f64::NAN);
-                wanted[i].insert(b, f64::NAN);
-            }
-        }
-    }
-    let (mut current, mut rank) = (usize::MAX, 0usize);
-    let mut seen = vec![0u64; languages.len()];
-    for r in sorted {
-        let r = r?;
-        let lang = u32::from_be_bytes(r[..4].try_into().expect("four bytes")) as usize;
-        if let Some(n) = seen.get_mut(lang) {
-            *n += 1;
-        }
-        if lang != current {
-            (current, rank) = (lang, 0);
-        }
-        if let Some(v) = wanted.get_mut(lang).and_then(|w| w.get_mut(&rank)) {
-            *v = unsortable(u64::from_be_bytes(r[4..].try_into().expect("eight bytes")));
-        }
-        rank += 1;
-    }
-    // A run file cut at a record boundary reads back as fewer scores, not as an error: the
-    // counts of the first pass must be met exactly, or the thresholds would be wrong.
-    for (i, lang) in languages.iter().enumerate() {
-        if seen[i] != counts.get(*lang).copied().unwrap_or(0) {
-            return Err(StageError::Input {
-                input: "docs".into(),
-                message: format!(
-                    "the sorted scores of `{lang}` are {}, the first pass scored {}",
-                    seen[i],
-                    counts.get(*lang).copied().unwrap_or(0)
-                ),
-            });
-        }
-    }
-    let mut thresholds = BTreeMap::new();
-    let mut quantiles = Map::new();
-    for (i, lang) in languages.iter().enumerate() {
-        let n = counts.get(*lang).copied().unwrap_or(0) as usize;
-        if n == 0 {
-            continue;
-        }
-        let at = |k: usize| wanted[i][&k];
-        let t = if n < config.min_documents as usize {
-            Threshold::TooFew
-        } else {
-            Threshold::At(quantile_of(n, config.quantile, at).expect("a language with scores has a quantile"))
-        };
-        thresholds.insert((*lang).to_owned(), t);
-        let qs: Vec<f64> = fractions.iter().map(|q| quantile_of(n, *q, at).expect("non-empty")).collect();
-        quantiles.insert((*lang).to_owned(), json!(qs));
-    }
-    Ok((thresholds, quantiles))
-}
-
-/// Per shard, for pass 2, on disk: one byte (1 scored, 0 not) and an `f32` (little endian)
-/// per document.
-const SCORE_FILE_W: usize = 5;
 
 /// What the scoring pass found for one document.
 #[derive(Debug, Clone, PartialEq)]
@@ -284,7 +162,7 @@ impl Stage for ToxicityStage {
     }
     /// One map task per shard: the scoring pass.
     fn map_tasks(&self, cx: &StageContext<'_>) -> Result<Option<usize>, StageError> {
-        Ok(Some(cx.input_record::<prov_manifest::DatasetRecord>("docs")?.shards.len()))
+        prov_filter::shard_tasks(cx)
     }
     fn map(&self, cx: &StageContext<'_>, tasks: &[usize]) -> Result<Vec<MapResultText>, StageError> {
         let config: ToxicityConfig = parse_params(cx.config).map_err(StageError::Config)?;
@@ -297,74 +175,33 @@ impl Stage for ToxicityStage {
         let config: ToxicityConfig = parse_params(cx.config).map_err(StageError::Config)?;
         let classifier = Self::load(cx)?;
         let ds = cx.input_record::<prov_manifest::DatasetRecord>("docs")?;
-        let languages: Vec<&str> = classifier.languages().collect();
-        let (work, scratch) = (cx.work_dir()?, cx.scratch()?);
-        // Each task's files, checked to be what it wrote; its sorted scores merged with the
-        // others' for the thresholds, its per-document scores read back in pass 2.
-        let sort = ExternalSort::<[u8; SCORE_W]>::new(scratch.path(), "scores", SORT_BUDGET);
-        let mut counts: BTreeMap<String, u64> = BTreeMap::new();
-        let mut score_files = Vec::with_capacity(ds.shards.len());
-        for r in results {
-            let (task, value) = r?;
-            let shard: Scored =
-                serde_json::from_value(value).map_err(|e| StageError::MapResult { task, message: e.to_string() })?;
-            let (scores, sorted) = shard.check(&work, task)?;
-            sort.adopt_run(&sorted);
-            score_files.push(scores);
-            for (lang, n) in shard.counts {
-                *counts.entry(lang).or_default() += n;
-            }
-        }
-        if score_files.len() != ds.shards.len() {
-            return Err(StageError::Input {
-                input: "docs".into(),
-                message: format!("{} map results for {} shards", score_files.len(), ds.shards.len()),
-            });
-        }
-        let (thresholds, quantiles) = thresholds_from_sorted(&languages, &counts, sort.finish()?, &config)?;
+        let languages: Vec<String> = classifier.languages().map(str::to_owned).collect();
+        let corpus = CorpusScores::collect(&cx.work_dir()?, results, ds.shards.len())?;
+        let scratch = cx.scratch()?;
+        let thresholds = thresholds(&corpus, &languages, scratch.path(), &config)?;
 
-        // Pass 2: decide and write, shard-parallel, each shard's scores read back from its
-        // task's file, each shard folded into the stage's parts as it finishes.
-        let parts = Mutex::new((prov_filter::FilterParts::new(ds.shards.len()), BTreeMap::<String, u64>::new()));
-        cx.pool.install(|| {
-            ds.shards.par_iter().enumerate().try_for_each(|(i, s)| {
-                let mut out = ShardWriter::new(cx.store)?;
-                let mut rows = Vec::new();
-                let mut removed: BTreeMap<String, u64> = BTreeMap::new();
-                let mut scores = BufReader::new(fs_err::File::open(&score_files[i])?);
-                for doc in shard_documents(cx.store, &s.digest)? {
-                    let doc = doc?;
-                    let mut entry = [0u8; SCORE_FILE_W];
-                    scores.read_exact(&mut entry).map_err(|_| shard_changed(s))?;
-                    let score = (entry[0] == 1).then(|| f32::from_le_bytes(entry[1..].try_into().expect("four bytes")));
-                    let a = Self::assess(&classifier, &config, &doc, |_| score);
-                    let (decision, rule, evidence) = decide(&a, &thresholds);
-                    if let (Assessment::Scored(lang, _), LedgerDecision::Removed) = (&a, decision) {
-                        *removed.entry(lang.clone()).or_default() += 1;
-                    }
-                    rows.push(LedgerRow::of_document(&doc, decision, rule, evidence));
-                    if decision != LedgerDecision::Removed {
-                        out.push(doc)?;
-                    }
+        // Pass 2, each shard's removed documents counted per language.
+        let (mut out, removed) = decide_shards(
+            cx,
+            &corpus,
+            |doc, score, removed: &mut BTreeMap<String, u64>| {
+                // Scores were f32s, written as f64s: the conversion back is exact.
+                let a = Self::assess(&classifier, &config, doc, |_| score.map(|v| v as f32));
+                let decided = decide(&a, &thresholds.0);
+                if let (Assessment::Scored(lang, _), LedgerDecision::Removed) = (&a, decided.0) {
+                    *removed.entry(lang.clone()).or_default() += 1;
                 }
-                if scores.read(&mut [0u8; 1])? != 0 {
-                    return Err(shard_changed(s));
+                decided
+            },
+            |all, shard| {
+                for (lang, n) in shard {
+                    *all.entry(lang).or_default() += n;
                 }
-                let (ledger, stats) = prov_filter::write_counted_ledger(cx, rows)?;
-                let written = out.finish()?;
-                let mut held = parts.lock().expect("no task panics holding the parts");
-                held.0.put(i, (written, ledger, stats));
-                for (lang, n) in removed {
-                    *held.1.entry(lang).or_default() += n;
-                }
-                Ok::<_, StageError>(())
-            })
-        })?;
-        let (parts, removed) = parts.into_inner().expect("no task panicked holding the parts");
-        let by_language = threshold_summary(&thresholds, &counts, &removed);
-        let mut out = parts.finish(cx)?;
+            },
+        )?;
+        let by_language = threshold_summary(&thresholds.0, corpus.counts(), &removed);
         out.stats.insert("thresholds".into(), Value::Object(by_language));
-        out.stats.insert("score_quantiles".into(), Value::Object(quantiles));
+        out.stats.insert("score_quantiles".into(), Value::Object(thresholds.1));
         out.stats.insert("quantile".into(), json!(config.quantile));
         Ok(out)
     }
@@ -393,38 +230,7 @@ fn threshold_summary(
         .collect()
 }
 
-/// What map task `S` (the scoring pass over shard `S`) leaves for the reduce step: how many
-/// documents of each language it scored, and two work files: every document's score
-/// (`scores-S.bin`, [`SCORE_FILE_W`] bytes a document, for pass 2) and the scored documents'
-/// languages and scores as one sorted run (`sorted-S.bin`, [`SCORE_W`] bytes a record, for
-/// the thresholds).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Scored {
-    counts: BTreeMap<String, u64>,
-    scores: WorkFileRef,
-    sorted: WorkFileRef,
-}
-
-/// The name of shard `shard`'s work file `name`.
-fn file_name(name: &str, shard: usize) -> String {
-    format!("{name}-{shard:06}.bin")
-}
-
-impl Scored {
-    /// The paths of the two files, each checked to be what task `task` wrote under the name
-    /// the reduce step expects.
-    fn check(&self, work: &Path, task: usize) -> Result<(PathBuf, PathBuf), StageError> {
-        Ok((
-            self.scores.check_named(work, task, &file_name("scores", task))?,
-            self.sorted.check_named(work, task, &file_name("sorted", task))?,
-        ))
-    }
-}
-
-/// The scoring pass over one shard (a map task): every document's score to `scores-S.bin`,
-/// the scored ones by language and score to `sorted-S.bin`; nothing per document stays in
-/// memory but the shard's sort records.
+/// The scoring pass over one shard (a map task), through a [`ShardScorer`].
 fn score_shard(
     cx: &StageContext<'_>,
     classifier: &Classifier,
@@ -432,47 +238,46 @@ fn score_shard(
     work: &Path,
     i: usize,
     shard: &prov_manifest::ShardRef,
-) -> Result<Scored, StageError> {
+) -> Result<ScoredShard, StageError> {
     let chunk_chars = config.chunk_chars as usize;
-    let languages: Vec<&str> = classifier.languages().collect();
-    let mut file = WorkFile::create(work, &file_name("scores", i))?;
-    let mut records = Vec::new();
-    let mut counts: BTreeMap<String, u64> = BTreeMap::new();
+    let languages: Vec<String> = classifier.languages().map(str::to_owned).collect();
+    let mut scorer = ShardScorer::create(work, i, &languages)?;
     for doc in shard_documents(cx.store, &shard.digest)? {
         let doc = doc?;
-        let a = ToxicityStage::assess(classifier, config, &doc, |m| classifier.score(m, &doc.text, chunk_chars));
-        let mut entry = [0u8; SCORE_FILE_W];
-        if let Assessment::Scored(lang, score) = a {
-            let index = languages.binary_search(&lang.as_str()).expect("scored by one of its models");
-            let mut r = [0u8; SCORE_W];
-            r[..4].copy_from_slice(&(index as u32).to_be_bytes());
-            r[4..].copy_from_slice(&sortable(f64::from(score)).to_be_bytes());
-            records.push(r);
-            *counts.entry(lang).or_default() += 1;
-            entry[0] = 1;
-            entry[1..].copy_from_slice(&score.to_le_bytes());
+        match ToxicityStage::assess(classifier, config, &doc, |m| classifier.score(m, &doc.text, chunk_chars)) {
+            Assessment::Scored(lang, score) => scorer.push(Some((&lang, f64::from(score))))?,
+            _ => scorer.push(None)?,
         }
-        file.write_all(&entry)?;
     }
-    let mut sorted = WorkFile::create(work, &file_name("sorted", i))?;
-    write_run_to(&mut records, &mut sorted)?;
-    Ok(Scored { counts, scores: file.finish()?, sorted: sorted.finish()? })
+    scorer.finish()
 }
 
-/// A shard read twice gave a different number of documents: its object changed in the
-/// store between the passes (the store is content-addressed, so only damage does that).
-fn shard_changed(s: &prov_manifest::ShardRef) -> StageError {
-    StageError::Input {
-        input: "docs".into(),
-        message: format!("shard {} gave a different number of documents on the second pass", s.digest),
+/// Each language's threshold, and its 21 quantiles (0, 5, …, 100%) for the data card.
+type Thresholds = (BTreeMap<String, Threshold>, Map<String, Value>);
+
+/// The thresholds and the data card's quantiles from the scoring pass.
+fn thresholds(
+    corpus: &CorpusScores,
+    languages: &[String],
+    scratch: &Path,
+    config: &ToxicityConfig,
+) -> Result<Thresholds, StageError> {
+    let mut qs: Vec<f64> = (0..=20).map(|i| f64::from(i) / 20.0).collect();
+    qs.push(config.quantile);
+    let mut thresholds = BTreeMap::new();
+    let mut quantiles = Map::new();
+    for (lang, mut values) in corpus.quantiles(languages, scratch, &qs)? {
+        let at = values.pop().expect("the threshold's quantile");
+        let n = corpus.counts().get(&lang).copied().unwrap_or(0);
+        let t = if n < u64::from(config.min_documents) { Threshold::TooFew } else { Threshold::At(at) };
+        thresholds.insert(lang.clone(), t);
+        quantiles.insert(lang, json!(values));
     }
+    Ok((thresholds, quantiles))
 }
 
 /// The ledger decision for one assessed document.
-fn decide(
-    a: &Assessment,
-    thresholds: &BTreeMap<String, Threshold>,
-) -> (LedgerDecision, &'static str, Option<Map<String, Value>>) {
+fn decide(a: &Assessment, thresholds: &BTreeMap<String, Threshold>) -> Decision {
     let obj = |v: Value| if let Value::Object(m) = v { Some(m) } else { None };
     match a {
         Assessment::Exempt(t) => (LedgerDecision::Kept, "toxicity:exempt", obj(json!({ "tag": t }))),
@@ -499,108 +304,6 @@ fn decide(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// The thresholds as the stage computed them before its scores went to disk (each
-    /// language's scores sorted in memory): the reference for [`thresholds_from_sorted`].
-    fn thresholds_per_language(
-        scores_by_language: &mut BTreeMap<String, Vec<f64>>,
-        config: &ToxicityConfig,
-    ) -> (BTreeMap<String, Threshold>, Map<String, Value>) {
-        let mut thresholds: BTreeMap<String, Threshold> = BTreeMap::new();
-        let mut quantiles = Map::new();
-        for (lang, v) in scores_by_language.iter_mut() {
-            v.sort_by(f64::total_cmp);
-            let t = if v.len() < config.min_documents as usize {
-                Threshold::TooFew
-            } else {
-                Threshold::At(quantile(v, config.quantile).expect("a language with scores has a quantile"))
-            };
-            thresholds.insert(lang.clone(), t);
-            let qs: Vec<f64> = (0..=20).map(|i| quantile(v, f64::from(i) / 20.0).expect("non-empty")).collect();
-            quantiles.insert(lang.clone(), json!(qs));
-        }
-        (thresholds, quantiles)
-    }
-
-    fn through_disk(languages: &[&str], scores: &[(usize, f64)], config: &ToxicityConfig) -> Thresholds {
-        let dir = tempfile::tempdir().unwrap();
-        let sort = ExternalSort::<[u8; SCORE_W]>::new(dir.path(), "t", 64);
-        let mut counts: BTreeMap<String, u64> = BTreeMap::new();
-        // Runs of up to 7 records, as shards would hand them over.
-        for chunk in scores.chunks(7) {
-            sort.add_run(
-                chunk
-                    .iter()
-                    .map(|&(l, v)| {
-                        *counts.entry(languages[l].to_owned()).or_default() += 1;
-                        let mut r = [0u8; SCORE_W];
-                        r[..4].copy_from_slice(&(l as u32).to_be_bytes());
-                        r[4..].copy_from_slice(&sortable(v).to_be_bytes());
-                        r
-                    })
-                    .collect(),
-            )
-            .unwrap();
-        }
-        thresholds_from_sorted(languages, &counts, sort.finish().unwrap(), config).unwrap()
-    }
-
-    #[test]
-    fn sortable_bits_follow_total_cmp() {
-        let mut v = vec![-1.5, 0.0, -0.0, 3.25, f64::MIN, f64::MAX, -1e-300, 1e-300, f64::NEG_INFINITY, f64::INFINITY];
-        let mut by_bits = v.clone();
-        v.sort_by(f64::total_cmp);
-        by_bits.sort_by_key(|x| sortable(*x));
-        assert_eq!(
-            v.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
-            by_bits.iter().map(|x| x.to_bits()).collect::<Vec<_>>()
-        );
-        for x in v {
-            assert_eq!(unsortable(sortable(x)).to_bits(), x.to_bits());
-        }
-    }
-
-    proptest::proptest! {
-        /// Thresholds and data-card quantiles from the external sort equal, to the bit, those
-        /// of each language's scores sorted in memory, with languages under and over
-        /// `min_documents` and ties.
-        #[test]
-        fn thresholds_through_disk_equal_the_in_memory_ones(
-            scores in proptest::collection::vec((0usize..4, -8i32..8, 0u8..3), 0..200),
-            q in 0.01f64..0.99,
-            min_documents in 1u32..30,
-        ) {
-            let languages = ["de", "en", "fr", "sw"];
-            let scores: Vec<(usize, f64)> =
-                scores.iter().map(|&(l, v, frac)| (l, f64::from(v) + f64::from(frac) / 3.0)).collect();
-            let config: ToxicityConfig =
-                serde_json::from_value(json!({ "quantile": q, "min_documents": min_documents })).unwrap();
-            let mut by_language: BTreeMap<String, Vec<f64>> = BTreeMap::new();
-            for &(l, v) in &scores {
-                by_language.entry(languages[l].to_owned()).or_default().push(v);
-            }
-            let (t_mem, q_mem) = thresholds_per_language(&mut by_language, &config);
-            let (t_disk, q_disk) = through_disk(&languages, &scores, &config);
-            proptest::prop_assert_eq!(format!("{t_mem:?}"), format!("{t_disk:?}"));
-            proptest::prop_assert_eq!(serde_json::to_string(&q_mem).unwrap(), serde_json::to_string(&q_disk).unwrap());
-        }
-    }
-
-    fn quantile(sorted: &[f64], q: f64) -> Option<f64> {
-        quantile_of(sorted.len(), q, |i| sorted[i])
-    }
-
-    #[test]
-    fn quantile_matches_numpy_linear() {
-        // numpy.quantile([1, 2, 3, 4], 0.95) == 3.85; numpy.quantile(range(31), 0.95) == 28.5.
-        assert!((quantile(&[1.0, 2.0, 3.0, 4.0], 0.95).unwrap() - 3.85).abs() < 1e-12);
-        let v: Vec<f64> = (0..31).map(f64::from).collect();
-        assert!((quantile(&v, 0.95).unwrap() - 28.5).abs() < 1e-12);
-        assert_eq!(quantile(&[7.0], 0.95), Some(7.0));
-        assert_eq!(quantile(&[], 0.5), None);
-        assert_eq!(quantile(&[1.0, 2.0], 1.0), Some(2.0));
-        assert_eq!(quantile(&[1.0, 2.0], 0.0), Some(1.0));
-    }
 
     #[test]
     fn at_the_threshold_is_removed_below_is_kept() {

@@ -1,12 +1,13 @@
 //! `prov explain`: answers "why" for one input. Each kind of question is a subcommand of
 //! [`ExplainCommand`]: a robots.txt decision, PII matches, a license string, the labels
-//! Goldfish drops, the heuristic filter's rules on a text and the documents in the batch of a
-//! training step.
+//! Goldfish drops, the heuristic filter's rules on a text, a text's perplexity and bucket, and
+//! the documents in the batch of a training step.
 
 mod batch;
 mod goldfish;
 mod heuristics;
 mod license;
+mod perplexity;
 mod pii;
 
 use std::collections::BTreeMap;
@@ -39,6 +40,7 @@ enum ExplainCommand {
     License(license::LicenseArgs),
     Goldfish(goldfish::GoldfishArgs),
     Heuristics(heuristics::HeuristicsArgs),
+    Perplexity(perplexity::PerplexityArgs),
     Batch(batch::BatchArgs),
 }
 
@@ -88,6 +90,7 @@ pub(crate) fn cmd_explain(ui: &mut Ui, cx: &CommandContext, args: &ExplainArgs) 
         ExplainCommand::License(a) => license::cmd_explain_license(ui, a),
         ExplainCommand::Goldfish(a) => goldfish::cmd_explain_goldfish(ui, a),
         ExplainCommand::Heuristics(a) => heuristics::cmd_explain_heuristics(ui, a),
+        ExplainCommand::Perplexity(a) => perplexity::cmd_explain_perplexity(ui, a),
         ExplainCommand::Batch(a) => batch::cmd_explain_batch(ui, cx, a),
     }
 }
