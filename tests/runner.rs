@@ -19,6 +19,7 @@ mod test_goldfish;
 mod test_heuristics;
 mod test_house;
 mod test_kill;
+mod test_langid;
 mod test_license;
 mod test_license_review;
 mod test_lockfile_edits;

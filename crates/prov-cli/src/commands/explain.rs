@@ -1,11 +1,12 @@
 //! `prov explain`: answers "why" for one input. Each kind of question is a subcommand of
 //! [`ExplainCommand`]: a robots.txt decision, PII matches, a license string, the labels
-//! Goldfish drops, the heuristic filter's rules on a text, a text's perplexity and bucket, and
-//! the documents in the batch of a training step.
+//! Goldfish drops, the heuristic filter's rules on a text, a text's perplexity and bucket, a
+//! text's language, and the documents in the batch of a training step.
 
 mod batch;
 mod goldfish;
 mod heuristics;
+mod langid;
 mod license;
 mod perplexity;
 mod pii;
@@ -41,6 +42,7 @@ enum ExplainCommand {
     Goldfish(goldfish::GoldfishArgs),
     Heuristics(heuristics::HeuristicsArgs),
     Perplexity(perplexity::PerplexityArgs),
+    Langid(langid::LangidArgs),
     Batch(batch::BatchArgs),
 }
 
@@ -83,6 +85,17 @@ fn parse_keys(text: &str) -> Result<KeyReading, String> {
         .map_err(|_| format!("`{text}` is not a key reading: `rfc9309` or `google-typos`"))
 }
 
+/// All of stdin, which must be UTF-8: the text the `heuristics`, `perplexity`, `langid` and
+/// `pii` subcommands explain.
+fn stdin_text() -> Result<String, CommandError> {
+    let mut input = Vec::new();
+    std::io::Read::read_to_end(&mut std::io::stdin().lock(), &mut input)
+        .map_err(|e| CommandError::input(format!("reading stdin: {e}")))?;
+    String::from_utf8(input).map_err(|e| {
+        CommandError::input(format!("stdin is not valid UTF-8 (at byte {})", e.utf8_error().valid_up_to()))
+    })
+}
+
 pub(crate) fn cmd_explain(ui: &mut Ui, cx: &CommandContext, args: &ExplainArgs) -> Result<(), CommandError> {
     match &args.command {
         ExplainCommand::Robots(a) => cmd_explain_robots(ui, cx, a),
@@ -91,6 +104,7 @@ pub(crate) fn cmd_explain(ui: &mut Ui, cx: &CommandContext, args: &ExplainArgs) 
         ExplainCommand::Goldfish(a) => goldfish::cmd_explain_goldfish(ui, a),
         ExplainCommand::Heuristics(a) => heuristics::cmd_explain_heuristics(ui, a),
         ExplainCommand::Perplexity(a) => perplexity::cmd_explain_perplexity(ui, a),
+        ExplainCommand::Langid(a) => langid::cmd_explain_langid(ui, a),
         ExplainCommand::Batch(a) => batch::cmd_explain_batch(ui, cx, a),
     }
 }

@@ -1,8 +1,6 @@
 //! `prov explain heuristics`: applies EuroLLM's heuristic filter to stdin and says which rule
 //! removes the document, or which paragraphs, with what each rule counted.
 
-use std::io::Read as _;
-
 use prov_heuristics::{Measures, Outcome, ParagraphRule, Thresholds, assess};
 use serde_json::{Value, json};
 
@@ -38,11 +36,7 @@ pub(super) fn cmd_explain_heuristics(ui: &mut Ui, args: &HeuristicsArgs) -> Resu
             None => err,
         }
     })?;
-    let mut input = Vec::new();
-    std::io::stdin().lock().read_to_end(&mut input).map_err(|e| CommandError::input(format!("reading stdin: {e}")))?;
-    let text = String::from_utf8(input).map_err(|e| {
-        CommandError::input(format!("stdin is not valid UTF-8 (at byte {})", e.utf8_error().valid_up_to()))
-    })?;
+    let text = super::stdin_text()?;
     let t = &config.thresholds;
     let outcome = assess(&text, t);
     let (rule, evidence) = outcome.ledger_entry();

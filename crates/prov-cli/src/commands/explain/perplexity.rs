@@ -2,7 +2,6 @@
 //! (`CCNet`'s `DocLM`) and shows each paragraph's part of the document's perplexity, and with
 //! cut-offs its bucket.
 
-use std::io::Read as _;
 use std::path::PathBuf;
 
 use prov_ngram::ccnet::{ParagraphScore, doc_perplexity, paragraph_scores};
@@ -62,11 +61,7 @@ pub(super) fn cmd_explain_perplexity(ui: &mut Ui, args: &PerplexityArgs) -> Resu
         CommandError::input(format!("{shown}: {e}")).with_hint("give an ARPA file, as `ngram-train` or lmplz write")
     })?;
     let model = Model::new(&arpa);
-    let mut input = Vec::new();
-    std::io::stdin().lock().read_to_end(&mut input).map_err(|e| CommandError::input(format!("reading stdin: {e}")))?;
-    let text = String::from_utf8(input).map_err(|e| {
-        CommandError::input(format!("stdin is not valid UTF-8 (at byte {})", e.utf8_error().valid_up_to()))
-    })?;
+    let text = super::stdin_text()?;
     let paragraphs: Vec<ParagraphScore> =
         if text.is_empty() { Vec::new() } else { paragraph_scores(&model, &text).collect() };
     let scored = doc_perplexity(&model, &text);

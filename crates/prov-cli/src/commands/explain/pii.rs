@@ -1,7 +1,5 @@
 //! `prov explain pii`: redacts stdin in one PII mode and says what it replaced.
 
-use std::io::Read as _;
-
 use prov_pii::{Mode, Redactor, StrictOptions};
 use serde_json::json;
 
@@ -50,11 +48,7 @@ pub(super) fn cmd_explain_pii(ui: &mut Ui, args: &PiiArgs) -> Result<(), Command
     if args.keep_private_ips && mode != Mode::Strict {
         return Err(CommandError::input("`--keep-private-ips` applies to `--mode strict` only"));
     }
-    let mut input = Vec::new();
-    std::io::stdin().lock().read_to_end(&mut input).map_err(|e| CommandError::input(format!("reading stdin: {e}")))?;
-    let text = String::from_utf8(input).map_err(|e| {
-        CommandError::input(format!("stdin is not valid UTF-8 (at byte {})", e.utf8_error().valid_up_to()))
-    })?;
+    let text = super::stdin_text()?;
     let redaction = Redactor::new(mode, StrictOptions { keep_private_ips: args.keep_private_ips }).redact(&text);
     if ui.is_json() {
         let matches: Vec<_> =
