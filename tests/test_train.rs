@@ -104,13 +104,40 @@ fn a_small_model_trains_exports_to_transformers_and_resumes_bit_for_bit() {
     let ids: Vec<i64> = serde_json::from_str(a.stdout().trim()).unwrap();
     assert!(!ids.is_empty() && ids.iter().all(|&t| (0..512).contains(&t)), "{ids:?}");
 
-    exported_logits_equal_transformers(&p, &lines, model);
+    exported_logits_equal_transformers(&p, &lines, model, "ApertusForCausalLM");
 }
 
-/// `prov export` writes a folder transformers loads as `ApertusForCausalLM`, whose float32
-/// logits on real tokens equal `prov eval --logits` within 1e-4; its tokenizer knows the
+/// EuroLLM's decoder (report §2.1: SwiGLU, GQA, pre-RMSNorm, RoPE, untied embeddings) as the
+/// `llama` architecture: it trains, its checkpoints hold `LlamaForCausalLM`'s tensors, the
+/// exported folder loads in transformers as `LlamaForCausalLM` with the logits and
+/// log-probabilities of `prov eval`, and the run replays bit for bit.
+#[test]
+fn a_swiglu_model_trains_and_exports_to_transformers_llama() {
+    let p = Project::with_recipes();
+    let recipe = RECIPE
+        .replace("model: {hidden_size: 64,", "model: {architecture: llama, hidden_size: 64,")
+        .replace("steps: 30", "steps: 10")
+        .replace("checkpoint_every: 10", "checkpoint_every: 5");
+    p.write("recipes/lm.yaml", &recipe);
+    let lines = p.json(&["run", "recipes/lm.yaml"]);
+    let pretrain = stage(&lines, "pretrain");
+    let record = &p.json(&["show", pretrain["data"]["manifest"].as_str().unwrap()])[0]["data"]["record"];
+    assert_eq!(record["config"]["model"]["architecture"], "llama", "{record}");
+    let stats = &record["stats"];
+    assert!(stats["final_loss"].as_f64().unwrap() < stats["first_loss"].as_f64().unwrap(), "{stats}");
+    let model = pretrain["data"]["outputs"]["model"].as_str().unwrap();
+    let tensors = p.json(&["show", model])[0]["data"]["record"]["tensors"].clone();
+    let names: Vec<&String> = tensors.as_object().unwrap().keys().collect();
+    assert_eq!(names.len(), 3 + 9 * 2, "{names:?}");
+    assert!(tensors.get("model.layers.1.mlp.gate_proj.weight").is_some(), "{names:?}");
+    exported_logits_equal_transformers(&p, &lines, model, "LlamaForCausalLM");
+    p.prov(&["replay", "lockfiles/lm.lock"]).success();
+}
+
+/// `prov export` writes a folder transformers loads as `class`, whose float32 logits and
+/// log-probabilities on real tokens equal `prov eval`'s within 1e-4; its tokenizer knows the
 /// special tokens and renders the chat template.
-fn exported_logits_equal_transformers(p: &Project, lines: &[Value], model: &str) {
+fn exported_logits_equal_transformers(p: &Project, lines: &[Value], model: &str, class: &str) {
     let out = p.path("hf");
     p.prov(&["export", model, "--out", out.to_str().unwrap()]).success();
     for f in ["config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"] {
@@ -127,6 +154,7 @@ fn exported_logits_equal_transformers(p: &Project, lines: &[Value], model: &str)
     let seq = &eval[0]["data"]["sequences"][0];
     assert_eq!(seq["tokens"], 64);
     let ours = &seq["logits"];
+    let our_log_probs = &seq["log_probs"];
 
     let Some(python) = venv_python() else { return };
     let script = r"
@@ -138,9 +166,10 @@ model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
 tok = AutoTokenizer.from_pretrained(folder)
 with torch.no_grad():
     logits = model(torch.tensor([ids[:-1]])).logits[0]
+    log_probs = torch.log_softmax(logits, -1).gather(1, torch.tensor(ids[1:]).view(-1, 1)).view(-1)
 chat = tok.apply_chat_template([{'role': 'user', 'content': 'Hallo'}, {'role': 'assistant', 'content': 'Bonjour'}],
                                tokenize=True, return_dict=True)['input_ids']
-print(json.dumps({'class': type(model).__name__, 'logits': logits.tolist(),
+print(json.dumps({'class': type(model).__name__, 'logits': logits.tolist(), 'log_probs': log_probs.tolist(),
                   'bos': tok.bos_token_id, 'eos': tok.eos_token_id, 'chat': list(chat)}))
 ";
     let out_py = std::process::Command::new(python)
@@ -149,7 +178,7 @@ print(json.dumps({'class': type(model).__name__, 'logits': logits.tolist(),
         .unwrap();
     assert!(out_py.status.success(), "{}", String::from_utf8_lossy(&out_py.stderr));
     let theirs: Value = serde_json::from_slice(&out_py.stdout).unwrap();
-    assert_eq!(theirs["class"], "ApertusForCausalLM");
+    assert_eq!(theirs["class"], class);
     assert_eq!((theirs["bos"].clone(), theirs["eos"].clone()), (json!(0), json!(1)));
     // The folder carries the chat template: <|bos|> <|user|> … <|end|> <|assistant|> … <|end|> <|eos|>.
     let chat: Vec<u64> = theirs["chat"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).collect();
@@ -163,8 +192,13 @@ print(json.dumps({'class': type(model).__name__, 'logits': logits.tolist(),
             largest = largest.max((x.as_f64().unwrap() - y.as_f64().unwrap()).abs());
         }
     }
-    eprintln!("largest |logit difference| prov eval vs transformers: {largest:e}");
+    eprintln!("{class}: largest |logit difference| prov eval vs transformers: {largest:e}");
     assert!(largest <= 1e-4, "largest logit difference {largest}");
+    let (a, b) = (our_log_probs.as_array().unwrap(), theirs["log_probs"].as_array().unwrap());
+    assert_eq!(a.len(), b.len());
+    let largest = a.iter().zip(b).map(|(x, y)| (x.as_f64().unwrap() - y.as_f64().unwrap()).abs()).fold(0.0, f64::max);
+    eprintln!("{class}: largest |log-probability difference|: {largest:e}");
+    assert!(largest <= 1e-4, "largest log-probability difference {largest}");
 }
 
 #[test]

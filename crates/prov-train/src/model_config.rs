@@ -1,14 +1,53 @@
 //! The decoder's shape ([`ModelConfig`]) and its transformers configuration, both ways: the
 //! `config.json` a checkpoint stores ([`hf_config`]) and the shape read back from one
 //! ([`model_config_from_hf`]). The model itself is computed by libtorch in the worker.
+//!
+//! Two architectures share the shape ([`Architecture`]): Apertus' (QK-norm, xIELU MLP,
+//! transformers' `ApertusForCausalLM`) and EuroLLM's (SwiGLU MLP, no QK-norm, transformers'
+//! `LlamaForCausalLM`); both are pre-RMSNorm decoders with RoPE, grouped-query attention and
+//! untied embeddings.
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-/// The architecture's name in checkpoint configurations.
-pub const ARCHITECTURE: &str = "ApertusForCausalLM";
+/// Which decoder: the MLP, whether queries and keys are normalised, and the transformers
+/// class a checkpoint exports to.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Architecture {
+    /// The Apertus report's: QK-norm and a non-gated MLP with xIELU (`ApertusForCausalLM`).
+    #[default]
+    Apertus,
+    /// The EuroLLM report's (§2.1): a SwiGLU MLP, `down(silu(gate(x)) * up(x))`, and no
+    /// QK-norm (`LlamaForCausalLM`).
+    Llama,
+}
+
+impl Architecture {
+    /// Whether it is the default, which configurations do not write (so that the
+    /// configurations, and the stage keys, of models from before the option are unchanged).
+    pub fn is_apertus(&self) -> bool {
+        *self == Self::Apertus
+    }
+
+    /// The transformers class a checkpoint exports to.
+    pub fn class(self) -> &'static str {
+        match self {
+            Self::Apertus => "ApertusForCausalLM",
+            Self::Llama => "LlamaForCausalLM",
+        }
+    }
+
+    /// transformers' `model_type`.
+    pub fn model_type(self) -> &'static str {
+        match self {
+            Self::Apertus => "apertus",
+            Self::Llama => "llama",
+        }
+    }
+}
 
 /// xIELU's fixed `beta` and `eps` (the released activation's constants).
 pub const XIELU_BETA: f64 = 0.5;
@@ -21,6 +60,9 @@ pub const XIELU_ALPHA_INIT: f64 = 0.8;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ModelConfig {
+    /// The decoder's architecture.
+    #[serde(default, skip_serializing_if = "Architecture::is_apertus")]
+    pub architecture: Architecture,
     /// Tokens in the vocabulary.
     pub vocab_size: i64,
     /// Width of the residual stream.
@@ -48,6 +90,7 @@ impl ModelConfig {
     /// key-value heads, RoPE base 5e5, RMSNorm epsilon 1e-5, initial standard deviation 0.02.
     pub fn small(vocab_size: i64, max_position_embeddings: i64) -> Self {
         Self {
+            architecture: Architecture::Apertus,
             vocab_size,
             hidden_size: 32,
             intermediate_size: 64,
@@ -111,19 +154,19 @@ impl ModelConfig {
     }
 }
 
-/// The checkpoint's `config.json`: transformers' `ApertusConfig` fields for this model
-/// (transformers 5's layout: RoPE under `rope_parameters`).
+/// The checkpoint's `config.json`: transformers' `ApertusConfig` or `LlamaConfig` fields for
+/// this model (transformers 5's layout: RoPE under `rope_parameters`).
 pub fn hf_config(c: &ModelConfig, special: &BTreeMap<&str, u32>) -> Value {
-    json!({
-        "architectures": [ARCHITECTURE],
-        "model_type": "apertus",
+    let mut config = json!({
+        "architectures": [c.architecture.class()],
+        "model_type": c.architecture.model_type(),
         "vocab_size": c.vocab_size,
         "hidden_size": c.hidden_size,
         "intermediate_size": c.intermediate_size,
         "num_hidden_layers": c.num_hidden_layers,
         "num_attention_heads": c.num_attention_heads,
         "num_key_value_heads": c.num_key_value_heads,
-        "hidden_act": "xielu",
+        "hidden_act": match c.architecture { Architecture::Apertus => "xielu", Architecture::Llama => "silu" },
         "max_position_embeddings": c.max_position_embeddings,
         "initializer_range": c.init_std,
         "rms_norm_eps": c.rms_norm_eps,
@@ -135,21 +178,40 @@ pub fn hf_config(c: &ModelConfig, special: &BTreeMap<&str, u32>) -> Value {
         "eos_token_id": special.get("eos"),
         "pad_token_id": special.get("pad"),
         "dtype": "float32",
-    })
+    });
+    if c.architecture == Architecture::Llama {
+        config["mlp_bias"] = json!(false);
+        config["head_dim"] = json!(c.head_dim());
+    }
+    config
 }
 
-/// The model shape a transformers `ApertusConfig` describes.
+/// The model shape a transformers `ApertusConfig` or `LlamaConfig` describes.
 pub fn model_config_from_hf(v: &Value) -> Result<ModelConfig, String> {
     let int =
         |key: &str| v.get(key).and_then(Value::as_i64).ok_or_else(|| format!("`{key}` is missing or not an integer"));
     let num = |key: &str, at: &Value| {
         at.get(key).and_then(Value::as_f64).ok_or_else(|| format!("`{key}` is missing or not a number"))
     };
-    if v.get("model_type").and_then(Value::as_str) != Some("apertus") {
-        return Err("`model_type` is not `apertus`".into());
+    let architecture = match v.get("model_type").and_then(Value::as_str) {
+        Some("apertus") => Architecture::Apertus,
+        Some("llama") => Architecture::Llama,
+        _ => return Err("`model_type` is neither `apertus` nor `llama`".into()),
+    };
+    let string = |key: &str| v.get(key).and_then(Value::as_str);
+    let act = match architecture {
+        Architecture::Apertus => "xielu",
+        Architecture::Llama => "silu",
+    };
+    if string("hidden_act") != Some(act) {
+        return Err(format!("`hidden_act` is not `{act}`, which `{}` needs", architecture.model_type()));
+    }
+    if v.get("tie_word_embeddings").and_then(Value::as_bool) != Some(false) {
+        return Err("`tie_word_embeddings` is not false: the decoder's embeddings are untied".into());
     }
     let rope = v.get("rope_parameters").ok_or("`rope_parameters` is missing")?;
     let config = ModelConfig {
+        architecture,
         vocab_size: int("vocab_size")?,
         hidden_size: int("hidden_size")?,
         intermediate_size: int("intermediate_size")?,
@@ -162,6 +224,9 @@ pub fn model_config_from_hf(v: &Value) -> Result<ModelConfig, String> {
         max_position_embeddings: int("max_position_embeddings")?,
     };
     config.check().map_err(|(field, m)| format!("`{field}` {m}"))?;
+    if architecture == Architecture::Llama && v.get("head_dim").and_then(Value::as_i64) != Some(config.head_dim()) {
+        return Err(format!("`head_dim` is not hidden_size / num_attention_heads = {}", config.head_dim()));
+    }
     Ok(config)
 }
 
@@ -176,9 +241,37 @@ mod tests {
         assert_eq!(model_config_from_hf(&hf).unwrap(), c);
         let mut bad = hf.clone();
         bad["model_type"] = json!("llama");
+        assert!(model_config_from_hf(&bad).unwrap_err().contains("hidden_act"), "a llama with xIELU");
+        let mut bad = hf.clone();
+        bad["model_type"] = json!("gpt2");
         assert!(model_config_from_hf(&bad).unwrap_err().contains("model_type"));
+        let mut bad = hf.clone();
+        bad["tie_word_embeddings"] = json!(true);
+        assert!(model_config_from_hf(&bad).unwrap_err().contains("tie_word_embeddings"));
         let mut bad = hf;
         bad["num_attention_heads"] = json!(5);
         assert!(model_config_from_hf(&bad).unwrap_err().contains("num_attention_heads"));
+
+        let llama = ModelConfig { architecture: Architecture::Llama, ..c };
+        let hf = hf_config(&llama, &BTreeMap::new());
+        assert_eq!(
+            (hf["architectures"][0].as_str(), hf["hidden_act"].as_str()),
+            (Some("LlamaForCausalLM"), Some("silu"))
+        );
+        assert_eq!(model_config_from_hf(&hf).unwrap(), llama);
+        let mut bad = hf;
+        bad["head_dim"] = json!(4);
+        assert!(model_config_from_hf(&bad).unwrap_err().contains("head_dim"));
+    }
+
+    /// A configuration from before the architecture option serialises as it did: the stage
+    /// keys of recorded runs stay what they were.
+    #[test]
+    fn the_default_architecture_is_not_written() {
+        let c = ModelConfig::small(100, 16);
+        let v = serde_json::to_value(&c).unwrap();
+        assert!(v.get("architecture").is_none(), "{v}");
+        let llama = serde_json::to_value(ModelConfig { architecture: Architecture::Llama, ..c }).unwrap();
+        assert_eq!(llama["architecture"], "llama");
     }
 }

@@ -16,7 +16,7 @@ use tch::nn::VarStore;
 use tch::{Device, Kind, Tensor};
 
 use prov_train::checkpoint::{CheckpointError, check_tensors, read_record};
-use prov_train::model_config::{ModelConfig, XIELU_BETA, XIELU_EPS, model_config_from_hf};
+use prov_train::model_config::{Architecture, ModelConfig, XIELU_BETA, XIELU_EPS, model_config_from_hf};
 
 use crate::model::{Decoder, KvCache};
 use crate::trainer::Trainer;
@@ -207,9 +207,9 @@ fn pick(logits: &[f32], temperature: f64, u: f64) -> i64 {
 
 /// The files of a Hugging Face model folder for checkpoint `digest`, by file name.
 ///
-/// `model.safetensors` holds the weights under their stored names plus each layer's xIELU
-/// buffers (`beta`, `eps`, fixed constants that transformers keeps as persistent buffers),
-/// with the metadata `format: pt` that transformers requires. `tokenizer_config.json` names
+/// `model.safetensors` holds the weights under their stored names plus, for the Apertus
+/// architecture, each layer's xIELU buffers (`beta`, `eps`, fixed constants that transformers
+/// keeps as persistent buffers), with the metadata `format: pt` that transformers requires. `tokenizer_config.json` names
 /// the fast tokenizer class and the special tokens, read from `tokenizer.json`, and holds the
 /// chat template when the tokenizer has the chat tokens.
 pub fn hf_folder(store: &Store, digest: &Digest) -> Result<BTreeMap<&'static str, Vec<u8>>, CheckpointError> {
@@ -217,7 +217,8 @@ pub fn hf_folder(store: &Store, digest: &Digest) -> Result<BTreeMap<&'static str
     let tokenizer_digest = loaded.record.tokenizer.ok_or(CheckpointError::NoTokenizer(*digest))?;
     let tokenizer = store.read(&tokenizer_digest)?;
     let mut tensors = loaded.weights.clone();
-    for layer in 0..loaded.config.num_hidden_layers {
+    let layers = if loaded.config.architecture == Architecture::Apertus { loaded.config.num_hidden_layers } else { 0 };
+    for layer in 0..layers {
         for (buffer, value) in [("beta", XIELU_BETA), ("eps", XIELU_EPS)] {
             tensors.0.insert(format!("model.layers.{layer}.mlp.act_fn.{buffer}"), (Vec::new(), vec![value as f32]));
         }

@@ -1,8 +1,9 @@
-//! The Apertus-style decoder: pre-norm RMSNorm, no biases, QK-norm, RoPE, grouped-query
-//! attention, untied input and output embeddings and a non-gated MLP with the xIELU
-//! activation, as the Apertus report describes it.
+//! The decoder: pre-norm RMSNorm, no biases, RoPE, grouped-query attention and untied input
+//! and output embeddings, in one of two architectures ([`Architecture`]): Apertus' (QK-norm
+//! and a non-gated MLP with the xIELU activation, as the Apertus report describes it) or
+//! EuroLLM's (a SwiGLU MLP and no QK-norm, as the EuroLLM-22B report's §2.1 describes it).
 //!
-//! Parameter names are those of transformers' `ApertusForCausalLM`
+//! Parameter names are those of transformers' `ApertusForCausalLM` or `LlamaForCausalLM`
 //! (`model.layers.0.self_attn.q_proj.weight`, ...), so that a checkpoint exports to a Hugging
 //! Face folder by renaming nothing. Parameters are created in one fixed order (embedding,
 //! then each layer, then the final norm and the output embedding), so that libtorch's
@@ -15,7 +16,7 @@
 use tch::nn::{self, Init};
 use tch::{Device, Kind, Tensor};
 
-pub use prov_train::model_config::{ARCHITECTURE, ModelConfig, XIELU_ALPHA_INIT, XIELU_BETA, XIELU_EPS};
+pub use prov_train::model_config::{Architecture, ModelConfig, XIELU_ALPHA_INIT, XIELU_BETA, XIELU_EPS};
 
 /// One decoder layer's parameters.
 struct Layer {
@@ -24,13 +25,31 @@ struct Layer {
     k_proj: Tensor,
     v_proj: Tensor,
     o_proj: Tensor,
-    q_norm: Tensor,
-    k_norm: Tensor,
+    /// Apertus' QK-norm weights; none in EuroLLM's architecture.
+    qk_norm: Option<(Tensor, Tensor)>,
     feedforward_norm: Tensor,
-    up_proj: Tensor,
-    down_proj: Tensor,
-    alpha_p: Tensor,
-    alpha_n: Tensor,
+    mlp: Mlp,
+}
+
+/// A layer's MLP.
+enum Mlp {
+    /// Apertus': `down(xielu(up(x)))`, with xIELU's two raw slopes.
+    Xielu { up_proj: Tensor, down_proj: Tensor, alpha_p: Tensor, alpha_n: Tensor },
+    /// EuroLLM's: `down(silu(gate(x)) * up(x))`.
+    SwiGlu { gate_proj: Tensor, up_proj: Tensor, down_proj: Tensor },
+}
+
+impl Mlp {
+    fn forward(&self, x: &Tensor) -> Tensor {
+        match self {
+            Self::Xielu { up_proj, down_proj, alpha_p, alpha_n } => {
+                xielu(&x.linear::<Tensor>(up_proj, None), alpha_p, alpha_n).linear::<Tensor>(down_proj, None)
+            }
+            Self::SwiGlu { gate_proj, up_proj, down_proj } => (x.linear::<Tensor>(gate_proj, None).silu()
+                * x.linear::<Tensor>(up_proj, None))
+            .linear::<Tensor>(down_proj, None),
+        }
+    }
 }
 
 /// The decoder, its parameters held in a [`nn::VarStore`] under transformers' names.
@@ -54,32 +73,9 @@ impl Decoder {
     pub fn new(root: &nn::Path<'_>, config: &ModelConfig) -> Self {
         let c = config;
         let normal = Init::Randn { mean: 0.0, stdev: c.init_std };
-        let head_dim = c.head_dim();
-        let kv_width = c.num_key_value_heads * head_dim;
         let model = root / "model";
         let embed_tokens = (&model / "embed_tokens").var("weight", &[c.vocab_size, c.hidden_size], normal);
-        let layers = (0..c.num_hidden_layers)
-            .map(|i| {
-                let p = &model / "layers" / i;
-                let attn = &p / "self_attn";
-                let mlp = &p / "mlp";
-                let act = &mlp / "act_fn";
-                Layer {
-                    attention_norm: (&p / "attention_layernorm").var("weight", &[c.hidden_size], Init::Const(1.0)),
-                    q_proj: (&attn / "q_proj").var("weight", &[c.hidden_size, c.hidden_size], normal),
-                    k_proj: (&attn / "k_proj").var("weight", &[kv_width, c.hidden_size], normal),
-                    v_proj: (&attn / "v_proj").var("weight", &[kv_width, c.hidden_size], normal),
-                    o_proj: (&attn / "o_proj").var("weight", &[c.hidden_size, c.hidden_size], normal),
-                    q_norm: (&attn / "q_norm").var("weight", &[head_dim], Init::Const(1.0)),
-                    k_norm: (&attn / "k_norm").var("weight", &[head_dim], Init::Const(1.0)),
-                    feedforward_norm: (&p / "feedforward_layernorm").var("weight", &[c.hidden_size], Init::Const(1.0)),
-                    up_proj: (&mlp / "up_proj").var("weight", &[c.intermediate_size, c.hidden_size], normal),
-                    down_proj: (&mlp / "down_proj").var("weight", &[c.hidden_size, c.intermediate_size], normal),
-                    alpha_p: act.var("alpha_p", &[1], Init::Const(softplus_inverse(XIELU_ALPHA_INIT))),
-                    alpha_n: act.var("alpha_n", &[1], Init::Const(softplus_inverse(XIELU_ALPHA_INIT - XIELU_BETA))),
-                }
-            })
-            .collect();
+        let layers = (0..c.num_hidden_layers).map(|i| Layer::new(&(&model / "layers" / i), c)).collect();
         let norm = (&model / "norm").var("weight", &[c.hidden_size], Init::Const(1.0));
         let lm_head = (root / "lm_head").var("weight", &[c.vocab_size, c.hidden_size], normal);
         Self { config: config.clone(), embed_tokens, layers, norm, lm_head }
@@ -121,8 +117,7 @@ impl Decoder {
             let past = cache.as_mut().map(|k| &mut k.layers[i]);
             h = &h + self.attention(layer, &x, &cos, &sin, &mask, past);
             let x = rms_norm(&h, &layer.feedforward_norm, c.rms_norm_eps);
-            let up = x.linear::<Tensor>(&layer.up_proj, None);
-            h = &h + xielu(&up, &layer.alpha_p, &layer.alpha_n).linear::<Tensor>(&layer.down_proj, None);
+            h = &h + layer.mlp.forward(&x);
         }
         rms_norm(&h, &self.norm, c.rms_norm_eps).linear::<Tensor>(&self.lm_head, None)
     }
@@ -142,8 +137,11 @@ impl Decoder {
         let (batch, time, _) = x.size3().expect("hidden states are [batch, time, width]");
         let head_dim = c.head_dim();
         let heads = |w: &Tensor, n: i64| x.linear::<Tensor>(w, None).view([batch, time, n, head_dim]).transpose(1, 2);
-        let q = rms_norm(&heads(&layer.q_proj, c.num_attention_heads), &layer.q_norm, c.rms_norm_eps);
-        let k = rms_norm(&heads(&layer.k_proj, c.num_key_value_heads), &layer.k_norm, c.rms_norm_eps);
+        let (q, k) = (heads(&layer.q_proj, c.num_attention_heads), heads(&layer.k_proj, c.num_key_value_heads));
+        let (q, k) = match &layer.qk_norm {
+            Some((q_norm, k_norm)) => (rms_norm(&q, q_norm, c.rms_norm_eps), rms_norm(&k, k_norm, c.rms_norm_eps)),
+            None => (q, k),
+        };
         let v = heads(&layer.v_proj, c.num_key_value_heads);
         let (q, k) = (apply_rope(&q, cos, sin), apply_rope(&k, cos, sin));
         // With a cache, attend over the earlier positions' keys and values too.
@@ -174,6 +172,55 @@ impl Decoder {
             .contiguous()
             .view([batch, time, c.hidden_size])
             .linear::<Tensor>(&layer.o_proj, None)
+    }
+}
+
+impl Layer {
+    /// Creates a layer's parameters under `p`, in a fixed order (the generator draws the
+    /// matrices in it): the attention norm, the four projections, Apertus' QK-norm, the MLP's
+    /// norm, then the MLP's matrices (SwiGLU's gate first) and xIELU's slopes.
+    fn new(p: &nn::Path<'_>, c: &ModelConfig) -> Self {
+        let normal = Init::Randn { mean: 0.0, stdev: c.init_std };
+        let one = Init::Const(1.0);
+        let head_dim = c.head_dim();
+        let kv_width = c.num_key_value_heads * head_dim;
+        let attn = p / "self_attn";
+        let mlp = p / "mlp";
+        // transformers names the two norms after the block for Apertus, after their place for Llama.
+        let (attention_norm_name, feedforward_norm_name) = match c.architecture {
+            Architecture::Apertus => ("attention_layernorm", "feedforward_layernorm"),
+            Architecture::Llama => ("input_layernorm", "post_attention_layernorm"),
+        };
+        let attention_norm = (p / attention_norm_name).var("weight", &[c.hidden_size], one);
+        let q_proj = (&attn / "q_proj").var("weight", &[c.hidden_size, c.hidden_size], normal);
+        let k_proj = (&attn / "k_proj").var("weight", &[kv_width, c.hidden_size], normal);
+        let v_proj = (&attn / "v_proj").var("weight", &[kv_width, c.hidden_size], normal);
+        let o_proj = (&attn / "o_proj").var("weight", &[c.hidden_size, c.hidden_size], normal);
+        let qk_norm = (c.architecture == Architecture::Apertus).then(|| {
+            let q_norm = (&attn / "q_norm").var("weight", &[head_dim], one);
+            (q_norm, (&attn / "k_norm").var("weight", &[head_dim], one))
+        });
+        let feedforward_norm = (p / feedforward_norm_name).var("weight", &[c.hidden_size], one);
+        let matrix = |name: &str, shape: [i64; 2]| (&mlp / name).var("weight", &shape, normal);
+        let (wide, narrow) = ([c.intermediate_size, c.hidden_size], [c.hidden_size, c.intermediate_size]);
+        let mlp = match c.architecture {
+            Architecture::Apertus => {
+                let (up_proj, down_proj) = (matrix("up_proj", wide), matrix("down_proj", narrow));
+                let act = &mlp / "act_fn";
+                Mlp::Xielu {
+                    up_proj,
+                    down_proj,
+                    alpha_p: act.var("alpha_p", &[1], Init::Const(softplus_inverse(XIELU_ALPHA_INIT))),
+                    alpha_n: act.var("alpha_n", &[1], Init::Const(softplus_inverse(XIELU_ALPHA_INIT - XIELU_BETA))),
+                }
+            }
+            Architecture::Llama => {
+                let gate_proj = matrix("gate_proj", wide);
+                let up_proj = matrix("up_proj", wide);
+                Mlp::SwiGlu { gate_proj, up_proj, down_proj: matrix("down_proj", narrow) }
+            }
+        };
+        Self { attention_norm, q_proj, k_proj, v_proj, o_proj, qk_norm, feedforward_norm, mlp }
     }
 }
 
@@ -280,6 +327,49 @@ mod tests {
         let alpha_p = vars["model.layers.0.mlp.act_fn.alpha_p"].softplus().double_value(&[0]);
         let alpha_n = vars["model.layers.0.mlp.act_fn.alpha_n"].softplus().double_value(&[0]) + XIELU_BETA;
         assert!((alpha_p - 0.8).abs() < 1e-6 && (alpha_n - 0.8).abs() < 1e-6, "{alpha_p} {alpha_n}");
+    }
+
+    #[test]
+    fn the_swiglu_decoder_has_llamas_names_and_no_qk_norm() {
+        let vs = nn::VarStore::new(Device::Cpu);
+        let c = ModelConfig { architecture: Architecture::Llama, ..tiny() };
+        let model = Decoder::new(&vs.root(), &c);
+        let mut names: Vec<String> = vs.variables().into_keys().collect();
+        names.sort();
+        assert_eq!(names.len(), 3 + 9 * 2, "{names:?}");
+        for expected in [
+            "model.layers.0.input_layernorm.weight",
+            "model.layers.0.post_attention_layernorm.weight",
+            "model.layers.1.mlp.gate_proj.weight",
+            "model.layers.1.mlp.up_proj.weight",
+            "model.layers.1.mlp.down_proj.weight",
+        ] {
+            assert!(names.iter().any(|n| n == expected), "{expected} not in {names:?}");
+        }
+        assert!(!names.iter().any(|n| n.contains("norm.weight") && n.contains("self_attn")), "{names:?}");
+        assert_eq!(vs.variables()["model.layers.0.mlp.gate_proj.weight"].size(), [48, 32]);
+        let ids = Tensor::from_slice(&[5_i64, 9, 11]).view([1, 3]);
+        assert_eq!(model.forward(&ids).size(), [1, 3, 61]);
+    }
+
+    /// SwiGLU as transformers' `LlamaMLP` computes it, written out element by element.
+    #[test]
+    fn swiglu_is_down_of_silu_gate_times_up() {
+        let matrix = |v: &[f64], shape: [i64; 2]| Tensor::from_slice(v).view(shape);
+        let gate_proj = matrix(&[1.0, -2.0, 0.5, 0.25], [2, 2]);
+        let up_proj = matrix(&[0.5, 1.5, -1.0, 2.0], [2, 2]);
+        let down_proj = matrix(&[1.0, 0.0, -1.0, 3.0], [2, 2]);
+        let mlp = Mlp::SwiGlu { gate_proj, up_proj, down_proj };
+        let input = [0.3, -0.7];
+        let got: Vec<f64> = Vec::try_from(mlp.forward(&matrix(&input, [1, 2])).view([2])).unwrap();
+        let silu = |v: f64| v / (1.0 + (-v).exp());
+        let gate = [input[0] - 2.0 * input[1], 0.5 * input[0] + 0.25 * input[1]];
+        let up = [0.5 * input[0] + 1.5 * input[1], -input[0] + 2.0 * input[1]];
+        let hidden = [silu(gate[0]) * up[0], silu(gate[1]) * up[1]];
+        let expected = [hidden[0], -hidden[0] + 3.0 * hidden[1]];
+        for (a, b) in got.iter().zip(expected) {
+            assert!((a - b).abs() < 1e-12, "{got:?} vs {expected:?}");
+        }
     }
 
     #[test]

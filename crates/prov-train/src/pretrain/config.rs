@@ -4,12 +4,17 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::model_config::Architecture;
 use crate::optimizer::AdEMAMixConfig;
 
 /// The model's shape, without what the data fixes (vocabulary, sequence length).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ModelParams {
+    /// The decoder's architecture: `apertus` (the default, not written) or `llama`
+    /// (EuroLLM's SwiGLU decoder).
+    #[serde(skip_serializing_if = "Architecture::is_apertus")]
+    pub architecture: Architecture,
     /// Width of the residual stream.
     pub hidden_size: i64,
     /// Width of the MLP.
@@ -31,6 +36,7 @@ pub struct ModelParams {
 impl Default for ModelParams {
     fn default() -> Self {
         Self {
+            architecture: Architecture::Apertus,
             hidden_size: 256,
             intermediate_size: 1024,
             num_hidden_layers: 4,

@@ -160,6 +160,7 @@ pub fn loop_config(c: &PretrainConfig) -> LoopConfig {
 /// The full model configuration from the stage's shape and the data's sizes.
 pub fn model_config(p: &ModelParams, vocab_size: i64, seq_len: i64) -> ModelConfig {
     ModelConfig {
+        architecture: p.architecture,
         vocab_size,
         hidden_size: p.hidden_size,
         intermediate_size: p.intermediate_size,
