@@ -6,10 +6,11 @@
 //! reference is a detector from PyPI on the same text: `lingua-language-detector` (pinned in
 //! lockfiles/requirements.txt, its 75 languages). On the held-out UDHR documents of the
 //! languages both know, and on every third Debian document, the test prints both accuracies side by
-//! side and requires Provenant's to be at least Lingua's less two points; every ledger row's
-//! detection must be what the model file the stage pinned gives when read back with the library
-//! (so the ledger says what the pinned model says), and `prov explain langid` names a removed
-//! document's rule and detection. Then the run replays bit for bit.
+//! side and requires Provenant's to be at least Lingua's less two points. The pinned model file
+//! is checked against `NumPy`: Python reads it and computes the naive Bayes posteriors, which
+//! must equal the ledger's. The held-out documents identified again give the stage's counts,
+//! every ledger row is what the pinned model read back gives, and `prov explain langid` names a
+//! removed document's rule and detection. Then the run replays bit for bit.
 
 use std::collections::BTreeMap;
 
@@ -28,6 +29,41 @@ for l in sys.stdin.read().split("\n"):
     if l:
         found = detector.detect_language_of(json.loads(l)["text"])
         out.append(found.iso_code_639_1.name.lower() if found else "none")
+sys.stdout.write("\n".join(out) + "\n")
+"#;
+
+/// The naive Bayes model as the book defines it, in `NumPy`, reading the pinned model file
+/// itself: argv[1] is the file; stdin has one JSON list of grams per document (the grams Rust
+/// cut, as strings); out, per document, `[detected, posterior]`.
+const NUMPY_BAYES: &str = r#"
+import json, sys
+import numpy as np
+lines = open(sys.argv[1], encoding="utf-8").read().split("\n")
+assert lines[0] == "prov-langid 1"
+alpha = float(lines[2].split(" ")[1])
+n_lang = int(lines[3].split(" ")[1])
+codes = [l.split(" ")[0] for l in lines[4:4 + n_lang]]
+totals = np.array([float(l.split(" ")[1]) for l in lines[4:4 + n_lang]])
+n_grams = int(lines[4 + n_lang].split(" ")[1])
+counts = {}
+for l in lines[5 + n_lang:5 + n_lang + n_grams]:
+    gram, per = l.split("\t")
+    counts[json.loads(gram)] = [(int(i), float(c)) for i, c in (p.split(":") for p in per.split(" "))]
+V = float(n_grams)
+out = []
+for l in sys.stdin.read().split("\n"):
+    if not l:
+        continue
+    s = np.zeros(n_lang)
+    for g in json.loads(l):
+        if g not in counts:
+            continue
+        c = np.zeros(n_lang)
+        for i, k in counts[g]:
+            c[i] = k
+        s += np.log((c + alpha) / (totals + alpha * V))
+    best = int(np.argmax(s))
+    out.append(json.dumps([codes[best], float(1.0 / np.exp(s - s[best]).sum())]))
 sys.stdout.write("\n".join(out) + "\n")
 "#;
 
@@ -91,12 +127,14 @@ fn langid_trains_on_the_udhr_compares_with_lingua_and_replays() {
     let model = prov_langid::Model::parse(std::str::from_utf8(&store.read(&digest).unwrap()).unwrap()).unwrap();
     let rows = ledger_rows(&project, stage("langid")["data"]["outputs"]["ledger"].as_str().unwrap());
     debian_against_lingua(&python, &model, &rows, &known);
+    held_out_reidentified(&model, &record("identifier")["stats"]["held_out"]);
+    let model_file = project.write("model.langid", std::str::from_utf8(&store.read(&digest).unwrap()).unwrap());
+    ledger_equals_numpys_bayes(&python, &model_file, &rows);
     assert!(record("langid")["stats"]["languages"]["de"]["match"].as_u64().is_some_and(|m| m > 0));
 
     // `prov explain langid` names the ledger's rule and detection for a removed document.
     let removed = rows.iter().find(|r| r.rule == "langid:mismatch").unwrap();
     let doc = documents("debian.jsonl").into_iter().find(|d| d["id"] == removed.id.as_str()).unwrap();
-    let model_file = project.write("model.langid", std::str::from_utf8(&store.read(&digest).unwrap()).unwrap());
     let args = ["--json", "explain", "langid", "--model", model_file.to_str().unwrap(), "--declared"];
     let args: Vec<&str> = args.into_iter().chain([doc["language"].as_str().unwrap()]).collect();
     let shown = project.prov_with_stdin(&args, doc["text"].as_str().unwrap());
@@ -194,4 +232,58 @@ fn debian_against_lingua(
         "Debian text, {total} documents in languages both know: provenant {ours}, lingua {theirs}; rules {rules:?}"
     );
     assert!(ours as f64 >= theirs as f64 - 0.02 * total as f64, "debian: provenant {ours}, lingua {theirs} of {total}");
+}
+
+/// The held-out documents the test picks (every fifth of each language, in file order),
+/// identified again with the pinned model: per language, as many correct as the stage says,
+/// so the stage held out these documents and trained on the others.
+fn held_out_reidentified(model: &prov_langid::Model, held: &Value) {
+    let mut seen: BTreeMap<String, u64> = BTreeMap::new();
+    let mut correct: BTreeMap<String, u64> = BTreeMap::new();
+    for doc in documents("udhr.jsonl") {
+        let language = primary(&doc);
+        if language == "und" {
+            continue;
+        }
+        let count = seen.entry(language.clone()).or_default();
+        *count += 1;
+        if count.is_multiple_of(5) {
+            let found = model.identify(doc["text"].as_str().unwrap()).map(|i| i.language);
+            *correct.entry(language.clone()).or_default() += u64::from(found.as_deref() == Some(language.as_str()));
+        }
+    }
+    for (language, n) in &correct {
+        assert_eq!(held["languages"][language]["correct"].as_u64(), Some(*n), "{language}");
+    }
+    assert_eq!(correct.values().sum::<u64>(), held["correct"].as_u64().unwrap());
+}
+
+/// Every 20th Debian document's detection and posterior in the ledger against `NumPy`'s naive
+/// Bayes over the pinned model file, read by Python: the file means what the book says.
+fn ledger_equals_numpys_bayes(
+    python: &std::path::Path,
+    model_file: &std::path::Path,
+    rows: &[prov_dataset::LedgerRow],
+) {
+    let by_id: BTreeMap<&str, &prov_dataset::LedgerRow> = rows.iter().map(|r| (r.id.as_str(), r)).collect();
+    let docs: Vec<Value> = documents("debian.jsonl").into_iter().step_by(20).collect();
+    let mut input = String::new();
+    for doc in &docs {
+        let mut grams: Vec<String> = Vec::new();
+        prov_langid::grams::for_each_gram(doc["text"].as_str().unwrap(), 4, |g| {
+            grams.push(prov_langid::grams::unpack(g).unwrap().into_iter().collect());
+        });
+        input.push_str(&serde_json::to_string(&grams).unwrap());
+        input.push('\n');
+    }
+    let out = prov_testkit::pipe(python, &["-c", NUMPY_BAYES, model_file.to_str().unwrap()], input.as_bytes());
+    let theirs: Vec<(String, f64)> =
+        String::from_utf8(out).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(theirs.len(), docs.len());
+    for (doc, (language, posterior)) in docs.iter().zip(&theirs) {
+        let evidence = by_id[doc["id"].as_str().unwrap()].evidence.as_ref().unwrap();
+        assert_eq!(evidence["detected"], language.as_str(), "{}", doc["id"]);
+        let ours = evidence["score"].as_f64().unwrap();
+        assert!((ours - posterior).abs() <= 1e-9, "{}: posterior {ours}, NumPy {posterior}", doc["id"]);
+    }
 }

@@ -71,6 +71,12 @@ pub struct LedgerRow {
     pub words: u64,
 }
 
+/// A ledger row's evidence from a JSON value: its object, or none for anything else (stages
+/// build evidence with `json!({...})`).
+pub fn evidence(v: Value) -> Option<serde_json::Map<String, Value>> {
+    if let Value::Object(m) = v { Some(m) } else { None }
+}
+
 impl LedgerRow {
     /// The row a filter writes for `doc`: its id, language and word count, with the decision,
     /// the rule that made it and the evidence.

@@ -56,8 +56,8 @@ pub mod url_index;
 pub use diff::{DatasetDifference, first_difference};
 pub use document::{Document, document_columns, document_schema, primary_language, sample_key};
 pub use ledger::{
-    LedgerDecision, LedgerRow, LedgerShard, ledger_schema, read_ledger, read_ledger_ids, read_ledger_shard, word_count,
-    write_ledger, write_ledger_chunked, write_ledger_shard,
+    LedgerDecision, LedgerRow, LedgerShard, evidence, ledger_schema, read_ledger, read_ledger_ids, read_ledger_shard,
+    word_count, write_ledger, write_ledger_chunked, write_ledger_shard,
 };
 pub use read::{
     DocumentReader, InputFormat, SourceFile, SourceShapeError, read_documents, read_documents_as, source_files,

@@ -670,10 +670,6 @@ struct Verdict {
     evidence: Option<Map<String, Value>>,
 }
 
-fn object(v: Value) -> Option<Map<String, Value>> {
-    if let Value::Object(m) = v { Some(m) } else { None }
-}
-
 /// Reads shard `shard`'s decisions back, with the ids of the documents they name.
 struct Verdicts<'a> {
     file: BufReader<fs_err::File>,
@@ -703,12 +699,14 @@ impl<'a> Verdicts<'a> {
             1 => Verdict {
                 decision: LedgerDecision::Removed,
                 rule: "dedup:exact",
-                evidence: object(json!({ "duplicate_of": read_id(&mut self.ends, &mut self.ids, reference)? })),
+                evidence: prov_dataset::evidence(
+                    json!({ "duplicate_of": read_id(&mut self.ends, &mut self.ids, reference)? }),
+                ),
             },
             _ => Verdict {
                 decision: LedgerDecision::Removed,
                 rule: "dedup:near",
-                evidence: object(json!({
+                evidence: prov_dataset::evidence(json!({
                     "duplicate_of": read_id(&mut self.ends, &mut self.ids, reference)?,
                     "band": u32::from_le_bytes(r[1..5].try_into().expect("four bytes")),
                     "jaccard_estimate": f64::from_le_bytes(r[13..].try_into().expect("eight bytes")),
@@ -987,7 +985,7 @@ mod tests {
                         decisions.push(Verdict {
                             decision: LedgerDecision::Removed,
                             rule: "dedup:exact",
-                            evidence: object(json!({ "duplicate_of": shards[fs][fr].id })),
+                            evidence: prov_dataset::evidence(json!({ "duplicate_of": shards[fs][fr].id })),
                         });
                         continue;
                     }
@@ -1016,7 +1014,7 @@ mod tests {
                     decisions.push(Verdict {
                         decision: LedgerDecision::Removed,
                         rule: "dedup:near",
-                        evidence: object(
+                        evidence: prov_dataset::evidence(
                             json!({ "duplicate_of": shards[cs][cr].id, "band": band, "jaccard_estimate": j }),
                         ),
                     });

@@ -38,6 +38,16 @@ pub const RECORD_W: usize = 12;
 /// `f64`, little endian.
 pub const SCORE_FILE_W: usize = 9;
 
+/// The layout of the two files, named in every [`ScoredShard`]: a result of another layout
+/// (from a build before [`SCORE_FILE_W`] was 9 bytes, say, left by a killed run) is refused
+/// as a bad result, so that its task runs again instead of being misread.
+const FORMAT: u32 = 2;
+
+/// The data cards' quantiles: 0, 5, …, 100%.
+pub fn card_fractions() -> Vec<f64> {
+    (0..=20).map(|i| f64::from(i) / 20.0).collect()
+}
+
 /// What one external sort of scores may buffer before it spills a run.
 const SORT_BUDGET: usize = 16 << 20;
 
@@ -69,6 +79,11 @@ fn sortable(x: f64) -> u64 {
 /// The inverse of [`sortable`].
 fn unsortable(u: u64) -> f64 {
     f64::from_bits(if u >> 63 == 1 { u & !(1 << 63) } else { !u })
+}
+
+/// A scoring pass's files that disagree with each other or with the input.
+fn input_error(message: String) -> StageError {
+    StageError::Input { input: "docs".into(), message }
 }
 
 /// The name of shard `shard`'s work file `name`.
@@ -111,9 +126,10 @@ impl<'g> ShardScorer<'g> {
     pub fn push(&mut self, score: Option<(&str, f64)>) -> Result<(), StageError> {
         let mut entry = [0u8; SCORE_FILE_W];
         if let Some((group, score)) = score {
-            let index = self.groups.binary_search_by(|g| g.as_str().cmp(group)).map_err(|_| {
-                StageError::Worker(format!("a score in group `{group}`, which the stage does not have"))
-            })?;
+            let index = self
+                .groups
+                .binary_search_by(|g| g.as_str().cmp(group))
+                .map_err(|_| input_error(format!("a score in group `{group}`, which the stage does not have")))?;
             let mut r = [0u8; RECORD_W];
             r[..4].copy_from_slice(&u32::try_from(index).expect("fewer than 2^32 groups").to_be_bytes());
             r[4..].copy_from_slice(&sortable(score).to_be_bytes());
@@ -134,7 +150,7 @@ impl<'g> ShardScorer<'g> {
     pub fn finish(self) -> Result<ScoredShard, StageError> {
         let Self { scores, mut sorted, mut records, counts, .. } = self;
         write_run_to(&mut records, &mut sorted)?;
-        Ok(ScoredShard { counts, scores: scores.finish()?, sorted: sorted.finish()? })
+        Ok(ScoredShard { format: FORMAT, counts, scores: scores.finish()?, sorted: sorted.finish()? })
     }
 }
 
@@ -143,16 +159,35 @@ impl<'g> ShardScorer<'g> {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ScoredShard {
+    format: u32,
     counts: BTreeMap<String, u64>,
     scores: WorkFileRef,
     sorted: WorkFileRef,
 }
+
+/// A group's 21 data-card quantiles, and its values at a stage's own quantiles.
+pub type CardAnd = (Vec<f64>, Vec<f64>);
 
 /// Every shard's scores, checked, as the reduce step reads them.
 pub struct CorpusScores {
     counts: BTreeMap<String, u64>,
     sorted: Vec<PathBuf>,
     scores: Vec<PathBuf>,
+    /// What the sorted runs held, once merged: their scores' count and the wrapping sum of
+    /// their bits, which pass 2 compares with the per-document files'.
+    merged: std::sync::OnceLock<Fingerprint>,
+}
+
+/// A count of scores and the wrapping sum of their bits: equal for the same scores in any
+/// order.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct Fingerprint(u64, u64);
+
+impl Fingerprint {
+    fn add(&mut self, score: f64) {
+        self.0 += 1;
+        self.1 = self.1.wrapping_add(score.to_bits());
+    }
 }
 
 impl CorpusScores {
@@ -164,11 +199,19 @@ impl CorpusScores {
     /// A result that does not parse or names other files, a file that is not what its task
     /// wrote, and fewer or more results than shards.
     pub fn collect(work: &Path, results: MapResults<'_>, shards: usize) -> Result<Self, StageError> {
-        let mut out = Self { counts: BTreeMap::new(), sorted: Vec::new(), scores: Vec::new() };
+        let mut out = Self {
+            counts: BTreeMap::new(),
+            sorted: Vec::new(),
+            scores: Vec::new(),
+            merged: std::sync::OnceLock::new(),
+        };
         for r in results {
             let (task, value) = r?;
-            let shard: ScoredShard =
-                serde_json::from_value(value).map_err(|e| StageError::MapResult { task, message: e.to_string() })?;
+            let bad = |message: String| StageError::MapResult { task, message };
+            let shard: ScoredShard = serde_json::from_value(value).map_err(|e| bad(e.to_string()))?;
+            if shard.format != FORMAT {
+                return Err(bad(format!("its files are of layout {}, this build reads {FORMAT}", shard.format)));
+            }
             out.scores.push(shard.scores.check_named(work, task, &file_name("scores", task))?);
             out.sorted.push(shard.sorted.check_named(work, task, &file_name("sorted", task))?);
             for (group, n) in shard.counts {
@@ -176,7 +219,7 @@ impl CorpusScores {
             }
         }
         if out.scores.len() != shards {
-            return Err(StageError::Worker(format!("{} scoring results for {shards} shards", out.scores.len())));
+            return Err(input_error(format!("{} scoring results for {shards} shards", out.scores.len())));
         }
         Ok(out)
     }
@@ -218,8 +261,10 @@ impl CorpusScores {
         }
         let (mut current, mut rank) = (usize::MAX, 0usize);
         let mut seen = vec![0usize; groups.len()];
+        let mut merged = Fingerprint::default();
         for r in sort.finish()? {
             let r = r?;
+            merged.add(unsortable(u64::from_be_bytes(r[4..].try_into().expect("eight bytes"))));
             let group = u32::from_be_bytes(r[..4].try_into().expect("four bytes")) as usize;
             if let Some(n) = seen.get_mut(group) {
                 *n += 1;
@@ -232,10 +277,11 @@ impl CorpusScores {
             }
             rank += 1;
         }
+        let _ = self.merged.set(merged);
         let mut out = BTreeMap::new();
         for (i, g) in groups.iter().enumerate() {
             if seen[i] != count(g) {
-                return Err(StageError::Worker(format!(
+                return Err(input_error(format!(
                     "the sorted scores of `{g}` are {}, the scoring pass scored {}",
                     seen[i],
                     count(g)
@@ -249,14 +295,50 @@ impl CorpusScores {
         Ok(out)
     }
 
+    /// Each scored group's 21 data-card quantiles ([`card_fractions`]) and its values at the
+    /// quantiles `extra`, in their order ([`Self::quantiles`]).
+    ///
+    /// # Errors
+    ///
+    /// [`Self::quantiles`]'.
+    pub fn card_and(
+        &self,
+        groups: &[String],
+        scratch: &Path,
+        extra: &[f64],
+    ) -> Result<BTreeMap<String, CardAnd>, StageError> {
+        let card = card_fractions();
+        let qs: Vec<f64> = card.iter().chain(extra).copied().collect();
+        Ok(self
+            .quantiles(groups, scratch, &qs)?
+            .into_iter()
+            .map(|(g, mut values)| {
+                let extra = values.split_off(card.len());
+                (g, (values, extra))
+            })
+            .collect())
+    }
+
+    /// Checks that pass 2 read the scores the quantiles were computed from: the same count and
+    /// bits in the per-document files as in the sorted runs.
+    fn check_read(&self, read: Fingerprint) -> Result<(), StageError> {
+        match self.merged.get() {
+            Some(merged) if *merged != read => Err(input_error(format!(
+                "the sorted scores ({} of them) are not the per-document scores ({}) the decisions read",
+                merged.0, read.0
+            ))),
+            _ => Ok(()),
+        }
+    }
+
     /// Shard `shard`'s scores, in document order, for pass 2.
     ///
     /// # Errors
     ///
     /// The file system's.
     pub fn shard(&self, shard: usize) -> Result<ShardScores, StageError> {
-        let path = self.scores.get(shard).ok_or_else(|| StageError::Worker(format!("no scores of shard {shard}")))?;
-        Ok(ShardScores { shard, file: BufReader::new(fs_err::File::open(path)?) })
+        let path = self.scores.get(shard).ok_or_else(|| input_error(format!("no scores of shard {shard}")))?;
+        Ok(ShardScores { shard, file: BufReader::new(fs_err::File::open(path)?), read: Fingerprint::default() })
     }
 }
 
@@ -274,11 +356,11 @@ pub type Decision = (LedgerDecision, &'static str, Option<Map<String, Value>>);
 pub fn decide_shards<T: Default + Send>(
     cx: &StageContext<'_>,
     corpus: &CorpusScores,
-    decide: impl Fn(&Document, Option<f64>, &mut T) -> Decision + Sync,
+    decide: impl Fn(&Document, Option<f64>, &mut T) -> Result<Decision, StageError> + Sync,
     merge: impl Fn(&mut T, T) + Sync,
 ) -> Result<(StageOutput, T), StageError> {
     let ds = cx.input_record::<DatasetRecord>("docs")?;
-    let parts = Mutex::new((crate::FilterParts::new(ds.shards.len()), T::default()));
+    let parts = Mutex::new((crate::FilterParts::new(ds.shards.len()), T::default(), Fingerprint::default()));
     cx.pool.install(|| {
         ds.shards.par_iter().enumerate().try_for_each(|(i, s)| {
             let mut out = ShardWriter::new(cx.store)?;
@@ -287,22 +369,25 @@ pub fn decide_shards<T: Default + Send>(
             let mut scores = corpus.shard(i)?;
             for doc in shard_documents(cx.store, &s.digest)? {
                 let doc = doc?;
-                let (decision, rule, evidence) = decide(&doc, scores.next_score()?, &mut tally);
+                let (decision, rule, evidence) = decide(&doc, scores.next_score()?, &mut tally)?;
                 rows.push(LedgerRow::of_document(&doc, decision, rule, evidence));
                 if decision != LedgerDecision::Removed {
                     out.push(doc)?;
                 }
             }
-            scores.finish()?;
+            let read = scores.finish_counted()?;
             let (ledger, stats) = crate::write_counted_ledger(cx, rows)?;
             let written = out.finish()?;
             let mut held = parts.lock().expect("no task panics holding the parts");
             held.0.put(i, (written, ledger, stats));
             merge(&mut held.1, tally);
+            (held.2).0 += read.0;
+            (held.2).1 = (held.2).1.wrapping_add(read.1);
             Ok::<_, StageError>(())
         })
     })?;
-    let (parts, tally) = parts.into_inner().expect("no task panicked holding the parts");
+    let (parts, tally, read) = parts.into_inner().expect("no task panicked holding the parts");
+    corpus.check_read(read)?;
     Ok((parts.finish(cx)?, tally))
 }
 
@@ -310,6 +395,7 @@ pub fn decide_shards<T: Default + Send>(
 pub struct ShardScores {
     shard: usize,
     file: BufReader<fs_err::File>,
+    read: Fingerprint,
 }
 
 impl ShardScores {
@@ -321,7 +407,15 @@ impl ShardScores {
     pub fn next_score(&mut self) -> Result<Option<f64>, StageError> {
         let mut entry = [0u8; SCORE_FILE_W];
         self.file.read_exact(&mut entry).map_err(|_| self.changed())?;
-        Ok((entry[0] == 1).then(|| f64::from_le_bytes(entry[1..].try_into().expect("eight bytes"))))
+        let score = f64::from_le_bytes(entry[1..].try_into().expect("eight bytes"));
+        match entry[0] {
+            0 => Ok(None),
+            1 => {
+                self.read.add(score);
+                Ok(Some(score))
+            }
+            flag => Err(input_error(format!("shard {}'s scores hold the flag {flag}, neither 0 nor 1", self.shard))),
+        }
     }
 
     /// Checks that every score was read.
@@ -329,17 +423,22 @@ impl ShardScores {
     /// # Errors
     ///
     /// The shard has fewer documents than were scored.
-    pub fn finish(mut self) -> Result<(), StageError> {
+    pub fn finish(self) -> Result<(), StageError> {
+        self.finish_counted().map(|_| ())
+    }
+
+    /// [`Self::finish`], with what was read.
+    fn finish_counted(mut self) -> Result<Fingerprint, StageError> {
         if self.file.read(&mut [0u8; 1])? != 0 {
             return Err(self.changed());
         }
-        Ok(())
+        Ok(self.read)
     }
 
     /// A shard read twice gave a different number of documents: its object changed in the
     /// store between the passes (the store is content-addressed, so only damage does that).
     fn changed(&self) -> StageError {
-        StageError::Worker(format!("shard {} gave a different number of documents on the second pass", self.shard))
+        input_error(format!("shard {} gave a different number of documents on the second pass", self.shard))
     }
 }
 
@@ -367,12 +466,16 @@ mod tests {
         }
     }
 
+    /// Values `numpy.quantile` (`NumPy` 2.4.6, linear) gives, to the bit, including both
+    /// branches of its `_lerp`.
     #[test]
+    #[allow(clippy::float_cmp)] // The point is equality to the bit.
     fn quantile_matches_numpy_linear() {
-        // numpy.quantile([1, 2, 3, 4], 0.95) == 3.85; numpy.quantile(range(31), 0.95) == 28.5.
-        assert!((quantile(&[1.0, 2.0, 3.0, 4.0], 0.95).unwrap() - 3.85).abs() < 1e-12);
+        assert_eq!(quantile(&[1.0, 2.0, 3.0, 4.0], 0.95), Some(3.849_999_999_999_999_6));
         let v: Vec<f64> = (0..31).map(f64::from).collect();
-        assert!((quantile(&v, 0.95).unwrap() - 28.5).abs() < 1e-12);
+        assert_eq!(quantile(&v, 0.95), Some(28.5));
+        assert_eq!(quantile(&[0.1, 0.7, 2.9], 0.3), Some(0.459_999_999_999_999_96));
+        assert_eq!(quantile(&[0.1, 0.7, 2.9], 0.6), Some(1.14));
         assert_eq!(quantile(&[7.0], 0.95), Some(7.0));
         assert_eq!(quantile(&[], 0.5), None);
         assert_eq!(quantile(&[1.0, 2.0], 1.0), Some(2.0));
@@ -456,6 +559,46 @@ mod tests {
         r.next_score().unwrap();
         r.next_score().unwrap();
         assert!(r.next_score().is_err(), "a document past the scored ones was not noticed");
+    }
+
+    /// A result whose files were rewritten and whose digests were recomputed to match (a
+    /// forged but well-formed result): the sorted run holds other scores than the
+    /// per-document file, with the same counts. Pass 2 notices.
+    #[test]
+    fn sorted_runs_that_disagree_with_the_scores_are_refused() {
+        let groups = vec!["de".to_owned()];
+        let (work, scratch) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let mut scorer = ShardScorer::create(work.path(), 0, &groups).unwrap();
+        scorer.push(Some(("de", 2.0))).unwrap();
+        scorer.push(None).unwrap();
+        let mut result = serde_json::to_value(scorer.finish().unwrap()).unwrap();
+        let mut forged = [0u8; RECORD_W];
+        forged[4..].copy_from_slice(&sortable(9.0).to_be_bytes());
+        fs_err::write(work.path().join("sorted-000000.bin"), forged).unwrap();
+        result["sorted"]["digest"] = json!(prov_store::Digest::of(&forged).to_string());
+        let corpus = CorpusScores::collect(work.path(), MapResults::of(vec![result]), 1).unwrap();
+        assert_eq!(corpus.quantiles(&groups, scratch.path(), &[0.5]).unwrap()["de"], [9.0]);
+        let mut r = corpus.shard(0).unwrap();
+        assert_eq!((r.next_score().unwrap(), r.next_score().unwrap()), (Some(2.0), None));
+        let read = r.finish_counted().unwrap();
+        assert!(corpus.check_read(read).is_err(), "the ledger would state scores the cut-offs were not computed from");
+    }
+
+    #[test]
+    fn a_flag_other_than_zero_or_one_and_another_layout_are_refused() {
+        let groups = vec!["de".to_owned()];
+        let work = tempfile::tempdir().unwrap();
+        let mut scorer = ShardScorer::create(work.path(), 0, &groups).unwrap();
+        scorer.push(None).unwrap();
+        let mut result = serde_json::to_value(scorer.finish().unwrap()).unwrap();
+        let forged = [2u8; SCORE_FILE_W];
+        fs_err::write(work.path().join("scores-000000.bin"), forged).unwrap();
+        result["scores"]["digest"] = json!(prov_store::Digest::of(&forged).to_string());
+        let corpus = CorpusScores::collect(work.path(), MapResults::of(vec![result.clone()]), 1).unwrap();
+        assert!(corpus.shard(0).unwrap().next_score().is_err());
+        result["format"] = json!(1);
+        let e = CorpusScores::collect(work.path(), MapResults::of(vec![result]), 1).err().unwrap();
+        assert!(matches!(e, StageError::MapResult { .. }), "{e}");
     }
 
     #[test]

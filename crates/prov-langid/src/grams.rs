@@ -10,6 +10,12 @@
 //! A gram is packed into a [`Gram`] (22 bits a character, the first in the highest bits), whose
 //! order as an integer is the lexicographic order of its characters by code point.
 
+/// The Unicode version whose `Alphabetic` property and lowercase mappings (Rust's `char`
+/// methods) cut words here. A toolchain with other tables cuts some texts differently, which
+/// changes models and detections: the test below fails then, and the stage versions must be
+/// raised with it.
+pub const UNICODE_VERSION: (u8, u8, u8) = (17, 0, 0);
+
 /// The highest gram order a model may use.
 pub const MAX_ORDER: usize = 5;
 
@@ -102,6 +108,11 @@ mod tests {
         assert_eq!(grams("é", 2), [" é", "é", "é "]);
         // " 日本語 ": 4 grams from the leading space, then 4, 3 and 2.
         assert_eq!(grams("日本語", 5).len(), 13);
+    }
+
+    #[test]
+    fn the_unicode_tables_are_the_ones_the_stages_were_versioned_with() {
+        assert_eq!(char::UNICODE_VERSION, UNICODE_VERSION, "raise langid-train's and langid's versions");
     }
 
     #[test]

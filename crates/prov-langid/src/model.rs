@@ -41,6 +41,12 @@ use hashbrown::HashMap;
 
 use crate::grams::{Gram, MAX_ORDER, for_each_gram, pack, unpack};
 
+/// Whether `code` can name a language in a model: a lowercase ASCII letter or digit run, as
+/// the primary subtags documents declare (the file format has no escaping for anything else).
+pub fn is_language_code(code: &str) -> bool {
+    !code.is_empty() && code.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+}
+
 /// How a model is trained.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct TrainParams {
@@ -98,8 +104,10 @@ impl Trainer {
         Ok(Self { params, counts: BTreeMap::new() })
     }
 
-    /// Counts the grams of one text of `language`.
+    /// Counts the grams of one text of `language`, which must be a language code
+    /// ([`is_language_code`]; the stage skips documents whose language is not one).
     pub fn add(&mut self, language: &str, text: &str) {
+        debug_assert!(is_language_code(language), "`{language}` is not a language code");
         let counts = self.counts.entry(language.to_owned()).or_default();
         for_each_gram(text, self.params.max_order, |g| *counts.entry(g).or_default() += 1);
     }
@@ -182,7 +190,8 @@ pub struct Model {
     languages: Vec<(String, u64)>,
     /// Each vocabulary gram's non-zero counts by language index, in gram order.
     grams: Vec<(Gram, Vec<(u32, u64)>)>,
-    /// Per gram (by its index in `grams`), `ln((c + α) / α)` for each of its languages.
+    /// Per vocabulary gram, `ln((c + α) / α)` for each of its languages (a map for lookups
+    /// only: its order reaches no output).
     weights: HashMap<Gram, Vec<(u32, f64)>>,
     /// Per language, `ln(α / (T(l) + α V))`: the weight of any vocabulary gram before its
     /// count is added.
@@ -338,8 +347,8 @@ impl Model {
             let (n, line) = next("a language")?;
             let (code, total) = line.split_once(' ').ok_or_else(|| bad(n, "expected `CODE TOTAL`".into()))?;
             let total: u64 = total.parse().map_err(|_| bad(n, "the total is not a count".into()))?;
-            if code.is_empty() || languages.last().is_some_and(|(l, _)| l.as_str() >= code) {
-                return Err(bad(n, format!("language `{code}` is empty or out of order")));
+            if !is_language_code(code) || languages.last().is_some_and(|(l, _)| l.as_str() >= code) {
+                return Err(bad(n, format!("language `{code}` is not a lowercase code, or out of order")));
             }
             languages.push((code.to_owned(), total));
         }
@@ -368,20 +377,33 @@ impl Model {
                 if per.last().is_some_and(|(last, _)| *last >= i) {
                     return Err(bad(n, "language indexes out of order".into()));
                 }
-                sums[i as usize] = sums[i as usize].saturating_add(k);
+                sums[i as usize] = sums[i as usize]
+                    .checked_add(k)
+                    .ok_or_else(|| bad(n, format!("the counts of language {i} overflow")))?;
                 per.push((i, k));
             }
             grams.push((g, per));
         }
-        match next("the end") {
-            Ok((_, "")) => {}
-            Ok((n, _)) => return Err(bad(n, "text after the last gram".into())),
-            Err(_) => return Err(bad(0, "the file does not end with a line feed".into())),
+        // The text ends with the last gram's line feed: one empty piece after it, nothing more.
+        match (next("the end"), next("the end")) {
+            (Ok((_, "")), Err(_)) => {}
+            (Ok((n, _)), _) => return Err(bad(n, "text after the last gram".into())),
+            (Err(_), _) => return Err(bad(0, "the file does not end with a line feed".into())),
         }
-        if let Some(((code, total), sum)) = languages.iter().zip(&sums).find(|((_, t), s)| t != *s) {
-            return Err(bad(4, format!("language `{code}` has a total of {total}, its grams count {sum}")));
+        if let Some((i, ((code, total), sum))) =
+            languages.iter().zip(&sums).enumerate().find(|(_, ((_, t), s))| t != *s)
+        {
+            return Err(bad(5 + i, format!("language `{code}` has a total of {total}, its grams count {sum}")));
         }
-        Ok(Self::from_parts(max_order, alpha, languages, grams))
+        let model = Self::from_parts(max_order, alpha, languages, grams);
+        if !model.base.iter().chain(model.weights.values().flatten().map(|(_, w)| w)).all(|x| x.is_finite()) {
+            return Err(bad(3, format!("alpha {alpha} makes the model's logarithms infinite")));
+        }
+        // One file per model: a number written otherwise (`04`, `+4`, `0.50`) is refused.
+        if model.write() != text {
+            return Err(bad(0, "the file is not in the form Provenant writes (numbers or spacing differ)".into()));
+        }
+        Ok(model)
     }
 }
 
@@ -463,9 +485,25 @@ mod tests {
             (edit(gram_line, &format!("{}\t9:1", lines[gram_line].split('\t').next().unwrap())), "an unknown language"),
             (text.trim_end().to_owned(), "no final line feed"),
             (text.clone() + "extra\n", "text after the grams"),
+            (text.clone() + "\nextra\n", "text after an empty line after the grams"),
+            (text.clone() + "\n", "an empty line after the grams"),
+            (edit(1, "max_order 03"), "a number not written as Provenant writes it"),
+            (edit(2, "alpha 5e-324"), "a smoothing whose logarithms are infinite"),
+            (edit(4, "DE 0"), "an uppercase code"),
+            (edit(4, " 0"), "an empty code"),
         ] {
             assert!(Model::parse(&damaged).is_err(), "{why} was accepted");
         }
+    }
+
+    /// The logarithms and exponentials the scores use give these bits on every machine (they
+    /// are `libm`'s, not the platform's); a dependency update that changed them would change
+    /// models' scores and must raise the stage versions. The values are Python's `math.log`
+    /// and `math.exp` (glibc's) here, written out as bits.
+    #[test]
+    fn the_transcendental_functions_give_fixed_bits() {
+        let bits = [libm::log(1.5).to_bits(), libm::log(0.5 / 12345.5).to_bits(), libm::exp(-3.25).to_bits()];
+        assert_eq!(bits, [0x3fd9_f323_ecbf_984c, 0xc024_3a77_a59e_2d59, 0x3fa3_da36_8521_902d], "{bits:x?}");
     }
 
     #[test]

@@ -31,7 +31,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 use crate::grams::MAX_ORDER;
-use crate::model::{Identification, Model, TrainParams, Trainer};
+use crate::model::{Identification, Model, TrainParams, Trainer, is_language_code};
 
 /// The resolved configuration of a `langid-train` stage.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -73,9 +73,32 @@ impl TrainConfig {
     }
 }
 
-/// The language a training document teaches: its primary subtag, `None` for none or `und`.
+/// The language a training document teaches: its primary subtag, `None` for none, `und`, or
+/// a subtag that is not a language code (an empty `language`, say).
 fn label(doc: &Document) -> Option<String> {
-    Some(doc.primary_language()).filter(|l| l != "und")
+    Some(doc.primary_language()).filter(|l| l != "und" && is_language_code(l))
+}
+
+/// Calls `f` with each labelled document of `ds` in dataset order, its language, and whether
+/// it is held out ([`TrainConfig::held_out`], counting each language's documents from 0).
+fn for_each_labelled(
+    cx: &StageContext<'_>,
+    ds: &DatasetRecord,
+    config: &TrainConfig,
+    mut f: impl FnMut(String, Document, bool),
+) -> Result<(), StageError> {
+    let mut seen: BTreeMap<String, u64> = BTreeMap::new();
+    for shard in &ds.shards {
+        for doc in shard_documents(cx.store, &shard.digest)? {
+            let doc = doc?;
+            let Some(language) = label(&doc) else { continue };
+            let k = seen.entry(language.clone()).or_default();
+            let held_out = config.held_out(*k);
+            *k += 1;
+            f(language, doc, held_out);
+        }
+    }
+    Ok(())
 }
 
 /// Trains a language identifier.
@@ -122,48 +145,41 @@ impl Stage for LangidTrainStage {
         let config: TrainConfig = parse_params(cx.config).map_err(StageError::Config)?;
         let bad = |message: String| StageError::Input { input: "docs".into(), message };
         let ds = cx.input_record::<DatasetRecord>("docs")?;
-        let mut trainer = Trainer::new(config.params()).map_err(|e| StageError::Worker(e.to_string()))?;
-        let mut seen: BTreeMap<String, u64> = BTreeMap::new();
+        let mut trainer = Trainer::new(config.params())
+            .map_err(|e| StageError::Config(prov_exec::ConfigError::at(&[], e.to_string())))?;
         let mut taught: BTreeMap<String, u64> = BTreeMap::new();
-        for shard in &ds.shards {
-            for doc in shard_documents(cx.store, &shard.digest)? {
-                let doc = doc?;
-                let Some(language) = label(&doc) else { continue };
-                let k = seen.entry(language.clone()).or_default();
-                if !config.held_out(*k) {
-                    trainer.add(&language, &doc.text);
-                    *taught.entry(language).or_default() += 1;
-                }
-                *k += 1;
+        for_each_labelled(cx, &ds, &config, |language, doc, held_out| {
+            if !held_out {
+                trainer.add(&language, &doc.text);
+                *taught.entry(language).or_default() += 1;
             }
-        }
+        })?;
         let model = trainer.finish().map_err(|e| bad(e.to_string()))?;
         // The held-out documents, read again and identified.
         let mut held: BTreeMap<String, (u64, u64)> = BTreeMap::new();
         let mut confusions: BTreeMap<String, u64> = BTreeMap::new();
         if config.hold_out > 0 {
-            seen.clear();
-            for shard in &ds.shards {
-                for doc in shard_documents(cx.store, &shard.digest)? {
-                    let doc = doc?;
-                    let Some(language) = label(&doc) else { continue };
-                    let k = seen.entry(language.clone()).or_default();
-                    if config.held_out(*k) {
-                        let detected = model.identify(&doc.text).map(|id| id.language);
-                        let entry = held.entry(language.clone()).or_default();
-                        entry.0 += 1;
-                        if detected.as_deref() == Some(language.as_str()) {
-                            entry.1 += 1;
-                        } else {
-                            let to = detected.unwrap_or_else(|| "none".into());
-                            *confusions.entry(format!("{language}→{to}")).or_default() += 1;
-                        }
-                    }
-                    *k += 1;
+            for_each_labelled(cx, &ds, &config, |language, doc, held_out| {
+                if !held_out {
+                    return;
                 }
-            }
+                let detected = model.identify(&doc.text).map(|id| id.language);
+                let entry = held.entry(language.clone()).or_default();
+                entry.0 += 1;
+                if detected.as_deref() == Some(language.as_str()) {
+                    entry.1 += 1;
+                } else {
+                    let to = detected.unwrap_or_else(|| "none".into());
+                    *confusions.entry(format!("{language}→{to}")).or_default() += 1;
+                }
+            })?;
         }
         let text = model.write();
+        // What is pinned must read back as this model, or no `langid` stage could use it.
+        Model::parse(&text).map_err(|e| StageError::Input {
+            input: "docs".into(),
+            message: format!("the trained model does not read back: {e}"),
+        })?;
         let digest = cx.store.put_bytes(ObjectKind::Blob, text.as_bytes())?;
         let mut out = StageOutput::default();
         out.outputs.insert("model".into(), OutputRef { output_type: OutputType::File, digest });
@@ -246,7 +262,7 @@ pub struct Verdict {
 impl Verdict {
     /// The ledger row's evidence.
     pub fn evidence(&self) -> Option<Map<String, Value>> {
-        let v = match &self.identification {
+        prov_dataset::evidence(match &self.identification {
             None => json!({ "declared": self.declared }),
             Some(id) => json!({
                 "declared": self.declared,
@@ -254,8 +270,7 @@ impl Verdict {
                 "score": id.score,
                 "runner_up": id.runner_up,
             }),
-        };
-        if let Value::Object(m) = v { Some(m) } else { None }
+        })
     }
 }
 

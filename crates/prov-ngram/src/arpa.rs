@@ -237,7 +237,15 @@ impl Arpa {
             grams.push(entries);
         }
         match header {
-            Some((_, l)) if l == "\\end\\" => Ok(Self { vocab, grams }),
+            Some((n, l)) if l == "\\end\\" => {
+                // KenLM refuses a model without sentence markers; the scorer finds them by name.
+                for marker in ["<s>", "</s>"] {
+                    if !ids.contains_key(marker) {
+                        return Err(err(n, format!("the vocabulary has no `{marker}`")));
+                    }
+                }
+                Ok(Self { vocab, grams })
+            }
             Some((n, l)) => Err(err(n, format!("expected `\\end\\`, got `{l}`"))),
             None => Err(err(last, "missing `\\end\\`".into())),
         }
@@ -265,7 +273,9 @@ fn parse_line(
             o + 1
         )));
     }
-    let number = |s: &str| s.parse::<f32>().map_err(|_| err(format!("`{s}` is not a number")));
+    let number = |s: &str| {
+        s.parse::<f32>().ok().filter(|x| x.is_finite()).ok_or_else(|| err(format!("`{s}` is not a finite number")))
+    };
     let log_prob = number(fields[0])?;
     let mut gram = Vec::with_capacity(o + 1);
     for w in &fields[1..=o + 1] {
@@ -333,5 +343,25 @@ mod tests {
             "ngram 1=0\nngram 2=0\nngram 3=0\nngram 4=0\nngram 5=0\nngram 6=0\nngram 7=0\nngram 8=0\nngram 9=0\n";
         let deep = Arpa::parse(&format!("\\data\\\n{header}\n\\1-grams:\n")).unwrap_err();
         assert!(deep.message.contains("order 9"), "{deep}");
+        // KenLM needs the sentence markers; non-finite numbers would decide filters by NaN.
+        let bad = text.replace("<s> </s>", "</s> </s>").replace("0\t<s>\t-0.5", "0\t<x>\t-0.5");
+        assert_eq!(Arpa::parse(&bad).unwrap_err().message, "the vocabulary has no `<s>`");
+        for number in ["nan", "inf", "-inf"] {
+            let bad = text.replace("-0.1\t<s>", &format!("{number}\t<s>"));
+            assert!(Arpa::parse(&bad).unwrap_err().message.contains("finite"), "{number} was accepted");
+        }
+    }
+
+    /// A model whose markers are not where lmplz puts them scores as if they were.
+    #[test]
+    fn the_scorer_finds_the_markers_by_name() {
+        let lmplz = "\\data\\\nngram 1=4\n\n\\1-grams:\n-1\t<unk>\n-99\t<s>\n-0.25\t</s>\n-0.5\ta\n\n\\end\\\n";
+        let moved =
+            lmplz.replace("-1\t<unk>\n-99\t<s>\n-0.25\t</s>\n-0.5\ta\n", "-0.5\ta\n-0.25\t</s>\n-99\t<s>\n-1\t<unk>\n");
+        let (a, b) =
+            (crate::Model::new(&Arpa::parse(lmplz).unwrap()), crate::Model::new(&Arpa::parse(&moved).unwrap()));
+        for sentence in ["a", "a b a", ""] {
+            assert_eq!(a.score_sentence(sentence).to_bits(), b.score_sentence(sentence).to_bits(), "{sentence:?}");
+        }
     }
 }

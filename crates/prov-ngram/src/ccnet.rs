@@ -158,7 +158,9 @@ pub fn doc_perplexity(model: &Model, text: &str) -> Option<(f64, f64, u64)> {
         log_score += f64::from(p.log10);
         length += p.length;
     }
-    Some((round1(10f64.powf(-log_score / length as f64)), log_score, length))
+    // libm's pow (musl's, in Rust), not the platform's: the same bits on every machine, and
+    // the ones glibc's (the same algorithm) gives cc_net here.
+    Some((round1(libm::pow(10.0, -log_score / length as f64)), log_score, length))
 }
 
 #[cfg(test)]

@@ -156,31 +156,42 @@ type LanguageCutoffs = (BTreeMap<String, Cutoffs>, Map<String, Value>);
 /// Every language's model, by primary subtag.
 struct Models(BTreeMap<String, Model>);
 
+fn models_error(message: String) -> StageError {
+    StageError::Input { input: "models".into(), message }
+}
+
+/// The `models` tree's files by language (`de` of `de.arpa`), in language order, without
+/// reading them: each name must be a lowercase subtag and `.arpa`.
+fn model_files(cx: &StageContext<'_>) -> Result<Vec<(String, prov_store::Digest)>, StageError> {
+    let tree = cx.input_record::<TreeRecord>("models")?;
+    let mut files = Vec::with_capacity(tree.entries.len());
+    for e in &tree.entries {
+        let path = e.path.as_str();
+        let language = path
+            .strip_suffix(".arpa")
+            .filter(|l| !l.is_empty() && l.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit()))
+            .ok_or_else(|| models_error(format!("`{path}` is not a model file named by its language (`de.arpa`)")))?;
+        files.push((language.to_owned(), e.digest));
+    }
+    if files.is_empty() {
+        return Err(models_error("the tree holds no model".into()));
+    }
+    // Tree entries are in path order, so the languages are sorted and distinct.
+    Ok(files)
+}
+
 impl Models {
-    /// Reads the `models` tree: one `<subtag>.arpa` per language.
+    /// Reads and parses every model of the `models` tree.
     fn load(cx: &StageContext<'_>) -> Result<Self, StageError> {
-        let bad = |message: String| StageError::Input { input: "models".into(), message };
-        let tree = cx.input_record::<TreeRecord>("models")?;
         let mut models = BTreeMap::new();
-        for e in &tree.entries {
-            let path = e.path.as_str();
-            let language = path
-                .strip_suffix(".arpa")
-                .filter(|l| !l.is_empty() && l.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit()))
-                .ok_or_else(|| bad(format!("`{path}` is not a model file named by its language (`de.arpa`)")))?;
-            let bytes = cx.store.read(&e.digest)?;
-            let text = std::str::from_utf8(&bytes).map_err(|_| bad(format!("`{path}` is not UTF-8")))?;
-            let arpa = Arpa::parse(text).map_err(|err| bad(format!("`{path}`: {err}")))?;
-            models.insert(language.to_owned(), Model::new(&arpa));
-        }
-        if models.is_empty() {
-            return Err(bad("the tree holds no model".into()));
+        for (language, digest) in model_files(cx)? {
+            let bytes = cx.store.read(&digest)?;
+            let at = |message: String| models_error(format!("`{language}.arpa`: {message}"));
+            let text = std::str::from_utf8(&bytes).map_err(|_| at("not UTF-8".into()))?;
+            let arpa = Arpa::parse(text).map_err(|e| at(e.to_string()))?;
+            models.insert(language, Model::new(&arpa));
         }
         Ok(Self(models))
-    }
-
-    fn languages(&self) -> Vec<String> {
-        self.0.keys().cloned().collect()
     }
 }
 
@@ -250,29 +261,32 @@ impl Stage for PerplexityStage {
     }
     fn map(&self, cx: &StageContext<'_>, tasks: &[usize]) -> Result<Vec<MapResultText>, StageError> {
         let models = Models::load(cx)?;
-        let languages = models.languages();
+        let languages: Vec<String> = models.0.keys().cloned().collect();
         let work = cx.work_dir()?;
         prov_filter::map_input_shards(cx, tasks, |i, shard| score_shard(cx, &models, &languages, &work, i, shard))
     }
     /// The cut-offs, then pass 2 (deciding and writing), where the stage is recorded.
     fn reduce(&self, cx: &StageContext<'_>, results: MapResults<'_>) -> Result<StageOutput, StageError> {
         let config: PerplexityConfig = parse_params(cx.config).map_err(StageError::Config)?;
-        let models = Models::load(cx)?;
+        // Only the languages: the models were read by the scoring pass.
+        let languages: Vec<String> = model_files(cx)?.into_iter().map(|(l, _)| l).collect();
         let ds = cx.input_record::<DatasetRecord>("docs")?;
         let corpus = CorpusScores::collect(&cx.work_dir()?, results, ds.shards.len())?;
         let scratch = cx.scratch()?;
-        let (cutoffs, quantiles) = cutoffs(&corpus, &models.languages(), scratch.path(), &config)?;
+        let (cutoffs, quantiles) = cutoffs(&corpus, &languages, scratch.path(), &config)?;
 
         // Pass 2, each shard's documents counted per language and bucket.
         let (mut out, buckets) = decide_shards(
             cx,
             &corpus,
             |doc, score, buckets: &mut Buckets| {
-                let decided = decide(doc, score, &cutoffs, &config);
-                if let Some(bucket) = decided.1.strip_prefix("perplexity:") {
-                    *buckets.entry(doc.primary_language()).or_default().entry(bucket).or_default() += 1;
+                let decided = decide(doc, score, &languages, &cutoffs, &config)?;
+                if let Some(bucket) =
+                    [Bucket::Head, Bucket::Middle, Bucket::Tail].iter().find(|b| b.rule() == decided.1)
+                {
+                    *buckets.entry(doc.primary_language()).or_default().entry(bucket.name()).or_default() += 1;
                 }
-                decided
+                Ok(decided)
             },
             |all, shard| {
                 for (language, counts) in shard {
@@ -312,13 +326,11 @@ fn cutoffs(
     scratch: &Path,
     config: &PerplexityConfig,
 ) -> Result<LanguageCutoffs, StageError> {
-    let mut qs: Vec<f64> = (0..=20).map(|i| f64::from(i) / 20.0).collect();
-    qs.extend([config.percentile_head / 100.0, config.percentile_tail / 100.0]);
+    let percentiles = [config.percentile_head / 100.0, config.percentile_tail / 100.0];
     let mut cutoffs = BTreeMap::new();
     let mut quantiles = Map::new();
-    for (language, mut values) in corpus.quantiles(languages, scratch, &qs)? {
-        let tail = values.pop().expect("the tail percentile");
-        let head = values.pop().expect("the head percentile");
+    for (language, (card, at)) in corpus.card_and(languages, scratch, &percentiles)? {
+        let (head, tail) = (at[0], at[1]);
         let n = corpus.counts().get(&language).copied().unwrap_or(0);
         let c = match config.fixed(&language) {
             Some(fixed) => Cutoffs::Fixed(fixed),
@@ -326,7 +338,7 @@ fn cutoffs(
             None => Cutoffs::Percentiles([head, tail]),
         };
         cutoffs.insert(language.clone(), c);
-        quantiles.insert(language, json!(values));
+        quantiles.insert(language, json!(card));
     }
     Ok((cutoffs, quantiles))
 }
@@ -350,27 +362,44 @@ fn cutoff_summary(cutoffs: &BTreeMap<String, Cutoffs>, corpus: &CorpusScores, bu
 }
 
 /// The ledger decision for one document, from its score of pass 1.
+///
+/// Whether the document has a score is decided again from the document and the models'
+/// languages, and must agree with pass 1: a scores file that says otherwise is refused rather
+/// than turned into a ledger row (`no-model` for a language that has a model, say).
 fn decide(
     doc: &Document,
     score: Option<f64>,
+    languages: &[String],
     cutoffs: &BTreeMap<String, Cutoffs>,
     config: &PerplexityConfig,
-) -> Decision {
-    let obj = |v: Value| if let Value::Object(m) = v { Some(m) } else { None };
+) -> Result<Decision, StageError> {
     let language = doc.primary_language();
+    let has_model = languages.binary_search(&language).is_ok();
+    let scored = has_model && !doc.text.is_empty();
+    if scored != score.is_some() {
+        return Err(StageError::Input {
+            input: "docs".into(),
+            message: format!(
+                "document `{}` has {} score from pass 1, and should have {}",
+                doc.id,
+                if score.is_some() { "a" } else { "no" },
+                if scored { "one" } else { "none" }
+            ),
+        });
+    }
     let Some(perplexity) = score else {
-        return if doc.text.is_empty() {
+        return Ok(if doc.text.is_empty() {
             (LedgerDecision::Kept, "perplexity:empty", None)
         } else {
-            (LedgerDecision::Kept, "perplexity:no-model", obj(json!({ "language": language })))
-        };
+            (LedgerDecision::Kept, "perplexity:no-model", prov_dataset::evidence(json!({ "language": language })))
+        });
     };
     let Some((values, from)) = cutoffs.get(&language).and_then(|c| c.values()) else {
-        return (
+        return Ok((
             LedgerDecision::Kept,
             "perplexity:too-few",
-            obj(json!({ "language": language, "perplexity": perplexity })),
-        );
+            prov_dataset::evidence(json!({ "language": language, "perplexity": perplexity })),
+        ));
     };
     let bucket = Bucket::of(perplexity, values);
     let decision = if config.keep.contains(&bucket) { LedgerDecision::Kept } else { LedgerDecision::Removed };
@@ -381,7 +410,7 @@ fn decide(
         "cutoffs": values,
         "from": from,
     });
-    (decision, bucket.rule(), obj(evidence))
+    Ok((decision, bucket.rule(), prov_dataset::evidence(evidence)))
 }
 
 #[cfg(test)]
@@ -413,7 +442,8 @@ mod tests {
             ("fr".to_owned(), Cutoffs::TooFew),
         ]);
         let d = |language: &str, text: &str, score: Option<f64>| {
-            let (decision, rule, _) = decide(&doc(language, text), score, &cutoffs, &config);
+            let languages = ["de".to_owned(), "fr".to_owned()];
+            let (decision, rule, _) = decide(&doc(language, text), score, &languages, &cutoffs, &config).unwrap();
             (decision, rule)
         };
         assert_eq!(d("de", "x", Some(50.0)), (LedgerDecision::Kept, "perplexity:head"));

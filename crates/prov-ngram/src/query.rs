@@ -51,6 +51,9 @@ pub struct Model {
     /// a hash collision can never return another n-gram.
     grams: Vec<hashbrown::HashTable<Entry>>,
     unk: u32,
+    /// The ids of `<s>` and `</s>`.
+    bos: u32,
+    eos: u32,
 }
 
 /// One word's score, as `kenlm.Model.full_scores` yields it.
@@ -109,8 +112,12 @@ impl Model {
                 }
             }
         }
-        let unk = arpa.vocab.iter().position(|w| w == "<unk>").map_or(UNK, |i| i as u32);
-        Self { order, ids, grams, unk }
+        let id = |w: &str| arpa.vocab.iter().position(|v| v == w).map(|i| i as u32);
+        let unk = id("<unk>").unwrap_or(UNK);
+        // Found by name: a model need not list them where lmplz does (`Arpa::parse` refuses
+        // one without them; an `Arpa` built by hand falls back to lmplz's places).
+        let (bos, eos) = (id("<s>").unwrap_or(BOS), id("</s>").unwrap_or(EOS));
+        Self { order, ids, grams, unk, bos, eos }
     }
 
     /// The n-gram `key` of order `n` (index n-1), whose hash is `h`.
@@ -166,10 +173,10 @@ impl Model {
     /// The state at the start of a sentence: `<s>` with its back-off weight (KenLM keeps it
     /// whether or not `<s>` can be extended).
     fn begin_sentence(&self) -> State {
-        let key = reversed_key(&[BOS]);
+        let key = reversed_key(&[self.bos]);
         let b = self.find(0, key_hash(&key), &key).map_or(-0.0, |(_, b)| b);
         let mut state = State { words: [NONE; MAX_ORDER], backoffs: [0.0; MAX_ORDER], len: 1 };
-        state.words[0] = BOS;
+        state.words[0] = self.bos;
         state.backoffs[0] = b;
         state
     }
@@ -180,7 +187,7 @@ impl Model {
     pub fn full_scores(&self, sentence: &str) -> Vec<WordScore> {
         let mut state = self.begin_sentence();
         let mut out: Vec<WordScore> = words(sentence).map(|w| self.score(&mut state, self.id(w))).collect();
-        out.push(self.score(&mut state, EOS));
+        out.push(self.score(&mut state, self.eos));
         out
     }
 
@@ -189,7 +196,7 @@ impl Model {
     pub fn score_sentence(&self, sentence: &str) -> f32 {
         let mut state = self.begin_sentence();
         let total = words(sentence).fold(0f32, |t, w| t + self.score(&mut state, self.id(w)).log_prob);
-        total + self.score(&mut state, EOS).log_prob
+        total + self.score(&mut state, self.eos).log_prob
     }
 }
 

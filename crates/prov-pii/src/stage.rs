@@ -116,7 +116,7 @@ impl Stage for PiiStage {
                     id: doc.id.clone(),
                     decision,
                     rule: rule.to_owned(),
-                    evidence: evidence.and_then(|v| if let Value::Object(m) = v { Some(m) } else { None }),
+                    evidence: evidence.and_then(prov_dataset::evidence),
                     language: doc.language.clone(),
                     words,
                 });

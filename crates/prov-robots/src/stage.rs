@@ -171,7 +171,7 @@ fn agent_names(agent: &str) -> Vec<&str> {
 /// Decides one document.
 fn decide(doc: &Document, config: &RobotsConfig, robots: &BTreeMap<String, RobotsTxt>) -> LedgerRow {
     let row = |decision: LedgerDecision, rule: &str, evidence: Option<Value>| {
-        let evidence = evidence.and_then(|v| if let Value::Object(m) = v { Some(m) } else { None });
+        let evidence = evidence.and_then(prov_dataset::evidence);
         LedgerRow::of_document(doc, decision, rule, evidence)
     };
     let Some(host) = doc.url.as_deref().and_then(url_host) else {

@@ -191,7 +191,7 @@ impl Stage for ToxicityStage {
                 if let (Assessment::Scored(lang, _), LedgerDecision::Removed) = (&a, decided.0) {
                     *removed.entry(lang.clone()).or_default() += 1;
                 }
-                decided
+                Ok(decided)
             },
             |all, shard| {
                 for (lang, n) in shard {
@@ -262,41 +262,40 @@ fn thresholds(
     scratch: &Path,
     config: &ToxicityConfig,
 ) -> Result<Thresholds, StageError> {
-    let mut qs: Vec<f64> = (0..=20).map(|i| f64::from(i) / 20.0).collect();
-    qs.push(config.quantile);
     let mut thresholds = BTreeMap::new();
     let mut quantiles = Map::new();
-    for (lang, mut values) in corpus.quantiles(languages, scratch, &qs)? {
-        let at = values.pop().expect("the threshold's quantile");
+    for (lang, (card, at)) in corpus.card_and(languages, scratch, &[config.quantile])? {
         let n = corpus.counts().get(&lang).copied().unwrap_or(0);
-        let t = if n < u64::from(config.min_documents) { Threshold::TooFew } else { Threshold::At(at) };
+        let t = if n < u64::from(config.min_documents) { Threshold::TooFew } else { Threshold::At(at[0]) };
         thresholds.insert(lang.clone(), t);
-        quantiles.insert(lang, json!(values));
+        quantiles.insert(lang, json!(card));
     }
     Ok((thresholds, quantiles))
 }
 
 /// The ledger decision for one assessed document.
 fn decide(a: &Assessment, thresholds: &BTreeMap<String, Threshold>) -> Decision {
-    let obj = |v: Value| if let Value::Object(m) = v { Some(m) } else { None };
     match a {
-        Assessment::Exempt(t) => (LedgerDecision::Kept, "toxicity:exempt", obj(json!({ "tag": t }))),
+        Assessment::Exempt(t) => (LedgerDecision::Kept, "toxicity:exempt", prov_dataset::evidence(json!({ "tag": t }))),
         Assessment::Empty => (LedgerDecision::Kept, "toxicity:empty", None),
         Assessment::NoClassifier(lang) => {
-            (LedgerDecision::Kept, "toxicity:no-classifier", obj(json!({ "language": lang })))
+            (LedgerDecision::Kept, "toxicity:no-classifier", prov_dataset::evidence(json!({ "language": lang })))
         }
         Assessment::Scored(lang, score) => match thresholds.get(lang) {
             Some(Threshold::At(t)) => {
-                let evidence = obj(json!({ "language": lang, "score": f64::from(*score), "threshold": t }));
+                let evidence =
+                    prov_dataset::evidence(json!({ "language": lang, "score": f64::from(*score), "threshold": t }));
                 if f64::from(*score) >= *t {
                     (LedgerDecision::Removed, "toxicity:toxic", evidence)
                 } else {
                     (LedgerDecision::Kept, "toxicity:kept", evidence)
                 }
             }
-            _ => {
-                (LedgerDecision::Kept, "toxicity:too-few", obj(json!({ "language": lang, "score": f64::from(*score) })))
-            }
+            _ => (
+                LedgerDecision::Kept,
+                "toxicity:too-few",
+                prov_dataset::evidence(json!({ "language": lang, "score": f64::from(*score) })),
+            ),
         },
     }
 }
