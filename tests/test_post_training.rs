@@ -1,5 +1,6 @@
 //! Post-training end to end on real parallel text (the quickstart's UDHR articles in English,
-//! French and Spanish), small enough to run in a minute: translation pairs, SFT, reference
+//! French and Spanish), small enough to run in a minute: translation pairs, SFT (packed, with
+//! EuroLLM's cosine schedule), reference
 //! completions sampled with pinned seeds, chrF rewards, QRPO and DPO, and the chrF of the
 //! aligned model beside the SFT model's in the run summary. Every stage replays bit for bit,
 //! the manifests pin the reference completions, the rewards and the reference checkpoint, and
@@ -34,7 +35,7 @@ stages:
     kind: translation-pairs
     inputs: {docs: shards, held_out: held-out}
     params: {languages: {eng: English, fra: French, spa: Spanish}}
-  sft: {kind: sft, inputs: {model: pretrain.model, examples: pairs.train}, params: {steps: 20, batch_size: 4, seq_len: 512, lr: 0.003}}
+  sft: {kind: sft, inputs: {model: pretrain.model, examples: pairs.train}, params: {steps: 20, batch_size: 4, seq_len: 512, lr: 0.003, schedule: cosine, warmup_steps: 4, packing: true}}
   completions:
     kind: sample-completions
     inputs: {model: sft.model, examples: pairs.train}
@@ -107,6 +108,15 @@ fn post_training_pins_its_data_reports_chrf_and_replays_bit_for_bit() {
     let s = record(&p, &sft["manifest"])["stats"].clone();
     assert!(s["examples"].as_u64().unwrap() > 100, "{s}");
     assert!(s["final_loss"].as_f64().unwrap() < s["first_loss"].as_f64().unwrap(), "{s}");
+    // EuroLLM's SFT settings (§3.2): packed rows and a cosine schedule with warm-up, whose rates
+    // (equal to transformers', crates/prov-train/tests/schedules_transformers.rs) the worker used.
+    let cosine = prov_train::schedule::Cosine::new(0.003, 20, 4);
+    let log = lines_of(&p, &sft["outputs"]["log"]);
+    assert_eq!(log.len(), 20);
+    for l in &log {
+        let step = l["step"].as_u64().unwrap();
+        assert_eq!(l["lr"].as_f64().map(f64::to_bits), Some(cosine.lr(step).to_bits()), "{l}");
+    }
 
     // Three prompts, four completions each, every one rewarded by chrF against the reference.
     let sampled = lines_of(&p, &completions["outputs"]["completions"]);

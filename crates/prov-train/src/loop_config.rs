@@ -45,6 +45,8 @@ pub enum ScheduleKind {
     Wsd,
     /// Linear warmup and decay (fine-tuning and alignment).
     Linear,
+    /// Linear warmup and a half-cosine decay to 0 (fine-tuning, as the EuroLLM report's SFT).
+    Cosine,
 }
 
 /// One line of the per-step log.

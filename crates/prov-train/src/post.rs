@@ -51,6 +51,25 @@ pub fn fine_tuning_optimizer() -> AdEMAMixConfig {
     AdEMAMixConfig { betas: [0.9, 0.999, 0.99], alpha: 8.0, ..AdEMAMixConfig::default() }
 }
 
+/// The learning-rate decay of a post-training stage, after its linear warmup.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PostSchedule {
+    /// Linear to 0, as transformers' `get_linear_schedule_with_warmup` (the Apertus report).
+    #[default]
+    Linear,
+    /// Half-cosine to 0, as transformers' `get_cosine_schedule_with_warmup` (the EuroLLM
+    /// report's SFT, §3.2).
+    Cosine,
+}
+
+impl PostSchedule {
+    /// Whether it is the default, which configurations do not write.
+    pub fn is_linear(&self) -> bool {
+        *self == Self::Linear
+    }
+}
+
 /// The training-loop parameters every post-training stage takes, as its recipe spells them,
 /// beside the stage's own (see [`parse_stage_params`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -62,8 +81,12 @@ pub struct LoopParams {
     pub batch_size: u64,
     /// Peak learning rate.
     pub lr: f64,
-    /// Linear warmup steps from 0 (then linear decay).
+    /// Linear warmup steps from 0 (then the decay of `schedule`).
     pub warmup_steps: u64,
+    /// The decay after the warmup: `linear` (the default, not written, so that recorded
+    /// configurations keep their digests) or `cosine`.
+    #[serde(default, skip_serializing_if = "PostSchedule::is_linear")]
+    pub schedule: PostSchedule,
     /// `AdEMAMix`'s settings.
     pub optimizer: AdEMAMixConfig,
     /// Largest global gradient norm.
@@ -97,7 +120,7 @@ impl LoopParams {
         self.optimizer.resolve(self.steps).map_err(|(field, m)| ConfigError::at(&["optimizer", field], m))
     }
 
-    /// The loop's configuration: linear schedule, no Goldfish.
+    /// The loop's configuration: the linear warmup and `schedule`'s decay, no Goldfish.
     pub fn loop_config(&self) -> LoopConfig {
         LoopConfig {
             steps: self.steps,
@@ -105,7 +128,10 @@ impl LoopParams {
             lr: self.lr,
             warmup_steps: self.warmup_steps,
             cooldown_steps: 0,
-            schedule: ScheduleKind::Linear,
+            schedule: match self.schedule {
+                PostSchedule::Linear => ScheduleKind::Linear,
+                PostSchedule::Cosine => ScheduleKind::Cosine,
+            },
             optimizer: self.optimizer.clone(),
             clip: self.clip,
             goldfish_k: None,
@@ -192,6 +218,7 @@ mod tests {
             batch_size: 2,
             lr: 1e-3,
             warmup_steps: 10,
+            schedule: PostSchedule::Linear,
             optimizer: fine_tuning_optimizer(),
             clip: 1.0,
             threads: 1,
@@ -220,6 +247,7 @@ mod tests {
             batch_size: 2,
             lr: 1e-3,
             warmup_steps: 0,
+            schedule: PostSchedule::Linear,
             optimizer: fine_tuning_optimizer(),
             clip: 1.0,
             threads: 1,
@@ -239,6 +267,13 @@ mod tests {
         assert_eq!(again, resolved);
         let err = parse_stage_params::<Own>(&json!({"stepz": 4}), &["beta"], &defaults).unwrap_err();
         assert!(err.to_string().contains("stepz"), "{err}");
+        // The default schedule is not written (recorded configurations keep their digests);
+        // a cosine one is, and reaches the loop.
+        assert!(resolved.get("schedule").is_none(), "{resolved}");
+        let (l, _, resolved) =
+            parse_stage_params::<Own>(&json!({"schedule": "cosine", "warmup_steps": 2}), &["beta"], &defaults).unwrap();
+        assert_eq!((resolved["schedule"].as_str(), l.loop_config().schedule), (Some("cosine"), ScheduleKind::Cosine));
+        assert!(parse_stage_params::<Own>(&json!({"schedule": "cosine_with_restarts"}), &["beta"], &defaults).is_err());
     }
 
     #[test]

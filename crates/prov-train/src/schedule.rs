@@ -13,7 +13,9 @@
 //! so the first step runs at 10% of the peak and the last at exactly 10%.
 //!
 //! Fine-tuning and alignment use [`Linear`] instead: the linear warmup and decay of
-//! transformers' `get_linear_schedule_with_warmup`, which the Apertus report's SFT settings name.
+//! transformers' `get_linear_schedule_with_warmup`, which the Apertus report's SFT settings
+//! name; or [`Cosine`], transformers' `get_cosine_schedule_with_warmup`, which the EuroLLM
+//! report's SFT uses (§3.2: "a cosine scheduler with warm-up steps").
 
 /// A WSD schedule over a fixed number of steps.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -86,6 +88,44 @@ impl Linear {
     }
 }
 
+/// Linear warmup from 0 and a half-cosine decay to 0, as transformers'
+/// `get_cosine_schedule_with_warmup` (one half cycle) computes it, with `t = step - 1`:
+///
+/// ```text
+/// t <  W   lr = peak * t / W
+/// t >= W   lr = peak * max(0, 0.5 * (1 + cos(π · (t - W) / (T - W))))
+/// ```
+///
+/// in transformers' order of operations (`math.pi * 0.5 * 2.0 * progress`), so that the rates
+/// are its rates to the bit on the same machine. The cosine is the platform's: the stages that
+/// use it are of class `envelope`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Cosine {
+    peak: f64,
+    steps: u64,
+    warmup: u64,
+}
+
+impl Cosine {
+    /// The schedule; `warmup` must be below `steps` (the stage's configuration checks it).
+    pub fn new(peak: f64, steps: u64, warmup: u64) -> Self {
+        debug_assert!(warmup < steps);
+        Self { peak, steps, warmup }
+    }
+
+    /// The learning rate of step `step` (from 1).
+    pub fn lr(&self, step: u64) -> f64 {
+        let t = step.saturating_sub(1);
+        let share = if t < self.warmup {
+            t as f64 / self.warmup.max(1) as f64
+        } else {
+            let progress = (t - self.warmup) as f64 / (self.steps - self.warmup).max(1) as f64;
+            (0.5 * (1.0 + (std::f64::consts::PI * 0.5 * 2.0 * progress).cos())).max(0.0)
+        };
+        self.peak * share
+    }
+}
+
 /// The learning-rate schedule a training loop follows.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Schedule {
@@ -93,6 +133,8 @@ pub enum Schedule {
     Wsd(Wsd),
     /// Fine-tuning's linear warmup and decay.
     Linear(Linear),
+    /// Fine-tuning's linear warmup and cosine decay.
+    Cosine(Cosine),
 }
 
 impl Schedule {
@@ -101,6 +143,7 @@ impl Schedule {
         match self {
             Self::Wsd(s) => s.lr(step),
             Self::Linear(s) => s.lr(step),
+            Self::Cosine(s) => s.lr(step),
         }
     }
 }

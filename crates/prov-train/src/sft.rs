@@ -55,6 +55,7 @@ pub fn defaults() -> LoopParams {
         batch_size: 8,
         lr: 1e-3,
         warmup_steps: 0,
+        schedule: crate::post::PostSchedule::Linear,
         optimizer: post::fine_tuning_optimizer(),
         clip: 1.0,
         threads: 1,

@@ -11,7 +11,7 @@ use tch::{Device, Kind, Reduction, Tensor};
 use prov_train::goldfish;
 use prov_train::loop_config::{IGNORE_INDEX, LoopConfig, ScheduleKind, StepLog, encode_log};
 use prov_train::model_config::ModelConfig;
-use prov_train::schedule::{Linear, Schedule, Wsd};
+use prov_train::schedule::{Cosine, Linear, Schedule, Wsd};
 
 use crate::ademamix::AdEMAMix;
 use crate::model::{Decoder, decays};
@@ -53,6 +53,7 @@ impl Trainer {
                 Schedule::Wsd(Wsd::new(config.lr, config.steps, config.warmup_steps, config.cooldown_steps))
             }
             ScheduleKind::Linear => Schedule::Linear(Linear::new(config.lr, config.steps, config.warmup_steps)),
+            ScheduleKind::Cosine => Schedule::Cosine(Cosine::new(config.lr, config.steps, config.warmup_steps)),
         };
         Self { config: config.clone(), vs, model, params, optimizer, schedule, step: 0, log: Vec::new() }
     }
