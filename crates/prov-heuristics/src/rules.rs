@@ -354,9 +354,19 @@ pub fn assess(text: &str, t: &Thresholds) -> Outcome {
     Outcome::Paragraphs { too_short: chars < t.min_chars, text, paragraphs, removed, chars }
 }
 
+/// The Unicode version whose `Alphabetic`, `White_Space` and case properties (Rust's `char`
+/// methods) the rules count with. A toolchain with other tables counts some texts differently:
+/// the test beside it fails then, and the `heuristics` stage's version must be raised.
+pub const UNICODE_VERSION: (u8, u8, u8) = (17, 0, 0);
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_unicode_tables_are_the_ones_the_stage_was_versioned_with() {
+        assert_eq!(char::UNICODE_VERSION, UNICODE_VERSION, "raise the heuristics stage's version");
+    }
 
     fn rule_of(p: &str) -> Option<ParagraphRule> {
         Measures::of(p).rule(&Thresholds::default())
