@@ -269,12 +269,8 @@ impl Outcome {
     /// paragraphs per rule and the characters left (no evidence when nothing was removed and
     /// the document is long enough).
     pub fn ledger_entry(&self) -> (&'static str, Option<Map<String, Value>>) {
-        let object = |v: Value| match v {
-            Value::Object(m) => m,
-            _ => unreachable!("evidence is built as an object"),
-        };
         match self {
-            Self::Page(m) => (m.rule.name(), Some(object(json!(m)))),
+            Self::Page(m) => (m.rule.name(), prov_dataset::evidence(json!(m))),
             Self::Paragraphs { paragraphs, removed, chars, too_short, .. } => {
                 let rule = match (too_short, removed.is_empty()) {
                     (true, _) => "too-short",
@@ -283,8 +279,19 @@ impl Outcome {
                 };
                 let by_rule: Map<String, Value> =
                     removed.iter().map(|(r, at)| (r.name().to_owned(), json!(at))).collect();
-                (rule, Some(object(json!({ "paragraphs": paragraphs, "removed": by_rule, "chars": chars }))))
+                (rule, prov_dataset::evidence(json!({ "paragraphs": paragraphs, "removed": by_rule, "chars": chars })))
             }
+        }
+    }
+
+    /// The ledger's decision: a page rule or too little text left removes the document,
+    /// removed paragraphs modify it, and otherwise it is kept.
+    pub fn decision(&self) -> prov_dataset::LedgerDecision {
+        use prov_dataset::LedgerDecision::{Kept, Modified, Removed};
+        match self {
+            Self::Page(_) | Self::Paragraphs { too_short: true, .. } => Removed,
+            Self::Paragraphs { removed, .. } if removed.is_empty() => Kept,
+            Self::Paragraphs { .. } => Modified,
         }
     }
 }

@@ -95,15 +95,12 @@ fn decide(doc: &Document, config: &HeuristicsConfig, paragraphs: &mut ParagraphC
     }
     let outcome = assess(&doc.text, &config.thresholds);
     let (rule, evidence) = outcome.ledger_entry();
-    let (decision, text) = match outcome {
-        Outcome::Page(_) => (LedgerDecision::Removed, None),
-        Outcome::Paragraphs { text, paragraphs: read, removed, too_short, .. } => {
+    let decision = outcome.decision();
+    let text = match outcome {
+        Outcome::Page(_) => None,
+        Outcome::Paragraphs { text, paragraphs: read, removed, .. } => {
             paragraphs.add(read, &removed);
-            match (too_short, removed.is_empty()) {
-                (true, _) => (LedgerDecision::Removed, None),
-                (false, true) => (LedgerDecision::Kept, None),
-                (false, false) => (LedgerDecision::Modified, Some(text)),
-            }
+            (decision == LedgerDecision::Modified).then_some(text)
         }
     };
     (LedgerRow::of_document(doc, decision, &format!("heuristics:{rule}"), evidence), text)
