@@ -161,6 +161,27 @@ pub struct Identification {
     pub grams: u64,
 }
 
+/// The indexes of the highest score and the next (the first in index order on a tie), as the
+/// stable sort in [`Model::ranked`] orders them.
+fn best_two(scores: &[f64]) -> (usize, Option<usize>) {
+    let (mut best, mut second): (usize, Option<usize>) = (0, None);
+    for i in 1..scores.len() {
+        if scores[i].total_cmp(&scores[best]).is_gt() {
+            second = Some(best);
+            best = i;
+        } else if second.is_none_or(|j| scores[i].total_cmp(&scores[j]).is_gt()) {
+            second = Some(i);
+        }
+    }
+    (best, second)
+}
+
+/// `Σ_l exp(s(l) - best)`, summed in language order so that the posterior's bits do not depend
+/// on the ranking.
+fn posterior_denominator(scores: &[f64], best: f64) -> f64 {
+    scores.iter().map(|s| libm::exp(s - best)).sum()
+}
+
 /// One language's standing for a text.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Ranked {
@@ -245,13 +266,18 @@ impl Model {
 
     /// The language of `text`, or `None` when it has no vocabulary gram.
     pub fn identify(&self, text: &str) -> Option<Identification> {
-        let ranked = self.ranked(text);
-        let best = ranked.languages.first()?;
+        // Only the best two are needed: no sort and no string per language on this hot path.
+        let (scores, grams) = self.scores(text);
+        if grams == 0 {
+            return None;
+        }
+        let (best, runner_up) = best_two(&scores);
+        let total = posterior_denominator(&scores, scores[best]);
         Some(Identification {
-            language: best.language.clone(),
-            score: best.posterior,
-            runner_up: ranked.languages.get(1).map(|r| r.language.clone()),
-            grams: ranked.grams,
+            language: self.languages[best].0.clone(),
+            score: libm::exp(0.0) / total,
+            runner_up: runner_up.map(|i| self.languages[i].0.clone()),
+            grams,
         })
     }
 
@@ -263,11 +289,10 @@ impl Model {
             return Ranking { grams, languages: Vec::new() };
         }
         let mut order: Vec<usize> = (0..scores.len()).collect();
-        // The sort is stable: ties stay in code order.
+        // The sort is stable: ties stay in code order, as in `best_two`.
         order.sort_by(|a, b| scores[*b].total_cmp(&scores[*a]));
         let best = scores[order[0]];
-        // Summed in language order, so the posterior's bits do not depend on the ranking.
-        let total: f64 = scores.iter().map(|s| libm::exp(s - best)).sum();
+        let total = posterior_denominator(&scores, best);
         let languages = order
             .into_iter()
             .map(|i| Ranked {
@@ -504,6 +529,32 @@ mod tests {
     fn the_transcendental_functions_give_fixed_bits() {
         let bits = [libm::log(1.5).to_bits(), libm::log(0.5 / 12345.5).to_bits(), libm::exp(-3.25).to_bits()];
         assert_eq!(bits, [0x3fd9_f323_ecbf_984c, 0xc024_3a77_a59e_2d59, 0x3fa3_da36_8521_902d], "{bits:x?}");
+    }
+
+    proptest::proptest! {
+        /// `identify`'s best two and posterior are `ranked`'s first two, to the bit, ties
+        /// included.
+        #[test]
+        fn identify_is_the_head_of_the_ranking(text in "[a-zäéß ]{0,30}") {
+            let m = trained();
+            let ranked = m.ranked(&text);
+            match m.identify(&text) {
+                None => proptest::prop_assert!(ranked.languages.is_empty()),
+                Some(id) => {
+                    proptest::prop_assert_eq!(&id.language, &ranked.languages[0].language);
+                    proptest::prop_assert_eq!(id.score.to_bits(), ranked.languages[0].posterior.to_bits());
+                    proptest::prop_assert_eq!(id.runner_up.as_deref(), ranked.languages.get(1).map(|r| r.language.as_str()));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn best_two_breaks_ties_in_index_order() {
+        assert_eq!(best_two(&[1.0, 3.0, 3.0, 2.0]), (1, Some(2)));
+        assert_eq!(best_two(&[5.0, 5.0]), (0, Some(1)));
+        assert_eq!(best_two(&[-1.0]), (0, None));
+        assert_eq!(best_two(&[2.0, 1.0, 2.0]), (0, Some(2)));
     }
 
     #[test]
