@@ -19,7 +19,7 @@ use serde_json::Value;
 
 use crate::error::ExecError;
 use crate::lock::type_name;
-use crate::stage::{InputSpec, Registry, Stage};
+use crate::stage::{Registry, Stage};
 
 /// Checks `lockfile` against the stage kinds of `registry`; the first problem found, naming
 /// the stage and the field.
@@ -113,8 +113,9 @@ fn check_inputs(
     stage: &LockedStage,
     outputs_of: &BTreeMap<&Name, Vec<(String, OutputType)>>,
 ) -> Result<(), ExecError> {
-    let spec = kind.inputs();
-    if let InputSpec::Named(declared) = &spec
+    let spec = kind.inputs_for(&stage.config);
+    let declared = spec.declared();
+    if let Some(declared) = &declared
         && let Some((missing, _)) = declared
             .iter()
             .find(|(want, _)| !stage.inputs.contains_key(*want) && !kind.optional_inputs().contains(want))
@@ -123,12 +124,12 @@ fn check_inputs(
     }
     for (input, reference) in &stage.inputs {
         let field = format!("inputs.{input}");
-        let accepted = match &spec {
-            InputSpec::Named(declared) => match declared.iter().find(|(want, _)| want == input) {
-                Some((_, types)) => Some(types),
+        let accepted = match &declared {
+            Some(declared) => match declared.iter().find(|(want, _)| *want == input.as_str()) {
+                Some((_, types)) => Some(*types),
                 None => return Err(invalid(stage, &field, format!("`{}` has no input `{input}`", stage.stage_kind))),
             },
-            InputSpec::Any => None,
+            None => None,
         };
         let Some(outputs) = outputs_of.get(&reference.stage) else {
             return Err(invalid(stage, &field, format!("`{}` is not a source or an earlier stage", reference.stage)));

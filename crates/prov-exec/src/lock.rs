@@ -10,7 +10,7 @@ use prov_manifest::{
 };
 use serde_json::Value;
 
-use crate::stage::{InputSpec, Registry};
+use crate::stage::Registry;
 use crate::tree::{hash_file, tree_digest, tree_record};
 
 /// A locked recipe: the lockfile and its canonical bytes.
@@ -163,7 +163,7 @@ pub fn lock_text(
     for (name, (stage, at)) in &recipe.stages {
         let loc = loc_in(*at);
         let (kind, config) = configs.remove(name).expect("resolved above");
-        let inputs = lock_inputs(&loc, kind.as_ref(), name, stage, &outputs_of)?;
+        let inputs = lock_inputs(&loc, kind.as_ref(), &config, name, stage, &outputs_of)?;
         let seeds = lock_seeds(&loc, kind.as_ref(), recipe.seed, name, stage)?;
         stages.insert(
             name.clone(),
@@ -306,13 +306,15 @@ fn resolve_stage<'r>(
 fn lock_inputs(
     loc: &Locator<'_>,
     kind: &dyn crate::Stage,
+    config: &Value,
     name: &Name,
     stage: &RecipeStage,
     outputs_of: &BTreeMap<Name, Vec<(String, OutputType)>>,
 ) -> Result<BTreeMap<String, InputRef>, RecipeError> {
     let n = name.as_str();
-    let spec = kind.inputs();
-    if let InputSpec::Named(expected) = &spec
+    let spec = kind.inputs_for(config);
+    let declared = spec.declared();
+    if let Some(expected) = &declared
         && let Some((want, _)) = expected
             .iter()
             .find(|(want, _)| !stage.inputs.contains_key(*want) && !kind.optional_inputs().contains(want))
@@ -327,13 +329,13 @@ fn lock_inputs(
         // Input names become paths (`inputs/<name>` of external commands): names only.
         input_name.parse::<Name>().map_err(|e| loc.err(&at, format!("input {e}")))?;
         let mut accepted = None;
-        if let InputSpec::Named(expected) = &spec {
-            let Some((_, types)) = expected.iter().find(|(w, _)| w == input_name) else {
+        if let Some(expected) = &declared {
+            let Some((_, types)) = expected.iter().find(|(w, _)| *w == input_name.as_str()) else {
                 let names: Vec<&str> = expected.iter().map(|(w, _)| *w).collect();
                 let e = loc.err(&at, format!("stage kind `{}` has no input `{input_name}`", stage.kind));
                 return Err(with_closest(e, input_name, &names));
             };
-            accepted = Some(types.clone());
+            accepted = Some(types.to_vec());
         }
         let (target, output) = match reference.split_once('.') {
             Some((t, o)) => (t, Some(o)),

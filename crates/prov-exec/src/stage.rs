@@ -492,6 +492,20 @@ pub enum InputSpec {
     Named(Vec<(&'static str, Vec<OutputType>)>),
     /// Any names, any types.
     Any,
+    /// Exactly these names, which follow from the stage's configuration (see
+    /// [`Stage::inputs_for`]), each accepting these types.
+    Configured(Vec<(String, Vec<OutputType>)>),
+}
+
+impl InputSpec {
+    /// The declared names and the types each takes; `None` for [`InputSpec::Any`].
+    pub fn declared(&self) -> Option<Vec<(&str, &[OutputType])>> {
+        match self {
+            Self::Named(list) => Some(list.iter().map(|(n, t)| (*n, t.as_slice())).collect()),
+            Self::Configured(list) => Some(list.iter().map(|(n, t)| (n.as_str(), t.as_slice())).collect()),
+            Self::Any => None,
+        }
+    }
 }
 
 /// A kind of stage: its schema, its version and how it runs.
@@ -521,6 +535,13 @@ pub trait Stage: Send + Sync {
 
     /// The inputs it takes.
     fn inputs(&self) -> InputSpec;
+
+    /// The inputs a resolved configuration takes: [`Stage::inputs`] unless the kind's input
+    /// names follow from its configuration (`pretrain`'s phase sources). Locking and checking
+    /// a lockfile use this one.
+    fn inputs_for(&self, _config: &Value) -> InputSpec {
+        self.inputs()
+    }
 
     /// Names among [`InputSpec::Named`] that a recipe may leave out (the `license` stage's
     /// reviewer `verdicts`). A stage reads them with `cx.inputs.get(name)`.

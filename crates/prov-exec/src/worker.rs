@@ -78,6 +78,9 @@ impl Stage for Attached {
     fn inputs(&self) -> InputSpec {
         self.spec.inputs()
     }
+    fn inputs_for(&self, config: &Value) -> InputSpec {
+        self.spec.inputs_for(config)
+    }
     fn optional_inputs(&self) -> &'static [&'static str] {
         self.spec.optional_inputs()
     }

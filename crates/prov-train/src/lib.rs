@@ -6,9 +6,10 @@
 //!
 //! Around them, what needs no libtorch: the decoder's shape and its transformers
 //! configuration ([`model_config`]), `AdEMAMix`'s settings ([`optimizer`]), the learning-rate
-//! schedules ([`schedule`]), the loop's configuration and per-step log ([`loop_config`]), the
-//! Goldfish mask ([`goldfish`]), checkpoint records and their tensors ([`checkpoint`]), and
-//! what the post-training stages share ([`post`]).
+//! schedules ([`schedule`]), phased pretraining's rates and data mixtures ([`phases`]), the
+//! loop's configuration and per-step log ([`loop_config`]), the Goldfish mask ([`goldfish`]),
+//! checkpoint records and their tensors ([`checkpoint`]), and what the post-training stages
+//! share ([`post`]).
 //!
 //! Every kind here computes with libtorch, which `prov` does not load: each kind's
 //! [`prov_exec::Stage::run`] hands the stage to the worker executable
@@ -24,6 +25,7 @@ pub mod goldfish;
 pub mod loop_config;
 pub mod model_config;
 pub mod optimizer;
+pub mod phases;
 pub mod post;
 pub mod pretrain;
 pub mod schedule;

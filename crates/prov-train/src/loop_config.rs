@@ -5,6 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::optimizer::AdEMAMixConfig;
+use crate::phases::PhaseLr;
 
 /// The label value the loss ignores (transformers' and Megatron's convention).
 pub const IGNORE_INDEX: i64 = -100;
@@ -34,6 +35,9 @@ pub struct LoopConfig {
     pub goldfish_k: Option<u64>,
     /// Goldfish context width `h`.
     pub goldfish_h: u64,
+    /// The phases' learning-rate segments when `schedule` is `phased`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub phases: Vec<PhaseLr>,
 }
 
 /// Which learning-rate schedule a loop follows.
@@ -47,6 +51,8 @@ pub enum ScheduleKind {
     Linear,
     /// Linear warmup and a half-cosine decay to 0 (fine-tuning, as the EuroLLM report's SFT).
     Cosine,
+    /// One Megatron-LM segment per phase (EuroLLM's phased pretraining), from `phases`.
+    Phased,
 }
 
 /// One line of the per-step log.

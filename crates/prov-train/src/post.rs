@@ -136,6 +136,7 @@ impl LoopParams {
             clip: self.clip,
             goldfish_k: None,
             goldfish_h: 0,
+            phases: Vec::new(),
         }
     }
 }

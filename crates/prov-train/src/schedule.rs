@@ -15,7 +15,10 @@
 //! Fine-tuning and alignment use [`Linear`] instead: the linear warmup and decay of
 //! transformers' `get_linear_schedule_with_warmup`, which the Apertus report's SFT settings
 //! name; or [`Cosine`], transformers' `get_cosine_schedule_with_warmup`, which the EuroLLM
-//! report's SFT uses (§3.2: "a cosine scheduler with warm-up steps").
+//! report's SFT uses (§3.2: "a cosine scheduler with warm-up steps"). EuroLLM's pretraining
+//! follows [`Phased`]: one Megatron-LM segment per phase ([`crate::phases`]).
+
+use crate::phases::PhaseLr;
 
 /// A WSD schedule over a fixed number of steps.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -126,8 +129,34 @@ impl Cosine {
     }
 }
 
+/// Consecutive phases, each its own Megatron-LM segment ([`PhaseLr`]) with its step count
+/// restarted at the phase's start: EuroLLM's three-phase pretraining (§2.2).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Phased {
+    segments: Vec<PhaseLr>,
+}
+
+impl Phased {
+    /// The schedule of `segments`, in order.
+    pub fn new(segments: Vec<PhaseLr>) -> Self {
+        Self { segments }
+    }
+
+    /// The learning rate of step `step` (from 1); past the last phase, its final rate.
+    pub fn lr(&self, step: u64) -> f64 {
+        let mut t = step.saturating_sub(1);
+        for s in &self.segments {
+            if t < s.steps {
+                return s.lr(t);
+            }
+            t -= s.steps;
+        }
+        self.segments.last().map_or(0.0, |s| s.lr(s.steps))
+    }
+}
+
 /// The learning-rate schedule a training loop follows.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Schedule {
     /// Pretraining's warmup-stable-decay.
     Wsd(Wsd),
@@ -135,6 +164,8 @@ pub enum Schedule {
     Linear(Linear),
     /// Fine-tuning's linear warmup and cosine decay.
     Cosine(Cosine),
+    /// Phased pretraining's segments.
+    Phased(Phased),
 }
 
 impl Schedule {
@@ -144,6 +175,7 @@ impl Schedule {
             Self::Wsd(s) => s.lr(step),
             Self::Linear(s) => s.lr(step),
             Self::Cosine(s) => s.lr(step),
+            Self::Phased(s) => s.lr(step),
         }
     }
 }

@@ -246,6 +246,7 @@ fn loop_config(total_steps: u64) -> LoopConfig {
         clip: 0.1,
         goldfish_k: Some(50),
         goldfish_h: 50,
+        phases: Vec::new(),
     }
 }
 

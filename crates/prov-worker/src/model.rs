@@ -86,6 +86,13 @@ impl Decoder {
         &self.config
     }
 
+    /// Changes RoPE's base and the context length, as a phase of EuroLLM's schedule extends
+    /// the context (§2.2); the weights stay as they are.
+    pub fn extend_context(&mut self, rope_theta: f64, max_position_embeddings: i64) {
+        self.config.rope_theta = rope_theta;
+        self.config.max_position_embeddings = max_position_embeddings;
+    }
+
     /// Logits `[batch, time, vocab]` for token ids `[batch, time]`.
     pub fn forward(&self, ids: &Tensor) -> Tensor {
         self.run(ids, None)

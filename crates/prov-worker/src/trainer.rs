@@ -11,7 +11,7 @@ use tch::{Device, Kind, Reduction, Tensor};
 use prov_train::goldfish;
 use prov_train::loop_config::{IGNORE_INDEX, LoopConfig, ScheduleKind, StepLog, encode_log};
 use prov_train::model_config::ModelConfig;
-use prov_train::schedule::{Cosine, Linear, Schedule, Wsd};
+use prov_train::schedule::{Cosine, Linear, Phased, Schedule, Wsd};
 
 use crate::ademamix::AdEMAMix;
 use crate::model::{Decoder, decays};
@@ -54,6 +54,7 @@ impl Trainer {
             }
             ScheduleKind::Linear => Schedule::Linear(Linear::new(config.lr, config.steps, config.warmup_steps)),
             ScheduleKind::Cosine => Schedule::Cosine(Cosine::new(config.lr, config.steps, config.warmup_steps)),
+            ScheduleKind::Phased => Schedule::Phased(Phased::new(config.phases.clone())),
         };
         Self { config: config.clone(), vs, model, params, optimizer, schedule, step: 0, log: Vec::new() }
     }
@@ -95,11 +96,22 @@ impl Trainer {
         for &i in indices {
             rows.push(data.sample(i)?);
         }
+        Ok(self.train_rows(&rows))
+    }
+
+    /// The model, for a change between phases.
+    pub fn model_mut(&mut self) -> &mut Decoder {
+        &mut self.model
+    }
+
+    /// One optimizer step on a batch of samples (each `seq_len + 1` token ids, all of one
+    /// length).
+    pub fn train_rows(&mut self, rows: &[Vec<u32>]) -> &StepLog {
         let seq_plus_one = rows[0].len();
-        let mut inputs = Vec::with_capacity(b * (seq_plus_one - 1));
-        let mut labels = Vec::with_capacity(b * (seq_plus_one - 1));
+        let mut inputs = Vec::with_capacity(rows.len() * (seq_plus_one - 1));
+        let mut labels = Vec::with_capacity(rows.len() * (seq_plus_one - 1));
         let mut dropped = 0u64;
-        for row in &rows {
+        for row in rows {
             let ids: Vec<i64> = row.iter().map(|&t| i64::from(t)).collect();
             inputs.extend_from_slice(&ids[..ids.len() - 1]);
             let mut target = ids[1..].to_vec();
@@ -115,7 +127,7 @@ impl Trainer {
             labels.extend(target);
         }
         let time = i64::try_from(seq_plus_one - 1).expect("a sample's length fits in i64");
-        Ok(self.train_on_labels(&inputs, &labels, time, dropped))
+        self.train_on_labels(&inputs, &labels, time, dropped)
     }
 
     /// One optimizer step of the next-token loss on a batch given as rows of `time` input ids
@@ -265,6 +277,7 @@ mod tests {
             clip: 1.0,
             goldfish_k: Some(4),
             goldfish_h: 2,
+            phases: Vec::new(),
         };
         (model, config)
     }

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::model_config::Architecture;
 use crate::optimizer::AdEMAMixConfig;
+use crate::phases::PhaseParams;
 
 /// The model's shape, without what the data fixes (vocabulary, sequence length).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -75,12 +76,17 @@ pub struct PretrainConfig {
     /// Peak learning rate.
     #[serde(default = "default_lr")]
     pub lr: f64,
-    /// Warmup steps; default a tenth of `steps`.
-    #[serde(default)]
+    /// Warmup steps; default a tenth of `steps` (none when `phases` set the schedule).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub warmup_steps: Option<u64>,
-    /// Cooldown steps; default a fifth of `steps`.
-    #[serde(default)]
+    /// Cooldown steps; default a fifth of `steps` (none when `phases` set the schedule).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cooldown_steps: Option<u64>,
+    /// Phased training (EuroLLM, §2.2): each phase's steps, learning-rate segment, data
+    /// mixture and RoPE base ([`crate::phases`]). Empty (the default, not written): one phase
+    /// of WSD on the inputs `tokens` and `order`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub phases: Vec<PhaseParams>,
     /// `AdEMAMix`'s settings (Apertus pretraining's by default).
     #[serde(default)]
     pub optimizer: AdEMAMixConfig,

@@ -3,7 +3,9 @@
 //! every `checkpoint_every` steps and at the last step.
 //!
 //! Inputs: `tokens` (the `tokenize` stage's token tree), `order` (its data order) and
-//! `tokenizer` (the tokenizer that made them, kept for export). Outputs: `model`, the last
+//! `tokenizer` (the tokenizer that made them, kept for export). A phased run (`phases`,
+//! EuroLLM's schedule: [`crate::phases`]) takes, instead of `tokens` and `order`, a pair
+//! `S-tokens` and `S-order` for every source `S` its phases' mixtures name. Outputs: `model`, the last
 //! checkpoint; `checkpoints`, a tree naming every checkpoint record by its step
 //! (`step-000100.json`); `log`, the per-step log (JSON Lines: step, loss, grad norm, learning rate,
 //! labels counted, labels dropped).
@@ -30,6 +32,7 @@ use serde_json::Value;
 use self::forensics::{damaged_tensor, first_log_difference, locate_checkpoint};
 use crate::loop_config::{LoopConfig, ScheduleKind, decode_log};
 use crate::model_config::ModelConfig;
+use crate::phases::{self, PhaseParams};
 
 /// The `pretrain` stage kind.
 pub struct PretrainStage;
@@ -61,10 +64,14 @@ impl Stage for PretrainStage {
                 return Err(ConfigError::at(&[field], format!("must be a positive number, got {v}")));
             }
         }
-        c.warmup_steps = Some(c.warmup_steps.unwrap_or(c.steps / 10));
-        c.cooldown_steps = Some(c.cooldown_steps.unwrap_or(c.steps / 5));
-        if c.warmup_steps.unwrap_or(0) + c.cooldown_steps.unwrap_or(0) > c.steps {
-            return Err(ConfigError::at(&["cooldown_steps"], "warmup and cooldown together exceed `steps`"));
+        if c.phases.is_empty() {
+            c.warmup_steps = Some(c.warmup_steps.unwrap_or(c.steps / 10));
+            c.cooldown_steps = Some(c.cooldown_steps.unwrap_or(c.steps / 5));
+            if c.warmup_steps.unwrap_or(0) + c.cooldown_steps.unwrap_or(0) > c.steps {
+                return Err(ConfigError::at(&["cooldown_steps"], "warmup and cooldown together exceed `steps`"));
+            }
+        } else {
+            resolve_phases(&mut c, params)?;
         }
         c.optimizer.resolve(c.steps).map_err(|(field, m)| ConfigError::at(&["optimizer", field], m))?;
         if let Some(g) = c.goldfish
@@ -87,6 +94,19 @@ impl Stage for PretrainStage {
             ("order", vec![OutputType::File]),
             ("tokenizer", vec![OutputType::File]),
         ])
+    }
+    fn inputs_for(&self, config: &Value) -> InputSpec {
+        let phases: Vec<PhaseParams> =
+            config.get("phases").and_then(|p| serde_json::from_value(p.clone()).ok()).unwrap_or_default();
+        if phases.is_empty() {
+            return self.inputs();
+        }
+        let mut named = vec![("tokenizer".to_owned(), vec![OutputType::File])];
+        for source in phases::sources(&phases) {
+            named.push((phases::tokens_input(&source), vec![OutputType::Tree]));
+            named.push((phases::order_input(&source), vec![OutputType::File]));
+        }
+        InputSpec::Configured(named)
     }
     fn outputs(&self, _config: &Value) -> Vec<(String, OutputType)> {
         vec![
@@ -140,20 +160,45 @@ impl Stage for PretrainStage {
     }
 }
 
+/// Checks and completes `phases` (their total is the run's `steps`; they set the schedule, so
+/// WSD's `warmup_steps` and `cooldown_steps` are refused).
+fn resolve_phases(c: &mut PretrainConfig, params: &Value) -> Result<(), ConfigError> {
+    for field in ["warmup_steps", "cooldown_steps"] {
+        if params.get(field).is_some() {
+            return Err(ConfigError::at(&[field], "a phased run takes its schedule from `phases`")
+                .with_hint("give the first phase `warmup_steps`, and each phase `lr_end`"));
+        }
+    }
+    c.warmup_steps = None;
+    c.cooldown_steps = None;
+    let total = phases::resolve(&mut c.phases, c.model.rope_theta).map_err(|e| {
+        let path: Vec<&str> = std::iter::once("phases").chain(e.path.iter().map(String::as_str)).collect();
+        ConfigError::at(&path, e.message)
+    })?;
+    if params.get("steps").is_some() && c.steps != total {
+        return Err(ConfigError::at(&["steps"], format!("is {}, but the phases' steps add up to {total}", c.steps))
+            .with_hint("leave `steps` out of a phased run: it is the phases' sum"));
+    }
+    c.steps = total;
+    Ok(())
+}
+
 /// The training loop's configuration for a resolved `pretrain` configuration: the WSD
-/// schedule, with Goldfish when configured.
+/// schedule, or the phases' segments, with Goldfish when configured.
 pub fn loop_config(c: &PretrainConfig) -> LoopConfig {
+    let phased = !c.phases.is_empty();
     LoopConfig {
         steps: c.steps,
         batch_size: c.batch_size,
         lr: c.lr,
-        warmup_steps: c.warmup_steps.unwrap_or(c.steps / 10),
-        cooldown_steps: c.cooldown_steps.unwrap_or(c.steps / 5),
-        schedule: ScheduleKind::Wsd,
+        warmup_steps: if phased { 0 } else { c.warmup_steps.unwrap_or(c.steps / 10) },
+        cooldown_steps: if phased { 0 } else { c.cooldown_steps.unwrap_or(c.steps / 5) },
+        schedule: if phased { ScheduleKind::Phased } else { ScheduleKind::Wsd },
         optimizer: c.optimizer.clone(),
         clip: c.clip,
         goldfish_k: c.goldfish.map(|g| g.k),
         goldfish_h: c.goldfish.map_or(0, |g| g.h),
+        phases: phases::rates(&c.phases, c.lr),
     }
 }
 
