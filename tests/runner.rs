@@ -29,6 +29,7 @@ mod test_pii;
 mod test_post_training;
 mod test_project_paths;
 mod test_prove;
+mod test_quality;
 mod test_quickstart;
 mod test_real_data;
 mod test_recipe_errors;

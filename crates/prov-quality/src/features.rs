@@ -32,26 +32,7 @@ impl HashingVectorizer {
     /// cancelled to 0 included (as scikit-learn keeps them).
     pub fn transform(&self, text: &str) -> Vec<(u32, f64)> {
         let mut buckets: Vec<(u32, f64)> = Vec::new();
-        let lower = text.to_lowercase();
-        let mut gram = String::new();
-        for word in lower.split(is_python_space).filter(|w| !w.is_empty()) {
-            let padded: Vec<char> = std::iter::once(' ').chain(word.chars()).chain(std::iter::once(' ')).collect();
-            for n in self.min_n..=self.max_n {
-                let mut offset = 0;
-                loop {
-                    gram.clear();
-                    gram.extend(&padded[offset..(offset + n).min(padded.len())]);
-                    buckets.push(self.bucket(gram.as_bytes()));
-                    if offset + n >= padded.len() {
-                        break;
-                    }
-                    offset += 1;
-                }
-                if offset == 0 {
-                    break;
-                }
-            }
-        }
+        self.for_each_gram(text, |gram| buckets.push(self.bucket(gram)));
         buckets.sort_by_key(|&(b, _)| b);
         let mut summed: Vec<(u32, f64)> = Vec::with_capacity(buckets.len());
         for (b, v) in buckets {
@@ -73,8 +54,33 @@ impl HashingVectorizer {
         summed
     }
 
-    /// The bucket and sign of one n-gram's bytes.
-    fn bucket(&self, gram: &[u8]) -> (u32, f64) {
+    /// Calls `f` with the UTF-8 bytes of each of the text's n-grams, in the order of steps 1
+    /// and 2 of the module doc (repeats included).
+    pub fn for_each_gram(&self, text: &str, mut f: impl FnMut(&[u8])) {
+        let lower = text.to_lowercase();
+        let mut gram = String::new();
+        for word in lower.split(is_python_space).filter(|w| !w.is_empty()) {
+            let padded: Vec<char> = std::iter::once(' ').chain(word.chars()).chain(std::iter::once(' ')).collect();
+            for n in self.min_n..=self.max_n {
+                let mut offset = 0;
+                loop {
+                    gram.clear();
+                    gram.extend(&padded[offset..(offset + n).min(padded.len())]);
+                    f(gram.as_bytes());
+                    if offset + n >= padded.len() {
+                        break;
+                    }
+                    offset += 1;
+                }
+                if offset == 0 {
+                    break;
+                }
+            }
+        }
+    }
+
+    /// The bucket of one n-gram's bytes, and the sign it adds with.
+    pub fn bucket(&self, gram: &[u8]) -> (u32, f64) {
         let h = murmur3_32(gram, 0);
         let f = self.n_features;
         let index = if h == i32::MIN { (i32::MAX.cast_unsigned() - (f - 1)) % f } else { h.unsigned_abs() % f };

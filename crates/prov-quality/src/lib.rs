@@ -11,6 +11,19 @@
 //!   `Ridge(fit_intercept=True)`, solved by Cholesky on the normal equations.
 //!
 //! `crates/prov-quality/tests/sklearn_reference.rs` holds both to scikit-learn on real text.
+//!
+//! Around them: the pinned scorer's file ([`model`]), and the stage kinds ([`stage`]):
+//! `quality-train`, which fits the scorer to labelled documents and pins it, and `quality`,
+//! which scores every document and keeps the tiers a recipe asks for, with a ledger.
 
 pub mod features;
+pub mod model;
 pub mod ridge;
+pub mod stage;
+
+/// Registers `quality-train` and `quality`.
+pub fn register(registry: &mut prov_exec::Registry) {
+    use std::sync::Arc;
+    registry.register(Arc::new(stage::QualityTrainStage));
+    registry.register(Arc::new(stage::QualityStage));
+}

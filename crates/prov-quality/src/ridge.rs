@@ -57,55 +57,100 @@ pub enum RidgeError {
     Value(String),
 }
 
-/// Fits `rows` (sparse, `features` columns) to `labels` with penalty `alpha`.
-pub fn fit(rows: &[Vec<(u32, f64)>], labels: &[f64], features: usize, alpha: f64) -> Result<RidgeModel, RidgeError> {
-    if rows.is_empty() || rows.len() != labels.len() {
-        return Err(RidgeError::Shape { rows: rows.len(), labels: labels.len() });
+/// The sums a fit needs, gathered one row at a time, so that the rows need not be held: the
+/// lower triangle of `XᵀX`, `Xᵀy`, the column sums and the label sum (`F² + 2F` numbers for
+/// `F` features, whatever the row count).
+#[derive(Debug, Clone)]
+pub struct Accumulator {
+    features: usize,
+    rows: usize,
+    sums: Vec<f64>,
+    gram: Vec<f64>,
+    xy: Vec<f64>,
+    y_sum: f64,
+}
+
+impl Accumulator {
+    /// Empty sums for `features` columns.
+    pub fn new(features: usize) -> Self {
+        Self {
+            features,
+            rows: 0,
+            sums: vec![0.0; features],
+            gram: vec![0.0; features * features],
+            xy: vec![0.0; features],
+            y_sum: 0.0,
+        }
     }
-    if !(alpha.is_finite() && alpha > 0.0) {
-        return Err(RidgeError::Value(format!("alpha must be a positive number, got {alpha}")));
+
+    /// Rows added so far.
+    pub fn rows(&self) -> usize {
+        self.rows
     }
-    if let Some(i) = labels.iter().position(|y| !y.is_finite()) {
-        return Err(RidgeError::Value(format!("label {i} is not a finite number")));
-    }
-    let n = rows.len() as f64;
-    let mut mean = vec![0.0; features];
-    let mut gram = vec![0.0; features * features];
-    let mut xy = vec![0.0; features];
-    for (i, (row, &y)) in rows.iter().zip(labels).enumerate() {
+
+    /// Adds one sparse row (columns ascending) with its label.
+    pub fn add(&mut self, row: &[(u32, f64)], y: f64) -> Result<(), RidgeError> {
+        let features = self.features;
+        if !y.is_finite() {
+            return Err(RidgeError::Value(format!("label {} is not a finite number", self.rows)));
+        }
+        if let Some(&(j, _)) = row.iter().find(|(j, _)| *j as usize >= features) {
+            return Err(RidgeError::Feature { row: self.rows, feature: j, features });
+        }
+        if row.iter().any(|(_, v)| !v.is_finite()) {
+            return Err(RidgeError::Value(format!("row {} has a value that is not a finite number", self.rows)));
+        }
         for &(j, v) in row {
             let j = j as usize;
-            if j >= features {
-                return Err(RidgeError::Feature { row: i, feature: j as u32, features });
-            }
-            if !v.is_finite() {
-                return Err(RidgeError::Value(format!("row {i} has a value that is not a finite number")));
-            }
-            mean[j] += v;
-            xy[j] += v * y;
+            self.sums[j] += v;
+            self.xy[j] += v * y;
             // The lower triangle only: the matrix is symmetric.
-            let line = &mut gram[j * features..(j + 1) * features];
+            let line = &mut self.gram[j * features..(j + 1) * features];
             for &(k, u) in row {
                 if (k as usize) <= j {
                     line[k as usize] += v * u;
                 }
             }
         }
+        self.y_sum += y;
+        self.rows += 1;
+        Ok(())
     }
-    let y_mean = labels.iter().sum::<f64>() / n;
-    for m in &mut mean {
-        *m /= n;
-    }
-    for j in 0..features {
-        for k in 0..=j {
-            gram[j * features + k] -= n * mean[j] * mean[k];
+
+    /// The fit with penalty `alpha`.
+    pub fn finish(mut self, alpha: f64) -> Result<RidgeModel, RidgeError> {
+        if self.rows == 0 {
+            return Err(RidgeError::Shape { rows: 0, labels: 0 });
         }
-        gram[j * features + j] += alpha;
-        xy[j] -= n * mean[j] * y_mean;
+        if !(alpha.is_finite() && alpha > 0.0) {
+            return Err(RidgeError::Value(format!("alpha must be a positive number, got {alpha}")));
+        }
+        let (n, f) = (self.rows as f64, self.features);
+        let mean: Vec<f64> = self.sums.iter().map(|s| s / n).collect();
+        let y_mean = self.y_sum / n;
+        for j in 0..f {
+            for k in 0..=j {
+                self.gram[j * f + k] -= n * mean[j] * mean[k];
+            }
+            self.gram[j * f + j] += alpha;
+            self.xy[j] -= n * mean[j] * y_mean;
+        }
+        let weights = cholesky_solve(&mut self.gram, f, self.xy);
+        let intercept = y_mean - mean.iter().zip(&weights).map(|(m, w)| m * w).sum::<f64>();
+        Ok(RidgeModel { weights, intercept })
     }
-    let weights = cholesky_solve(&mut gram, features, xy);
-    let intercept = y_mean - mean.iter().zip(&weights).map(|(m, w)| m * w).sum::<f64>();
-    Ok(RidgeModel { weights, intercept })
+}
+
+/// Fits `rows` (sparse, `features` columns) to `labels` with penalty `alpha`.
+pub fn fit(rows: &[Vec<(u32, f64)>], labels: &[f64], features: usize, alpha: f64) -> Result<RidgeModel, RidgeError> {
+    if rows.is_empty() || rows.len() != labels.len() {
+        return Err(RidgeError::Shape { rows: rows.len(), labels: labels.len() });
+    }
+    let mut sums = Accumulator::new(features);
+    for (row, &y) in rows.iter().zip(labels) {
+        sums.add(row, y)?;
+    }
+    sums.finish(alpha)
 }
 
 /// Solves `A x = b` for a symmetric positive definite `A` given by its lower triangle

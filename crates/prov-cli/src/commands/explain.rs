@@ -10,6 +10,7 @@ mod langid;
 mod license;
 mod perplexity;
 mod pii;
+mod quality;
 
 use std::collections::BTreeMap;
 use std::io::BufRead as _;
@@ -43,6 +44,7 @@ enum ExplainCommand {
     Heuristics(heuristics::HeuristicsArgs),
     Perplexity(perplexity::PerplexityArgs),
     Langid(langid::LangidArgs),
+    Quality(quality::QualityArgs),
     Batch(batch::BatchArgs),
 }
 
@@ -85,8 +87,8 @@ fn parse_keys(text: &str) -> Result<KeyReading, String> {
         .map_err(|_| format!("`{text}` is not a key reading: `rfc9309` or `google-typos`"))
 }
 
-/// All of stdin, which must be UTF-8: the text the `heuristics`, `perplexity`, `langid` and
-/// `pii` subcommands explain.
+/// All of stdin, which must be UTF-8: the text the `heuristics`, `perplexity`, `langid`,
+/// `quality` and `pii` subcommands explain.
 fn stdin_text() -> Result<String, CommandError> {
     let mut input = Vec::new();
     std::io::Read::read_to_end(&mut std::io::stdin().lock(), &mut input)
@@ -105,6 +107,7 @@ pub(crate) fn cmd_explain(ui: &mut Ui, cx: &CommandContext, args: &ExplainArgs) 
         ExplainCommand::Heuristics(a) => heuristics::cmd_explain_heuristics(ui, a),
         ExplainCommand::Perplexity(a) => perplexity::cmd_explain_perplexity(ui, a),
         ExplainCommand::Langid(a) => langid::cmd_explain_langid(ui, a),
+        ExplainCommand::Quality(a) => quality::cmd_explain_quality(ui, a),
         ExplainCommand::Batch(a) => batch::cmd_explain_batch(ui, cx, a),
     }
 }
