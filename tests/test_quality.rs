@@ -172,5 +172,32 @@ fn quality_tiers_are_fitted_pinned_applied_independently_and_replayed() {
     drop(store);
     scikit_learn_agrees(&model, &texts, &tier_of);
     explain_agrees(&p, &model, &texts, &tier_of);
+    card_shows_the_tiers(&p, &lines, &tier_of);
     p.prov(&["replay", "lockfiles/tiers.lock"]).success();
+}
+
+/// `prov card` has the tiers per language, adding up to the ledgers' counts, and what each
+/// `quality` stage kept.
+fn card_shows_the_tiers(p: &Project, lines: &[Value], tier_of: &BTreeMap<String, (String, f64)>) {
+    let run = lines.iter().find(|l| l["type"] == "run").unwrap()["data"]["run_manifest"].as_str().unwrap().to_owned();
+    p.prov(&["card", &run, "--format", "hf", "--out", "card"]).success();
+    let card = fs_err::read_to_string(p.path("card/README.md")).unwrap();
+    let section = &card[card.find("## Quality tiers").expect("a tiers section")..];
+    let section = &section[..section[3..].find("\n## ").map_or(section.len(), |i| i + 3)];
+    let count = |t: &str| tier_of.values().filter(|(x, _)| x == t).count();
+    for (stage, tier) in [("top", "high"), ("middle", "medium"), ("bottom", "low")] {
+        let row = format!("| `{stage}` | 3.9, 4.4 | {tier} | {} |", count(tier));
+        assert!(section.contains(&row), "{row}\n{section}");
+    }
+    // The language rows and the "other languages" row add up to the tiers' totals.
+    let mut sums = [0usize; 3];
+    for row in section.lines().filter(|l| l.starts_with("| `") || l.contains(" other languages |")) {
+        let cells: Vec<&str> = row.split(" | ").collect();
+        if cells.len() == 5 && !row.contains("3.9, 4.4") {
+            for (k, sum) in sums.iter_mut().enumerate() {
+                *sum += cells[k + 1].replace(',', "").parse::<usize>().unwrap();
+            }
+        }
+    }
+    assert_eq!(sums, [count("high"), count("medium"), count("low")], "{section}");
 }

@@ -85,6 +85,7 @@ pub fn render(ev: &CardInputs, plots: &[(String, String)]) -> String {
     sources_section(&mut s, ev, &mut refs);
     processing_section(&mut s, ev, &mut refs, &run_ref);
     filters_section(&mut s, ev, &mut refs, &out_ref);
+    tiers_section(&mut s, ev, &mut refs);
     plots_section(&mut s, ev, &mut refs, plots);
     s.push_str("## Known limitations\n\n");
     for line in limitations(ev, &mut refs) {
@@ -247,6 +248,67 @@ fn filters_section(s: &mut String, ev: &CardInputs, refs: &mut Refs, out_ref: &s
         }
         s.push('\n');
     }
+}
+
+/// `## Quality tiers`: per language, the documents each tier of the run's first `quality` stage
+/// holds (EuroLLM's EuroFilter tiers), and what every `quality` stage kept. Nothing without
+/// one.
+fn tiers_section(s: &mut String, ev: &CardInputs, refs: &mut Refs) {
+    let stages: Vec<&prov_manifest::LoadedStage> =
+        ev.run.stages().iter().filter(|st| st.record.stage_kind == "quality").collect();
+    let Some(first) = stages.first() else { return };
+    let r = refs.cite(first.manifest, format!("stage record `{}`", first.record.name));
+    let cutoffs = &first.record.config["cutoffs"];
+    let _ = writeln!(
+        s,
+        "## Quality tiers
+
+A quality scorer (`quality-train`: ridge regression on hashed character n-grams, standing in for EuroFilter's mDeBERTa) gives each document a score from 0 to 5; `{}` puts it in `high` at or above {}, `medium` from {}, else `low`{r}.\n",
+        first.record.name, cutoffs[1], cutoffs[0]
+    );
+    let count = |v: &Value, tier: &str| v.get(tier).and_then(Value::as_u64).unwrap_or(0);
+    let tiers = first.record.stats.get("tiers").and_then(Value::as_object);
+    let mut rows: Vec<(&String, [u64; 3])> = tiers
+        .into_iter()
+        .flatten()
+        .map(|(l, v)| (l, [count(v, "high"), count(v, "medium"), count(v, "low")]))
+        .collect();
+    rows.sort_by(|a, b| b.1.iter().sum::<u64>().cmp(&a.1.iter().sum::<u64>()).then(a.0.cmp(b.0)));
+    s.push_str("| language | high | medium | low | manifest |\n| --- | --- | --- | --- | --- |\n");
+    for (l, [h, m, lo]) in rows.iter().take(TOP) {
+        let _ = writeln!(s, "| `{l}` | {} | {} | {} | {r} |", group(*h), group(*m), group(*lo));
+    }
+    if rows.len() > TOP {
+        let mut rest = [0u64; 3];
+        for (_, t) in &rows[TOP..] {
+            for (a, b) in rest.iter_mut().zip(t) {
+                *a += b;
+            }
+        }
+        let other = group((rows.len() - TOP) as u64);
+        let _ = writeln!(
+            s,
+            "| {other} other languages | {} | {} | {} | {r} |",
+            group(rest[0]),
+            group(rest[1]),
+            group(rest[2])
+        );
+    }
+    s.push_str("\n| stage | cut-offs | keeps | documents kept | manifest |\n| --- | --- | --- | --- | --- |\n");
+    for st in &stages {
+        let r = refs.cite(st.manifest, format!("stage record `{}`", st.record.name));
+        let keep: Vec<&str> =
+            st.record.config["keep"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+        let kept: u64 = keep
+            .iter()
+            .filter_map(|t| st.record.stats.get("by_rule").and_then(|b| b.get(format!("quality:{t}"))))
+            .map(|v| docs_words(v).0)
+            .sum();
+        let c = &st.record.config["cutoffs"];
+        let _ =
+            writeln!(s, "| `{}` | {}, {} | {} | {} | {r} |", st.record.name, c[0], c[1], keep.join(", "), group(kept));
+    }
+    s.push('\n');
 }
 
 /// `## Plots`, each citing the chain's stage records it was drawn from.
