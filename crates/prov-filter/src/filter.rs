@@ -18,7 +18,10 @@
 
 use std::collections::BTreeMap;
 
-use prov_dataset::{LedgerDecision, LedgerRow, LedgerShard, write_dataset, write_ledger, write_ledger_shard};
+use prov_dataset::{
+    Document, LedgerDecision, LedgerRow, LedgerShard, ShardWriter, shard_documents, write_dataset, write_ledger,
+    write_ledger_shard,
+};
 use prov_exec::{MapResultText, MapResults, StageContext, StageError, StageOutput, map_result_text};
 use prov_manifest::{DatasetRecord, OutputRef, OutputType, ShardRef};
 use rayon::prelude::*;
@@ -144,6 +147,33 @@ pub fn map_shards(
     filter: impl Fn(&ShardRef) -> Result<FilteredShard, StageError> + Sync,
 ) -> Result<Vec<MapResultText>, StageError> {
     map_input_shards(cx, tasks, |_, s| filter(s))
+}
+
+/// A filter's decision on one document as it is (the text unchanged): the ledger decision, the
+/// rule and the evidence.
+pub type Decided = (LedgerDecision, String, Option<serde_json::Map<String, Value>>);
+
+/// The map step of a filter that only keeps or removes documents: each shard's documents are
+/// decided by `decide` (which counts what it likes in the shard's `T`, returned as the result's
+/// `extra`), the kept ones written and every decision put in the ledger.
+pub fn map_decided<T: Default + Serialize>(
+    cx: &StageContext<'_>,
+    tasks: &[usize],
+    decide: impl Fn(&Document, &mut T) -> Decided + Sync,
+) -> Result<Vec<MapResultText>, StageError> {
+    map_shards(cx, tasks, |s| {
+        let mut out = ShardWriter::new(cx.store)?;
+        let (mut rows, mut counts) = (Vec::new(), T::default());
+        for doc in shard_documents(cx.store, &s.digest)? {
+            let doc = doc?;
+            let (decision, rule, evidence) = decide(&doc, &mut counts);
+            rows.push(LedgerRow::of_document(&doc, decision, &rule, evidence));
+            if decision != LedgerDecision::Removed {
+                out.push(doc)?;
+            }
+        }
+        filtered_shard(cx, out.finish()?, rows, json!(counts))
+    })
 }
 
 /// The reduce step of a filter: reads each map result as it arrives, hands its `extra` to

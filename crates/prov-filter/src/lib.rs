@@ -13,7 +13,7 @@ pub mod scores;
 mod sources;
 
 pub use filter::{
-    CountedShard, FilterParts, FilterStats, FilteredShard, filtered_shard, map_input_shards, map_shards, outputs,
-    reduce_filtered, shard_tasks, write_counted_ledger,
+    CountedShard, Decided, FilterParts, FilterStats, FilteredShard, filtered_shard, map_decided, map_input_shards,
+    map_shards, outputs, reduce_filtered, shard_tasks, write_counted_ledger,
 };
 pub use sources::source_files;

@@ -21,7 +21,7 @@
 
 use std::collections::BTreeMap;
 
-use prov_dataset::{Document, LedgerDecision, LedgerRow, ShardWriter, shard_documents};
+use prov_dataset::{Document, LedgerDecision, shard_documents};
 use prov_exec::{
     ConfigError, InputSpec, MapResultText, MapResults, Stage, StageContext, StageError, StageOutput, parse_params,
 };
@@ -358,18 +358,9 @@ impl Stage for LangidStage {
     fn map(&self, cx: &StageContext<'_>, tasks: &[usize]) -> Result<Vec<MapResultText>, StageError> {
         let config: LangidConfig = parse_params(cx.config).map_err(StageError::Config)?;
         let model = Self::load(cx)?;
-        prov_filter::map_shards(cx, tasks, |s| {
-            let mut out = ShardWriter::new(cx.store)?;
-            let (mut rows, mut tally) = (Vec::new(), Tally::default());
-            for doc in shard_documents(cx.store, &s.digest)? {
-                let doc = doc?;
-                let (decision, rule, evidence) = decide(&doc, &model, &config, &mut tally);
-                rows.push(LedgerRow::of_document(&doc, decision, rule, evidence));
-                if decision != LedgerDecision::Removed {
-                    out.push(doc)?;
-                }
-            }
-            prov_filter::filtered_shard(cx, out.finish()?, rows, json!(tally))
+        prov_filter::map_decided(cx, tasks, |doc, tally: &mut Tally| {
+            let (decision, rule, evidence) = decide(doc, &model, &config, tally);
+            (decision, rule.to_owned(), evidence)
         })
     }
     fn reduce(&self, cx: &StageContext<'_>, results: MapResults<'_>) -> Result<StageOutput, StageError> {

@@ -22,7 +22,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use prov_dataset::{Document, LedgerDecision, LedgerRow, ShardWriter, shard_documents};
+use prov_dataset::{Document, LedgerDecision, shard_documents};
 use prov_exec::{
     ConfigError, InputSpec, MapResultText, MapResults, Stage, StageContext, StageError, StageOutput, parse_params,
 };
@@ -323,12 +323,7 @@ pub fn assess(scorer: &Scorer, text: &str, config: &QualityConfig) -> Verdict {
 }
 
 /// The ledger decision, rule and evidence for one document, counted in `tally`.
-fn decide(
-    doc: &Document,
-    scorer: &Scorer,
-    config: &QualityConfig,
-    tally: &mut Tally,
-) -> (LedgerDecision, String, Option<serde_json::Map<String, Value>>) {
+fn decide(doc: &Document, scorer: &Scorer, config: &QualityConfig, tally: &mut Tally) -> prov_filter::Decided {
     let verdict = assess(scorer, &doc.text, config);
     *tally.tiers.entry(doc.primary_language()).or_default().entry(verdict.tier).or_default() += 1;
     (verdict.decision, verdict.rule(), verdict.evidence(config))
@@ -376,19 +371,7 @@ impl Stage for QualityStage {
     fn map(&self, cx: &StageContext<'_>, tasks: &[usize]) -> Result<Vec<MapResultText>, StageError> {
         let config: QualityConfig = parse_params(cx.config).map_err(StageError::Config)?;
         let scorer = load(cx)?;
-        prov_filter::map_shards(cx, tasks, |s| {
-            let mut out = ShardWriter::new(cx.store)?;
-            let (mut rows, mut tally) = (Vec::new(), Tally::default());
-            for doc in shard_documents(cx.store, &s.digest)? {
-                let doc = doc?;
-                let (decision, rule, evidence) = decide(&doc, &scorer, &config, &mut tally);
-                rows.push(LedgerRow::of_document(&doc, decision, &rule, evidence));
-                if decision != LedgerDecision::Removed {
-                    out.push(doc)?;
-                }
-            }
-            prov_filter::filtered_shard(cx, out.finish()?, rows, json!(tally))
-        })
+        prov_filter::map_decided(cx, tasks, |doc, tally: &mut Tally| decide(doc, &scorer, &config, tally))
     }
     fn reduce(&self, cx: &StageContext<'_>, results: MapResults<'_>) -> Result<StageOutput, StageError> {
         let mut total: BTreeMap<String, BTreeMap<Tier, u64>> = BTreeMap::new();
