@@ -176,8 +176,8 @@ fn quality_tiers_are_fitted_pinned_applied_independently_and_replayed() {
     p.prov(&["replay", "lockfiles/tiers.lock"]).success();
 }
 
-/// `prov card` has the tiers per language, adding up to the ledgers' counts, and what each
-/// `quality` stage kept.
+/// `prov card` has the tiers per language, adding up to the ledgers' counts, and what the
+/// `quality` stage the output went through kept.
 fn card_shows_the_tiers(p: &Project, lines: &[Value], tier_of: &BTreeMap<String, (String, f64)>) {
     let run = lines.iter().find(|l| l["type"] == "run").unwrap()["data"]["run_manifest"].as_str().unwrap().to_owned();
     p.prov(&["card", &run, "--format", "hf", "--out", "card"]).success();
@@ -185,10 +185,17 @@ fn card_shows_the_tiers(p: &Project, lines: &[Value], tier_of: &BTreeMap<String,
     let section = &card[card.find("## Quality tiers").expect("a tiers section")..];
     let section = &section[..section[3..].find("\n## ").map_or(section.len(), |i| i + 3)];
     let count = |t: &str| tier_of.values().filter(|(x, _)| x == t).count();
-    for (stage, tier) in [("top", "high"), ("middle", "medium"), ("bottom", "low")] {
-        let row = format!("| `{stage}` | 3.9, 4.4 | {tier} | {} |", count(tier));
-        assert!(section.contains(&row), "{row}\n{section}");
-    }
+    // The card describes the run's output, the last tier's dataset in plan order: only the
+    // stage it went through is listed, though its ledger (and so the table) tiers every
+    // document.
+    let listed: Vec<(&str, &str)> = [("top", "high"), ("middle", "medium"), ("bottom", "low")]
+        .into_iter()
+        .filter(|(stage, _)| section.contains(&format!("| `{stage}` |")))
+        .collect();
+    assert_eq!(listed.len(), 1, "{section}");
+    let (stage, tier) = listed[0];
+    let row = format!("| `{stage}` | 3.9, 4.4 | {tier} | {} |", count(tier));
+    assert!(section.contains(&row), "{row}\n{section}");
     // The language rows and the "other languages" row add up to the tiers' totals.
     let mut sums = [0usize; 3];
     for row in section.lines().filter(|l| l.starts_with("| `") || l.contains(" other languages |")) {
@@ -200,4 +207,25 @@ fn card_shows_the_tiers(p: &Project, lines: &[Value], tier_of: &BTreeMap<String,
         }
     }
     assert_eq!(sums, [count("high"), count("medium"), count("low")], "{section}");
+}
+
+/// A label names one document: a corpus where a labelled id occurs twice is refused, naming
+/// the id, rather than fitted under a label given for one of them.
+#[test]
+fn a_labelled_id_that_occurs_twice_is_refused() {
+    let p = Project::new();
+    p.write(
+        "recipes/data/docs.jsonl",
+        "{\"id\": \"x\", \"text\": \"eins zwei drei\"}\n{\"id\": \"y\", \"text\": \"one two three\"}\n{\"id\": \"x\", \"text\": \"un deux trois\"}\n",
+    );
+    p.write("recipes/data/labels.jsonl", "{\"id\": \"x\", \"score\": 4}\n{\"id\": \"y\", \"score\": 1}\n");
+    p.write(
+        "recipes/dup.yaml",
+        "schema: 1\nname: dup\nseed: 1\nsources:\n  docs:\n    path: data/docs.jsonl\n    license: MIT\n\
+         \x20 labels:\n    path: data/labels.jsonl\n    license: MIT\n\
+         stages:\n  shards:\n    kind: shard\n    inputs: {docs: docs}\n    params: {shards: 2}\n\
+         \x20 scorer:\n    kind: quality-train\n    inputs: {docs: shards, labels: labels}\n    params: {n_features: 16, hold_out: 0}\n",
+    );
+    let r = p.prov(&["run", "recipes/dup.yaml"]);
+    assert!(r.exit(1).stderr().contains("document id `x` is labelled and occurs twice"), "{}", r.describe());
 }

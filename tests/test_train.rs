@@ -446,6 +446,7 @@ fn three_phases_change_mixture_rate_context_and_rope_base_and_replay() {
             "extra-tokens",
         ),
         (recipe.replace(", long-order: long.order}", "}"), "long-order"),
+        (recipe.replace("{name: one, steps: 20,", "{name: one, steps: 2305843009213693952,"), "exceed"),
     ];
     for (bad, says) in bad {
         p.write("recipes/bad.yaml", &bad);

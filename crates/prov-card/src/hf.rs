@@ -250,12 +250,12 @@ fn filters_section(s: &mut String, ev: &CardInputs, refs: &mut Refs, out_ref: &s
     }
 }
 
-/// `## Quality tiers`: per language, the documents each tier of the run's first `quality` stage
-/// holds (EuroLLM's EuroFilter tiers), and what every `quality` stage kept. Nothing without
-/// one.
+/// `## Quality tiers`: per language, the documents each tier of the first `quality` stage the
+/// output went through holds (EuroLLM's EuroFilter tiers), and what each such stage kept.
+/// Nothing when the output went through none.
 fn tiers_section(s: &mut String, ev: &CardInputs, refs: &mut Refs) {
     let stages: Vec<&prov_manifest::LoadedStage> =
-        ev.run.stages().iter().filter(|st| st.record.stage_kind == "quality").collect();
+        ev.chain_stages().filter(|st| st.record.stage_kind == "quality").collect();
     let Some(first) = stages.first() else { return };
     let r = refs.cite(first.manifest, format!("stage record `{}`", first.record.name));
     let cutoffs = &first.record.config["cutoffs"];

@@ -19,7 +19,7 @@
 /// The feature map's settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HashingVectorizer {
-    /// Buckets `F` (scikit-learn's `n_features`), at least 1.
+    /// Buckets `F` (scikit-learn's `n_features`), from 1 to 2³¹ − 1 (scikit-learn's bound).
     pub n_features: u32,
     /// Shortest n-gram, at least 1.
     pub min_n: usize,
@@ -31,16 +31,13 @@ impl HashingVectorizer {
     /// The document's features: `(bucket, value)` in bucket order, buckets whose counts
     /// cancelled to 0 included (as scikit-learn keeps them).
     pub fn transform(&self, text: &str) -> Vec<(u32, f64)> {
-        let mut buckets: Vec<(u32, f64)> = Vec::new();
-        self.for_each_gram(text, |gram| buckets.push(self.bucket(gram)));
-        buckets.sort_by_key(|&(b, _)| b);
-        let mut summed: Vec<(u32, f64)> = Vec::with_capacity(buckets.len());
-        for (b, v) in buckets {
-            match summed.last_mut() {
-                Some((last, total)) if *last == b => *total += v,
-                _ => summed.push((b, v)),
-            }
-        }
+        // Sums of ±1 are exact in any order; the map holds one entry per bucket, not per n-gram.
+        let mut buckets: std::collections::BTreeMap<u32, f64> = std::collections::BTreeMap::new();
+        self.for_each_gram(text, |gram| {
+            let (b, sign) = self.bucket(gram);
+            *buckets.entry(b).or_default() += sign;
+        });
+        let mut summed: Vec<(u32, f64)> = buckets.into_iter().collect();
         let mut squares = 0.0;
         for (_, v) in &summed {
             squares += v * v;
@@ -83,7 +80,8 @@ impl HashingVectorizer {
     pub fn bucket(&self, gram: &[u8]) -> (u32, f64) {
         let h = murmur3_32(gram, 0);
         let f = self.n_features;
-        let index = if h == i32::MIN { (i32::MAX.cast_unsigned() - (f - 1)) % f } else { h.unsigned_abs() % f };
+        let index =
+            if h == i32::MIN { i32::MAX.cast_unsigned().saturating_sub(f - 1) % f } else { h.unsigned_abs() % f };
         (index, if h >= 0 { 1.0 } else { -1.0 })
     }
 }

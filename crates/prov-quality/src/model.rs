@@ -27,6 +27,9 @@ use crate::ridge::RidgeModel;
 /// The first line.
 pub const MAGIC: &str = "prov-quality 1";
 
+/// The most feature buckets a scorer has (`quality-train` holds a dense square of them).
+pub const MAX_FEATURES: u32 = 4096;
+
 /// The lowest and highest score.
 pub const SCALE: (f64, f64) = (0.0, 5.0);
 
@@ -87,10 +90,17 @@ impl Scorer {
                 .ok_or_else(|| err(i + 1, format!("expected `{name} …`")))
         };
         let int = |i: usize, name: &str| -> Result<usize, ModelError> {
-            field(i, name)?.parse().map_err(|_| err(i + 1, format!("`{name}` is not a whole number")))
+            let text = field(i, name)?;
+            match text.parse::<usize>() {
+                Ok(n) if n.to_string() == text => Ok(n),
+                _ => Err(err(i + 1, format!("`{name}` is not a whole number in canonical form"))),
+            }
         };
-        let n_features =
-            u32::try_from(int(1, "n_features")?).map_err(|_| err(2, "`n_features` is too large".into()))?;
+        let n_features = int(1, "n_features")?;
+        if n_features > MAX_FEATURES as usize {
+            return Err(err(2, format!("`n_features` is above {MAX_FEATURES}")));
+        }
+        let n_features = n_features as u32;
         let (min_n, max_n) = (int(2, "min_n")?, int(3, "max_n")?);
         if n_features == 0 {
             return Err(err(2, "`n_features` must be at least 1".into()));
@@ -147,6 +157,9 @@ mod tests {
             (format!("{text}0e0\n"), 9),
             (text.replace("min_n 1", "min_n 0"), 3),
             (text.replace("prov-quality 1", "prov-quality 2"), 1),
+            (text.replace("n_features 3", "n_features +3"), 2),
+            (text.replace("min_n 1", "min_n 01"), 3),
+            (text.replace("n_features 3", "n_features 4097"), 2),
         ] {
             assert_eq!(Scorer::parse(&bad).unwrap_err().line, line, "{bad:?}");
         }

@@ -32,7 +32,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::features::HashingVectorizer;
-use crate::model::{SCALE, Scorer};
+use crate::model::{MAX_FEATURES, SCALE, Scorer};
 use crate::ridge::Accumulator;
 
 /// The Unicode version of the lowercase tables the features use (Rust's `char`): a new one can
@@ -77,9 +77,6 @@ fn default_hold_out() -> usize {
     10
 }
 
-/// The most feature buckets a fit takes.
-pub const MAX_FEATURES: u32 = 4096;
-
 /// Reads the labels: each document id's score, with the line it came from.
 fn read_labels(bytes: &[u8]) -> Result<BTreeMap<String, f64>, StageError> {
     let bad = |line: usize, message: String| StageError::Input {
@@ -121,10 +118,19 @@ impl QualityTrainStage {
     ) -> Result<(), StageError> {
         let ds = cx.input_record::<DatasetRecord>("docs")?;
         let mut k = 0usize;
+        // A label names one document: a second document with a labelled id would be fitted or
+        // held out under a label that was not given for it.
+        let mut seen = BTreeSet::new();
         for shard in &ds.shards {
             for doc in shard_documents(cx.store, &shard.digest)? {
                 let doc = doc?;
                 let Some(&score) = labels.get(&doc.id) else { continue };
+                if !seen.insert(doc.id.clone()) {
+                    return Err(StageError::Input {
+                        input: "docs".into(),
+                        message: format!("document id `{}` is labelled and occurs twice", doc.id),
+                    });
+                }
                 let held = hold_out > 0 && k % hold_out == hold_out - 1;
                 k += 1;
                 f(&doc, score, held)?;

@@ -34,8 +34,8 @@ pub struct PhaseParams {
     /// of the first phase (the report's warm-up), none in later phases.
     #[serde(default)]
     pub warmup_steps: Option<u64>,
-    /// Share of the peak learning rate the phase starts from after warm-up: by default 1 in
-    /// the first phase and the previous phase's `lr_end` after, so the rate is continuous.
+    /// Share of the peak learning rate (above 0, at most 1) the phase starts from after
+    /// warm-up: by default 1 in the first phase and the previous phase's `lr_end` after, so the rate is continuous.
     #[serde(default)]
     pub lr_start: Option<f64>,
     /// Share of the peak the phase decays to linearly by its end (reached the step after its
@@ -104,8 +104,12 @@ pub fn resolve(phases: &mut [PhaseParams], model_theta: f64) -> Result<u64, Phas
         }
         let start = *p.lr_start.get_or_insert(share);
         let end = *p.lr_end.get_or_insert(start);
-        if !(start.is_finite() && start > 0.0) {
-            return Err(phase_error(i, "lr_start", format!("must be a positive share of the peak, got {start}")));
+        if !(start > 0.0 && start <= 1.0) {
+            return Err(phase_error(
+                i,
+                "lr_start",
+                format!("must be a share of the peak above 0 and at most 1, got {start}"),
+            ));
         }
         if !(end.is_finite() && (0.0..=start).contains(&end)) {
             return Err(phase_error(i, "lr_end", format!("must be from 0 to lr_start ({start}), got {end}")));
@@ -131,6 +135,14 @@ pub fn resolve(phases: &mut [PhaseParams], model_theta: f64) -> Result<u64, Phas
             if !(w.is_finite() && w > 0.0) {
                 return Err(phase_error(i, "mixture", format!("the weight of `{source}` must be positive, got {w}")));
             }
+        }
+        let weights: Vec<f64> = p.mixture.values().copied().collect();
+        if !numpy_sum(&weights).is_finite() || normalise(&weights).iter().any(|&w| w <= 0.0) {
+            return Err(phase_error(
+                i,
+                "mixture",
+                "the weights are too far apart: each must be a finite share of their sum",
+            ));
         }
         share = end;
         total = total.checked_add(p.steps).ok_or_else(|| phase_error(i, "steps", "the phases' steps overflow"))?;
@@ -257,28 +269,52 @@ pub fn normalise(weights: &[f64]) -> Vec<f64> {
 }
 
 /// Megatron-LM's blend of `size` samples from sources of weights `weights` (normalised as
-/// `megatron.core.datasets.utils.normalize` does, [`normalise`]): slot `i` goes to the source whose share
-/// `weight · max(i, 1)` is furthest above the samples it has had, the first such source on a
-/// tie. Returns each slot's source and the source's sample count before it.
-pub fn blend(weights: &[f64], size: u64) -> Vec<(u16, u64)> {
-    let weights = normalise(weights);
-    let mut taken = vec![0_u64; weights.len()];
-    let mut out = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
-    for slot in 0..size {
-        let at = (slot as f64).max(1.0);
+/// `megatron.core.datasets.utils.normalize` does, [`normalise`]): slot `i` goes to the source
+/// whose share `weight · max(i, 1)` is furthest above the samples it has had, the first such
+/// source on a tie. Yields each slot's source and the source's sample count before it, one
+/// slot at a time: what it holds is a count per source, whatever `size` is.
+#[derive(Debug, Clone)]
+pub struct Blend {
+    weights: Vec<f64>,
+    taken: Vec<u64>,
+    slot: u64,
+    size: u64,
+}
+
+impl Blend {
+    /// The blend of `size` slots; `weights` must be positive numbers with a finite sum.
+    pub fn new(weights: &[f64], size: u64) -> Self {
+        Self { weights: normalise(weights), taken: vec![0; weights.len()], slot: 0, size }
+    }
+}
+
+impl Iterator for Blend {
+    type Item = (u16, u64);
+
+    fn next(&mut self) -> Option<(u16, u64)> {
+        if self.slot >= self.size {
+            return None;
+        }
+        let at = (self.slot as f64).max(1.0);
         let mut best = 0;
-        let mut best_error = weights[0] * at - taken[0] as f64;
-        for (d, w) in weights.iter().enumerate().skip(1) {
-            let error = w * at - taken[d] as f64;
+        let mut best_error = self.weights[0] * at - self.taken[0] as f64;
+        for (d, w) in self.weights.iter().enumerate().skip(1) {
+            let error = w * at - self.taken[d] as f64;
             if error > best_error {
                 best_error = error;
                 best = d;
             }
         }
-        out.push((u16::try_from(best).expect("a phase has at most u16::MAX sources"), taken[best]));
-        taken[best] += 1;
+        let before = self.taken[best];
+        self.taken[best] += 1;
+        self.slot += 1;
+        Some((u16::try_from(best).expect("a phase has at most u16::MAX sources"), before))
     }
-    out
+}
+
+/// The whole blend of `size` slots ([`Blend`]), for tests and small runs.
+pub fn blend(weights: &[f64], size: u64) -> Vec<(u16, u64)> {
+    Blend::new(weights, size).collect()
 }
 
 /// Where one slot of a batch reads: a source, and the position in that source's data order.
@@ -288,6 +324,24 @@ pub struct Slot {
     pub source: String,
     /// Index into the source's data order (the order's entry there is the sample).
     pub position: u64,
+}
+
+/// The slots of one phase, one at a time ([`Plan::phase_slots`]).
+#[derive(Debug, Clone)]
+pub struct PhaseSlots {
+    /// The phase's sources, sorted, each with the positions earlier phases used.
+    sources: Vec<(String, u64)>,
+    blend: Blend,
+}
+
+impl Iterator for PhaseSlots {
+    type Item = Slot;
+
+    fn next(&mut self) -> Option<Slot> {
+        let (d, n) = self.blend.next()?;
+        let (source, offset) = &self.sources[usize::from(d)];
+        Some(Slot { source: source.clone(), position: offset + n })
+    }
 }
 
 /// Which sample each slot of each step of a phased run reads.
@@ -311,7 +365,7 @@ impl Plan {
             let names: Vec<&String> = p.mixture.keys().collect();
             let weights: Vec<f64> = p.mixture.values().copied().collect();
             let mut counts = vec![0_u64; names.len()];
-            for (d, _) in blend(&weights, p.steps * batch_size) {
+            for (d, _) in Blend::new(&weights, p.steps * batch_size) {
                 counts[usize::from(d)] += 1;
             }
             for (name, n) in names.into_iter().zip(counts) {
@@ -343,26 +397,21 @@ impl Plan {
         None
     }
 
-    /// Every slot of phase `phase`, step after step.
-    pub fn phase_slots(&self, phase: usize) -> Vec<Slot> {
+    /// Every slot of phase `phase`, step after step, one at a time.
+    pub fn phase_slots(&self, phase: usize) -> PhaseSlots {
         let p = &self.phases[phase];
-        let names: Vec<&String> = p.mixture.keys().collect();
+        let sources: Vec<(String, u64)> =
+            p.mixture.keys().map(|n| (n.clone(), self.offsets[phase].get(n).copied().unwrap_or(0))).collect();
         let weights: Vec<f64> = p.mixture.values().copied().collect();
-        blend(&weights, p.steps * self.batch_size)
-            .into_iter()
-            .map(|(d, n)| {
-                let source = names[usize::from(d)];
-                Slot { source: source.clone(), position: self.offsets[phase].get(source).copied().unwrap_or(0) + n }
-            })
-            .collect()
+        PhaseSlots { sources, blend: Blend::new(&weights, p.steps * self.batch_size) }
     }
 
     /// The slots of step `step` (from 1); `None` past the end.
     pub fn step_slots(&self, step: u64) -> Option<Vec<Slot>> {
         let (phase, before) = self.phase_of(step)?;
         let b = usize::try_from(self.batch_size).ok()?;
-        let from = usize::try_from(step - before - 1).ok()? * b;
-        Some(self.phase_slots(phase)[from..from + b].to_vec())
+        let from = usize::try_from(step - before - 1).ok()?.checked_mul(b)?;
+        Some(self.phase_slots(phase).skip(from).take(b).collect())
     }
 }
 
@@ -429,6 +478,16 @@ mod tests {
         p[2].name = "one".into();
         assert_eq!(resolve(&mut p, 1e4).unwrap_err().path, vec!["2", "name"]);
         assert!(resolve(&mut [], 1e4).is_err());
+        // Weights whose sum overflows, or one so small its share rounds to 0.
+        let mut p = eurollm();
+        p[0].mixture = [("a".to_owned(), 1e308), ("b".to_owned(), 1e308)].into();
+        assert_eq!(resolve(&mut p, 1e4).unwrap_err().path, vec!["0", "mixture"]);
+        let mut p = eurollm();
+        p[0].mixture = [("a".to_owned(), 1e300), ("b".to_owned(), 1e-300)].into();
+        assert_eq!(resolve(&mut p, 1e4).unwrap_err().path, vec!["0", "mixture"]);
+        let mut p = eurollm();
+        p[0].lr_start = Some(1.5);
+        assert_eq!(resolve(&mut p, 1e4).unwrap_err().path, vec!["0", "lr_start"]);
     }
 
     #[test]
@@ -465,8 +524,8 @@ mod tests {
         assert_eq!(plan.needed()["web"], 80);
         assert_eq!(plan.needed()["top"], 40);
         assert_eq!(plan.needed()["long"], 20);
-        let two = plan.phase_slots(1);
-        let first_top = two.iter().find(|s| s.source == "top").unwrap();
+        let mut two = plan.phase_slots(1);
+        let first_top = two.find(|s| s.source == "top").unwrap();
         assert_eq!(first_top.position, 20);
         assert_eq!(plan.phase_of(20), Some((0, 0)));
         assert_eq!(plan.phase_of(21), Some((1, 20)));

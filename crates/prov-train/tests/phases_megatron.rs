@@ -136,7 +136,7 @@ fn phased_rates_and_blends_equal_megatron_core() {
     for (p, params) in eurollm.iter().enumerate() {
         let names: Vec<&String> = params.mixture.keys().collect();
         let weights: Vec<f64> = params.mixture.values().copied().collect();
-        for (slot, (d, _)) in plan.phase_slots(p).iter().zip(phases::blend(&weights, params.steps * 8)) {
+        for (slot, (d, _)) in plan.phase_slots(p).zip(phases::blend(&weights, params.steps * 8)) {
             let source = names[usize::from(d)];
             assert_eq!(&slot.source, source);
             let at = next.entry(source.clone()).or_default();

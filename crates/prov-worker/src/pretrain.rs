@@ -15,7 +15,7 @@ use prov_torch::NamedTensors;
 use prov_train::checkpoint::check_tensors;
 use prov_train::loop_config::decode_log;
 use prov_train::model_config::hf_config;
-use prov_train::phases::{self, Plan, Slot};
+use prov_train::phases::{self, PhaseSlots, Plan, Slot};
 use prov_train::pretrain::{PretrainConfig, Progress, loop_config, model_config};
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -82,8 +82,8 @@ struct Feed<'a> {
     /// The phased run's plan; `None` for an unphased run.
     plan: Option<Plan>,
     batch_size: u64,
-    /// The phase whose slots are loaded, and those slots.
-    loaded: Option<(usize, Vec<Slot>)>,
+    /// The phase being read, the slots read of it, and the rest of its slots.
+    reading: Option<(usize, u64, PhaseSlots)>,
 }
 
 impl<'a> Feed<'a> {
@@ -95,7 +95,7 @@ impl<'a> Feed<'a> {
             sources.insert(name.clone(), (data, order));
         }
         let plan = (!config.phases.is_empty()).then(|| Plan::new(&config.phases, config.batch_size));
-        let feed = Self { sources, plan, batch_size: config.batch_size, loaded: None };
+        let feed = Self { sources, plan, batch_size: config.batch_size, reading: None };
         feed.check(config)?;
         Ok(feed)
     }
@@ -181,12 +181,19 @@ impl<'a> Feed<'a> {
             return order[from..from + b].iter().map(|&i| data.sample(i)).collect();
         };
         let (phase, before) = plan.phase_of(step).expect("steps stay within the phases");
-        if self.loaded.as_ref().is_none_or(|(p, _)| *p != phase) {
-            self.loaded = Some((phase, plan.phase_slots(phase)));
+        let from = (step - before - 1) * self.batch_size;
+        // Training reads the slots in order; a resumed run starts past some of them.
+        if self.reading.as_ref().is_none_or(|(p, read, _)| (*p, *read) != (phase, from)) {
+            let mut slots = plan.phase_slots(phase);
+            if from > 0 {
+                slots.nth(usize::try_from(from - 1).expect("a slot index fits in usize"));
+            }
+            self.reading = Some((phase, from, slots));
         }
-        let (_, slots) = self.loaded.as_ref().expect("just loaded");
-        let from = usize::try_from(step - before - 1).expect("a step fits in usize") * b;
-        slots[from..from + b]
+        let (_, read, slots) = self.reading.as_mut().expect("just set");
+        *read += self.batch_size;
+        let batch: Vec<Slot> = slots.take(b).collect();
+        batch
             .iter()
             .map(|slot| {
                 let (data, order) = &self.sources[&slot.source];

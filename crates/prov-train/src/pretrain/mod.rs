@@ -34,6 +34,10 @@ use crate::loop_config::{LoopConfig, ScheduleKind, decode_log};
 use crate::model_config::ModelConfig;
 use crate::phases::{self, PhaseParams};
 
+/// The most samples (`steps × batch_size`) a run may read: 2^48, far past any corpus a
+/// recipe names, and small enough that positions and slot counts never wrap.
+pub const MAX_SAMPLES: u64 = 1 << 48;
+
 /// The `pretrain` stage kind.
 pub struct PretrainStage;
 
@@ -72,6 +76,17 @@ impl Stage for PretrainStage {
             }
         } else {
             resolve_phases(&mut c, params)?;
+        }
+        // Every sample a run reads is counted in u64 (and, in a phased run, planned slot by
+        // slot): a product past it would wrap.
+        if c.steps.checked_mul(c.batch_size).is_none_or(|n| n > MAX_SAMPLES) {
+            return Err(ConfigError::at(
+                &["steps"],
+                format!(
+                    "{} steps of {} samples exceed the {MAX_SAMPLES} samples a run may read",
+                    c.steps, c.batch_size
+                ),
+            ));
         }
         c.optimizer.resolve(c.steps).map_err(|(field, m)| ConfigError::at(&["optimizer", field], m))?;
         if let Some(g) = c.goldfish

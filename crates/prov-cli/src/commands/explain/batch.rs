@@ -131,9 +131,10 @@ fn step_slots(ui: &mut Ui, config: &PretrainConfig, step: u64) -> Result<(Option
         return Ok((None, (start..start + batch).map(|position| Slot { source: String::new(), position }).collect()));
     }
     let plan = Plan::new(&config.phases, batch);
-    let (index, before) = plan.phase_of(step).expect("the step is within the run");
+    let outside = || CommandError::integrity(format!("the stage record's phases do not reach step {step}"));
+    let (index, before) = plan.phase_of(step).ok_or_else(outside)?;
     let p = &config.phases[index];
-    let slots = plan.step_slots(step).expect("the step is within the run");
+    let slots = plan.step_slots(step).ok_or_else(outside)?;
     let lr = prov_train::phases::rates(&config.phases, config.lr)[index].lr(step - before - 1);
     let theta = p.rope_theta.unwrap_or(config.model.rope_theta);
     let mixture: Vec<String> = p.mixture.iter().map(|(s, w)| format!("{s} {w}")).collect();

@@ -113,7 +113,9 @@ fn parts(scorer: &Scorer, text: &str, top: usize) -> (Parts, Parts) {
         .into_iter()
         .map(|(g, c)| {
             let (b, sign) = features.bucket(&g);
-            let part = sign * c as f64 * scorer.model.weights[b as usize] / raw_norm;
+            // Counts that cancel to 0 leave no features: the score is the intercept alone.
+            let part =
+                if raw_norm == 0.0 { 0.0 } else { sign * c as f64 * scorer.model.weights[b as usize] / raw_norm };
             (String::from_utf8_lossy(&g).into_owned(), c, part)
         })
         .collect();
