@@ -308,6 +308,15 @@ impl StageContext<'_> {
         }
     }
 
+    /// Returns a file input ([`StageContext::read_file_input`]) as text: UTF-8, or an error
+    /// naming the input and the first byte that is not.
+    pub fn read_text_input(&self, name: &str) -> Result<String, StageError> {
+        String::from_utf8(self.read_file_input(name)?).map_err(|e| StageError::Input {
+            input: name.to_owned(),
+            message: format!("not UTF-8 (at byte {})", e.utf8_error().valid_up_to()),
+        })
+    }
+
     /// Returns the seed with this name.
     pub fn seed(&self, name: &str) -> Result<u64, StageError> {
         self.seeds.get(name).copied().ok_or_else(|| {

@@ -318,10 +318,8 @@ pub struct LangidStage;
 
 impl LangidStage {
     fn load(cx: &StageContext<'_>) -> Result<Model, StageError> {
-        let bad = |message: String| StageError::Input { input: "model".into(), message };
-        let bytes = cx.read_file_input("model")?;
-        let text = String::from_utf8(bytes).map_err(|_| bad("the model is not UTF-8".into()))?;
-        Model::parse(&text).map_err(|e| bad(e.to_string()))
+        Model::parse(&cx.read_text_input("model")?)
+            .map_err(|e| StageError::Input { input: "model".into(), message: e.to_string() })
     }
 }
 

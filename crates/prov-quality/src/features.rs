@@ -31,24 +31,25 @@ impl HashingVectorizer {
     /// The document's features: `(bucket, value)` in bucket order, buckets whose counts
     /// cancelled to 0 included (as scikit-learn keeps them).
     pub fn transform(&self, text: &str) -> Vec<(u32, f64)> {
+        let mut features = self.counts(text);
+        let norm = l2_norm(&features);
+        if norm != 0.0 {
+            for (_, v) in &mut features {
+                *v /= norm;
+            }
+        }
+        features
+    }
+
+    /// Steps 1 to 3 of the module doc: each bucket's signed n-gram count, in bucket order.
+    pub fn counts(&self, text: &str) -> Vec<(u32, f64)> {
         // Sums of ±1 are exact in any order; the map holds one entry per bucket, not per n-gram.
         let mut buckets: std::collections::BTreeMap<u32, f64> = std::collections::BTreeMap::new();
         self.for_each_gram(text, |gram| {
             let (b, sign) = self.bucket(gram);
             *buckets.entry(b).or_default() += sign;
         });
-        let mut summed: Vec<(u32, f64)> = buckets.into_iter().collect();
-        let mut squares = 0.0;
-        for (_, v) in &summed {
-            squares += v * v;
-        }
-        if squares != 0.0 {
-            let norm = squares.sqrt();
-            for (_, v) in &mut summed {
-                *v /= norm;
-            }
-        }
-        summed
+        buckets.into_iter().collect()
     }
 
     /// Calls `f` with the UTF-8 bytes of each of the text's n-grams, in the order of steps 1
@@ -84,6 +85,15 @@ impl HashingVectorizer {
             if h == i32::MIN { i32::MAX.cast_unsigned().saturating_sub(f - 1) % f } else { h.unsigned_abs() % f };
         (index, if h >= 0 { 1.0 } else { -1.0 })
     }
+}
+
+/// Step 4's divisor: the square root of the sum of the values' squares, summed in order.
+pub fn l2_norm(values: &[(u32, f64)]) -> f64 {
+    let mut squares = 0.0;
+    for (_, v) in values {
+        squares += v * v;
+    }
+    squares.sqrt()
 }
 
 /// Python's `str.isspace`: Unicode `White_Space` and the four information separators

@@ -398,10 +398,8 @@ impl Stage for QualityStage {
 
 /// The pinned scorer of the `model` input.
 fn load(cx: &StageContext<'_>) -> Result<Scorer, StageError> {
-    let bad = |message: String| StageError::Input { input: "model".into(), message };
-    let bytes = cx.read_file_input("model")?;
-    let text = String::from_utf8(bytes).map_err(|_| bad("the model is not UTF-8".into()))?;
-    Scorer::parse(&text).map_err(|e| bad(e.to_string()))
+    Scorer::parse(&cx.read_text_input("model")?)
+        .map_err(|e| StageError::Input { input: "model".into(), message: e.to_string() })
 }
 
 #[cfg(test)]

@@ -180,7 +180,9 @@ impl<'a> Feed<'a> {
             let from = usize::try_from(step - 1).expect("a step fits in usize") * b;
             return order[from..from + b].iter().map(|&i| data.sample(i)).collect();
         };
-        let (phase, before) = plan.phase_of(step).expect("steps stay within the phases");
+        let (phase, before) = plan.phase_of(step).ok_or_else(|| {
+            StageError::Config(ConfigError::at(&["phases"], format!("the phases do not reach step {step}")))
+        })?;
         let from = (step - before - 1) * self.batch_size;
         // Training reads the slots in order; a resumed run starts past some of them.
         if self.reading.as_ref().is_none_or(|(p, read, _)| (*p, *read) != (phase, from)) {

@@ -103,12 +103,7 @@ fn parts(scorer: &Scorer, text: &str, top: usize) -> (Parts, Parts) {
     let mut counts: BTreeMap<Vec<u8>, i64> = BTreeMap::new();
     features.for_each_gram(text, |g| *counts.entry(g.to_vec()).or_default() += 1);
     // The norm the features were divided by: that of the signed bucket counts.
-    let mut buckets: BTreeMap<u32, f64> = BTreeMap::new();
-    for (g, c) in &counts {
-        let (b, sign) = features.bucket(g);
-        *buckets.entry(b).or_default() += sign * *c as f64;
-    }
-    let raw_norm = buckets.values().map(|v| v * v).sum::<f64>().sqrt();
+    let raw_norm = prov_quality::features::l2_norm(&features.counts(text));
     let mut all: Parts = counts
         .into_iter()
         .map(|(g, c)| {
