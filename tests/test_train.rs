@@ -453,4 +453,15 @@ fn three_phases_change_mixture_rate_context_and_rope_base_and_replay() {
         let r = p.prov(&["lock", "recipes/bad.yaml"]);
         assert!(r.exit(1).stderr().contains(says), "{says}: {}", r.describe());
     }
+    // A lockfile edited by hand so that a phase draws from a source it has no inputs for, or
+    // leaves a source's inputs unused, is refused before anything runs.
+    let locked = fs_err::read_to_string(p.path("lockfiles/phased.lock")).unwrap();
+    assert!(locked.contains("\"mixture\":{\"long\":1}"), "{locked}");
+    for (edit, says) in
+        [("{\"longer\":1}", "needs input `longer-tokens`"), ("{\"web\":1}", "has no input `long-order`")]
+    {
+        p.write("lockfiles/edited.lock", &locked.replace("{\"long\":1}", edit));
+        let r = p.prov(&["run", "lockfiles/edited.lock"]);
+        assert!(r.exit(1).stderr().contains(says), "{says}: {}", r.describe());
+    }
 }
