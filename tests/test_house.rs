@@ -14,6 +14,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("prov-store", 0),
     ("prov-testkit", 0),
     ("prov-extsort", 0),
+    ("prov-textfix", 0),
     ("prov-manifest", 1),
     ("prov-torch", 2),
     ("prov-dataset", 2),
