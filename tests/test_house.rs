@@ -33,6 +33,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("prov-ngram", 5),
     ("prov-langid", 5),
     ("prov-quality", 5),
+    ("prov-parallel", 5),
     ("prov-train", 6),
     ("prov-toxicity", 6),
     ("prov-worker", 7),
