@@ -25,6 +25,7 @@ mod test_license_review;
 mod test_lockfile_edits;
 mod test_main_job;
 mod test_ngram;
+mod test_parallel;
 mod test_pii;
 mod test_post_training;
 mod test_project_paths;

@@ -184,6 +184,7 @@ pub(crate) fn registry() -> Registry {
     prov_ngram::register(&mut r);
     prov_langid::register(&mut r);
     prov_quality::register(&mut r);
+    prov_parallel::register(&mut r);
     prov_toxicity::register(&mut r);
     prov_tokenizer::register(&mut r);
     prov_train::register(&mut r);

@@ -23,6 +23,11 @@
 //! duplicate; its own ledger row then names the kept document). Empty documents normalise
 //! to the empty string, so all but the first empty document are exact duplicates.
 //!
+//! With `key: {metadata: F}` the exact key is BLAKE3 of the string value of the document's
+//! metadata field `F`, as written (no normalisation), and near duplicates are not looked for:
+//! how sentence pairs are deduplicated on the hash `bifixer` marks them with (`F` is
+//! `bifixer_hash`). A document without a string `F` fails the stage, naming it.
+//!
 //! # Near duplicates: `MinHash` LSH
 //!
 //! Shingles are the word `shingle`-grams of the normalised text (a text with fewer words
@@ -94,6 +99,24 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
+/// What a document's exact key is made from.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DedupKey {
+    /// The normalised text (the default).
+    #[default]
+    Text,
+    /// The value of this metadata field, a string taken exactly as written: a key another
+    /// stage computed, such as the pair hash `bifixer` writes (`bifixer_hash`).
+    Metadata(String),
+}
+
+impl DedupKey {
+    fn is_text(&self) -> bool {
+        *self == Self::Text
+    }
+}
+
 /// The resolved configuration of a `dedup` stage.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -119,6 +142,9 @@ pub struct DedupConfig {
     /// The least estimated Jaccard similarity for a candidate pair to count (0 to 1).
     #[serde(default = "default_verify_jaccard")]
     pub verify_jaccard: f64,
+    /// What the exact key is made from (near duplicates always come from the text).
+    #[serde(default, skip_serializing_if = "DedupKey::is_text")]
+    pub key: DedupKey,
 }
 
 fn yes() -> bool {
@@ -408,6 +434,18 @@ impl Sketched {
     }
 }
 
+/// The string value of metadata field `field` of `doc`: its exact key under `key: {metadata}`.
+fn metadata_key(doc: &prov_dataset::Document, field: &str) -> Result<String, StageError> {
+    let value = doc.metadata.as_deref().and_then(|m| serde_json::from_str::<Value>(m).ok());
+    match value.as_ref().and_then(|v| v.get(field)) {
+        Some(Value::String(s)) => Ok(s.clone()),
+        _ => Err(StageError::Input {
+            input: "docs".into(),
+            message: format!("document `{}` has no string metadata field `{field}` to deduplicate on", doc.id),
+        }),
+    }
+}
+
 /// Phase 1 for one shard (a map task): writes its ids, signatures, and its exact keys and
 /// buckets each as one sorted run, to the work directory `work`.
 fn sketch_shard(
@@ -430,7 +468,8 @@ fn sketch_shard(
         ids.write_all(id.as_bytes())?;
         id_bytes += id.len() as u64;
         ends.write_all(&id_bytes.to_le_bytes())?;
-        let norm = normalise(&text);
+        // A metadata key is taken as written; only the text is normalised.
+        let norm = if config.key.is_text() { normalise(&text) } else { text };
         if config.exact {
             let mut r = [0u8; EXACT_W];
             r[..32].copy_from_slice(Digest::of(norm.as_bytes()).as_bytes());
@@ -783,6 +822,13 @@ impl Stage for DedupStage {
                 ),
             ));
         }
+        if !config.key.is_text() && (config.near || !config.exact) {
+            return Err(ConfigError::at(
+                &["key"],
+                "a metadata key is an exact key: it needs `exact: true` and `near: false`",
+            )
+            .with_hint("near duplicates are found in the text; run a second `dedup` stage for them"));
+        }
         if !(0.0..=1.0).contains(&config.verify_jaccard) {
             return Err(ConfigError::at(&["verify_jaccard"], "an estimated Jaccard similarity between 0 and 1"));
         }
@@ -811,7 +857,13 @@ impl Stage for DedupStage {
         prov_filter::map_input_shards(cx, tasks, |i, shard| {
             let docs = shard_documents(cx.store, &shard.digest)?.map(|d| {
                 let d = d?;
-                Ok((d.id, d.text))
+                match &config.key {
+                    DedupKey::Text => Ok((d.id, d.text)),
+                    DedupKey::Metadata(field) => {
+                        let key = metadata_key(&d, field)?;
+                        Ok((d.id, key))
+                    }
+                }
             });
             sketch_shard(&work, i, docs, &config, &hasher)
         })
@@ -909,6 +961,12 @@ mod tests {
         assert!(DedupStage.resolve_config(&json!({"verify_jaccard": 1.5})).is_err());
         assert!(DedupStage.resolve_config(&json!({"shingle": 0})).is_err());
         assert!(DedupStage.resolve_config(&json!({"threshold": 0.7})).is_err());
+        // A metadata key is exact only; the text key stays out of the resolved configuration,
+        // so lockfiles written before the field existed keep their stage keys.
+        assert!(DedupStage.resolve_config(&json!({"key": {"metadata": "bifixer_hash"}})).is_err());
+        let c = DedupStage.resolve_config(&json!({"key": {"metadata": "bifixer_hash"}, "near": false})).unwrap();
+        assert_eq!(c["key"], json!({"metadata": "bifixer_hash"}));
+        assert!(DedupStage.resolve_config(&json!({"key": "text"})).unwrap().get("key").is_none());
     }
 
     #[test]

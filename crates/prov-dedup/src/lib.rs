@@ -8,7 +8,7 @@ mod decontaminate;
 mod dedup;
 
 pub use decontaminate::{BenchmarkIndex, Contamination, DecontaminateConfig, DecontaminateStage, ngram_tokens};
-pub use dedup::{DedupConfig, DedupStage, MinHasher, band_hashes, estimated_jaccard, normalise};
+pub use dedup::{DedupConfig, DedupKey, DedupStage, MinHasher, band_hashes, estimated_jaccard, normalise};
 
 /// Registers the `dedup` and `decontaminate` stage kinds.
 pub fn register(registry: &mut prov_exec::Registry) {

@@ -21,6 +21,7 @@ fn registry() -> Registry {
     prov_ngram::register(&mut r);
     prov_langid::register(&mut r);
     prov_quality::register(&mut r);
+    prov_parallel::register(&mut r);
     prov_toxicity::register(&mut r);
     r
 }

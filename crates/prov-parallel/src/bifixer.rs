@@ -70,9 +70,29 @@ pub enum Outcome {
         hash: String,
     },
     /// A side was empty before repair.
-    EmptyInput,
+    EmptyInput(Side),
     /// A side was empty, or only whitespace, after repair.
-    EmptyAfterRepair,
+    EmptyAfterRepair(Side),
+}
+
+/// One side of a pair.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Side {
+    /// The source side.
+    Source,
+    /// The target side.
+    Target,
+}
+
+impl Side {
+    /// Its name in ledgers.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Source => "source",
+            Self::Target => "target",
+        }
+    }
 }
 
 /// Bifixer's longest side it repairs, in characters.
@@ -82,17 +102,15 @@ pub const LONG_SIDE: usize = 5000;
 #[must_use]
 pub fn fix_pair(source: &str, target: &str, src: &LanguageRules, trg: &LanguageRules, options: Options) -> Outcome {
     if options.drop_empty && (source.is_empty() || target.is_empty()) {
-        return Outcome::EmptyInput;
+        return Outcome::EmptyInput(if source.is_empty() { Side::Source } else { Side::Target });
     }
     let very_long = options.skip_long && (source.chars().count() > LONG_SIDE || target.chars().count() > LONG_SIDE);
     let source = fix_side(source, src, options, very_long);
     let target = fix_side(target, trg, options, very_long);
-    if options.drop_empty && (source.is_empty() || target.is_empty()) {
-        return Outcome::EmptyAfterRepair;
-    }
+    // Bifixer drops a side that is empty, then one that is only whitespace; both are blank.
     let blank = |s: &str| prov_textfix::python::strip(s).is_empty();
     if options.drop_empty && (blank(&source) || blank(&target)) {
-        return Outcome::EmptyAfterRepair;
+        return Outcome::EmptyAfterRepair(if blank(&source) { Side::Source } else { Side::Target });
     }
     let hash = pair_hash(&source, &target);
     Outcome::Kept { source, target, hash }

@@ -6,7 +6,19 @@
 //!   `bifixer` (`tests/bifixer_reference.rs` runs the real one on UDHR pairs, clean and
 //!   mangled), built on `prov-textfix`'s ftfy;
 //! - [`rules`]: Bifixer's rule tables as an input, read from the pinned package by
-//!   `scripts/bifixer-rules.py` rather than shipped (Bifixer is GPL-3.0, Provenant Apache-2.0).
+//!   `scripts/bifixer-rules.py` rather than shipped (Bifixer is GPL-3.0, Provenant Apache-2.0);
+//! - [`pairs`]: a sentence pair as a document (the source side its text, the target side in its
+//!   metadata), so that pairs have ledgers, explanations and proofs like documents;
+//! - [`stage`]: the `sentence-pairs` and `bifixer` stage kinds.
 
 pub mod bifixer;
+pub mod pairs;
 pub mod rules;
+pub mod stage;
+
+/// Registers `sentence-pairs` and `bifixer`.
+pub fn register(registry: &mut prov_exec::Registry) {
+    use std::sync::Arc;
+    registry.register(Arc::new(stage::SentencePairsStage));
+    registry.register(Arc::new(stage::BifixerStage));
+}

@@ -163,27 +163,9 @@ fn maltese(rules: &Rules) -> Vec<Pair> {
         .collect()
 }
 
-fn run_bifixer(bin: &Path, dir: &Path, src: &str, trg: &str, pairs: &[Pair], flags: &[&str]) -> Vec<Vec<String>> {
-    let input = dir.join(format!("{src}-{trg}.tsv"));
-    let output = dir.join(format!("{src}-{trg}.out"));
-    let tsv: String =
-        pairs.iter().flat_map(|(id, s, t)| [s.as_str(), "\t", t.as_str(), "\t", id.as_str(), "\n"]).collect();
-    fs_err::write(&input, tsv).unwrap();
-    let mut args = vec![
-        input.to_str().unwrap(),
-        output.to_str().unwrap(),
-        src,
-        trg,
-        "--scol",
-        "1",
-        "--tcol",
-        "2",
-        "--ignore_segmentation",
-        "-q",
-    ];
-    args.extend_from_slice(flags);
-    prov_testkit::pipe(bin, &args, b"");
-    fs_err::read_to_string(&output).unwrap().lines().map(|l| l.split('\t').map(str::to_owned).collect()).collect()
+fn run_bifixer(python: &Path, dir: &Path, src: &str, trg: &str, pairs: &[Pair], flags: &[&str]) -> Vec<Vec<String>> {
+    let rows: Vec<(&str, &str, &str)> = pairs.iter().map(|(id, s, t)| (id.as_str(), s.as_str(), t.as_str())).collect();
+    prov_testkit::bifixer(python, dir, (src, trg), &rows, flags)
 }
 
 fn ours(rules: &Rules, src: &str, trg: &str, pairs: &[Pair], options: Options) -> Vec<Vec<String>> {
@@ -192,7 +174,7 @@ fn ours(rules: &Rules, src: &str, trg: &str, pairs: &[Pair], options: Options) -
         .iter()
         .filter_map(|(id, source, target)| match fix_pair(source, target, s, t, options) {
             Outcome::Kept { source, target, hash } => Some(vec![source, target, id.clone(), hash, "1".to_owned()]),
-            Outcome::EmptyInput | Outcome::EmptyAfterRepair => None,
+            Outcome::EmptyInput(_) | Outcome::EmptyAfterRepair(_) => None,
         })
         .collect()
 }
@@ -223,15 +205,10 @@ fn compare(label: &str, theirs: &[Vec<String>], ours: &[Vec<String>], total: usi
 #[test]
 fn pairs_hashes_and_drops_equal_bifixers() {
     let Some(python) = prov_testkit::venv_python() else { return };
-    let bin = python.parent().unwrap().join("bifixer");
     let dir = std::env::temp_dir().join(format!("prov-bifixer-{}", std::process::id()));
     fs_err::create_dir_all(&dir).unwrap();
     let rules_path = dir.join("rules.json");
-    let script = prov_testkit::repo_root().join("scripts/bifixer-rules.py");
-    let langs = ["en", "de", "es", "fr", "it", "nl", "pl", "pt", "mt"];
-    let mut args = vec![script.to_str().unwrap(), rules_path.to_str().unwrap()];
-    args.extend_from_slice(&langs);
-    prov_testkit::pipe(&python, &args, b"");
+    prov_testkit::bifixer_rules(&python, &rules_path, &["en", "de", "es", "fr", "it", "nl", "pl", "pt", "mt"]);
     let rules = Rules::parse(&fs_err::read(&rules_path).unwrap()).unwrap();
     assert_eq!(rules.bifixer, "0.8.12");
 
@@ -242,23 +219,23 @@ fn pairs_hashes_and_drops_equal_bifixers() {
     };
     let mut checked = 0;
     for (lang, list) in pairs(&words) {
-        let theirs = run_bifixer(&bin, &dir, "en", &lang, &list, &[]);
+        let theirs = run_bifixer(&python, &dir, "en", &lang, &list, &[]);
         compare(&format!("en-{lang}"), &theirs, &ours(&rules, "en", &lang, &list, Options::default()), list.len());
         checked += theirs.len();
         if lang == "pt" {
             let flags = ["--ignore_orthography", "--ignore_html", "--ignore_long"];
             let options = Options { orthography: false, html: false, skip_long: false, ..Options::default() };
-            let theirs = run_bifixer(&bin, &dir, "en", &lang, &list, &flags);
+            let theirs = run_bifixer(&python, &dir, "en", &lang, &list, &flags);
             compare("en-pt with --ignore_*", &theirs, &ours(&rules, "en", &lang, &list, options), list.len());
             let flags = ["--ignore_characters", "--ignore_normalization", "--ignore_detokenization"];
             let options =
                 Options { characters: false, normalization: false, detokenization: false, ..Options::default() };
-            let theirs = run_bifixer(&bin, &dir, "en", &lang, &list, &flags);
+            let theirs = run_bifixer(&python, &dir, "en", &lang, &list, &flags);
             compare("en-pt with other --ignore_*", &theirs, &ours(&rules, "en", &lang, &list, options), list.len());
         }
     }
     let mt = maltese(&rules);
-    let theirs = run_bifixer(&bin, &dir, "en", "mt", &mt, &[]);
+    let theirs = run_bifixer(&python, &dir, "en", "mt", &mt, &[]);
     compare("en-mt", &theirs, &ours(&rules, "en", "mt", &mt, Options::default()), mt.len());
     assert!(checked > 1000, "only {checked} pairs compared");
     fs_err::remove_dir_all(&dir).unwrap();

@@ -74,3 +74,40 @@ pub fn shared_data(rel: &str) -> Option<PathBuf> {
     let base = std::env::var_os("PROV_SHARED_DATA").map_or_else(|| repo_root().join("../shared/data"), PathBuf::from);
     require(base.join(rel), "real test data (set PROV_SHARED_DATA to the shared data directory)")
 }
+
+/// Runs the pinned `bifixer` executable of `python`'s environment as its users run it, on
+/// sentence pairs `(id, source, target)` of languages `source` → `target` (a TSV of source,
+/// target and id, in `dir`), with `--ignore_segmentation` (its sentence models come from no
+/// registry) and `flags`; returns its output rows: source, target, id, hash, ranking.
+pub fn bifixer(
+    python: &Path,
+    dir: &Path,
+    langs: (&str, &str),
+    pairs: &[(&str, &str, &str)],
+    flags: &[&str],
+) -> Vec<Vec<String>> {
+    let bin = python.parent().expect("the environment's bin directory").join("bifixer");
+    let input = dir.join(format!("{}-{}.tsv", langs.0, langs.1));
+    let output = dir.join(format!("{}-{}.out", langs.0, langs.1));
+    let tsv: String = pairs.iter().flat_map(|(id, s, t)| [*s, "\t", *t, "\t", *id, "\n"]).collect();
+    fs_err::write(&input, tsv).expect("the pairs are written");
+    let (input_arg, output_arg) = (input.to_str().expect("a UTF-8 path"), output.to_str().expect("a UTF-8 path"));
+    let mut args =
+        vec![input_arg, output_arg, langs.0, langs.1, "--scol", "1", "--tcol", "2", "--ignore_segmentation", "-q"];
+    args.extend_from_slice(flags);
+    pipe(&bin, &args, b"");
+    fs_err::read_to_string(&output)
+        .expect("bifixer writes its output")
+        .lines()
+        .map(|l| l.split('\t').map(str::to_owned).collect())
+        .collect()
+}
+
+/// Writes the Bifixer rules of `langs` to `out` with `scripts/bifixer-rules.py`, from the
+/// package pinned in `python`'s environment.
+pub fn bifixer_rules(python: &Path, out: &Path, langs: &[&str]) {
+    let script = repo_root().join("scripts/bifixer-rules.py");
+    let mut args = vec![script.to_str().expect("a UTF-8 path"), out.to_str().expect("a UTF-8 path")];
+    args.extend_from_slice(langs);
+    pipe(python, &args, b"");
+}

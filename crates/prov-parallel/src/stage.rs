@@ -1,0 +1,347 @@
+//! The stage kinds: `sentence-pairs` makes sentence pairs from parallel documents, and
+//! `bifixer` repairs them as Bifixer does and marks each with Bifixer's pair hash, which a
+//! `dedup` stage with `key: {metadata: bifixer_hash}` then deduplicates on (Bifixer itself
+//! only marks; its users deduplicate on the hash, as EuroLLM's report says it did).
+//!
+//! `bifixer` rules:
+//!
+//! | rule | decision | when |
+//! | --- | --- | --- |
+//! | `bifixer:unchanged` | kept | neither side changed |
+//! | `bifixer:repaired` | modified | a side changed (evidence: `source_changed`, `target_changed`) |
+//! | `bifixer:empty` | removed | a side was empty (evidence: `side`) |
+//! | `bifixer:empty-after-repair` | removed | a side was empty or only whitespace after repair (evidence: `side`) |
+//!
+//! Kept pairs carry the hash in their metadata (`bifixer_hash`) and in the evidence (`hash`).
+
+use std::collections::BTreeMap;
+
+use prov_dataset::{Document, LedgerDecision, LedgerRow, ShardWriter, shard_documents, write_dataset};
+use prov_exec::{
+    ConfigError, InputSpec, MapResultText, MapResults, Stage, StageContext, StageError, StageOutput, parse_params,
+};
+use prov_manifest::{DatasetRecord, Determinism, OutputRef, OutputType};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::bifixer::{Options, Outcome, fix_pair};
+use crate::pairs::Pair;
+use crate::rules::Rules;
+
+/// The metadata key of Bifixer's hash on a kept pair.
+pub const HASH_KEY: &str = "bifixer_hash";
+
+/// Pairs per shard of a `sentence-pairs` output.
+const PAIRS_PER_SHARD: usize = 4096;
+
+/// The resolved configuration of a `sentence-pairs` stage.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SentencePairsConfig {
+    /// Translation code (the middle part of a `<prefix>-<translation>-<unit>` id) → the
+    /// language tag its side carries. At least two.
+    pub languages: BTreeMap<String, String>,
+    /// The translation every pair's source side comes from; one of `languages`.
+    pub source: String,
+}
+
+/// Makes sentence pairs from parallel documents: the source translation's document of a unit
+/// beside each other selected translation's, paragraph by paragraph (lines that are not blank),
+/// when the two have as many paragraphs; a unit whose counts differ gives no pairs and is
+/// counted as `misaligned`.
+pub struct SentencePairsStage;
+
+/// One unit's documents: translation → (document id, paragraphs).
+type Unit = BTreeMap<String, (String, Vec<String>)>;
+
+impl SentencePairsStage {
+    fn collect(
+        cx: &StageContext<'_>,
+        config: &SentencePairsConfig,
+    ) -> Result<BTreeMap<(String, String), Unit>, StageError> {
+        let ds = cx.input_record::<DatasetRecord>("docs")?;
+        let mut units: BTreeMap<(String, String), Unit> = BTreeMap::new();
+        for shard in &ds.shards {
+            for doc in shard_documents(cx.store, &shard.digest)? {
+                let doc = doc?;
+                let Some(p) = prov_prep::parse_parallel_id(&doc.id) else { continue };
+                if !config.languages.contains_key(p.translation) {
+                    continue;
+                }
+                let paragraphs: Vec<String> =
+                    doc.text.split('\n').filter(|l| !l.trim().is_empty()).map(str::to_owned).collect();
+                let unit = units.entry((p.prefix.to_owned(), p.unit.to_owned())).or_default();
+                if unit.insert(p.translation.to_owned(), (doc.id.clone(), paragraphs)).is_some() {
+                    return Err(StageError::Input {
+                        input: "docs".into(),
+                        message: format!("document id `{}` appears twice; ids must name documents", doc.id),
+                    });
+                }
+            }
+        }
+        Ok(units)
+    }
+}
+
+impl Stage for SentencePairsStage {
+    fn kind(&self) -> &'static str {
+        "sentence-pairs"
+    }
+    fn version(&self) -> u32 {
+        1
+    }
+    fn summary(&self) -> &'static str {
+        "make sentence pairs from parallel documents (`<prefix>-<translation>-<unit>` ids), paragraph by paragraph, \
+         source beside each other translation"
+    }
+    fn resolve_config(&self, params: &Value) -> Result<Value, ConfigError> {
+        let c: SentencePairsConfig = parse_params(params)?;
+        if c.languages.len() < 2 {
+            return Err(ConfigError::at(&["languages"], "a pair needs at least two translations")
+                .with_hint("for example `languages: {eng: en, fra: fr}` with `source: eng`"));
+        }
+        for (code, tag) in &c.languages {
+            if code.is_empty() || code.contains('-') || tag.trim().is_empty() {
+                return Err(ConfigError::at(
+                    &["languages", code],
+                    "a translation code is not empty and has no `-`, and its language tag is not empty",
+                ));
+            }
+        }
+        if !c.languages.contains_key(&c.source) {
+            return Err(ConfigError::at(&["source"], format!("`{}` is not one of `languages`", c.source)));
+        }
+        Ok(serde_json::to_value(c).expect("strings encode"))
+    }
+    fn determinism(&self, _config: &Value) -> Determinism {
+        Determinism::Portable
+    }
+    fn inputs(&self) -> InputSpec {
+        InputSpec::Named(vec![("docs", vec![OutputType::Dataset])])
+    }
+    fn outputs(&self, _config: &Value) -> Vec<(String, OutputType)> {
+        vec![("dataset".into(), OutputType::Dataset)]
+    }
+    fn run(&self, cx: &StageContext<'_>) -> Result<StageOutput, StageError> {
+        let config: SentencePairsConfig = parse_params(cx.config).map_err(StageError::Config)?;
+        let units = Self::collect(cx, &config)?;
+        let mut counts: BTreeMap<String, BTreeMap<&str, u64>> = BTreeMap::new();
+        let (mut shards, mut writer, mut in_shard) = (Vec::new(), ShardWriter::new(cx.store)?, 0usize);
+        for ((prefix, unit), docs) in &units {
+            let Some((source_id, source)) = docs.get(&config.source) else { continue };
+            for (translation, (target_id, target)) in docs.iter().filter(|(t, _)| **t != config.source) {
+                let tally = counts.entry(format!("{}-{}", config.source, translation)).or_default();
+                if source.len() != target.len() {
+                    *tally.entry("misaligned").or_default() += 1;
+                    continue;
+                }
+                *tally.entry("units").or_default() += 1;
+                for (n, (s, t)) in source.iter().zip(target).enumerate() {
+                    let metadata = json!({ "source_doc": source_id, "target_doc": target_id, "paragraph": n });
+                    let pair = Pair {
+                        source: s.clone(),
+                        source_language: config.languages[&config.source].clone(),
+                        target: t.clone(),
+                        target_language: config.languages[translation].clone(),
+                        metadata: metadata.as_object().expect("an object").clone(),
+                    };
+                    let id = format!("{prefix}-{unit}.{n}-{}-{translation}", config.source);
+                    writer.push(pair.into_document(&Document::new(id, "")))?;
+                    *tally.entry("pairs").or_default() += 1;
+                    in_shard += 1;
+                    if in_shard == PAIRS_PER_SHARD {
+                        shards.push(std::mem::replace(&mut writer, ShardWriter::new(cx.store)?).finish()?);
+                        in_shard = 0;
+                    }
+                }
+            }
+        }
+        let total: u64 = counts.values().filter_map(|c| c.get("pairs")).sum();
+        if total == 0 {
+            return Err(StageError::Config(
+                ConfigError::at(
+                    &["languages"],
+                    "no unit of `docs` has the source and another selected translation with as many paragraphs",
+                )
+                .with_hint("check the translation codes against the ids (`<prefix>-<translation>-<unit>`)"),
+            ));
+        }
+        if in_shard > 0 {
+            shards.push(writer.finish()?);
+        }
+        let (digest, _) = write_dataset(cx.store, shards)?;
+        let mut out = StageOutput::default();
+        out.outputs.insert("dataset".into(), OutputRef { output_type: OutputType::Dataset, digest });
+        out.stats.insert("pairs".into(), json!(total));
+        out.stats.insert("by_language_pair".into(), json!(counts));
+        Ok(out)
+    }
+}
+
+/// The resolved configuration of a `bifixer` stage: Bifixer's switches, each the opposite of
+/// its `--ignore_*` flag, all on by default.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(clippy::struct_excessive_bools)] // one switch per Bifixer flag
+pub struct BifixerConfig {
+    /// ftfy and the character table.
+    #[serde(default = "yes")]
+    pub characters: bool,
+    /// HTML tags removed.
+    #[serde(default = "yes")]
+    pub html: bool,
+    /// Punctuation and spaces normalised.
+    #[serde(default = "yes")]
+    pub normalization: bool,
+    /// Orthographic corrections.
+    #[serde(default = "yes")]
+    pub orthography: bool,
+    /// Detokenisation (with orthography only).
+    #[serde(default = "yes")]
+    pub detokenization: bool,
+    /// Pairs with an empty side removed.
+    #[serde(default = "yes")]
+    pub drop_empty: bool,
+    /// Sides over 5,000 characters left unrepaired.
+    #[serde(default = "yes")]
+    pub skip_long: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl BifixerConfig {
+    fn options(self) -> Options {
+        Options {
+            characters: self.characters,
+            html: self.html,
+            normalization: self.normalization,
+            orthography: self.orthography,
+            detokenization: self.detokenization,
+            drop_empty: self.drop_empty,
+            skip_long: self.skip_long,
+        }
+    }
+}
+
+/// What `bifixer` decides for one pair: the ledger row, and the repaired pair when kept.
+fn decide(
+    doc: &Document,
+    rules: &Rules,
+    options: Options,
+    counts: &mut BTreeMap<String, u64>,
+) -> Result<(LedgerRow, Option<Document>), StageError> {
+    let bad = |message: String| StageError::Input { input: "docs".into(), message };
+    let pair = Pair::of(doc).map_err(|e| bad(e.to_string()))?;
+    let missing = |e: crate::rules::RulesError| StageError::Input {
+        input: "rules".into(),
+        message: format!("{e} (pair `{}`)", doc.id),
+    };
+    let (src, trg) = (
+        rules.language(&pair.source_language).map_err(missing)?,
+        rules.language(&pair.target_language).map_err(missing)?,
+    );
+    let (decision, rule, evidence, kept) = match fix_pair(&pair.source, &pair.target, src, trg, options) {
+        Outcome::EmptyInput(side) => (LedgerDecision::Removed, "bifixer:empty", json!({ "side": side.name() }), None),
+        Outcome::EmptyAfterRepair(side) => {
+            (LedgerDecision::Removed, "bifixer:empty-after-repair", json!({ "side": side.name() }), None)
+        }
+        Outcome::Kept { source, target, hash } => {
+            let (source_changed, target_changed) = (source != pair.source, target != pair.target);
+            let evidence = json!({ "hash": hash, "source_changed": source_changed, "target_changed": target_changed });
+            let mut repaired = Pair { source, target, ..pair.clone() };
+            repaired.metadata.insert(HASH_KEY.into(), Value::String(hash));
+            let (decision, rule) = if source_changed || target_changed {
+                (LedgerDecision::Modified, "bifixer:repaired")
+            } else {
+                (LedgerDecision::Kept, "bifixer:unchanged")
+            };
+            (decision, rule, evidence, Some(repaired.into_document(doc)))
+        }
+    };
+    *counts.entry(rule.to_owned()).or_default() += 1;
+    Ok((LedgerRow::of_document(doc, decision, rule, prov_dataset::evidence(evidence)), kept))
+}
+
+/// Repairs sentence pairs as Bifixer does and marks each with Bifixer's hash, with a ledger.
+pub struct BifixerStage;
+
+/// Bifixer options Provenant does not carry, and why.
+const NOT_CARRIED: [(&str, &str); 2] = [
+    (
+        "segmentation",
+        "Bifixer's segmentation needs NLTK's Punkt models, which no package registry serves; pairs are kept whole, as with Bifixer's --ignore_segmentation",
+    ),
+    (
+        "aggressive_dedup",
+        "Bifixer's aggressive hash needs Unidecode's transliteration tables, which Provenant does not carry; deduplicate exact pairs with `dedup` on `bifixer_hash`",
+    ),
+];
+
+impl Stage for BifixerStage {
+    fn kind(&self) -> &'static str {
+        "bifixer"
+    }
+    fn version(&self) -> u32 {
+        1
+    }
+    fn summary(&self) -> &'static str {
+        "repair sentence pairs as Bifixer 0.8.12 does (ftfy, character, punctuation and orthography tables from the \
+         pinned package) and mark each with Bifixer's pair hash, with a ledger"
+    }
+    fn resolve_config(&self, params: &Value) -> Result<Value, ConfigError> {
+        for (key, why) in NOT_CARRIED {
+            if params.get(key).is_some() {
+                return Err(ConfigError::at(&[key], format!("`{key}` is not offered")).with_hint(why));
+            }
+        }
+        let c: BifixerConfig = parse_params(params)?;
+        Ok(serde_json::to_value(c).expect("booleans encode"))
+    }
+    fn determinism(&self, _config: &Value) -> Determinism {
+        Determinism::Portable
+    }
+    fn inputs(&self) -> InputSpec {
+        InputSpec::Named(vec![
+            ("docs", vec![OutputType::Dataset]),
+            ("rules", vec![OutputType::Source, OutputType::File]),
+        ])
+    }
+    fn outputs(&self, _config: &Value) -> Vec<(String, OutputType)> {
+        prov_filter::outputs()
+    }
+    fn map_tasks(&self, cx: &StageContext<'_>) -> Result<Option<usize>, StageError> {
+        prov_filter::shard_tasks(cx)
+    }
+    fn map(&self, cx: &StageContext<'_>, tasks: &[usize]) -> Result<Vec<MapResultText>, StageError> {
+        let config: BifixerConfig = parse_params(cx.config).map_err(StageError::Config)?;
+        let rules = Rules::parse(&cx.read_file_input("rules")?)
+            .map_err(|e| StageError::Input { input: "rules".into(), message: e.to_string() })?;
+        prov_filter::map_shards(cx, tasks, |s| {
+            let mut out = ShardWriter::new(cx.store)?;
+            let (mut rows, mut counts) = (Vec::new(), BTreeMap::new());
+            for doc in shard_documents(cx.store, &s.digest)? {
+                let (row, kept) = decide(&doc?, &rules, config.options(), &mut counts)?;
+                rows.push(row);
+                if let Some(doc) = kept {
+                    out.push(doc)?;
+                }
+            }
+            prov_filter::filtered_shard(cx, out.finish()?, rows, json!(counts))
+        })
+    }
+    fn reduce(&self, cx: &StageContext<'_>, results: MapResults<'_>) -> Result<StageOutput, StageError> {
+        let mut total: BTreeMap<String, u64> = BTreeMap::new();
+        let mut out = prov_filter::reduce_filtered(cx, results, |task, extra| {
+            let counts: BTreeMap<String, u64> =
+                serde_json::from_value(extra).map_err(|e| StageError::MapResult { task, message: e.to_string() })?;
+            for (rule, n) in counts {
+                *total.entry(rule).or_default() += n;
+            }
+            Ok(())
+        })?;
+        out.stats.insert("rules".into(), json!(total));
+        Ok(out)
+    }
+}

@@ -1,0 +1,227 @@
+//! Parallel data end to end (EuroLLM §2.3, "Bifixer-style normalisation and deduplication of
+//! sentence pairs"): `sentence-pairs` pairs the quickstart's UDHR articles paragraph by
+//! paragraph, English beside four languages, plus a "web" copy of some articles (mojibake,
+//! HTML, spaced punctuation) and an exact copy of others; `bifixer` repairs them with the rules
+//! `scripts/bifixer-rules.py` read from the pinned package; `dedup` keyed on the pair hash drops
+//! the copies.
+//!
+//! Checked independently: the real `bifixer` executable, run on the same pairs, keeps the same
+//! pairs with the same two sides and hashes as the `bifixer` stage's dataset, and drops the ones
+//! its ledger removes; deduplicating Bifixer's own output on its hash, first kept, leaves the
+//! pairs `dedup` kept, and each removed pair's `duplicate_of` has its hash. The run replays. A
+//! Bifixer option Provenant does not carry, and a pair whose language the rules lack, are
+//! refused with messages that say so.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+
+use prov_dataset::LedgerDecision;
+use serde_json::Value;
+
+use crate::common::{Project, ledger_rows, venv_python};
+
+const LANGUAGES: [(&str, &str); 5] =
+    [("eng", "en"), ("deu_1996", "de"), ("fra", "fr"), ("spa", "es"), ("por_PT", "pt")];
+
+fn recipe(extra_params: &str) -> String {
+    let languages: Vec<String> = LANGUAGES.iter().map(|(c, l)| format!("{c}: {l}")).collect();
+    format!(
+        "schema: 1\nname: pairs\nseed: 1\nsources:\n\
+         \x20 udhr:\n    path: data/parallel\n    license: MIT\n\
+         \x20 rules:\n    path: data/bifixer-rules.json\n    license: GPL-3.0-only\n\
+         stages:\n\
+         \x20 shards:\n    kind: shard\n    inputs: {{docs: udhr}}\n    params: {{shards: 3}}\n\
+         \x20 pairs:\n    kind: sentence-pairs\n    inputs: {{docs: shards}}\n    params: {{source: eng, languages: {{{}}}}}\n\
+         \x20 fixed:\n    kind: bifixer\n    inputs: {{docs: pairs, rules: rules}}\n{extra_params}\
+         \x20 unique:\n    kind: dedup\n    inputs: {{docs: fixed.dataset}}\n    params: {{key: {{metadata: bifixer_hash}}, near: false}}\n",
+        languages.join(", ")
+    )
+}
+
+/// The "web" documents: articles 00-09 of each selected translation mangled (UTF-8 read as
+/// Windows-1252, wrapped in HTML, spaces before punctuation), articles 10-14 copied exactly.
+fn web_documents(sample: &str) -> String {
+    let mut out = String::new();
+    for line in sample.lines() {
+        let doc: Value = serde_json::from_str(line).unwrap();
+        let id = doc["id"].as_str().unwrap();
+        let (_, rest) = id.split_once('-').unwrap();
+        let (translation, unit) = rest.rsplit_once('-').unwrap();
+        if !LANGUAGES.iter().any(|(c, _)| *c == translation) {
+            continue;
+        }
+        let n: u32 = unit.parse().unwrap();
+        let text = doc["text"].as_str().unwrap();
+        let (prefix, text) = match n {
+            0..=9 => {
+                let mangled: String = text
+                    .split('\n')
+                    .map(|p| match n % 3 {
+                        0 => p.bytes().map(|b| if b == 0x80 { '€' } else { char::from(b) }).collect::<String>(),
+                        1 => format!("<p>{p} &amp; <b>ok</b></p>"),
+                        _ => p.replace(',', " ,").replace('.', " ."),
+                    })
+                    .collect::<Vec<_>>()
+                    .join("\n");
+                ("web", mangled)
+            }
+            10..=14 => ("copy", text.to_owned()),
+            _ => continue,
+        };
+        let new = serde_json::json!({ "id": format!("{prefix}-{translation}-{unit}"), "text": text, "language": doc["language"] });
+        out.push_str(&new.to_string());
+        out.push('\n');
+    }
+    out
+}
+
+/// A project with the quickstart's UDHR and its "web" copies under `data/parallel`, and the
+/// Bifixer rules of `langs`.
+fn project(python: &Path, langs: &[&str]) -> Project {
+    let p = Project::with_recipes();
+    let sample = fs_err::read_to_string(p.path("recipes/data/quickstart/udhr-sample.jsonl")).unwrap();
+    p.write("recipes/data/parallel/udhr.jsonl", &sample);
+    p.write("recipes/data/parallel/web.jsonl", &web_documents(&sample));
+    prov_testkit::bifixer_rules(python, &p.path("recipes/data/bifixer-rules.json"), langs);
+    p
+}
+
+/// The documents of a dataset of `p`'s store, in dataset order.
+fn documents(p: &Project, dataset: &str) -> Vec<prov_dataset::Document> {
+    let store = prov_store::Store::open(&p.path(".prov"), prov_store::Access::Shared, true).unwrap();
+    let digest: prov_store::Digest = dataset.parse().unwrap();
+    let prov_manifest::Record::Dataset(ds) = prov_manifest::get_record(&store, &digest).unwrap() else {
+        panic!("a dataset record")
+    };
+    ds.shards
+        .iter()
+        .flat_map(|s| prov_dataset::shard_documents(&store, &s.digest).unwrap().map(Result::unwrap))
+        .collect()
+}
+
+/// Bifixer's output, per pair id: `(source, target, hash)`.
+type Fixed = HashMap<String, (String, String, String)>;
+
+/// Bifixer's output for the pairs, per pair id: `(source, target, hash)`, and the ids it kept in
+/// input order.
+fn real_bifixer(
+    python: &Path,
+    dir: &Path,
+    pairs: &[prov_parallel::pairs::Pair],
+    ids: &[String],
+) -> (Fixed, Vec<String>) {
+    let mut by_languages: BTreeMap<(String, String), Vec<usize>> = BTreeMap::new();
+    for (i, pair) in pairs.iter().enumerate() {
+        by_languages.entry((pair.source_language.clone(), pair.target_language.clone())).or_default().push(i);
+    }
+    let mut out = HashMap::new();
+    for ((src, trg), members) in &by_languages {
+        let rows: Vec<(&str, &str, &str)> =
+            members.iter().map(|&i| (ids[i].as_str(), pairs[i].source.as_str(), pairs[i].target.as_str())).collect();
+        for f in prov_testkit::bifixer(python, dir, (src, trg), &rows, &[]) {
+            out.insert(f[2].clone(), (f[0].clone(), f[1].clone(), f[3].clone()));
+        }
+    }
+    let kept = ids.iter().filter(|id| out.contains_key(*id)).cloned().collect();
+    (out, kept)
+}
+
+#[test]
+fn pairs_are_repaired_as_bifixer_repairs_them_deduplicated_and_replayed() {
+    let Some(python) = venv_python() else { return };
+    let p = project(&python, &["en", "de", "fr", "es", "pt"]);
+    p.write("recipes/pairs.yaml", &recipe(""));
+    let lines = p.json(&["run", "recipes/pairs.yaml"]);
+    let stage =
+        |name: &str| lines.iter().find(|l| l["type"] == "stage" && l["data"]["name"] == name).unwrap()["data"].clone();
+    let record = |name: &str| p.json(&["show", stage(name)["manifest"].as_str().unwrap()])[0]["data"]["record"].clone();
+
+    // Pairs: every language beside English, from the UDHR and both copies.
+    let pair_docs = documents(&p, stage("pairs")["outputs"]["dataset"].as_str().unwrap());
+    let stats = record("pairs")["stats"].clone();
+    assert_eq!(stats["pairs"].as_u64(), Some(pair_docs.len() as u64), "{stats}");
+    for (code, _) in &LANGUAGES[1..] {
+        assert!(stats["by_language_pair"][format!("eng-{code}")]["pairs"].as_u64().unwrap() > 50, "{stats}");
+    }
+    let pairs: Vec<prov_parallel::pairs::Pair> =
+        pair_docs.iter().map(|d| prov_parallel::pairs::Pair::of(d).unwrap()).collect();
+    let ids: Vec<String> = pair_docs.iter().map(|d| d.id.clone()).collect();
+    assert!(ids.iter().any(|i| i.starts_with("web-")) && ids.iter().any(|i| i.starts_with("copy-")));
+
+    // The real Bifixer keeps the pairs the stage keeps, with the same sides and hashes.
+    let dir = p.path("bifixer-run");
+    fs_err::create_dir_all(&dir).unwrap();
+    let (theirs, kept_by_bifixer) = real_bifixer(&python, &dir, &pairs, &ids);
+    let fixed = documents(&p, stage("fixed")["outputs"]["dataset"].as_str().unwrap());
+    let ours: Vec<String> = fixed.iter().map(|d| d.id.clone()).collect();
+    assert_eq!(ours, kept_by_bifixer, "the kept pairs, in order");
+    let mut repaired = 0;
+    for doc in &fixed {
+        let pair = prov_parallel::pairs::Pair::of(doc).unwrap();
+        let hash = pair.metadata["bifixer_hash"].as_str().unwrap().to_owned();
+        assert_eq!((pair.source.clone(), pair.target.clone(), hash), theirs[&doc.id].clone(), "{}", doc.id);
+    }
+    let rows = ledger_rows(&p, stage("fixed")["outputs"]["ledger"].as_str().unwrap());
+    assert_eq!(rows.len(), pairs.len());
+    for row in &rows {
+        match row.rule.as_str() {
+            "bifixer:repaired" => {
+                assert_eq!(row.decision, LedgerDecision::Modified);
+                repaired += 1;
+            }
+            "bifixer:unchanged" => assert_eq!(row.decision, LedgerDecision::Kept),
+            other => assert!(other.starts_with("bifixer:empty") && !theirs.contains_key(&row.id), "{row:?}"),
+        }
+        // Every pair wrapped in HTML (the "web" articles 01, 04 and 07) was repaired.
+        if ["web-01.", "web-04.", "web-07."].iter().any(|p| row.id.starts_with(p)) {
+            assert_eq!(row.rule, "bifixer:repaired", "{row:?}");
+        }
+    }
+    eprintln!("bifixer: {repaired} of {} pairs repaired", rows.len());
+    assert!(repaired > 50, "{repaired} pairs repaired");
+
+    // Dedup on the hash, first kept, as a Bifixer user does it.
+    let mut first_of: HashMap<&str, &str> = HashMap::new();
+    let mut expect_kept = Vec::new();
+    for id in &kept_by_bifixer {
+        let hash = theirs[id].2.as_str();
+        if first_of.insert(hash, id).is_none() {
+            expect_kept.push(id.clone());
+        }
+    }
+    let unique: Vec<String> =
+        documents(&p, stage("unique")["outputs"]["dataset"].as_str().unwrap()).into_iter().map(|d| d.id).collect();
+    assert_eq!(unique, expect_kept);
+    let removed: Vec<_> = ledger_rows(&p, stage("unique")["outputs"]["ledger"].as_str().unwrap())
+        .into_iter()
+        .filter(|r| r.decision == LedgerDecision::Removed)
+        .collect();
+    assert!(removed.len() > 20, "{} duplicates", removed.len());
+    // Pairs are ordered by prefix (copy, udhr, web): a duplicate is the same paragraph pair of
+    // the same unit under a later prefix, a UDHR pair after its exact copy, or a mangled "web"
+    // pair that Bifixer repaired back to the UDHR's bytes.
+    let split = |id: &str| id.split_once('-').map(|(a, b)| (a.to_owned(), b.to_owned())).unwrap();
+    for r in &removed {
+        let of = r.evidence.as_ref().unwrap()["duplicate_of"].as_str().unwrap();
+        let ((prefix, rest), (of_prefix, of_rest)) = (split(&r.id), split(of));
+        assert!(rest == of_rest && of_prefix < prefix, "{} duplicate of {of}", r.id);
+        assert_eq!(theirs[of].2, theirs[&r.id].2, "{} and {of} share Bifixer's hash", r.id);
+    }
+    assert!(removed.iter().any(|r| r.id.starts_with("udhr-")) && removed.iter().any(|r| r.id.starts_with("web-")));
+    p.prov(&["replay", "lockfiles/pairs.lock"]).success();
+}
+
+#[test]
+fn options_bifixer_has_and_provenant_does_not_and_missing_languages_are_refused() {
+    let Some(python) = venv_python() else { return };
+    // No Portuguese rules.
+    let p = project(&python, &["en", "de", "fr", "es"]);
+    p.write("recipes/segment.yaml", &recipe("    params: {segmentation: true}\n"));
+    let run = p.prov(&["run", "recipes/segment.yaml"]);
+    let said = run.exit(1).stderr();
+    assert!(said.contains("segmentation") && said.contains("Punkt"), "{said}");
+    p.write("recipes/pairs.yaml", &recipe(""));
+    let run = p.prov(&["run", "recipes/pairs.yaml"]);
+    let said = run.exit(1).stderr();
+    assert!(said.contains("no language `pt`"), "{said}");
+}
