@@ -28,49 +28,68 @@ fn recipe(extra_params: &str) -> String {
     format!(
         "schema: 1\nname: pairs\nseed: 1\nsources:\n\
          \x20 udhr:\n    path: data/parallel\n    license: MIT\n\
+         \x20 clean:\n    path: data/clean\n    license: MIT\n\
          \x20 rules:\n    path: data/bifixer-rules.json\n    license: GPL-3.0-only\n\
          stages:\n\
          \x20 shards:\n    kind: shard\n    inputs: {{docs: udhr}}\n    params: {{shards: 3}}\n\
-         \x20 pairs:\n    kind: sentence-pairs\n    inputs: {{docs: shards}}\n    params: {{source: eng, languages: {{{}}}}}\n\
+         \x20 pairs:\n    kind: sentence-pairs\n    inputs: {{docs: shards}}\n    params: {{source: eng, languages: {{{languages}}}}}\n\
          \x20 fixed:\n    kind: bifixer\n    inputs: {{docs: pairs, rules: rules}}\n{extra_params}\
-         \x20 unique:\n    kind: dedup\n    inputs: {{docs: fixed.dataset}}\n    params: {{key: {{metadata: bifixer_hash}}, near: false}}\n",
-        languages.join(", ")
+         \x20 unique:\n    kind: dedup\n    inputs: {{docs: fixed.dataset}}\n    params: {{key: {{metadata: bifixer_hash}}, near: false}}\n\
+         \x20 clean-shards:\n    kind: shard\n    inputs: {{docs: clean}}\n    params: {{shards: 2}}\n\
+         \x20 clean-pairs:\n    kind: sentence-pairs\n    inputs: {{docs: clean-shards}}\n    params: {{source: eng, languages: {{{languages}}}}}\n\
+         \x20 scorer:\n    kind: pair-score-train\n    inputs: {{docs: clean-pairs}}\n    params: {{hold_out: 5}}\n\
+         \x20 scored:\n    kind: pair-score\n    inputs: {{docs: unique.dataset, model: scorer.model}}\n",
+        languages = languages.join(", ")
     )
 }
 
-/// The "web" documents: articles 00-09 of each selected translation mangled (UTF-8 read as
-/// Windows-1252, wrapped in HTML, spaces before punctuation), articles 10-14 copied exactly.
+/// The crawl's extra documents: articles 00-09 of each selected translation mangled ("web":
+/// UTF-8 read as Windows-1252, wrapped in HTML, spaces before punctuation), articles 10-14
+/// copied exactly ("copy"), and articles 15-30 misaligned ("shuf": each translation's text of
+/// another article with as many paragraphs as the English one).
 fn web_documents(sample: &str) -> String {
-    let mut out = String::new();
+    let mut texts: BTreeMap<(String, u32), String> = BTreeMap::new();
+    let mut languages: BTreeMap<String, Value> = BTreeMap::new();
     for line in sample.lines() {
         let doc: Value = serde_json::from_str(line).unwrap();
-        let id = doc["id"].as_str().unwrap();
-        let (_, rest) = id.split_once('-').unwrap();
+        let (_, rest) = doc["id"].as_str().unwrap().split_once('-').unwrap();
         let (translation, unit) = rest.rsplit_once('-').unwrap();
-        if !LANGUAGES.iter().any(|(c, _)| *c == translation) {
-            continue;
+        if LANGUAGES.iter().any(|(c, _)| *c == translation) {
+            texts.insert((translation.to_owned(), unit.parse().unwrap()), doc["text"].as_str().unwrap().to_owned());
+            languages.insert(translation.to_owned(), doc["language"].clone());
         }
-        let n: u32 = unit.parse().unwrap();
-        let text = doc["text"].as_str().unwrap();
-        let (prefix, text) = match n {
+    }
+    let paragraphs = |t: &str| t.split('\n').filter(|p| !p.trim().is_empty()).count();
+    let mut out = String::new();
+    let mut push = |prefix: &str, translation: &str, unit: u32, text: &str| {
+        let id = format!("{prefix}-{translation}-{unit:02}");
+        out.push_str(&serde_json::json!({ "id": id, "text": text, "language": languages[translation] }).to_string());
+        out.push('\n');
+    };
+    for ((translation, n), text) in &texts {
+        match n {
             0..=9 => {
-                let mangled: String = text
+                let mangled: Vec<String> = text
                     .split('\n')
                     .map(|p| match n % 3 {
-                        0 => p.bytes().map(|b| if b == 0x80 { '€' } else { char::from(b) }).collect::<String>(),
+                        0 => p.bytes().map(|b| if b == 0x80 { '€' } else { char::from(b) }).collect(),
                         1 => format!("<p>{p} &amp; <b>ok</b></p>"),
                         _ => p.replace(',', " ,").replace('.', " ."),
                     })
-                    .collect::<Vec<_>>()
-                    .join("\n");
-                ("web", mangled)
+                    .collect();
+                push("web", translation, *n, &mangled.join("\n"));
             }
-            10..=14 => ("copy", text.to_owned()),
-            _ => continue,
-        };
-        let new = serde_json::json!({ "id": format!("{prefix}-{translation}-{unit}"), "text": text, "language": doc["language"] });
-        out.push_str(&new.to_string());
-        out.push('\n');
+            10..=14 => push("copy", translation, *n, text),
+            15..=30 if translation == "eng" => push("shuf", translation, *n, text),
+            15..=30 => {
+                let english = paragraphs(&texts[&("eng".to_owned(), *n)]);
+                let other = texts.iter().find(|((t, m), x)| t == translation && m != n && paragraphs(x) == english);
+                if let Some((_, x)) = other {
+                    push("shuf", translation, *n, x);
+                }
+            }
+            _ => {}
+        }
     }
     out
 }
@@ -82,6 +101,7 @@ fn project(python: &Path, langs: &[&str]) -> Project {
     let sample = fs_err::read_to_string(p.path("recipes/data/quickstart/udhr-sample.jsonl")).unwrap();
     p.write("recipes/data/parallel/udhr.jsonl", &sample);
     p.write("recipes/data/parallel/web.jsonl", &web_documents(&sample));
+    p.write("recipes/data/clean/udhr.jsonl", &sample);
     prov_testkit::bifixer_rules(python, &p.path("recipes/data/bifixer-rules.json"), langs);
     p
 }
@@ -208,7 +228,70 @@ fn pairs_are_repaired_as_bifixer_repairs_them_deduplicated_and_replayed() {
         assert_eq!(theirs[of].2, theirs[&r.id].2, "{} and {of} share Bifixer's hash", r.id);
     }
     assert!(removed.iter().any(|r| r.id.starts_with("udhr-")) && removed.iter().any(|r| r.id.starts_with("web-")));
+    scores_separate_real_pairs_from_misaligned_ones(&p, &stage, &record);
     p.prov(&["replay", "lockfiles/pairs.lock"]).success();
+}
+
+/// The scorer, fitted on the clean UDHR pairs, keeps most real pairs and removes most
+/// misaligned ones by the classifier's threshold; every ledger row's scores are what the
+/// pinned model file gives, and its decision follows from them and the report's thresholds.
+fn scores_separate_real_pairs_from_misaligned_ones(
+    p: &Project,
+    stage: &dyn Fn(&str) -> Value,
+    record: &dyn Fn(&str) -> Value,
+) {
+    let stats = record("scorer")["stats"]["language_pairs"].clone();
+    for pair in ["en-de", "en-fr", "en-es", "en-pt"] {
+        let accuracy = stats[pair]["held_out_accuracy"].as_f64().unwrap();
+        eprintln!(
+            "pair-score-train {pair}: held-out accuracy {accuracy:.3}, quality RMSE {:.3}",
+            stats[pair]["held_out_quality_rmse"]
+        );
+        assert!(accuracy > 0.7, "{stats}");
+    }
+    let store = prov_store::Store::open(&p.path(".prov"), prov_store::Access::Shared, true).unwrap();
+    let digest: prov_store::Digest = stage("scorer")["outputs"]["model"].as_str().unwrap().parse().unwrap();
+    let model = prov_parallel::scorer::Model::parse(&store.read(&digest).unwrap()).unwrap();
+    drop(store);
+    let docs: HashMap<String, prov_dataset::Document> =
+        documents(p, stage("unique")["outputs"]["dataset"].as_str().unwrap())
+            .into_iter()
+            .map(|d| (d.id.clone(), d))
+            .collect();
+    let rows = ledger_rows(p, stage("scored")["outputs"]["ledger"].as_str().unwrap());
+    assert_eq!(rows.len(), docs.len());
+    let (mut real, mut shuffled) = ((0, 0), (0, 0));
+    for row in &rows {
+        let pair = prov_parallel::pairs::Pair::of(&docs[&row.id]).unwrap();
+        let scores =
+            model.pair(&pair.source_language, &pair.target_language).unwrap().score(&pair.source, &pair.target);
+        let e = row.evidence.as_ref().unwrap();
+        assert_eq!(
+            (e["classifier"].as_f64(), e["quality"].as_f64()),
+            (Some(scores.classifier), Some(scores.quality)),
+            "{row:?}"
+        );
+        let threshold = if pair.target_language.starts_with("pt") { 0.6 } else { 0.5 };
+        assert_eq!(e["bicleaner_threshold"].as_f64(), Some(threshold));
+        let rule = if scores.classifier < threshold {
+            "pair-score:bicleaner"
+        } else if scores.quality < 0.7 {
+            "pair-score:cometkiwi"
+        } else {
+            "pair-score:kept"
+        };
+        assert_eq!(row.rule, rule, "{row:?}");
+        let tally = if row.id.starts_with("shuf-") { &mut shuffled } else { &mut real };
+        tally.0 += 1;
+        tally.1 += usize::from(row.rule == "pair-score:kept");
+    }
+    eprintln!(
+        "pair-score: kept {} of {} real pairs and {} of {} misaligned ones",
+        real.1, real.0, shuffled.1, shuffled.0
+    );
+    assert!(shuffled.0 > 30 && real.0 > 200);
+    assert!(real.1 * 10 > real.0 * 6, "most real pairs are kept");
+    assert!(shuffled.1 * 10 < shuffled.0 * 3, "most misaligned pairs are removed");
 }
 
 #[test]

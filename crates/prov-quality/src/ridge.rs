@@ -154,8 +154,9 @@ pub fn fit(rows: &[Vec<(u32, f64)>], labels: &[f64], features: usize, alpha: f64
 }
 
 /// Solves `A x = b` for a symmetric positive definite `A` given by its lower triangle
-/// (row-major `n × n`, overwritten by its Cholesky factor).
-fn cholesky_solve(a: &mut [f64], n: usize, mut b: Vec<f64>) -> Vec<f64> {
+/// (row-major `n × n`, overwritten by its Cholesky factor). Other fits with normal equations
+/// of their own (the pair classifier's Newton steps) use it too.
+pub fn cholesky_solve(a: &mut [f64], n: usize, mut b: Vec<f64>) -> Vec<f64> {
     for j in 0..n {
         let (done, rest) = a.split_at_mut(j * n);
         let row_j = &mut rest[..n];
