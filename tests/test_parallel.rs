@@ -198,6 +198,7 @@ fn pairs_are_repaired_as_bifixer_repairs_them_deduplicated_and_replayed() {
         }
     }
     eprintln!("bifixer: {repaired} of {} pairs repaired", rows.len());
+    explain_bifixer_agrees(&p, &pairs, &ids, &rows, &fixed);
     assert!(repaired > 50, "{repaired} pairs repaired");
 
     // Dedup on the hash, first kept, as a Bifixer user does it.
@@ -251,8 +252,11 @@ fn scores_separate_real_pairs_from_misaligned_ones(
     }
     let store = prov_store::Store::open(&p.path(".prov"), prov_store::Access::Shared, true).unwrap();
     let digest: prov_store::Digest = stage("scorer")["outputs"]["model"].as_str().unwrap().parse().unwrap();
-    let model = prov_parallel::scorer::Model::parse(&store.read(&digest).unwrap()).unwrap();
+    let model_bytes = store.read(&digest).unwrap();
+    let model = prov_parallel::scorer::Model::parse(&model_bytes).unwrap();
     drop(store);
+    let model_path = p.path("scorer.json");
+    fs_err::write(&model_path, &model_bytes).unwrap();
     let docs: HashMap<String, prov_dataset::Document> =
         documents(p, stage("unique")["outputs"]["dataset"].as_str().unwrap())
             .into_iter()
@@ -292,6 +296,8 @@ fn scores_separate_real_pairs_from_misaligned_ones(
     assert!(shuffled.0 > 30 && real.0 > 200);
     assert!(real.1 * 10 > real.0 * 6, "most real pairs are kept");
     assert!(shuffled.1 * 10 < shuffled.0 * 3, "most misaligned pairs are removed");
+    let removed = rows.iter().find(|r| r.rule == "pair-score:bicleaner").unwrap();
+    explain_pair_score_agrees(p, &model_path, &docs[&removed.id], removed);
 }
 
 #[test]
@@ -307,4 +313,70 @@ fn options_bifixer_has_and_provenant_does_not_and_missing_languages_are_refused(
     let run = p.prov(&["run", "recipes/pairs.yaml"]);
     let said = run.exit(1).stderr();
     assert!(said.contains("no language `pt`"), "{said}");
+}
+
+/// `prov explain bifixer` on a repaired pair's input says the ledger's rule and hash, and its
+/// last steps are the repaired sides the stage wrote.
+fn explain_bifixer_agrees(
+    p: &Project,
+    pairs: &[prov_parallel::pairs::Pair],
+    ids: &[String],
+    rows: &[prov_dataset::LedgerRow],
+    fixed: &[prov_dataset::Document],
+) {
+    let row = rows.iter().find(|r| r.rule == "bifixer:repaired" && r.id.starts_with("web-00")).unwrap();
+    let pair = &pairs[ids.iter().position(|i| *i == row.id).unwrap()];
+    let rules = p.path("recipes/data/bifixer-rules.json");
+    let args = [
+        "--json",
+        "explain",
+        "bifixer",
+        "--rules",
+        rules.to_str().unwrap(),
+        "--source-language",
+        &pair.source_language,
+        "--target-language",
+        &pair.target_language,
+    ];
+    let out = p.prov_with_stdin(&args, format!("{}\t{}\n", pair.source, pair.target));
+    let said: Value = serde_json::from_str(out.success().stdout().trim()).unwrap();
+    let said = &said["data"];
+    assert_eq!(said["rule"], "bifixer:repaired");
+    assert_eq!(&said["evidence"], &serde_json::to_value(row.evidence.as_ref().unwrap()).unwrap());
+    let written = prov_parallel::pairs::Pair::of(fixed.iter().find(|d| d.id == row.id).unwrap()).unwrap();
+    let last =
+        |side: &str| said[side]["steps"].as_array().unwrap().last().unwrap()["text"].as_str().unwrap().to_owned();
+    assert_eq!((last("source"), last("target")), (written.source, written.target));
+    assert_eq!(said["source"]["steps"][0]["step"], "characters");
+}
+
+/// `prov explain pair-score` on a removed pair says the ledger's rule and scores, and its parts
+/// add up, with the intercepts, to the classifier's log-odds and the quality estimate.
+fn explain_pair_score_agrees(p: &Project, model: &Path, doc: &prov_dataset::Document, row: &prov_dataset::LedgerRow) {
+    let pair = prov_parallel::pairs::Pair::of(doc).unwrap();
+    let args = [
+        "--json",
+        "explain",
+        "pair-score",
+        "--model",
+        model.to_str().unwrap(),
+        "--source-language",
+        &pair.source_language,
+        "--target-language",
+        &pair.target_language,
+    ];
+    let out = p.prov_with_stdin(&args, format!("{}\t{}", pair.source, pair.target));
+    let said: Value = serde_json::from_str(out.success().stdout().trim()).unwrap();
+    let said = &said["data"];
+    assert_eq!((said["rule"].as_str(), said["decision"].as_str()), (Some(row.rule.as_str()), Some("removed")));
+    let evidence = row.evidence.as_ref().unwrap();
+    assert_eq!(said["evidence"]["classifier"], evidence["classifier"]);
+    let sum = |key: &str, intercept: &str| -> f64 {
+        said["features"].as_array().unwrap().iter().map(|f| f[key].as_f64().unwrap()).sum::<f64>()
+            + said[intercept].as_f64().unwrap()
+    };
+    let c = evidence["classifier"].as_f64().unwrap();
+    assert!((sum("classifier_part", "classifier_intercept") - (c / (1.0 - c)).ln()).abs() < 1e-6);
+    let q = sum("quality_part", "quality_intercept");
+    assert!((q.clamp(0.0, 1.0) - evidence["quality"].as_f64().unwrap()).abs() < 1e-12);
 }

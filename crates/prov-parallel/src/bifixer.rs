@@ -104,7 +104,7 @@ pub fn fix_pair(source: &str, target: &str, src: &LanguageRules, trg: &LanguageR
     if options.drop_empty && (source.is_empty() || target.is_empty()) {
         return Outcome::EmptyInput(if source.is_empty() { Side::Source } else { Side::Target });
     }
-    let very_long = options.skip_long && (source.chars().count() > LONG_SIDE || target.chars().count() > LONG_SIDE);
+    let very_long = is_very_long(source, target, options);
     let source = fix_side(source, src, options, very_long);
     let target = fix_side(target, trg, options, very_long);
     // Bifixer drops a side that is empty, then one that is only whitespace; both are blank.
@@ -127,26 +127,42 @@ pub fn pair_hash(source: &str, target: &str) -> String {
 }
 
 fn fix_side(text: &str, rules: &LanguageRules, options: Options, very_long: bool) -> String {
-    let mut text = if options.characters && !very_long {
-        fix_characters(text, rules)
+    side_steps(text, rules, options, very_long).pop().map_or_else(String::new, |(_, t)| t)
+}
+
+/// One side through each of Bifixer's steps that runs: the step's name (`characters` or
+/// `strip`, then `html`, `normalization`, `orthography`) and the text after it. The last is
+/// the repaired side; `prov explain bifixer` shows them all.
+#[must_use]
+pub fn side_steps(text: &str, rules: &LanguageRules, options: Options, very_long: bool) -> Vec<(&'static str, String)> {
+    let mut steps = vec![if options.characters && !very_long {
+        ("characters", fix_characters(text, rules))
     } else {
-        text.trim_matches([' ', '\n']).to_owned()
-    };
+        ("strip", text.trim_matches([' ', '\n']).to_owned())
+    }];
     if very_long {
-        return text;
+        return steps;
     }
+    let last = |steps: &Vec<(&str, String)>| steps.last().map(|(_, t)| t.clone()).unwrap_or_default();
     if options.html {
-        text = remove_html_tags(&text);
+        steps.push(("html", remove_html_tags(&last(&steps))));
     }
     if options.normalization {
-        text = normalize(&text, rules);
+        steps.push(("normalization", normalize(&last(&steps), rules)));
     }
     if options.orthography {
         let no_detok = std::collections::HashMap::new();
         let detok = if options.detokenization { &rules.detokenisation } else { &no_detok };
-        text = orthography(&text, &rules.orthography, detok);
+        steps.push(("orthography", orthography(&last(&steps), &rules.orthography, detok)));
     }
-    text
+    steps
+}
+
+/// Whether a pair has a side over [`LONG_SIDE`] characters, which Bifixer leaves unrepaired
+/// (unless `skip_long` is off).
+#[must_use]
+pub fn is_very_long(source: &str, target: &str, options: Options) -> bool {
+    options.skip_long && (source.chars().count() > LONG_SIDE || target.chars().count() > LONG_SIDE)
 }
 
 /// Bifixer's `fix`: ftfy as Bifixer configures it, the character table, `html.unescape`, and

@@ -255,13 +255,37 @@ fn default_cometkiwi() -> f64 {
 impl ScoreConfig {
     /// The classifier threshold of a pair: its target language's, else its source language's,
     /// else `*`'s.
-    fn bicleaner_for(&self, source: &str, target: &str) -> f64 {
+    #[must_use]
+    pub fn bicleaner_for(&self, source: &str, target: &str) -> f64 {
         let get = |l: &str| self.bicleaner_threshold.get(&prov_dataset::primary_language(l)).copied();
         get(target).or_else(|| get(source)).unwrap_or(self.bicleaner_threshold["*"])
     }
 }
 
-/// The decision on one pair, counted per language pair and rule.
+/// What `pair-score` decides for a pair its language pair's scorer scores: the decision, the
+/// rule and the evidence. `prov explain pair-score` reports the same.
+#[must_use]
+pub fn assess(pair_model: &PairModel, pair: &Pair, config: &ScoreConfig) -> (LedgerDecision, &'static str, Value) {
+    let scores = pair_model.score(&pair.source, &pair.target);
+    let bicleaner = config.bicleaner_for(&pair.source_language, &pair.target_language);
+    let (decision, rule) = if scores.classifier < bicleaner {
+        (LedgerDecision::Removed, "pair-score:bicleaner")
+    } else if scores.quality < config.cometkiwi_threshold {
+        (LedgerDecision::Removed, "pair-score:cometkiwi")
+    } else {
+        (LedgerDecision::Kept, "pair-score:kept")
+    };
+    let evidence = json!({
+        "classifier": scores.classifier,
+        "quality": scores.quality,
+        "bicleaner_threshold": bicleaner,
+        "cometkiwi_threshold": config.cometkiwi_threshold,
+        "language_pair": language_pair(&pair.source_language, &pair.target_language),
+    });
+    (decision, rule, evidence)
+}
+
+/// The ledger row of one pair, counted per language pair and rule.
 fn decide(
     doc: &prov_dataset::Document,
     model: &Model,
@@ -274,23 +298,8 @@ fn decide(
         input: "model".into(),
         message: format!("the scorer has no model for language pair `{name}` (pair `{}`)", doc.id),
     })?;
-    let scores = pair_model.score(&pair.source, &pair.target);
-    let bicleaner = config.bicleaner_for(&pair.source_language, &pair.target_language);
-    let (decision, rule) = if scores.classifier < bicleaner {
-        (LedgerDecision::Removed, "pair-score:bicleaner")
-    } else if scores.quality < config.cometkiwi_threshold {
-        (LedgerDecision::Removed, "pair-score:cometkiwi")
-    } else {
-        (LedgerDecision::Kept, "pair-score:kept")
-    };
-    *counts.entry(name.clone()).or_default().entry(rule.to_owned()).or_default() += 1;
-    let evidence = json!({
-        "classifier": scores.classifier,
-        "quality": scores.quality,
-        "bicleaner_threshold": bicleaner,
-        "cometkiwi_threshold": config.cometkiwi_threshold,
-        "language_pair": name,
-    });
+    let (decision, rule, evidence) = assess(pair_model, &pair, config);
+    *counts.entry(name).or_default().entry(rule.to_owned()).or_default() += 1;
     Ok(LedgerRow::of_document(doc, decision, rule, prov_dataset::evidence(evidence)))
 }
 

@@ -212,7 +212,9 @@ fn yes() -> bool {
 }
 
 impl BifixerConfig {
-    fn options(self) -> Options {
+    /// The engine's switches.
+    #[must_use]
+    pub fn options(self) -> Options {
         Options {
             characters: self.characters,
             html: self.html,
@@ -225,24 +227,16 @@ impl BifixerConfig {
     }
 }
 
-/// What `bifixer` decides for one pair: the ledger row, and the repaired pair when kept.
-fn decide(
-    doc: &Document,
-    rules: &Rules,
+/// What `bifixer` decides for one pair: the ledger decision, rule and evidence, and the
+/// repaired pair when it is kept. `prov explain bifixer` reports the same.
+#[must_use]
+pub fn assess(
+    pair: &Pair,
+    src: &crate::rules::LanguageRules,
+    trg: &crate::rules::LanguageRules,
     options: Options,
-    counts: &mut BTreeMap<String, u64>,
-) -> Result<(LedgerRow, Option<Document>), StageError> {
-    let bad = |message: String| StageError::Input { input: "docs".into(), message };
-    let pair = Pair::of(doc).map_err(|e| bad(e.to_string()))?;
-    let missing = |e: crate::rules::RulesError| StageError::Input {
-        input: "rules".into(),
-        message: format!("{e} (pair `{}`)", doc.id),
-    };
-    let (src, trg) = (
-        rules.language(&pair.source_language).map_err(missing)?,
-        rules.language(&pair.target_language).map_err(missing)?,
-    );
-    let (decision, rule, evidence, kept) = match fix_pair(&pair.source, &pair.target, src, trg, options) {
+) -> (LedgerDecision, &'static str, Value, Option<Pair>) {
+    match fix_pair(&pair.source, &pair.target, src, trg, options) {
         Outcome::EmptyInput(side) => (LedgerDecision::Removed, "bifixer:empty", json!({ "side": side.name() }), None),
         Outcome::EmptyAfterRepair(side) => {
             (LedgerDecision::Removed, "bifixer:empty-after-repair", json!({ "side": side.name() }), None)
@@ -252,16 +246,37 @@ fn decide(
             let evidence = json!({ "hash": hash, "source_changed": source_changed, "target_changed": target_changed });
             let mut repaired = Pair { source, target, ..pair.clone() };
             repaired.metadata.insert(HASH_KEY.into(), Value::String(hash));
-            let (decision, rule) = if source_changed || target_changed {
-                (LedgerDecision::Modified, "bifixer:repaired")
+            if source_changed || target_changed {
+                (LedgerDecision::Modified, "bifixer:repaired", evidence, Some(repaired))
             } else {
-                (LedgerDecision::Kept, "bifixer:unchanged")
-            };
-            (decision, rule, evidence, Some(repaired.into_document(doc)))
+                (LedgerDecision::Kept, "bifixer:unchanged", evidence, Some(repaired))
+            }
         }
+    }
+}
+
+/// The ledger row of one pair, and the repaired document when it is kept.
+fn decide(
+    doc: &Document,
+    rules: &Rules,
+    options: Options,
+    counts: &mut BTreeMap<String, u64>,
+) -> Result<(LedgerRow, Option<Document>), StageError> {
+    let pair = Pair::of(doc).map_err(|e| StageError::Input { input: "docs".into(), message: e.to_string() })?;
+    let missing = |e: crate::rules::RulesError| StageError::Input {
+        input: "rules".into(),
+        message: format!("{e} (pair `{}`)", doc.id),
     };
+    let (src, trg) = (
+        rules.language(&pair.source_language).map_err(missing)?,
+        rules.language(&pair.target_language).map_err(missing)?,
+    );
+    let (decision, rule, evidence, kept) = assess(&pair, src, trg, options);
     *counts.entry(rule.to_owned()).or_default() += 1;
-    Ok((LedgerRow::of_document(doc, decision, rule, prov_dataset::evidence(evidence)), kept))
+    Ok((
+        LedgerRow::of_document(doc, decision, rule, prov_dataset::evidence(evidence)),
+        kept.map(|p| p.into_document(doc)),
+    ))
 }
 
 /// Repairs sentence pairs as Bifixer does and marks each with Bifixer's hash, with a ledger.

@@ -1,13 +1,15 @@
 //! `prov explain`: answers "why" for one input. Each kind of question is a subcommand of
 //! [`ExplainCommand`]: a robots.txt decision, PII matches, a license string, the labels
 //! Goldfish drops, the heuristic filter's rules on a text, a text's perplexity and bucket, a
-//! text's language, and the documents in the batch of a training step.
+//! text's language and quality tier, a sentence pair's repair and scores, and the documents in
+//! the batch of a training step.
 
 mod batch;
 mod goldfish;
 mod heuristics;
 mod langid;
 mod license;
+mod parallel;
 mod perplexity;
 mod pii;
 mod quality;
@@ -45,6 +47,8 @@ enum ExplainCommand {
     Perplexity(perplexity::PerplexityArgs),
     Langid(langid::LangidArgs),
     Quality(quality::QualityArgs),
+    Bifixer(parallel::BifixerArgs),
+    PairScore(parallel::PairScoreArgs),
     Batch(batch::BatchArgs),
 }
 
@@ -108,6 +112,8 @@ pub(crate) fn cmd_explain(ui: &mut Ui, cx: &CommandContext, args: &ExplainArgs) 
         ExplainCommand::Perplexity(a) => perplexity::cmd_explain_perplexity(ui, a),
         ExplainCommand::Langid(a) => langid::cmd_explain_langid(ui, a),
         ExplainCommand::Quality(a) => quality::cmd_explain_quality(ui, a),
+        ExplainCommand::Bifixer(a) => parallel::cmd_explain_bifixer(ui, a),
+        ExplainCommand::PairScore(a) => parallel::cmd_explain_pair_score(ui, a),
         ExplainCommand::Batch(a) => batch::cmd_explain_batch(ui, cx, a),
     }
 }
