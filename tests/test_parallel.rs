@@ -231,6 +231,56 @@ fn pairs_are_repaired_as_bifixer_repairs_them_deduplicated_and_replayed() {
     assert!(removed.iter().any(|r| r.id.starts_with("udhr-")) && removed.iter().any(|r| r.id.starts_with("web-")));
     scores_separate_real_pairs_from_misaligned_ones(&p, &stage, &record);
     p.prov(&["replay", "lockfiles/pairs.lock"]).success();
+    the_pair_score_claim_holds_and_forgeries_fail(&p);
+}
+
+/// EuroLLM's policy holds on the honest run; a lax threshold, and kept pairs forged into the
+/// ledger and output with their recorded scores edited or not (every digest and root
+/// recomputed), fail it.
+fn the_pair_score_claim_holds_and_forgeries_fail(p: &Project) {
+    use crate::test_audit::{audit_forged, keep_row};
+    use prov_audit::Outcome;
+    let policy = prov_testkit::repo_root().join("recipes/policies/eurollm.yaml");
+    let policy = policy.to_str().unwrap();
+    p.prov(&["audit", "lockfiles/pairs.lock", "--policy", policy]).success();
+
+    p.write(
+        "recipes/lax.yaml",
+        &recipe("").replace("name: pairs", "name: lax").replacen(
+            "inputs: {docs: unique.dataset, model: scorer.model}\n",
+            "inputs: {docs: unique.dataset, model: scorer.model}\n    params: {bicleaner_threshold: {\"*\": 0.3}}\n",
+            1,
+        ),
+    );
+    p.prov(&["run", "recipes/lax.yaml"]).success();
+    let run = p.prov(&["audit", "lockfiles/lax.lock", "--policy", policy]);
+    let said = run.exit(4).stdout();
+    assert!(said.contains("not the claimed ones"), "{said}");
+
+    let text = fs_err::read_to_string(policy).unwrap();
+    let claim = |forged: &[prov_audit::ClaimResult]| forged.iter().find(|c| c.kind == "pair-score").unwrap().clone();
+    let rescued = |r: &prov_dataset::LedgerRow| r.rule == "pair-score:bicleaner";
+    // Kept with the scores it had: the row contradicts its own scores.
+    let forged =
+        audit_forged(p, ("lockfiles/pairs.lock", &text), "scored", &prov_audit::StageRescan, |rows, out, input| {
+            let evidence =
+                rows.iter().flatten().find(|r| rescued(r)).unwrap().evidence.clone().map(serde_json::Value::Object);
+            keep_row(rows, out, input, rescued, ("pair-score:kept", evidence));
+        });
+    let c = claim(&forged);
+    assert_eq!(c.outcome, Outcome::Fails, "{c:#?}");
+    assert!(c.reasons.iter().any(|r| r.contains("does not follow from its recorded scores")), "{c:#?}");
+    // Kept with passing scores written in: the row is consistent, the pinned model is not.
+    let forged =
+        audit_forged(p, ("lockfiles/pairs.lock", &text), "scored", &prov_audit::StageRescan, |rows, out, input| {
+            let mut evidence = rows.iter().flatten().find(|r| rescued(r)).unwrap().evidence.clone().unwrap();
+            evidence.insert("classifier".into(), serde_json::json!(0.99));
+            evidence.insert("quality".into(), serde_json::json!(0.99));
+            keep_row(rows, out, input, rescued, ("pair-score:kept", Some(serde_json::Value::Object(evidence))));
+        });
+    let c = claim(&forged);
+    assert_eq!(c.outcome, Outcome::Fails, "{c:#?}");
+    assert!(c.reasons.iter().any(|r| r.contains("rescores to classifier")), "{c:#?}");
 }
 
 /// The scorer, fitted on the clean UDHR pairs, keeps most real pairs and removes most

@@ -155,6 +155,19 @@ pub enum Claim {
         #[serde(default)]
         benchmark: Option<Digest>,
     },
+    /// Sentence pairs were kept only at or above the classifier and quality thresholds (the
+    /// report's Bicleaner and CometKiwi-22 thresholds by default), by the run's pinned scorer.
+    PairScore {
+        /// The stage to check; default: every `pair-score` stage of the run.
+        #[serde(default)]
+        stage: Option<String>,
+        /// The claimed classifier thresholds per language and `*`.
+        #[serde(default = "crate::claims::report_bicleaner")]
+        bicleaner: std::collections::BTreeMap<String, f64>,
+        /// The claimed quality threshold.
+        #[serde(default = "crate::claims::report_cometkiwi")]
+        cometkiwi: f64,
+    },
     /// Every stage of the run replays bit for bit.
     Replay {
         /// Public keys (paths relative to the policy file) of the parties whose signed replay
@@ -198,6 +211,7 @@ impl Claim {
             Self::License { .. } => "license",
             Self::CompoundLicense { .. } => "compound-license",
             Self::Decontamination { .. } => "decontamination",
+            Self::PairScore { .. } => "pair-score",
             Self::Replay { .. } => "replay",
         }
     }

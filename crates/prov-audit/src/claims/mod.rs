@@ -24,11 +24,13 @@ use crate::policy::{AuditPolicy, Claim};
 
 mod decontamination;
 mod license;
+mod pair_score;
 mod pii;
 mod replay;
 mod robots;
 mod toxicity;
 
+pub(crate) use pair_score::{report_bicleaner, report_cometkiwi};
 pub use robots::ROBOTS_DEFAULT_RULES;
 
 /// The outcome of one claim.
@@ -710,6 +712,9 @@ pub fn evaluate(cx: &RunContext<'_>, policy: &AuditPolicy, options: &AuditOption
             Claim::CompoundLicense { stage } => license::compound_license(cx, stage.as_deref()),
             Claim::Decontamination { stage, benchmark } => {
                 decontamination::decontamination(cx, stage.as_deref(), benchmark.as_ref(), options)
+            }
+            Claim::PairScore { stage, bicleaner, cometkiwi } => {
+                pair_score::pair_score(cx, stage.as_deref(), bicleaner, *cometkiwi, options)
             }
             Claim::Replay { replayers, min_signed_replays } => {
                 replay::replay(cx, &policy.keys_of(replayers), *min_signed_replays)
