@@ -142,4 +142,32 @@ fn heuristics_decide_each_document_as_the_rules_do_and_replay() {
     );
 
     p.prov(&["replay", "lockfiles/h.lock"]).success();
+    the_heuristics_claim_holds_and_forgeries_fail(&p);
+}
+
+/// The `heuristics` claim holds on the honest run for its languages, fails for the report's
+/// four (the run left French out), and fails on forgeries that every digest and root check
+/// accepts: a too-short document and a document with a curly bracket put back as kept.
+fn the_heuristics_claim_holds_and_forgeries_fail(p: &Project) {
+    use crate::test_audit::{audit_forged, keep_row};
+    use prov_audit::Outcome;
+    let ours = "schema: 1\nname: h\nclaims:\n  - kind: heuristics\n    languages: [de, es, it]\n";
+    p.write("ours.yaml", ours);
+    p.prov(&["audit", "lockfiles/h.lock", "--policy", "ours.yaml"]).success();
+    p.write("report.yaml", "schema: 1\nname: h\nclaims:\n  - kind: heuristics\n");
+    let run = p.prov(&["audit", "lockfiles/h.lock", "--policy", "report.yaml"]);
+    assert!(run.exit(4).stdout().contains("not the claimed [\"de\", \"es\", \"fr\", \"it\"]"), "{}", run.describe());
+
+    let claim = |forged: &[prov_audit::ClaimResult]| forged.iter().find(|c| c.kind == "heuristics").unwrap().clone();
+    for (rule, says) in
+        [("heuristics:too-short", "fewer than 200"), ("heuristics:curly-bracket", "contains a curly bracket")]
+    {
+        let forged =
+            audit_forged(p, ("lockfiles/h.lock", ours), "heuristics", &prov_audit::StageRescan, |rows, out, input| {
+                keep_row(rows, out, input, |r| r.rule == rule, ("heuristics:kept", None));
+            });
+        let c = claim(&forged);
+        assert_eq!(c.outcome, Outcome::Fails, "{c:#?}");
+        assert!(c.reasons.iter().any(|r| r.contains(says)), "{rule}: {c:#?}");
+    }
 }

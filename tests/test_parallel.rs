@@ -240,7 +240,16 @@ fn pairs_are_repaired_as_bifixer_repairs_them_deduplicated_and_replayed() {
 fn the_pair_score_claim_holds_and_forgeries_fail(p: &Project) {
     use crate::test_audit::{audit_forged, keep_row};
     use prov_audit::Outcome;
-    let policy = prov_testkit::repo_root().join("recipes/policies/eurollm.yaml");
+    // The shipped EuroLLM policy reads; its `pair-score` claim, alone, is held here (the run
+    // has no heuristics stage for its other claim).
+    let shipped = prov_testkit::repo_root().join("recipes/policies/eurollm.yaml");
+    let parsed = prov_audit::AuditPolicy::parse(&shipped, &fs_err::read_to_string(&shipped).unwrap()).unwrap();
+    assert!(
+        parsed.claims.iter().any(|c| c.kind() == "pair-score")
+            && parsed.claims.iter().any(|c| c.kind() == "heuristics")
+    );
+    p.write("pairs-policy.yaml", "schema: 1\nname: pairs\nclaims:\n  - kind: pair-score\n");
+    let policy = p.path("pairs-policy.yaml");
     let policy = policy.to_str().unwrap();
     p.prov(&["audit", "lockfiles/pairs.lock", "--policy", policy]).success();
 

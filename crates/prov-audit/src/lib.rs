@@ -42,6 +42,7 @@
 #![deny(missing_docs)]
 
 pub mod claims;
+mod heuristics_scan;
 pub mod overlap;
 pub mod path;
 pub mod pii_scan;

@@ -155,6 +155,19 @@ pub enum Claim {
         #[serde(default)]
         benchmark: Option<Digest>,
     },
+    /// EuroLLM's heuristic filter ran on the claimed languages with the claimed thresholds
+    /// (the report's by default), and its output holds nothing the rules remove.
+    Heuristics {
+        /// The stage to check; default: every `heuristics` stage of the run.
+        #[serde(default)]
+        stage: Option<String>,
+        /// The languages (primary subtags) the rules must have applied to.
+        #[serde(default = "crate::claims::report_languages")]
+        languages: Vec<String>,
+        /// The claimed thresholds, as the stage's parameters name them.
+        #[serde(default)]
+        thresholds: prov_heuristics::Thresholds,
+    },
     /// Sentence pairs were kept only at or above the classifier and quality thresholds (the
     /// report's Bicleaner and CometKiwi-22 thresholds by default), by the run's pinned scorer.
     PairScore {
@@ -211,6 +224,7 @@ impl Claim {
             Self::License { .. } => "license",
             Self::CompoundLicense { .. } => "compound-license",
             Self::Decontamination { .. } => "decontamination",
+            Self::Heuristics { .. } => "heuristics",
             Self::PairScore { .. } => "pair-score",
             Self::Replay { .. } => "replay",
         }

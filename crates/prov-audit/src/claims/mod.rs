@@ -23,6 +23,7 @@ use serde_json::Value;
 use crate::policy::{AuditPolicy, Claim};
 
 mod decontamination;
+mod heuristics;
 mod license;
 mod pair_score;
 mod pii;
@@ -30,6 +31,7 @@ mod replay;
 mod robots;
 mod toxicity;
 
+pub(crate) use heuristics::report_languages;
 pub(crate) use pair_score::{report_bicleaner, report_cometkiwi};
 pub use robots::ROBOTS_DEFAULT_RULES;
 
@@ -712,6 +714,9 @@ pub fn evaluate(cx: &RunContext<'_>, policy: &AuditPolicy, options: &AuditOption
             Claim::CompoundLicense { stage } => license::compound_license(cx, stage.as_deref()),
             Claim::Decontamination { stage, benchmark } => {
                 decontamination::decontamination(cx, stage.as_deref(), benchmark.as_ref(), options)
+            }
+            Claim::Heuristics { stage, languages, thresholds } => {
+                heuristics::heuristics(cx, stage.as_deref(), languages, thresholds, options)
             }
             Claim::PairScore { stage, bicleaner, cometkiwi } => {
                 pair_score::pair_score(cx, stage.as_deref(), bicleaner, *cometkiwi, options)
