@@ -229,3 +229,74 @@ fn a_labelled_id_that_occurs_twice_is_refused() {
     let r = p.prov(&["run", "recipes/dup.yaml"]);
     assert!(r.exit(1).stderr().contains("document id `x` is labelled and occurs twice"), "{}", r.describe());
 }
+
+/// The tiers feeding EuroLLM's phases, audited: the quality tiers of the quickstart's UDHR are
+/// tokenised and drawn by a three-phase `pretrain` (low and medium, then medium and high, then
+/// high only, with longer samples), and the `tiers-by-phase` claim follows each phase's
+/// sources back to their `quality` stages and scores their kept documents again. It holds as
+/// claimed; it fails when the claim reserves the second phase for the high tier, and when the
+/// high tier's output is forged to hold a low-tier document (every digest and root
+/// recomputed: the tokens the phase drew then come from no stage of the run).
+#[test]
+fn phases_draw_from_their_tiers_and_the_claim_checks_it() {
+    use crate::test_audit::{audit_forged, keep_row};
+    use prov_audit::Outcome;
+    let p = Project::with_recipes();
+    let sample = fs_err::read_to_string(p.path("recipes/data/quickstart/udhr-sample.jsonl")).unwrap();
+    let labels: String = sample
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .map(|d| {
+            serde_json::json!({"id": d["id"], "score": vowel_share(d["text"].as_str().unwrap())}).to_string() + "\n"
+        })
+        .collect();
+    p.write("recipes/data/labels.jsonl", &labels);
+    let tokens = |name: &str, tier: &str, seq_len: u32| {
+        format!(
+            "  {name}:\n    kind: tokenize\n    inputs: {{docs: {tier}.dataset, tokenizer: tokenizer.tokenizer}}\n    params: {{seq_len: {seq_len}}}\n"
+        )
+    };
+    let recipe = recipe().replace("name: tiers", "name: phased-tiers")
+        + "  tokenizer:\n    kind: tokenizer\n    inputs: {docs: shards}\n    params: {vocab_size: 512}\n"
+        + &tokens("low", "bottom", 32)
+        + &tokens("mid", "middle", 32)
+        + &tokens("high", "top", 32)
+        + &tokens("long", "top", 64)
+        + "  pretrain:\n    kind: pretrain\n\
+           \x20   inputs: {tokenizer: tokenizer.tokenizer, low-tokens: low.tokens, low-order: low.order, mid-tokens: mid.tokens,\n\
+           \x20            mid-order: mid.order, high-tokens: high.tokens, high-order: high.order, long-tokens: long.tokens,\n\
+           \x20            long-order: long.order}\n\
+           \x20   params:\n      batch_size: 2\n      lr: 0.003\n      goldfish: null\n\
+           \x20     model: {architecture: llama, hidden_size: 32, intermediate_size: 64, num_hidden_layers: 1,\n\
+           \x20             num_attention_heads: 2, num_key_value_heads: 1}\n\
+           \x20     phases:\n\
+           \x20       - {name: one, steps: 6, mixture: {low: 1, mid: 1}}\n\
+           \x20       - {name: two, steps: 4, lr_end: 0.1, mixture: {mid: 1, high: 1}}\n\
+           \x20       - {name: three, steps: 3, lr_end: 0, rope_theta: 1000000, mixture: {long: 1}}\n";
+    p.write("recipes/phased-tiers.yaml", &recipe);
+    p.prov(&["run", "recipes/phased-tiers.yaml"]).success();
+    let policy =
+        |phases: &str| format!("schema: 1\nname: tiers\nclaims:\n  - kind: tiers-by-phase\n    phases: {phases}\n");
+    let honest = policy("[[low, medium], [medium, high], [high]]");
+    p.write("honest.yaml", &honest);
+    p.prov(&["audit", "lockfiles/phased-tiers.lock", "--policy", "honest.yaml"]).success();
+
+    p.write("strict.yaml", &policy("[[low, medium], [high], [high]]"));
+    let run = p.prov(&["audit", "lockfiles/phased-tiers.lock", "--policy", "strict.yaml"]);
+    let said = run.exit(4).stdout();
+    assert!(said.contains("phase 2 `two`: source `mid` comes from `middle`, which keeps tier `medium`"), "{said}");
+
+    let forged = audit_forged(
+        &p,
+        ("lockfiles/phased-tiers.lock", &honest),
+        "top",
+        &prov_audit::StageRescan,
+        |rows, out, input| {
+            let evidence = serde_json::json!({"tier": "high"});
+            keep_row(rows, out, input, |r| r.rule == "quality:low", ("quality:high", Some(evidence)));
+        },
+    );
+    let c = forged.iter().find(|c| c.kind == "tiers-by-phase").unwrap();
+    assert_eq!(c.outcome, Outcome::Fails, "{c:#?}");
+    assert!(c.reasons.iter().any(|r| r.contains("written by no stage of the run")), "{c:#?}");
+}

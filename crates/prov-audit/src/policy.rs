@@ -168,6 +168,15 @@ pub enum Claim {
         #[serde(default)]
         thresholds: prov_heuristics::Thresholds,
     },
+    /// Each phase of a phased `pretrain` stage drew only from the quality tiers claimed for
+    /// it: its sources' tokens come from `quality` stages keeping only those tiers.
+    TiersByPhase {
+        /// The stage to check; default: every `pretrain` stage of the run.
+        #[serde(default)]
+        stage: Option<String>,
+        /// Per phase, in order, the tiers (`high`, `medium`, `low`) its data may come from.
+        phases: Vec<Vec<String>>,
+    },
     /// Sentence pairs were kept only at or above the classifier and quality thresholds (the
     /// report's Bicleaner and CometKiwi-22 thresholds by default), by the run's pinned scorer.
     PairScore {
@@ -225,6 +234,7 @@ impl Claim {
             Self::CompoundLicense { .. } => "compound-license",
             Self::Decontamination { .. } => "decontamination",
             Self::Heuristics { .. } => "heuristics",
+            Self::TiersByPhase { .. } => "tiers-by-phase",
             Self::PairScore { .. } => "pair-score",
             Self::Replay { .. } => "replay",
         }

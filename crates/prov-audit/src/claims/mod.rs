@@ -29,6 +29,7 @@ mod pair_score;
 mod pii;
 mod replay;
 mod robots;
+mod tiers;
 mod toxicity;
 
 pub(crate) use heuristics::report_languages;
@@ -718,6 +719,7 @@ pub fn evaluate(cx: &RunContext<'_>, policy: &AuditPolicy, options: &AuditOption
             Claim::Heuristics { stage, languages, thresholds } => {
                 heuristics::heuristics(cx, stage.as_deref(), languages, thresholds, options)
             }
+            Claim::TiersByPhase { stage, phases } => tiers::tiers_by_phase(cx, stage.as_deref(), phases, options),
             Claim::PairScore { stage, bicleaner, cometkiwi } => {
                 pair_score::pair_score(cx, stage.as_deref(), bicleaner, *cometkiwi, options)
             }
