@@ -9,7 +9,8 @@
 //!   `scripts/bifixer-rules.py` rather than shipped (Bifixer is GPL-3.0, Provenant Apache-2.0);
 //! - [`pairs`]: a sentence pair as a document (the source side its text, the target side in its
 //!   metadata), so that pairs have ledgers, explanations and proofs like documents;
-//! - [`stage`]: the `sentence-pairs` and `bifixer` stage kinds;
+//! - [`stage`]: the `sentence-pairs`, `bifixer` and `pair-examples` stage kinds (the last
+//!   turns pairs into translation examples for SFT);
 //! - [`scorer`] and [`logistic`]: the pair scorer that stands in for Bicleaner and `CometKiwi`
 //!   (a logistic classifier and a ridge quality estimate on dictionary and length features,
 //!   trained against synthetic noise), and [`score_stage`]: `pair-score-train`, which pins it,
@@ -23,11 +24,13 @@ pub mod score_stage;
 pub mod scorer;
 pub mod stage;
 
-/// Registers `sentence-pairs`, `bifixer`, `pair-score-train` and `pair-score`.
+/// Registers `sentence-pairs`, `bifixer`, `pair-score-train`, `pair-score` and
+/// `pair-examples`.
 pub fn register(registry: &mut prov_exec::Registry) {
     use std::sync::Arc;
     registry.register(Arc::new(stage::SentencePairsStage));
     registry.register(Arc::new(stage::BifixerStage));
     registry.register(Arc::new(score_stage::PairScoreTrainStage));
     registry.register(Arc::new(score_stage::PairScoreStage));
+    registry.register(Arc::new(stage::PairExamplesStage));
 }

@@ -360,3 +360,123 @@ impl Stage for BifixerStage {
         Ok(out)
     }
 }
+
+/// The resolved configuration of a `pair-examples` stage.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PairExamplesConfig {
+    /// Language (primary subtag) → the name the prompt uses. Pairs with a side in another
+    /// language are left out (counted as `ignored`).
+    pub languages: BTreeMap<String, String>,
+    /// The user message: `{source}`, `{target}` and `{text}` are replaced, as in
+    /// `translation-pairs`.
+    #[serde(default = "default_template")]
+    pub template: String,
+    /// Also ask for each pair the other way round.
+    #[serde(default = "yes")]
+    pub both_directions: bool,
+}
+
+fn default_template() -> String {
+    prov_prep::DEFAULT_TEMPLATE.to_owned()
+}
+
+/// One example: translate `text` (side `from`) into `to`.
+fn example(
+    id: &str,
+    (from, from_lang, from_doc, text): (&str, &str, &str, &str),
+    (to, to_lang, to_doc, answer): (&str, &str, &str, &str),
+    template: &prov_prep::Template,
+) -> prov_prep::TranslationExample {
+    use prov_tokenizer::chat::{Message, Role};
+    let side = |doc: &str, code: &str, name: &str| prov_prep::TranslationSide {
+        doc: doc.to_owned(),
+        translation: code.to_owned(),
+        language: name.to_owned(),
+    };
+    prov_prep::TranslationExample {
+        id: format!("{id}:{from}>{to}"),
+        source: side(from_doc, from, from_lang),
+        target: side(to_doc, to, to_lang),
+        messages: vec![
+            Message::new(Role::User, template.render(from_lang, to_lang, text)),
+            Message::new(Role::Assistant, answer.to_owned()),
+        ],
+    }
+}
+
+/// Turns sentence pairs into translation examples for supervised fine-tuning, in the format
+/// `translation-pairs` writes: EuroLLM fine-tunes on translation, from its filtered parallel
+/// data.
+pub struct PairExamplesStage;
+
+impl Stage for PairExamplesStage {
+    fn kind(&self) -> &'static str {
+        "pair-examples"
+    }
+    fn version(&self) -> u32 {
+        1
+    }
+    fn summary(&self) -> &'static str {
+        "turn sentence pairs into translation examples for SFT (the translation-pairs format), each way round"
+    }
+    fn resolve_config(&self, params: &Value) -> Result<Value, ConfigError> {
+        let c: PairExamplesConfig = parse_params(params)?;
+        if c.languages.is_empty() {
+            return Err(ConfigError::at(&["languages"], "names no language")
+                .with_hint("for example `languages: {en: English, fr: French}`"));
+        }
+        prov_prep::Template::parse(&c.template)?;
+        Ok(serde_json::to_value(c).expect("strings encode"))
+    }
+    fn determinism(&self, _config: &Value) -> Determinism {
+        Determinism::Portable
+    }
+    fn inputs(&self) -> InputSpec {
+        InputSpec::Named(vec![("docs", vec![OutputType::Dataset])])
+    }
+    fn outputs(&self, _config: &Value) -> Vec<(String, OutputType)> {
+        vec![("train".into(), OutputType::File)]
+    }
+    fn run(&self, cx: &StageContext<'_>) -> Result<StageOutput, StageError> {
+        let config: PairExamplesConfig = parse_params(cx.config).map_err(StageError::Config)?;
+        let template = prov_prep::Template::parse(&config.template).map_err(StageError::Config)?;
+        let ds = cx.input_record::<DatasetRecord>("docs")?;
+        let (mut examples, mut ignored) = (Vec::new(), 0u64);
+        for shard in &ds.shards {
+            for doc in shard_documents(cx.store, &shard.digest)? {
+                let doc = doc?;
+                let pair =
+                    Pair::of(&doc).map_err(|e| StageError::Input { input: "docs".into(), message: e.to_string() })?;
+                let (s, t) = (
+                    prov_dataset::primary_language(&pair.source_language),
+                    prov_dataset::primary_language(&pair.target_language),
+                );
+                let (Some(s_name), Some(t_name)) = (config.languages.get(&s), config.languages.get(&t)) else {
+                    ignored += 1;
+                    continue;
+                };
+                let meta = |k: &str| pair.metadata.get(k).and_then(Value::as_str).unwrap_or(&doc.id).to_owned();
+                let (s_doc, t_doc) = (meta("source_doc"), meta("target_doc"));
+                let source = (s.as_str(), s_name.as_str(), s_doc.as_str(), pair.source.as_str());
+                let target = (t.as_str(), t_name.as_str(), t_doc.as_str(), pair.target.as_str());
+                examples.push(example(&doc.id, source, target, &template));
+                if config.both_directions {
+                    examples.push(example(&doc.id, target, source, &template));
+                }
+            }
+        }
+        if examples.is_empty() {
+            return Err(StageError::Config(ConfigError::at(
+                &["languages"],
+                format!("no pair of `docs` has both sides in {:?}", config.languages.keys().collect::<Vec<_>>()),
+            )));
+        }
+        let digest = cx.store.put_bytes(prov_store::ObjectKind::Blob, &prov_prep::write_examples(&examples))?;
+        let mut out = StageOutput::default();
+        out.outputs.insert("train".into(), OutputRef { output_type: OutputType::File, digest });
+        out.stats.insert("examples".into(), json!(examples.len()));
+        out.stats.insert("ignored".into(), json!(ignored));
+        Ok(out)
+    }
+}

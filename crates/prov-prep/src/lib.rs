@@ -31,7 +31,7 @@ pub use license_filter::{LicenseConfig, LicenseStage, MissingLicense};
 pub use sample::{SampleConfig, SampleStage};
 pub use shard::{ShardConfig, ShardStage};
 pub use translation_pairs::{
-    DEFAULT_TEMPLATE, ExamplesError, PairCounts, ParallelDocuments, ParallelId, TranslationExample,
+    DEFAULT_TEMPLATE, ExamplesError, PairCounts, ParallelDocuments, ParallelId, Template, TranslationExample,
     TranslationPairsConfig, TranslationPairsStage, TranslationSide, parse_parallel_id, read_examples, write_examples,
 };
 pub use url_index_stage::{URL_INDEX_KIND, UrlIndexConfig, UrlIndexStage};

@@ -91,9 +91,10 @@ impl TranslationPairsConfig {
     }
 }
 
-/// A parsed template: literal text and placeholders.
+/// A parsed prompt template: literal text and placeholders. `pair-examples` (crate
+/// `prov-parallel`) renders its prompts with it too.
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct Template(Vec<Piece>);
+pub struct Template(Vec<Piece>);
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Piece {
@@ -106,7 +107,11 @@ enum Piece {
 impl Template {
     /// Parses `{source}`, `{target}` and `{text}`; any other `{name}` (ASCII letters, digits and
     /// `_`) is refused as an unknown placeholder, other braces are literal text.
-    fn parse(template: &str) -> Result<Self, ConfigError> {
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] at `template` for an unknown or missing placeholder.
+    pub fn parse(template: &str) -> Result<Self, ConfigError> {
         let mut pieces = Vec::new();
         let mut seen = [false; 3];
         let mut literal = String::new();
@@ -145,7 +150,10 @@ impl Template {
         Ok(Self(pieces))
     }
 
-    fn render(&self, source: &str, target: &str, text: &str) -> String {
+    /// The template with the language names and the text put in, in one pass (a text that
+    /// contains `{target}` keeps it).
+    #[must_use]
+    pub fn render(&self, source: &str, target: &str, text: &str) -> String {
         let mut out = String::new();
         for p in &self.0 {
             out.push_str(match p {
