@@ -24,6 +24,7 @@ mod test_license;
 mod test_license_review;
 mod test_lockfile_edits;
 mod test_main_job;
+mod test_mini_eurollm;
 mod test_ngram;
 mod test_parallel;
 mod test_pii;

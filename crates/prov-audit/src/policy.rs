@@ -162,7 +162,7 @@ pub enum Claim {
         #[serde(default)]
         stage: Option<String>,
         /// The languages (primary subtags) the rules must have applied to.
-        #[serde(default = "crate::claims::report_languages")]
+        #[serde(default = "report_languages")]
         languages: Vec<String>,
         /// The claimed thresholds, as the stage's parameters name them.
         #[serde(default)]
@@ -184,10 +184,10 @@ pub enum Claim {
         #[serde(default)]
         stage: Option<String>,
         /// The claimed classifier thresholds per language and `*`.
-        #[serde(default = "crate::claims::report_bicleaner")]
+        #[serde(default = "report_bicleaner")]
         bicleaner: std::collections::BTreeMap<String, f64>,
         /// The claimed quality threshold.
-        #[serde(default = "crate::claims::report_cometkiwi")]
+        #[serde(default = "report_cometkiwi")]
         cometkiwi: f64,
     },
     /// Every stage of the run replays bit for bit.
@@ -216,6 +216,21 @@ pub struct LanguageGroup {
     pub languages: Vec<String>,
     /// The claimed share of the group's words removed.
     pub claimed: f64,
+}
+
+/// The EuroLLM report's Bicleaner thresholds: 0.6 for Portuguese, 0.5 for the rest.
+fn report_bicleaner() -> std::collections::BTreeMap<String, f64> {
+    std::collections::BTreeMap::from([("pt".to_owned(), 0.6), ("*".to_owned(), 0.5)])
+}
+
+/// The EuroLLM report's CometKiwi-22 threshold.
+fn report_cometkiwi() -> f64 {
+    0.7
+}
+
+/// The languages the EuroLLM report applies its heuristic filter to.
+fn report_languages() -> Vec<String> {
+    ["de", "es", "fr", "it"].map(String::from).to_vec()
 }
 
 fn default_license_policy() -> String {

@@ -21,7 +21,8 @@ pub struct Source {
     pub documents: bool,
 }
 
-/// The dataset a card describes: the last dataset output of the run, in plan order.
+/// The dataset a card describes: the `dataset` output of the stage asked for, or else the last
+/// dataset output of the run, in plan order.
 #[derive(Debug, Clone)]
 pub struct Output {
     /// The stage that wrote it.
@@ -47,20 +48,35 @@ pub struct CardInputs {
 }
 
 impl CardInputs {
-    /// Reads a run record and every stage and source record it names.
+    /// Reads a run record and every stage and source record it names, for the card of the
+    /// run's last dataset output in plan order.
     pub fn read(store: &Store, run_manifest: &Digest) -> Result<Self, CardError> {
+        Self::read_output(store, run_manifest, None)
+    }
+
+    /// Like [`CardInputs::read`], for the `dataset` output of stage `stage` when given (a run
+    /// with several outputs, such as documents and sentence pairs, has a card for each).
+    pub fn read_output(store: &Store, run_manifest: &Digest, stage: Option<&str>) -> Result<Self, CardError> {
         let run = LoadedRun::load(store, *run_manifest)?;
         let stages = run.stages();
-        // The output: the last dataset in plan order that is not only a classifier's or a
-        // tokenizer's training input (the documents' own chain ends at a filter).
-        let (out_index, out_digest) = stages
-            .iter()
-            .enumerate()
-            .rev()
-            .find_map(|(i, s)| {
-                s.record.outputs.get("dataset").filter(|o| o.output_type == OutputType::Dataset).map(|o| (i, o.digest))
-            })
-            .ok_or(CardError::NoDataset { run: *run_manifest })?;
+        let dataset_of = |(i, s): (usize, &prov_manifest::LoadedStage)| {
+            s.record.outputs.get("dataset").filter(|o| o.output_type == OutputType::Dataset).map(|o| (i, o.digest))
+        };
+        let (out_index, out_digest) = match stage {
+            Some(name) => stages
+                .iter()
+                .enumerate()
+                .find(|(_, s)| s.record.name.as_str() == name)
+                .and_then(dataset_of)
+                .ok_or_else(|| CardError::NoSuchDataset { run: *run_manifest, stage: name.to_owned() })?,
+            // The last dataset in plan order (the documents' own chain ends at a filter).
+            None => stages
+                .iter()
+                .enumerate()
+                .rev()
+                .find_map(dataset_of)
+                .ok_or(CardError::NoDataset { run: *run_manifest })?,
+        };
         let record = get_typed::<DatasetRecord>(store, &out_digest)?;
         let output = Output { stage: stages[out_index].record.name.as_str().to_owned(), digest: out_digest, record };
         let chain = chain(stages, out_index);

@@ -56,6 +56,14 @@ pub enum CardError {
         /// The run record.
         run: Digest,
     },
+    /// The stage asked for is not in the run or has no dataset output.
+    #[error("run `{run}` has no stage `{stage}` with a `dataset` output")]
+    NoSuchDataset {
+        /// The run record.
+        run: Digest,
+        /// The stage asked for.
+        stage: String,
+    },
     /// A shard of the output is not in the store.
     #[error("shard `{digest}` of the output dataset is not in the store; Croissant needs its SHA-256")]
     MissingShard {
@@ -169,6 +177,8 @@ pub struct CardOptions {
     /// Also copy the output's shards to `data/shard-NNNNN.parquet`, where Croissant's
     /// `contentUrl`s point.
     pub with_data: bool,
+    /// The stage whose `dataset` output the card describes; `None` for the run's last.
+    pub dataset: Option<String>,
 }
 
 /// A file written, relative to the output directory.
@@ -200,7 +210,7 @@ pub fn write_card(
     dir: &Path,
     options: &CardOptions,
 ) -> Result<Vec<Written>, CardError> {
-    let ev = CardInputs::read(store, run_manifest)?;
+    let ev = CardInputs::read_output(store, run_manifest, options.dataset.as_deref())?;
     let mut out = Vec::new();
     match options.format {
         Format::Hf => {

@@ -215,7 +215,7 @@ fn croissant_hashes_the_shards_and_fails_on_a_missing_one() {
     let (dir, s) = store();
     let run = run(&s);
     let out = dir.path().join("card");
-    let options = CardOptions { format: Format::Croissant, top_languages: 10, with_data: true };
+    let options = CardOptions { format: Format::Croissant, top_languages: 10, with_data: true, dataset: None };
     let written = write_card(&s, &run, &out, &options).unwrap();
     assert!(written.iter().any(|w| w.path == "croissant.json"));
     let doc: Value = serde_json::from_slice(&fs_err::read(out.join("croissant.json")).unwrap()).unwrap();

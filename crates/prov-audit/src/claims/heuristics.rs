@@ -10,11 +10,6 @@ use super::{
     filters,
 };
 
-/// The languages the report applies the filter to.
-pub(crate) fn report_languages() -> Vec<String> {
-    ["de", "es", "fr", "it"].map(String::from).to_vec()
-}
-
 /// The `heuristics` claim.
 pub(super) fn heuristics(
     cx: &RunContext<'_>,

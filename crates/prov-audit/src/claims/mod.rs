@@ -32,8 +32,6 @@ mod robots;
 mod tiers;
 mod toxicity;
 
-pub(crate) use heuristics::report_languages;
-pub(crate) use pair_score::{report_bicleaner, report_cometkiwi};
 pub use robots::ROBOTS_DEFAULT_RULES;
 
 /// The outcome of one claim.

@@ -22,16 +22,6 @@ use super::{
     filters, row_or_fail,
 };
 
-/// The report's classifier thresholds: 0.6 for Portuguese, 0.5 for the rest.
-pub(crate) fn report_bicleaner() -> BTreeMap<String, f64> {
-    BTreeMap::from([("pt".to_owned(), 0.6), ("*".to_owned(), 0.5)])
-}
-
-/// The report's quality-estimate threshold.
-pub(crate) fn report_cometkiwi() -> f64 {
-    0.7
-}
-
 /// Whether a row's recorded scores and thresholds give its rule.
 fn row_consistent(rule: &str, evidence: Option<&serde_json::Map<String, Value>>, config: &ScoreConfig) -> bool {
     let get = |k: &str| evidence.and_then(|e| e.get(k)).and_then(Value::as_f64);

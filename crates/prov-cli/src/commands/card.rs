@@ -40,6 +40,10 @@ pub(crate) struct CardArgs {
     /// Croissant `contentUrl`s point
     #[arg(long)]
     with_data: bool,
+    /// The stage whose `dataset` output the card describes (default: the run's last dataset
+    /// output, in plan order)
+    #[arg(long, value_name = "STAGE")]
+    dataset: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -87,6 +91,7 @@ pub(crate) fn cmd_card(ui: &mut Ui, cx: &CommandContext, args: &CardArgs) -> Res
         },
         top_languages: args.top_languages,
         with_data: args.with_data,
+        dataset: args.dataset.clone(),
     };
     let dir = cx.cwd.join(&args.out);
     let written = prov_card::write_card(&store, &manifest, &dir, &options)?;
