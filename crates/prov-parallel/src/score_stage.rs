@@ -388,6 +388,42 @@ impl Stage for PairScoreStage {
 mod tests {
     use super::*;
 
+    /// A scorer whose classifier gives `sigmoid(c)` and whose quality estimate gives `q`, for
+    /// every pair (all weights zero).
+    fn constant(c: f64, q: f64) -> PairModel {
+        let zero = vec![0.0; FEATURES.len()];
+        PairModel {
+            dictionary: Dictionary::default(),
+            classifier: Linear { intercept: c, weights: zero.clone() },
+            quality: Linear { intercept: q, weights: zero },
+        }
+    }
+
+    #[test]
+    fn each_rule_fires_at_its_threshold() {
+        let config: ScoreConfig = serde_json::from_value(PairScoreStage.resolve_config(&json!({})).unwrap()).unwrap();
+        let pair = |target_language: &str| Pair {
+            source: "a".into(),
+            source_language: "en".into(),
+            target: "b".into(),
+            target_language: target_language.into(),
+            metadata: serde_json::Map::new(),
+        };
+        // logit(0.5) = 0: exactly at the threshold passes; just below does not.
+        let rule = |c: f64, q: f64, lang: &str| assess(&constant(c, q), &pair(lang), &config).1;
+        assert_eq!(rule(0.0, 0.7, "de"), "pair-score:kept");
+        assert_eq!(rule(-1e-9, 0.9, "de"), "pair-score:bicleaner");
+        assert_eq!(rule(0.0, 0.9, "pt"), "pair-score:bicleaner", "Portuguese needs 0.6");
+        assert_eq!(rule(0.5, 0.9, "pt"), "pair-score:kept", "sigmoid(0.5) = 0.62");
+        assert_eq!(rule(1.0, 0.699_999, "de"), "pair-score:cometkiwi");
+        assert_eq!(rule(-1.0, 0.1, "de"), "pair-score:bicleaner", "the classifier is asked first");
+        let (decision, _, evidence) = assess(&constant(1.0, 2.0), &pair("pt-PT"), &config);
+        assert_eq!(decision, LedgerDecision::Kept);
+        assert_eq!(evidence["quality"], 1.0, "the estimate is clipped to 1");
+        assert_eq!(evidence["bicleaner_threshold"], 0.6);
+        assert_eq!(evidence["language_pair"], "en-pt");
+    }
+
     #[test]
     #[allow(clippy::float_cmp)] // the thresholds are the configured values themselves
     fn thresholds_follow_the_report_and_the_language() {

@@ -480,3 +480,60 @@ impl Stage for PairExamplesStage {
         Ok(out)
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::rules::Rules;
+
+    /// Rules with an empty character table and the punctuation Bifixer uses for English.
+    fn rules() -> Rules {
+        Rules::parse(
+            br#"{"format":"bifixer-rules 1","bifixer":"0","languages":{"en":{"cjk":false,"characters":[],"punctuation":[[" ,",","]],"orthography":[["teh","the"]],"detokenisation":[]}}}"#,
+        )
+        .unwrap()
+    }
+
+    fn pair(source: &str, target: &str) -> Pair {
+        Pair {
+            source: source.into(),
+            source_language: "en".into(),
+            target: target.into(),
+            target_language: "en".into(),
+            metadata: serde_json::Map::new(),
+        }
+    }
+
+    #[test]
+    fn each_rule_fires_as_the_table_says() {
+        let rules = rules();
+        let en = rules.language("en").unwrap();
+        let decide = |s: &str, t: &str| {
+            let (decision, rule, evidence, kept) = assess(&pair(s, t), en, en, Options::default());
+            (decision, rule, evidence, kept.map(|p| p.metadata[HASH_KEY].clone()))
+        };
+        let (d, r, e, hash) = decide("Hello world", "Hello world");
+        assert_eq!((d, r), (LedgerDecision::Kept, "bifixer:unchanged"));
+        assert_eq!(e["hash"], hash.unwrap(), "the hash in the evidence is the one in the metadata");
+        let (d, r, e, _) = decide("Teh cat , sat", "ok");
+        assert_eq!((d, r), (LedgerDecision::Modified, "bifixer:repaired"));
+        assert_eq!((e["source_changed"].as_bool(), e["target_changed"].as_bool()), (Some(true), Some(false)));
+        let (d, r, e, kept) = decide("", "x");
+        assert_eq!((d, r, e["side"].as_str(), kept), (LedgerDecision::Removed, "bifixer:empty", Some("source"), None));
+        let (d, r, e, _) = decide("x", "<br>");
+        assert_eq!((d, r, e["side"].as_str()), (LedgerDecision::Removed, "bifixer:empty-after-repair", Some("target")));
+    }
+
+    #[test]
+    fn options_bifixer_lacks_are_refused_by_name() {
+        for key in ["segmentation", "aggressive_dedup"] {
+            let e = BifixerStage.resolve_config(&json!({ key: true })).unwrap_err();
+            assert!(e.to_string().contains(key), "{e}");
+        }
+        assert_eq!(
+            BifixerStage.resolve_config(&json!({})).unwrap(),
+            json!({"characters": true, "html": true, "normalization": true, "orthography": true, "detokenization": true, "drop_empty": true, "skip_long": true})
+        );
+    }
+}
