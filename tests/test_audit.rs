@@ -406,7 +406,6 @@ pub(crate) fn audit_forged(
         &Shards<prov_dataset::Document>,
     ),
 ) -> Vec<prov_audit::ClaimResult> {
-    use prov_manifest::{Record, RunRecord, put_record};
     let store = prov_store::Store::open(&p.path(".prov"), prov_store::Access::Shared, true).unwrap();
     let lockfile = fs_err::read(p.path(lockfile)).unwrap();
     let (_, run) = prov_exec::recorded_run(&store, &prov_manifest::run_id(&lockfile)).unwrap().expect("a recorded run");
@@ -435,14 +434,45 @@ pub(crate) fn audit_forged(
     let (dataset, _) = prov_dataset::write_dataset(&store, dataset_shards).unwrap();
     record.outputs.get_mut("ledger").unwrap().digest = ledger;
     record.outputs.get_mut("dataset").unwrap().digest = dataset;
+    audit_with_stage(&store, &run, at, record, policy, rescan)
+}
+
+/// Audits the run `run` with its stage `at` replaced by `record` (the run record written again
+/// under its new digest).
+fn audit_with_stage(
+    store: &prov_store::Store,
+    run: &prov_manifest::RunRecord,
+    at: usize,
+    record: prov_manifest::StageRecord,
+    policy: &str,
+    rescan: &dyn prov_audit::Rescan,
+) -> Vec<prov_audit::ClaimResult> {
+    use prov_manifest::{Record, RunRecord, put_record};
     let mut stages = run.stages.clone();
-    stages[at].manifest = put_record(&store, &Record::Stage(record)).unwrap();
+    stages[at].manifest = put_record(store, &Record::Stage(record)).unwrap();
     let forged = RunRecord::new(&run.recipe, run.lockfile, stages);
-    let forged_digest = put_record(&store, &Record::Run(forged)).unwrap();
-    let forged = prov_manifest::LoadedRun::load(&store, forged_digest).unwrap();
-    let cx = prov_audit::RunContext::new(&store, &forged);
+    let forged_digest = put_record(store, &Record::Run(forged)).unwrap();
+    let forged = prov_manifest::LoadedRun::load(store, forged_digest).unwrap();
+    let cx = prov_audit::RunContext::new(store, &forged);
     let policy = prov_audit::AuditPolicy::parse(std::path::Path::new("policy.yaml"), policy).unwrap();
     prov_audit::evaluate(&cx, &policy, &prov_audit::AuditOptions { sample: None, rescan: Some(rescan) })
+}
+
+/// Audits (in process) the run of `lockfile` under `policy` after stage `stage`'s record is
+/// edited by `edit` and the run record written again: a forgery of what a stage read.
+pub(crate) fn audit_with_edited_record(
+    p: &Project,
+    (lockfile, policy): (&str, &str),
+    stage: &str,
+    edit: impl Fn(&mut prov_manifest::StageRecord),
+) -> Vec<prov_audit::ClaimResult> {
+    let store = prov_store::Store::open(&p.path(".prov"), prov_store::Access::Shared, true).unwrap();
+    let lockfile = fs_err::read(p.path(lockfile)).unwrap();
+    let (_, run) = prov_exec::recorded_run(&store, &prov_manifest::run_id(&lockfile)).unwrap().expect("a recorded run");
+    let at = run.stages.iter().position(|s| s.name.as_str() == stage).expect("the stage");
+    let mut record = prov_manifest::get_typed::<prov_manifest::StageRecord>(&store, &run.stages[at].manifest).unwrap();
+    edit(&mut record);
+    audit_with_stage(&store, &run, at, record, policy, &prov_audit::StageRescan)
 }
 
 /// The forgery of a filter's conclusion: the first ledger row with rule `from` becomes a kept

@@ -290,6 +290,15 @@ fn the_pair_score_claim_holds_and_forgeries_fail(p: &Project) {
     let c = claim(&forged);
     assert_eq!(c.outcome, Outcome::Fails, "{c:#?}");
     assert!(c.reasons.iter().any(|r| r.contains("rescores to classifier")), "{c:#?}");
+    // The scorer swapped for an object no pair-score-train stage made (here, the pairs): the
+    // stage's rows no longer follow from a model of the run.
+    let forged = crate::test_audit::audit_with_edited_record(p, ("lockfiles/pairs.lock", &text), "scored", |r| {
+        let rules = *r.inputs.get("docs").unwrap();
+        r.inputs.insert("model".into(), rules);
+    });
+    let c = claim(&forged);
+    assert_eq!(c.outcome, Outcome::Fails, "{c:#?}");
+    assert!(c.reasons.iter().any(|r| r.contains("not by a `pair-score-train` stage")), "{c:#?}");
 }
 
 /// The scorer, fitted on the clean UDHR pairs, keeps most real pairs and removes most

@@ -174,6 +174,33 @@ impl<'a> RunContext<'a> {
     fn stages_of(&self, kind: &str, name: Option<&str>) -> Vec<&LoadedStage> {
         self.run.stages_of_kind(kind).filter(|s| name.is_none_or(|n| s.name() == n)).collect()
     }
+
+    /// The stage of the run that wrote output `digest`.
+    fn producer(&self, digest: &Digest) -> Option<&prov_manifest::StageRecord> {
+        self.run.stages().iter().map(|s| &s.record).find(|r| r.outputs.values().any(|o| o.digest == *digest))
+    }
+
+    /// Fails the claim unless `digest` (input `input` of stage `stage`) is an output of a
+    /// stage of kind `kind` in the run: a pinned model must have been trained by the run
+    /// whose conclusions it decides (whether that training reproduces is the `replay`
+    /// claim's question).
+    fn require_trained(&self, stage: &str, input: &str, digest: &Digest, kind: &str, result: &mut ClaimResult) {
+        match self.producer(digest) {
+            Some(p) if p.stage_kind == kind => {
+                result.evidence(format!("`{stage}` {input} trained by"), format!("`{}`", p.name.as_str()));
+            }
+            Some(p) => result.fail(format!(
+                "`{stage}`'s `{input}` `{}` was written by `{}` ({}), not by a `{kind}` stage",
+                digest.short(),
+                p.name.as_str(),
+                p.stage_kind
+            )),
+            None => result.fail(format!(
+                "`{stage}`'s `{input}` `{}` was written by no stage of the run; a `{kind}` stage of the run must have made it",
+                digest.short()
+            )),
+        }
+    }
 }
 
 /// Returns the probability that a sample of `n` documents contains at least one violating

@@ -132,6 +132,7 @@ fn rescore_kept(
         return;
     };
     result.evidence(format!("`{name}` scorer"), model_digest);
+    cx.require_trained(name, "model", model_digest, "pair-score-train", result);
     let model = match cx
         .store
         .read(model_digest)

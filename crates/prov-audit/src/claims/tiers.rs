@@ -20,16 +20,11 @@ use super::{
     no_stage,
 };
 
-/// The stage of the run that wrote output `digest`.
-fn producer<'r>(cx: &'r RunContext<'_>, digest: &Digest) -> Option<&'r StageRecord> {
-    cx.run.stages().iter().map(|s| &s.record).find(|r| r.outputs.values().any(|o| o.digest == *digest))
-}
-
 /// The nearest `quality` stage upstream of dataset `digest`, through stages with one `docs`
 /// input; or why there is none.
 fn quality_upstream<'r>(cx: &'r RunContext<'_>, mut digest: Digest) -> Result<&'r StageRecord, String> {
     loop {
-        let Some(stage) = producer(cx, &digest) else {
+        let Some(stage) = cx.producer(&digest) else {
             return Err(format!("dataset `{}` was written by no stage of the run", digest.short()));
         };
         if stage.stage_kind == "quality" {
@@ -108,7 +103,7 @@ fn check_source(
         result.fail(format!("{label}: no `{source}-tokens` input"));
         return;
     };
-    let docs = match producer(cx, tokens) {
+    let docs = match cx.producer(tokens) {
         Some(t) if t.stage_kind == "tokenize" => t.inputs.get("docs").copied(),
         _ => None,
     };
@@ -155,6 +150,9 @@ fn rescore(
             return;
         }
     };
+    if let Some(model) = quality.inputs.get("model") {
+        cx.require_trained(qname, "model", model, "quality-train", result);
+    }
     let scorer = quality
         .inputs
         .get("model")
