@@ -159,6 +159,16 @@ fn the_heuristics_claim_holds_and_forgeries_fail(p: &Project) {
     assert!(run.exit(4).stdout().contains("not the claimed [\"de\", \"es\", \"fr\", \"it\"]"), "{}", run.describe());
 
     let claim = |forged: &[prov_audit::ClaimResult]| forged.iter().find(|c| c.kind == "heuristics").unwrap().clone();
+    // A German document the rules removed, put back as one they did not apply to.
+    let forged =
+        audit_forged(p, ("lockfiles/h.lock", ours), "heuristics", &prov_audit::StageRescan, |rows, out, input| {
+            let german =
+                |r: &prov_dataset::LedgerRow| r.rule == "heuristics:too-short" && r.language.as_deref() == Some("de");
+            keep_row(rows, out, input, german, ("heuristics:not-applied", None));
+        });
+    let c = claim(&forged);
+    assert_eq!(c.outcome, Outcome::Fails, "{c:#?}");
+    assert!(c.reasons.iter().any(|r| r.contains("says the rules were not applied")), "{c:#?}");
     for (rule, says) in
         [("heuristics:too-short", "fewer than 200"), ("heuristics:curly-bracket", "contains a curly bracket")]
     {

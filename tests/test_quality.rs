@@ -277,7 +277,7 @@ fn phases_draw_from_their_tiers_and_the_claim_checks_it() {
     p.prov(&["run", "recipes/phased-tiers.yaml"]).success();
     let policy =
         |phases: &str| format!("schema: 1\nname: tiers\nclaims:\n  - kind: tiers-by-phase\n    phases: {phases}\n");
-    let honest = policy("[[low, medium], [medium, high], [high]]");
+    let honest = policy("[[low, medium], [medium, high], [high]]\n    cutoffs: [3.9, 4.4]");
     p.write("honest.yaml", &honest);
     p.prov(&["audit", "lockfiles/phased-tiers.lock", "--policy", "honest.yaml"]).success();
 
@@ -285,6 +285,11 @@ fn phases_draw_from_their_tiers_and_the_claim_checks_it() {
     let run = p.prov(&["audit", "lockfiles/phased-tiers.lock", "--policy", "strict.yaml"]);
     let said = run.exit(4).stdout();
     assert!(said.contains("phase 2 `two`: source `mid` comes from `middle`, which keeps tier `medium`"), "{said}");
+    // Tiers drawn at other cut-offs than the claimed ones.
+    p.write("cutoffs.yaml", &policy("[[low, medium], [medium, high], [high]]\n    cutoffs: [0, 0]"));
+    let run = p.prov(&["audit", "lockfiles/phased-tiers.lock", "--policy", "cutoffs.yaml"]);
+    let said = run.exit(4).stdout();
+    assert!(said.contains("whose cut-offs Some([3.9, 4.4]) are not the claimed [0.0, 0.0]"), "{said}");
 
     let forged = audit_forged(
         &p,

@@ -176,6 +176,10 @@ pub enum Claim {
         stage: Option<String>,
         /// Per phase, in order, the tiers (`high`, `medium`, `low`) its data may come from.
         phases: Vec<Vec<String>>,
+        /// The cut-offs the tiers are claimed at (`[low, high]`); when given, every `quality`
+        /// stage a phase draws from must have used them.
+        #[serde(default)]
+        cutoffs: Option<[f64; 2]>,
     },
     /// Sentence pairs were kept only at or above the classifier and quality thresholds (the
     /// report's Bicleaner and CometKiwi-22 thresholds by default), by the run's pinned scorer.

@@ -31,19 +31,21 @@ fn dot(a: &[f64], b: &[f64]) -> f64 {
     a.iter().zip(b).map(|(x, y)| x * y).sum()
 }
 
-/// `1 / (1 + e^{-z})`, computed on the side where the exponential cannot overflow.
+/// `1 / (1 + e^{-z})`, computed on the side where the exponential cannot overflow. The
+/// exponential and logarithm are the `libm` crate's, not the platform's, so that a model and
+/// its decisions are the same bits on every machine (the stages are portable).
 fn sigmoid(z: f64) -> f64 {
     if z >= 0.0 {
-        1.0 / (1.0 + (-z).exp())
+        1.0 / (1.0 + libm::exp(-z))
     } else {
-        let e = z.exp();
+        let e = libm::exp(z);
         e / (1.0 + e)
     }
 }
 
 /// `log(1 + e^z)` without overflow.
 fn softplus(z: f64) -> f64 {
-    if z > 0.0 { z + (-z).exp().ln_1p() } else { z.exp().ln_1p() }
+    if z > 0.0 { z + libm::log1p(libm::exp(-z)) } else { libm::log1p(libm::exp(z)) }
 }
 
 /// Why a classifier could not be fitted.

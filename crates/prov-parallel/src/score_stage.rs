@@ -120,7 +120,7 @@ fn fit_pair(pairs: &[(String, String)], config: &TrainConfig, seed: u64) -> Resu
         quality: Linear { intercept: quality.intercept, weights: quality.weights },
     };
     let mut stats =
-        json!({ "trained": train.len(), "held_out": test.len(), "dictionary_words": model.dictionary.0.len() });
+        json!({ "trained": train.len(), "held_out": test.len(), "dictionary_words": model.dictionary.entries.len() });
     if test.len() >= 2 {
         // Held-out pairs and their corruptions, scored by the pinned model.
         let held_out = Examples::of(&test, &model.dictionary, seed)?;
@@ -150,7 +150,7 @@ impl Stage for PairScoreTrainStage {
         "pair-score-train"
     }
     fn version(&self) -> u32 {
-        1
+        2
     }
     fn summary(&self) -> &'static str {
         "fit the pair scorer (Bicleaner's and CometKiwi's stand-ins: a classifier and a quality estimate on \
@@ -258,7 +258,12 @@ impl ScoreConfig {
     #[must_use]
     pub fn bicleaner_for(&self, source: &str, target: &str) -> f64 {
         let get = |l: &str| self.bicleaner_threshold.get(&prov_dataset::primary_language(l)).copied();
-        get(target).or_else(|| get(source)).unwrap_or(self.bicleaner_threshold["*"])
+        // A configuration without `*` is refused when locked; read from a record, it takes
+        // nothing (every pair falls below), rather than panicking.
+        get(target)
+            .or_else(|| get(source))
+            .or_else(|| self.bicleaner_threshold.get("*").copied())
+            .unwrap_or(f64::INFINITY)
     }
 }
 
@@ -311,14 +316,25 @@ impl Stage for PairScoreStage {
         "pair-score"
     }
     fn version(&self) -> u32 {
-        1
+        2
     }
     fn summary(&self) -> &'static str {
         "score sentence pairs with a pinned pair-score-train scorer and remove those below the Bicleaner and \
          CometKiwi thresholds of EuroLLM's report, with a ledger"
     }
     fn resolve_config(&self, params: &Value) -> Result<Value, ConfigError> {
-        let c: ScoreConfig = parse_params(params)?;
+        let mut c: ScoreConfig = parse_params(params)?;
+        // Languages are matched by lowercase primary subtag: one spelling per key.
+        let mut lowered = BTreeMap::new();
+        for (lang, t) in std::mem::take(&mut c.bicleaner_threshold) {
+            if lowered.insert(lang.to_lowercase(), t).is_some() {
+                return Err(ConfigError::at(
+                    &["bicleaner_threshold", &lang],
+                    format!("`{lang}` is given twice, in two cases"),
+                ));
+            }
+        }
+        c.bicleaner_threshold = lowered;
         if !c.bicleaner_threshold.contains_key("*") {
             return Err(ConfigError::at(&["bicleaner_threshold"], "has no `*` entry for the other languages")
                 .with_hint("for example `{pt: 0.6, \"*\": 0.5}`, the report's"));

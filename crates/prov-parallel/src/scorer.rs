@@ -64,103 +64,115 @@ fn jaccard<T: Ord>(a: &BTreeSet<T>, b: &BTreeSet<T>) -> f64 {
     if union == 0 { 1.0 } else { a.intersection(b).count() as f64 / union as f64 }
 }
 
+/// Target word → the source words whose entries name it, with their Dice coefficients.
+type Reverse = HashMap<String, Vec<(String, f64)>>;
+
 /// The bilingual dictionary: for each source word, its likeliest target words with their Dice
 /// coefficients.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(transparent)]
-pub struct Dictionary(pub BTreeMap<String, Vec<(String, f64)>>);
+pub struct Dictionary {
+    /// Source word → its target words and their Dice coefficients, best first.
+    pub entries: BTreeMap<String, Vec<(String, f64)>>,
+    /// The entries read backwards, built once on first use.
+    #[serde(skip)]
+    reverse: std::sync::OnceLock<Reverse>,
+}
 
 impl Dictionary {
     /// Learns the dictionary from parallel pairs: words `w` and `v` co-occurring in `c(w, v)`
     /// pairs, occurring in `c(w)` and `c(v)`, have Dice coefficient `2 c(w,v) / (c(w) + c(v))`;
     /// a source word keeps its `top` target words by Dice (ties by the target word), among
-    /// those co-occurring in at least `min_count` pairs.
+    /// those co-occurring in at least `min_count` pairs. Words are numbered as they are first
+    /// seen, so the co-occurrence counts hold two numbers per word pair, not two strings.
     #[must_use]
     pub fn learn(pairs: &[(&str, &str)], top: usize, min_count: u32) -> Self {
-        let mut source_count: HashMap<String, u32> = HashMap::new();
-        let mut target_count: HashMap<String, u32> = HashMap::new();
-        let mut both: HashMap<(String, String), u32> = HashMap::new();
+        let (mut source_ids, mut target_ids): (HashMap<String, u32>, HashMap<String, u32>) = Default::default();
+        let (mut source_count, mut target_count): (Vec<u32>, Vec<u32>) = Default::default();
+        let mut both: HashMap<(u32, u32), u32> = HashMap::new();
+        let id = |ids: &mut HashMap<String, u32>, counts: &mut Vec<u32>, w: String| -> u32 {
+            let next = u32::try_from(counts.len()).expect("fewer than 2^32 words");
+            *ids.entry(w).or_insert_with(|| {
+                counts.push(0);
+                next
+            })
+        };
         for (s, t) in pairs {
-            let sw: BTreeSet<String> = words(s).into_iter().collect();
-            let tw: BTreeSet<String> = words(t).into_iter().collect();
-            for w in &sw {
-                *source_count.entry(w.clone()).or_default() += 1;
+            let sw: BTreeSet<u32> = words(s).into_iter().map(|w| id(&mut source_ids, &mut source_count, w)).collect();
+            let tw: BTreeSet<u32> = words(t).into_iter().map(|w| id(&mut target_ids, &mut target_count, w)).collect();
+            for &w in &sw {
+                source_count[w as usize] += 1;
             }
-            for v in &tw {
-                *target_count.entry(v.clone()).or_default() += 1;
+            for &v in &tw {
+                target_count[v as usize] += 1;
             }
-            for w in &sw {
-                for v in &tw {
-                    *both.entry((w.clone(), v.clone())).or_default() += 1;
+            for &w in &sw {
+                for &v in &tw {
+                    *both.entry((w, v)).or_default() += 1;
                 }
             }
         }
+        let source_words = names(source_ids);
+        let target_words = names(target_ids);
         let mut entries: BTreeMap<String, Vec<(String, f64)>> = BTreeMap::new();
         for ((w, v), c) in both {
             if c < min_count {
                 continue;
             }
-            let dice = 2.0 * f64::from(c) / f64::from(source_count[&w] + target_count[&v]);
-            entries.entry(w).or_default().push((v, dice));
+            let dice = 2.0 * f64::from(c) / f64::from(source_count[w as usize] + target_count[v as usize]);
+            entries.entry(source_words[w as usize].clone()).or_default().push((target_words[v as usize].clone(), dice));
         }
         for list in entries.values_mut() {
             list.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
             list.truncate(top);
         }
-        Self(entries)
+        Self { entries, reverse: std::sync::OnceLock::new() }
     }
 
     /// The mean, over the words of `from`, of the best Dice coefficient of a word of `to`
-    /// (0 for a word with no entry; 0 for no words). With `reverse`, `from` is a target side
-    /// and the entries are read backwards.
-    fn coverage(
-        &self,
-        from: &[String],
-        to: &BTreeSet<String>,
-        reverse: &HashMap<&str, Vec<(&str, f64)>>,
-        backwards: bool,
-    ) -> f64 {
+    /// (0 for a word with no entry; 0 for no words). With `backwards`, `from` is a target side
+    /// and the entries are read from target word to source words.
+    fn coverage(&self, from: &[String], to: &BTreeSet<String>, backwards: bool) -> f64 {
         if from.is_empty() {
             return 0.0;
         }
         let best = |w: &str| -> f64 {
-            let found: Box<dyn Iterator<Item = (&str, f64)>> = if backwards {
-                Box::new(reverse.get(w).into_iter().flatten().copied())
-            } else {
-                Box::new(self.0.get(w).into_iter().flatten().map(|(v, d)| (v.as_str(), *d)))
-            };
-            found.filter(|(v, _)| to.contains(*v)).map(|(_, d)| d).fold(0.0, f64::max)
+            let list = if backwards { self.reversed().get(w) } else { self.entries.get(w) };
+            list.into_iter().flatten().filter(|(v, _)| to.contains(v)).map(|(_, d)| *d).fold(0.0, f64::max)
         };
         from.iter().map(|w| best(w)).sum::<f64>() / from.len() as f64
     }
 
-    /// The entries read from target word to source words.
-    fn reversed(&self) -> HashMap<&str, Vec<(&str, f64)>> {
-        let mut out: HashMap<&str, Vec<(&str, f64)>> = HashMap::new();
-        for (w, list) in &self.0 {
-            for (v, d) in list {
-                out.entry(v.as_str()).or_default().push((w.as_str(), *d));
+    /// The entries read from target word to source words, built once.
+    fn reversed(&self) -> &Reverse {
+        self.reverse.get_or_init(|| {
+            let mut out: Reverse = HashMap::new();
+            for (w, list) in &self.entries {
+                for (v, d) in list {
+                    out.entry(v.clone()).or_default().push((w.clone(), *d));
+                }
             }
-        }
-        out
+            out
+        })
     }
+}
+
+/// The words of a numbering, by number.
+fn names(ids: HashMap<String, u32>) -> Vec<String> {
+    let mut out = vec![String::new(); ids.len()];
+    for (w, i) in ids {
+        out[i as usize] = w;
+    }
+    out
 }
 
 /// A pair's feature vector ([`FEATURES`] order).
 #[must_use]
 pub fn features(source: &str, target: &str, dictionary: &Dictionary) -> Vec<f64> {
-    features_with(source, target, dictionary, &dictionary.reversed())
-}
-
-fn features_with(
-    source: &str,
-    target: &str,
-    dictionary: &Dictionary,
-    reverse: &HashMap<&str, Vec<(&str, f64)>>,
-) -> Vec<f64> {
     let (sw, tw) = (words(source), words(target));
-    let char_ratio = ((target.chars().count() as f64 + 1.0) / (source.chars().count() as f64 + 1.0)).ln();
-    let word_ratio = ((tw.len() as f64 + 1.0) / (sw.len() as f64 + 1.0)).ln();
+    // `libm`'s logarithm, not the platform's: the same bits everywhere.
+    let char_ratio = libm::log((target.chars().count() as f64 + 1.0) / (source.chars().count() as f64 + 1.0));
+    let word_ratio = libm::log((tw.len() as f64 + 1.0) / (sw.len() as f64 + 1.0));
     let punct = |t: &str| t.chars().filter(|c| ".!?;:".contains(*c)).count() as f64;
     let (ps, pt) = (punct(source), punct(target));
     let (s_set, t_set): (BTreeSet<String>, BTreeSet<String>) =
@@ -174,8 +186,8 @@ fn features_with(
         (ps - pt).abs() / (1.0 + ps.max(pt)),
         jaccard(&s_set, &t_set),
         jaccard(&trigrams(source), &trigrams(target)),
-        dictionary.coverage(&sw, &t_set, reverse, false),
-        dictionary.coverage(&tw, &s_set, reverse, true),
+        dictionary.coverage(&sw, &t_set, false),
+        dictionary.coverage(&tw, &s_set, true),
     ]
 }
 
@@ -191,7 +203,8 @@ fn uniform(seed: u64, i: usize, what: &str) -> f64 {
     (u64::from_le_bytes(bytes) >> 11) as f64 / (1u64 << 53) as f64
 }
 
-/// The kinds of corruption, chosen by a pair's position modulo 3.
+/// The kinds of corruption, chosen by a pair's position modulo 3 (a one-word target, which
+/// cannot be truncated, is misaligned instead).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Noise {
     /// The target of another pair.
@@ -210,14 +223,16 @@ pub fn noise(targets: &[&str], i: usize, seed: u64) -> (String, Noise) {
         ((uniform(seed, i, &format!("{what}{k}")) * below as f64) as usize).min(below - 1)
     };
     match i % 3 {
-        0 => {
+        1 if targets[i].split_whitespace().nth(1).is_some() => {
+            let w: Vec<&str> = targets[i].split_whitespace().collect();
+            // At least one word, and always fewer than the target has.
+            let keep = ((w.len() as f64) * (0.2 + 0.4 * uniform(seed, i, "cut"))).ceil() as usize;
+            (w[..keep.clamp(1, w.len() - 1)].join(" "), Noise::Truncated)
+        }
+        // Misaligned; also a target of one word, which cannot be cut.
+        0 | 1 => {
             let other = (i + 1 + pick("other", 0, n - 1)) % n;
             (targets[other].to_owned(), Noise::Misaligned)
-        }
-        1 => {
-            let w: Vec<&str> = targets[i].split_whitespace().collect();
-            let keep = ((w.len() as f64) * (0.2 + 0.4 * uniform(seed, i, "cut"))).ceil() as usize;
-            (w[..keep.min(w.len())].join(" "), Noise::Truncated)
         }
         _ => {
             let replaced: Vec<String> = targets[i]
@@ -365,8 +380,8 @@ mod tests {
         assert_eq!(words("L'homme, 2 fois!"), vec!["l", "homme", "2", "fois"]);
         let d =
             Dictionary::learn(&[("the house", "das haus"), ("the cat", "die katze"), ("a house", "ein haus")], 3, 2);
-        assert_eq!(d.0["house"][0], ("haus".to_owned(), 1.0));
-        assert!(!d.0.contains_key("cat"), "co-occurs once");
+        assert_eq!(d.entries["house"][0], ("haus".to_owned(), 1.0));
+        assert!(!d.entries.contains_key("cat"), "co-occurs once");
         let x = features("the house 12.", "das haus 12.", &d);
         assert_eq!(x.len(), FEATURES.len());
         assert_eq!(x[4], 1.0, "the numbers agree");

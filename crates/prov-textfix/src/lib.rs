@@ -120,8 +120,12 @@ pub fn fix_text_segment(text: &str, config: &Config) -> String {
         if unescape {
             text = html::unescape_entities(&text);
         }
+        // ftfy's `fix_text_segment` explains nothing, and without an explanation it calls
+        // `fix_encoding(text)` with the default configuration: the byte-level switches of
+        // `config` (restore_byte_a0, replace_lossy_sequences, decode_inconsistent_utf8, the C1
+        // fix inside the repair) do not reach it.
         if config.fix_encoding {
-            text = encoding::fix_encoding(&text, config);
+            text = encoding::fix_encoding(&text, &Config::default());
         }
         if config.fix_c1_controls {
             text = encoding::fix_c1_controls(&text);

@@ -56,9 +56,37 @@ pub(super) fn heuristics(
             result
                 .fail(format!("`{name}` ran with thresholds {:?}, not the claimed {thresholds:?}", config.thresholds));
         }
+        not_applied_only_where_allowed(cx, name, &f, &config, &mut result);
         rescan(cx, name, &f, &config, options, &mut result);
     }
     result
+}
+
+/// Fails the claim for every row that says the rules were not applied to a document whose
+/// language they apply to: such a row would keep the document out of the rescan.
+fn not_applied_only_where_allowed(
+    cx: &RunContext<'_>,
+    name: &str,
+    f: &super::Filter,
+    config: &HeuristicsConfig,
+    result: &mut ClaimResult,
+) {
+    let mut wrong = 0u64;
+    for row in f.ledger.rows(cx.store) {
+        let Some(r) = super::row_or_fail(row, name, result) else { break };
+        if r.rule == "heuristics:not-applied" && config.applies_to(r.language.as_deref()) {
+            fail_one_of_many(result, &mut wrong, || {
+                format!(
+                    "`{name}`: row `{}` says the rules were not applied, but its language {:?} is one they apply to",
+                    r.id, r.language
+                )
+            });
+        }
+    }
+    fail_if_many(result, wrong, || format!("`{name}`: {wrong} rows in all skip documents the rules apply to"));
+    result
+        .rechecked
+        .push(format!("`{name}`: every `heuristics:not-applied` row's language is outside the stage's languages"));
 }
 
 /// Rescans the output's documents the rules applied to (all, or the sample) with the audit's

@@ -744,7 +744,9 @@ pub fn evaluate(cx: &RunContext<'_>, policy: &AuditPolicy, options: &AuditOption
             Claim::Heuristics { stage, languages, thresholds } => {
                 heuristics::heuristics(cx, stage.as_deref(), languages, thresholds, options)
             }
-            Claim::TiersByPhase { stage, phases } => tiers::tiers_by_phase(cx, stage.as_deref(), phases, options),
+            Claim::TiersByPhase { stage, phases, cutoffs } => {
+                tiers::tiers_by_phase(cx, stage.as_deref(), phases, cutoffs.as_ref(), options)
+            }
             Claim::PairScore { stage, bicleaner, cometkiwi } => {
                 pair_score::pair_score(cx, stage.as_deref(), bicleaner, *cometkiwi, options)
             }

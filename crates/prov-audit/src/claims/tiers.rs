@@ -16,22 +16,30 @@ use prov_store::Digest;
 use serde_json::Value;
 
 use super::{
-    AuditOptions, ClaimResult, RunContext, choose_rows, each_chosen_doc, fail_if_many, fail_one_of_many, load_filter,
-    no_stage,
+    AuditOptions, ClaimResult, RunContext, check_rules, choose_rows, each_chosen_doc, fail_if_many, fail_one_of_many,
+    load_filter, no_stage,
 };
 
-/// The nearest `quality` stage upstream of dataset `digest`, through stages with one `docs`
+/// The nearest `quality` stage upstream of dataset `digest`, through filters with one `docs`
 /// input; or why there is none.
 fn quality_upstream<'r>(cx: &'r RunContext<'_>, mut digest: Digest) -> Result<&'r StageRecord, String> {
+    // A run's stages form no cycle, but a forged record can say otherwise: the walk visits
+    // each stage at most once.
+    let mut visited = std::collections::BTreeSet::new();
     loop {
+        if !visited.insert(digest) {
+            return Err(format!("dataset `{}` is upstream of itself", digest.short()));
+        }
         let Some(stage) = cx.producer(&digest) else {
             return Err(format!("dataset `{}` was written by no stage of the run", digest.short()));
         };
         if stage.stage_kind == "quality" {
             return Ok(stage);
         }
+        // Only through filters (a ledger accounts for every document they pass): a stage that
+        // could add documents after the tiers were drawn ends the walk.
         match stage.inputs.get("docs") {
-            Some(d) if stage.inputs.len() == 1 => digest = *d,
+            Some(d) if stage.inputs.len() == 1 && stage.outputs.contains_key("ledger") => digest = *d,
             _ => {
                 return Err(format!(
                     "it reaches `{}` ({}) without passing a `quality` stage",
@@ -48,6 +56,7 @@ pub(super) fn tiers_by_phase(
     cx: &RunContext<'_>,
     stage: Option<&str>,
     phases: &[Vec<String>],
+    cutoffs: Option<&[f64; 2]>,
     options: &AuditOptions<'_>,
 ) -> ClaimResult {
     let mut result = ClaimResult::new(
@@ -82,7 +91,7 @@ pub(super) fn tiers_by_phase(
                 if weight.as_f64().is_some_and(|w| w <= 0.0) {
                     continue;
                 }
-                check_source(cx, &s.record, &label, source, tiers, options, &mut result);
+                check_source(cx, &s.record, &label, (source, tiers, cutoffs), options, &mut result);
             }
         }
     }
@@ -94,8 +103,7 @@ fn check_source(
     cx: &RunContext<'_>,
     pretrain: &StageRecord,
     label: &str,
-    source: &str,
-    tiers: &[String],
+    (source, tiers, cutoffs): (&str, &[String], Option<&[f64; 2]>),
     options: &AuditOptions<'_>,
     result: &mut ClaimResult,
 ) {
@@ -122,6 +130,12 @@ fn check_source(
     let keep: Vec<String> =
         quality.config.get("keep").and_then(|k| serde_json::from_value(k.clone()).ok()).unwrap_or_default();
     result.evidence(format!("{label} source `{source}`"), format!("from `{qname}`, keeping {keep:?}"));
+    if let Some(claimed) = cutoffs {
+        let used: Option<[f64; 2]> = quality.config.get("cutoffs").and_then(|c| serde_json::from_value(c.clone()).ok());
+        if used.is_none_or(|u| u[0].to_bits() != claimed[0].to_bits() || u[1].to_bits() != claimed[1].to_bits()) {
+            result.fail(format!("{label}: source `{source}` comes from `{qname}`, whose cut-offs {used:?} are not the claimed {claimed:?}"));
+        }
+    }
     if let Some(t) = keep.iter().find(|t| !tiers.contains(t)) {
         result.fail(format!(
             "{label}: source `{source}` comes from `{qname}`, which keeps tier `{t}`, not one of {tiers:?}"
@@ -143,6 +157,11 @@ fn rescore(
     let qname = quality.name.as_str();
     let Some(stage) = cx.run.stage(qname) else { return };
     let Some(f) = load_filter(cx, &stage.manifest, &stage.record, result) else { return };
+    // A quality stage keeps or removes; a row of another kind is not one it writes.
+    let rules = ["quality:high", "quality:medium", "quality:low"];
+    check_rules(qname, &f.ledger, LedgerDecision::Kept, &rules, result);
+    check_rules(qname, &f.ledger, LedgerDecision::Removed, &rules, result);
+    check_rules(qname, &f.ledger, LedgerDecision::Modified, &[], result);
     let config: prov_quality::stage::QualityConfig = match serde_json::from_value(quality.config.clone()) {
         Ok(c) => c,
         Err(e) => {
