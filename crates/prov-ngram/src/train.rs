@@ -14,7 +14,9 @@
 //! 4. **Discounts.** Per order, with `t_k` the number of n-grams whose adjusted count is `k`:
 //!    `Y = t1 / (t1 + 2 t2)` and `D(k) = k - (k + 1) Y t_{k+1} / t_k` for k = 1, 2, 3 (`D(3)`
 //!    applies to every count of 3 or more, `D(0) = 0`). When a `t_k` (k = 1..3) is 0 or a
-//!    discount falls outside [0, k], the fallback discounts apply if given, else training fails.
+//!    discount falls outside (0, k], the fallback discounts apply if given, else training fails
+//!    (a discount of 0 would give a context's backoff weight log10 0 = -inf, which ARPA
+//!    readers, KenLM's included, refuse).
 //! 5. **Context sums.** For each context `h` (the first n-1 tokens of n-grams of order n, the
 //!    empty context for unigrams): `S(h) = Σ a(h w)` and the backoff weight
 //!    `γ(h) = (D(1) N1(h) + D(2) N2(h) + D(3) N3+(h)) / S(h)`, where `Nk(h)` counts the `w`
@@ -100,8 +102,11 @@ impl Discounts {
         let mut d = [0f32; 3];
         for j in 1..=3usize {
             d[j - 1] = j as f32 - (j + 1) as f32 * y * t[j] as f32 / t[j - 1] as f32;
-            if !(0.0..=j as f32).contains(&d[j - 1]) {
-                return Err(fail(format!("the discount for adjusted count {j} is {}, outside [0, {j}]", d[j - 1])));
+            // A discount of 0 leaves a context whose counts all take it no backoff mass: its
+            // weight's log10 is -inf, which no ARPA reader takes (KenLM's refuses it as a bad
+            // backoff), so 0 is out of range too.
+            if !(d[j - 1] > 0.0 && d[j - 1] <= j as f32) {
+                return Err(fail(format!("the discount for adjusted count {j} is {}, outside (0, {j}]", d[j - 1])));
             }
         }
         Ok(Self(d))
@@ -302,6 +307,23 @@ mod tests {
         assert!(matches!(Trainer::new(0), Err(TrainError::Order { .. })));
         assert!(matches!(Trainer::new(MAX_ORDER + 1), Err(TrainError::Order { .. })));
         assert_eq!(Trainer::new(3).unwrap().estimate(None).unwrap_err(), TrainError::Empty);
+    }
+
+    /// A corpus proptest found where order 2's closed-form discount for counts of 3 or more
+    /// is exactly 0 (`f` is only ever followed by `</s>`): the fallback applies, and the ARPA
+    /// file reads back.
+    #[test]
+    fn a_zero_discount_takes_the_fallback() {
+        let words = ["a", "b", "c", "d", "e", "f"];
+        let corpus: [&[usize]; 9] =
+            [&[0], &[4, 1, 2, 1], &[], &[2, 0, 2], &[5], &[0, 3, 0, 0, 1, 5], &[1, 3, 5], &[], &[0, 0, 2, 5]];
+        let sentences: Vec<Vec<&str>> = corpus.iter().map(|s| s.iter().map(|&i| words[i]).collect()).collect();
+        let _ = model(2, &sentences);
+        let mut t = Trainer::new(2).unwrap();
+        for s in &sentences {
+            t.add_sentence(s.iter().copied());
+        }
+        assert!(t.estimate(None).is_err(), "without a fallback the zero discount fails training");
     }
 
     proptest::proptest! {
