@@ -406,11 +406,7 @@ pub(crate) fn audit_forged(
         &Shards<prov_dataset::Document>,
     ),
 ) -> Vec<prov_audit::ClaimResult> {
-    let store = prov_store::Store::open(&p.path(".prov"), prov_store::Access::Shared, true).unwrap();
-    let lockfile = fs_err::read(p.path(lockfile)).unwrap();
-    let (_, run) = prov_exec::recorded_run(&store, &prov_manifest::run_id(&lockfile)).unwrap().expect("a recorded run");
-    let at = run.stages.iter().position(|s| s.name.as_str() == stage).expect("the stage");
-    let mut record = prov_manifest::get_typed::<prov_manifest::StageRecord>(&store, &run.stages[at].manifest).unwrap();
+    let (store, run, at, mut record) = recorded_stage(p, lockfile, stage);
     let docs_of = |digest: &prov_store::Digest| -> Shards<prov_dataset::Document> {
         let d = prov_manifest::get_typed::<prov_manifest::DatasetRecord>(&store, digest).unwrap();
         d.shards.iter().map(|s| prov_dataset::read_shard(&store, &s.digest).unwrap()).collect()
@@ -435,6 +431,21 @@ pub(crate) fn audit_forged(
     record.outputs.get_mut("ledger").unwrap().digest = ledger;
     record.outputs.get_mut("dataset").unwrap().digest = dataset;
     audit_with_stage(&store, &run, at, record, policy, rescan)
+}
+
+/// The store, the recorded run of `lockfile`, the position of its stage `stage` and that
+/// stage's record.
+fn recorded_stage(
+    p: &Project,
+    lockfile: &str,
+    stage: &str,
+) -> (prov_store::Store, prov_manifest::RunRecord, usize, prov_manifest::StageRecord) {
+    let store = prov_store::Store::open(&p.path(".prov"), prov_store::Access::Shared, true).unwrap();
+    let lockfile = fs_err::read(p.path(lockfile)).unwrap();
+    let (_, run) = prov_exec::recorded_run(&store, &prov_manifest::run_id(&lockfile)).unwrap().expect("a recorded run");
+    let at = run.stages.iter().position(|s| s.name.as_str() == stage).expect("the stage");
+    let record = prov_manifest::get_typed::<prov_manifest::StageRecord>(&store, &run.stages[at].manifest).unwrap();
+    (store, run, at, record)
 }
 
 /// Audits the run `run` with its stage `at` replaced by `record` (the run record written again
@@ -466,11 +477,7 @@ pub(crate) fn audit_with_edited_record(
     stage: &str,
     edit: impl Fn(&mut prov_manifest::StageRecord),
 ) -> Vec<prov_audit::ClaimResult> {
-    let store = prov_store::Store::open(&p.path(".prov"), prov_store::Access::Shared, true).unwrap();
-    let lockfile = fs_err::read(p.path(lockfile)).unwrap();
-    let (_, run) = prov_exec::recorded_run(&store, &prov_manifest::run_id(&lockfile)).unwrap().expect("a recorded run");
-    let at = run.stages.iter().position(|s| s.name.as_str() == stage).expect("the stage");
-    let mut record = prov_manifest::get_typed::<prov_manifest::StageRecord>(&store, &run.stages[at].manifest).unwrap();
+    let (store, run, at, mut record) = recorded_stage(p, lockfile, stage);
     edit(&mut record);
     audit_with_stage(&store, &run, at, record, policy, &prov_audit::StageRescan)
 }
