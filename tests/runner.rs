@@ -4,6 +4,7 @@
 
 mod common;
 
+mod test_afm;
 mod test_attest;
 mod test_audit;
 mod test_card;

@@ -62,7 +62,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
 use std::sync::LazyLock;
 
-use prov_dataset::{LedgerDecision, LedgerRow, ShardWriter, read_documents_as, shard_documents};
+use prov_dataset::{LedgerDecision, read_documents_as};
 use prov_exec::{
     ConfigError, InputSpec, MapResultText, MapResults, Stage, StageContext, StageError, StageOutput, parse_params,
 };
@@ -333,38 +333,15 @@ impl Stage for DecontaminateStage {
     fn map(&self, cx: &StageContext<'_>, tasks: &[usize]) -> Result<Vec<MapResultText>, StageError> {
         // Built once per run in this process, not once per batch of map tasks.
         let index = cx.prepared(|| benchmark_index(cx))?;
-        prov_filter::map_shards(cx, tasks, |s| {
-            let mut kept = ShardWriter::new(cx.store)?;
-            let mut rows = Vec::new();
-            let mut removed_by_benchmark: BTreeMap<String, u64> = BTreeMap::new();
-            for doc in shard_documents(cx.store, &s.digest)? {
-                let doc = doc?;
-                let (decision, rule, evidence) = index.decide(&doc.text);
-                if decision == LedgerDecision::Removed
-                    && let Some(Value::String(b)) = evidence.as_ref().and_then(|e| e.get("benchmark"))
-                {
-                    *removed_by_benchmark.entry(b.clone()).or_default() += 1;
-                }
-                rows.push(LedgerRow::of_document(&doc, decision, rule, evidence));
-                if decision == LedgerDecision::Kept {
-                    kept.push(doc)?;
-                }
-            }
-            let extra = serde_json::to_value(removed_by_benchmark).expect("counts encode");
-            prov_filter::filtered_shard(cx, kept.finish()?, rows, extra)
+        prov_filter::map_decided(cx, tasks, |doc, removed: &mut BTreeMap<String, u64>| {
+            let (decision, rule, evidence) = index.decide(&doc.text);
+            tally_removal(decision, evidence.as_ref(), removed);
+            (decision, rule.to_owned(), evidence)
         })
     }
 
     fn reduce(&self, cx: &StageContext<'_>, results: MapResults<'_>) -> Result<StageOutput, StageError> {
-        let mut removed_by_benchmark: BTreeMap<String, u64> = BTreeMap::new();
-        let mut out = prov_filter::reduce_filtered(cx, results, |task, extra| {
-            let removed: BTreeMap<String, u64> =
-                serde_json::from_value(extra).map_err(|e| StageError::MapResult { task, message: e.to_string() })?;
-            for (b, n) in removed {
-                *removed_by_benchmark.entry(b).or_default() += n;
-            }
-            Ok(())
-        })?;
+        let (mut out, removed_by_benchmark) = reduce_by_benchmark(cx, results)?;
         // Built after the shards are folded, so that the index and the map results are not
         // held at once.
         let index = benchmark_index(cx)?;
@@ -379,20 +356,61 @@ impl Stage for DecontaminateStage {
     }
 }
 
+/// Counts a removal under the benchmark example its evidence names: what a decontamination
+/// filter's map task returns as its own counts.
+pub(crate) fn tally_removal(
+    decision: LedgerDecision,
+    evidence: Option<&Map<String, Value>>,
+    removed: &mut BTreeMap<String, u64>,
+) {
+    if decision == LedgerDecision::Removed
+        && let Some(Value::String(b)) = evidence.and_then(|e| e.get("benchmark"))
+    {
+        *removed.entry(b.clone()).or_default() += 1;
+    }
+}
+
+/// The reduce step of a decontamination filter: the filter's outputs and statistics, and the
+/// removals per benchmark example summed over the map tasks' [`tally_removal`] counts.
+pub(crate) fn reduce_by_benchmark(
+    cx: &StageContext<'_>,
+    results: MapResults<'_>,
+) -> Result<(StageOutput, BTreeMap<String, u64>), StageError> {
+    let mut removed_by_benchmark: BTreeMap<String, u64> = BTreeMap::new();
+    let out = prov_filter::reduce_filtered(cx, results, |task, extra| {
+        let removed: BTreeMap<String, u64> =
+            serde_json::from_value(extra).map_err(|e| StageError::MapResult { task, message: e.to_string() })?;
+        for (b, n) in removed {
+            *removed_by_benchmark.entry(b).or_default() += n;
+        }
+        Ok(())
+    })?;
+    Ok((out, removed_by_benchmark))
+}
+
 /// The n-gram index of the stage's `benchmark` input, as its configuration reads it.
 fn benchmark_index(cx: &StageContext<'_>) -> Result<BenchmarkIndex, StageError> {
     let config: DecontaminateConfig = parse_params(cx.config).map_err(StageError::Config)?;
     let mut index = BenchmarkIndex::new(&config);
+    read_benchmark(cx, |id, text| index.add(id, text))?;
+    Ok(index)
+}
+
+/// Hands every example of the stage's `benchmark` input to `add` (its id and text), in
+/// benchmark order: the files of the source in path order, each file's documents in order.
+pub(crate) fn read_benchmark(
+    cx: &StageContext<'_>,
+    mut add: impl FnMut(&str, &str) -> Result<(), String>,
+) -> Result<(), StageError> {
     let files = prov_filter::source_files(cx.store, &cx.input("benchmark")?.digest, "benchmark", "a benchmark source")?;
     for (path, format, display) in files {
         for doc in read_documents_as(&path, format, Path::new(&display))? {
             let doc = doc?;
-            index
-                .add(&doc.id, &doc.text)
+            add(&doc.id, &doc.text)
                 .map_err(|m| StageError::Input { input: "benchmark".into(), message: format!("`{display}`: {m}") })?;
         }
     }
-    Ok(index)
+    Ok(())
 }
 
 #[cfg(test)]

@@ -1,10 +1,11 @@
 //! `prov explain`: answers "why" for one input. Each kind of question is a subcommand of
 //! [`ExplainCommand`]: a robots.txt decision, PII matches, a license string, the labels
 //! Goldfish drops, the heuristic filter's rules on a text, a text's perplexity and bucket, a
-//! text's language and quality tier, a sentence pair's repair and scores, and the documents in
-//! the batch of a training step.
+//! text's language and quality tier, a sentence pair's repair and scores, the benchmark
+//! n-grams a text holds, and the documents in the batch of a training step.
 
 mod batch;
+mod decontaminate;
 mod goldfish;
 mod heuristics;
 mod langid;
@@ -49,6 +50,7 @@ enum ExplainCommand {
     Quality(quality::QualityArgs),
     Bifixer(parallel::BifixerArgs),
     PairScore(parallel::PairScoreArgs),
+    NgramDecontaminate(decontaminate::NgramDecontaminateArgs),
     Batch(batch::BatchArgs),
 }
 
@@ -114,6 +116,7 @@ pub(crate) fn cmd_explain(ui: &mut Ui, cx: &CommandContext, args: &ExplainArgs) 
         ExplainCommand::Quality(a) => quality::cmd_explain_quality(ui, a),
         ExplainCommand::Bifixer(a) => parallel::cmd_explain_bifixer(ui, a),
         ExplainCommand::PairScore(a) => parallel::cmd_explain_pair_score(ui, a),
+        ExplainCommand::NgramDecontaminate(a) => decontaminate::cmd_explain_ngram_decontaminate(ui, cx, a),
         ExplainCommand::Batch(a) => batch::cmd_explain_batch(ui, cx, a),
     }
 }
