@@ -111,3 +111,20 @@ pub fn bifixer_rules(python: &Path, out: &Path, langs: &[&str]) {
     args.extend_from_slice(langs);
     pipe(python, &args, b"");
 }
+
+/// `n` deterministic float32 values of varied magnitude and sign (`SplitMix64` from `seed`):
+/// parameters and gradients for the optimizer reference tests, the same on every machine.
+pub fn varied_f32(seed: u64, n: usize, scale: f32) -> Vec<f32> {
+    let mut state = seed;
+    (0..n)
+        .map(|_| {
+            state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = state;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^= z >> 31;
+            let unit = (z >> 40) as f32 / (1u64 << 24) as f32; // [0, 1)
+            (unit - 0.5) * scale * (1.0 + (z & 7) as f32)
+        })
+        .collect()
+}

@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::optimizer::AdEMAMixConfig;
+use crate::optimizer::OptimizerConfig;
 use crate::phases::PhaseLr;
 
 /// The label value the loss ignores (transformers' and Megatron's convention).
@@ -27,8 +27,8 @@ pub struct LoopConfig {
     /// The learning-rate schedule's shape.
     #[serde(default)]
     pub schedule: ScheduleKind,
-    /// `AdEMAMix`'s settings.
-    pub optimizer: AdEMAMixConfig,
+    /// The optimizer's settings.
+    pub optimizer: OptimizerConfig,
     /// Largest global gradient norm; larger gradients are scaled down to it.
     pub clip: f64,
     /// Goldfish `k` (drop one label in `k`), or none for the plain loss.

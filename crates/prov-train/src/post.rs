@@ -132,7 +132,7 @@ impl LoopParams {
                 PostSchedule::Linear => ScheduleKind::Linear,
                 PostSchedule::Cosine => ScheduleKind::Cosine,
             },
-            optimizer: self.optimizer.clone(),
+            optimizer: crate::optimizer::OptimizerConfig::AdEMAMix(self.optimizer.clone()),
             clip: self.clip,
             goldfish_k: None,
             goldfish_h: 0,

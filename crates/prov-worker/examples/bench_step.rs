@@ -52,7 +52,6 @@ use prov_train::loop_config::{IGNORE_INDEX, LoopConfig, ScheduleKind};
 use prov_train::model_config::{ModelConfig, hf_config};
 use prov_train::optimizer::AdEMAMixConfig;
 use prov_train::schedule::Wsd;
-use prov_worker::ademamix::AdEMAMix;
 use prov_worker::model::{Decoder, decays};
 use prov_worker::trainer::{Samples, Trainer};
 use serde_json::{Value, json};
@@ -242,7 +241,7 @@ fn loop_config(total_steps: u64) -> LoopConfig {
         warmup_steps: steps / 10,
         cooldown_steps: steps / 5,
         schedule: ScheduleKind::Wsd,
-        optimizer,
+        optimizer: prov_train::optimizer::OptimizerConfig::AdEMAMix(optimizer),
         clip: 0.1,
         goldfish_k: Some(50),
         goldfish_h: 50,
@@ -260,7 +259,7 @@ fn phases(args: &Args, model: &ModelConfig, config: &LoopConfig, data: &Syntheti
     let mut params: Vec<(String, Tensor)> = vs.variables().into_iter().collect();
     params.sort_by(|a, b| a.0.cmp(&b.0));
     let with_decay = params.iter().map(|(n, t)| (n.clone(), t.shallow_clone(), decays(&t.size()))).collect();
-    let mut optimizer = AdEMAMix::new(config.optimizer.clone(), with_decay);
+    let mut optimizer = prov_worker::optimizer::Optimizer::new(&config.optimizer, config.lr, with_decay);
     let schedule = Wsd::new(config.lr, config.steps, config.warmup_steps, config.cooldown_steps);
     let names = ["batch_goldfish", "forward", "loss", "backward", "clip", "optimizer", "total"];
     let mut times: Vec<Vec<f64>> = vec![Vec::new(); names.len()];

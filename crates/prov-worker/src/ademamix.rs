@@ -72,31 +72,20 @@ impl AdEMAMix {
         self.t
     }
 
-    /// Clears every parameter's gradient.
-    pub fn zero_grad(&mut self) {
-        for s in &mut self.slots {
-            s.param.zero_grad();
-        }
+    /// The parameters, in order.
+    pub fn params(&self) -> impl Iterator<Item = &Tensor> {
+        self.slots.iter().map(|s| &s.param)
     }
 
-    /// The global gradient norm (the 2-norm of all gradients together), and, when it exceeds
-    /// `max`, every gradient scaled by `max / (norm + 1e-6)` (as `torch.nn.utils.clip_grad_norm_`).
+    /// Clears every parameter's gradient.
+    pub fn zero_grad(&mut self) {
+        crate::optimizer::zero_grads(self.params());
+    }
+
+    /// The global gradient norm, and the gradients scaled down to `max` when it exceeds it
+    /// ([`crate::optimizer::clip_grad_norm`]).
     pub fn clip_grad_norm(&mut self, max: f64) -> f64 {
-        tch::no_grad(|| {
-            let grads: Vec<Tensor> = self.slots.iter().map(|s| s.param.grad()).filter(Tensor::defined).collect();
-            if grads.is_empty() {
-                return 0.0;
-            }
-            let norms: Vec<Tensor> = grads.iter().map(Tensor::norm).collect();
-            let total = Tensor::stack(&norms, 0).norm().double_value(&[]);
-            if total > max {
-                let coef = max / (total + 1e-6);
-                for mut g in grads {
-                    g *= coef;
-                }
-            }
-            total
-        })
+        crate::optimizer::clip_grad_norm(self.params(), max)
     }
 
     /// One update at learning rate `lr`.
@@ -148,20 +137,13 @@ impl AdEMAMix {
     /// Continues from `state`, taken after `steps` steps. Every parameter's three tensors must
     /// be there with the parameter's shape, and nothing else.
     pub fn load_state(&mut self, state: &NamedTensors, steps: u64) -> Result<(), String> {
-        let expected = self.slots.len() * STATES.len();
-        if state.0.len() != expected {
-            return Err(format!("the optimizer state holds {} tensors, this model needs {expected}", state.0.len()));
-        }
-        tch::no_grad(|| {
-            for s in &mut self.slots {
-                for (state_name, t) in STATES.iter().zip([&mut s.m1, &mut s.m2, &mut s.v]) {
-                    let name = format!("{}.{state_name}", s.name);
-                    let stored = state.0.get(&name).ok_or_else(|| format!("the optimizer state lacks `{name}`"))?;
-                    crate::copy_stored(t, &name, stored)?;
-                }
+        let mut targets = Vec::with_capacity(self.slots.len() * STATES.len());
+        for Slot { name, m1, m2, v, .. } in &mut self.slots {
+            for (state_name, tensor) in STATES.iter().zip([m1, m2, v]) {
+                targets.push((format!("{name}.{state_name}"), tensor));
             }
-            Ok::<(), String>(())
-        })?;
+        }
+        crate::optimizer::load_states(state, targets)?;
         self.t = steps;
         Ok(())
     }

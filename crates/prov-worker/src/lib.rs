@@ -4,7 +4,7 @@
 //! `prov sample` and `prov export`, and a cluster node runs the same executable.
 //!
 //! What runs here: the Apertus-style decoder ([`model`]), its training loop ([`trainer`]) with
-//! `AdEMAMix` ([`ademamix`]) and the preference losses ([`preference_loss`]), checkpoints
+//! its optimizer ([`optimizer`]: `AdEMAMix`, [`ademamix`], or AFM's RMSProp with momentum, [`rmsprop`]) and the preference losses ([`preference_loss`]), checkpoints
 //! loaded into a model for scoring, sampling and export and written from a trainer
 //! ([`checkpoint`]), the runs of the training stages ([`pretrain`], [`sft`], [`completions`],
 //! [`alignment`], [`evaluate`], sharing [`fine_tuning`]) and of the toxicity classifier's
@@ -26,8 +26,10 @@ pub mod completions;
 pub mod evaluate;
 pub mod fine_tuning;
 pub mod model;
+pub mod optimizer;
 pub mod preference_loss;
 pub mod pretrain;
+pub mod rmsprop;
 pub mod sft;
 pub mod tasks;
 pub mod toxicity;

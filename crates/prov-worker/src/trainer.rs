@@ -1,5 +1,5 @@
 //! The pretraining loop, apart from the store: batches from a data order, the Goldfish-masked
-//! next-token loss, gradient clipping, `AdEMAMix` under the WSD schedule, the per-step log,
+//! next-token loss, gradient clipping, the optimizer (`AdEMAMix` or AFM's RMSProp with momentum) under its schedule, the per-step log,
 //! and the state a checkpoint holds. A run resumed from any checkpoint continues with
 //! exactly the bytes of the uninterrupted run: after initialisation nothing is random (no
 //! dropout), the data order is a pinned object, and the state restored is the whole state.
@@ -13,8 +13,8 @@ use prov_train::loop_config::{IGNORE_INDEX, LoopConfig, ScheduleKind, StepLog, e
 use prov_train::model_config::ModelConfig;
 use prov_train::schedule::{Cosine, Linear, Phased, Schedule, Wsd};
 
-use crate::ademamix::AdEMAMix;
 use crate::model::{Decoder, decays};
+use crate::optimizer::Optimizer;
 
 /// A source of training samples: each `seq_len + 1` token ids.
 pub trait Samples {
@@ -31,7 +31,7 @@ pub struct Trainer {
     model: Decoder,
     /// Parameters in name order, with their names.
     params: Vec<(String, Tensor)>,
-    optimizer: AdEMAMix,
+    optimizer: Optimizer,
     schedule: Schedule,
     step: u64,
     log: Vec<StepLog>,
@@ -47,7 +47,7 @@ impl Trainer {
         params.sort_by(|a, b| a.0.cmp(&b.0));
         let with_decay: Vec<(String, Tensor, bool)> =
             params.iter().map(|(n, t)| (n.clone(), t.shallow_clone(), decays(&t.size()))).collect();
-        let optimizer = AdEMAMix::new(config.optimizer.clone(), with_decay);
+        let optimizer = Optimizer::new(&config.optimizer, config.lr, with_decay);
         let schedule = match config.schedule {
             ScheduleKind::Wsd => {
                 Schedule::Wsd(Wsd::new(config.lr, config.steps, config.warmup_steps, config.cooldown_steps))
@@ -239,7 +239,7 @@ impl Trainer {
 mod tests {
     use super::*;
     use prov_train::loop_config::decode_log;
-    use prov_train::optimizer::AdEMAMixConfig;
+    use prov_train::optimizer::{AdEMAMixConfig, OptimizerConfig};
 
     /// Samples generated from their index: a deterministic stand-in for token shards.
     struct Synthetic {
@@ -273,7 +273,7 @@ mod tests {
             warmup_steps: 3,
             cooldown_steps: 6,
             schedule: ScheduleKind::Wsd,
-            optimizer,
+            optimizer: OptimizerConfig::AdEMAMix(optimizer),
             clip: 1.0,
             goldfish_k: Some(4),
             goldfish_h: 2,
@@ -287,9 +287,14 @@ mod tests {
     }
 
     fn run(steps: u64) -> Trainer {
-        let (model, config) = tiny();
+        let (_, config) = tiny();
+        run_with(&config, steps)
+    }
+
+    fn run_with(config: &LoopConfig, steps: u64) -> Trainer {
+        let (model, _) = tiny();
         let (samples, order) = data();
-        let mut trainer = Trainer::new(&model, &config, 7);
+        let mut trainer = Trainer::new(&model, config, 7);
         for _ in 0..steps {
             trainer.train_step(&samples, &order).unwrap();
         }
@@ -327,6 +332,31 @@ mod tests {
             assert_eq!(resumed.optimizer_state(), full.optimizer_state(), "resumed at {at}");
             assert_eq!(resumed.log_bytes(), full.log_bytes(), "resumed at {at}");
         }
+    }
+
+    /// AFM's optimizer in the same loop: it learns, and a run resumed from a checkpoint (its
+    /// two state tensors per parameter) continues with the uninterrupted bytes.
+    #[test]
+    fn rmsprop_momentum_learns_and_resumes_to_the_bit() {
+        let (model, mut config) = tiny();
+        config.optimizer = serde_json::from_value(serde_json::json!({"kind": "rmsprop-momentum"})).unwrap();
+        let full = run_with(&config, 30);
+        let log = full.log();
+        assert!(log.last().unwrap().loss < log[0].loss - 0.5, "{log:?}");
+        assert!(
+            full.optimizer_state().0.keys().all(|k| k.ends_with(".gradient_square_ema") || k.ends_with(".update_ema"))
+        );
+        let part = run_with(&config, 12);
+        let mut resumed = Trainer::new(&model, &config, 99);
+        resumed.restore(&part.weights(), &part.optimizer_state(), decode_log(&part.log_bytes()).unwrap()).unwrap();
+        let (samples, order) = data();
+        while resumed.step() < 30 {
+            resumed.train_step(&samples, &order).unwrap();
+        }
+        assert_eq!((resumed.weights(), resumed.optimizer_state()), (full.weights(), full.optimizer_state()));
+        // An AdEMAMix checkpoint is not this optimizer's state.
+        let mut wrong = Trainer::new(&model, &config, 99);
+        assert!(wrong.restore(&run(1).weights(), &run(1).optimizer_state(), Vec::new()).is_err());
     }
 
     #[test]

@@ -64,22 +64,6 @@ for step, (lr, grads) in enumerate(zip(case["lrs"], case["grads"]), start=1):
 json.dump(out, sys.stdout)
 "#;
 
-/// Deterministic float32 values of varied magnitude and sign (`SplitMix64`).
-fn values(seed: u64, n: usize, scale: f32) -> Vec<f32> {
-    let mut state = seed;
-    (0..n)
-        .map(|_| {
-            state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            let mut z = state;
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            z ^= z >> 31;
-            let unit = (z >> 40) as f32 / (1u64 << 24) as f32; // [0, 1)
-            (unit - 0.5) * scale * (1.0 + (z & 7) as f32)
-        })
-        .collect()
-}
-
 fn bits(t: &Tensor) -> Vec<u32> {
     prov_torch::f32_values(t).iter().map(|v| v.to_bits()).collect()
 }
@@ -100,11 +84,17 @@ fn steps_equal_the_reference_bit_for_bit() {
         .enumerate()
         .map(|(i, (shape, _))| {
             let n = shape.iter().product::<i64>() as usize;
-            Tensor::from_slice(&values(i as u64, n, 0.02)).view(*shape).set_requires_grad(true)
+            Tensor::from_slice(&prov_testkit::varied_f32(i as u64, n, 0.02)).view(*shape).set_requires_grad(true)
         })
         .collect();
     let grads: Vec<Vec<Vec<f32>>> = (0..steps)
-        .map(|s| params.iter().enumerate().map(|(i, p)| values(1000 + 10 * s + i as u64, p.numel(), 0.5)).collect())
+        .map(|s| {
+            params
+                .iter()
+                .enumerate()
+                .map(|(i, p)| prov_testkit::varied_f32(1000 + 10 * s + i as u64, p.numel(), 0.5))
+                .collect()
+        })
         .collect();
     let case = serde_json::json!({
         "betas": config.betas, "alpha": config.alpha, "eps": config.eps, "weight_decay": config.weight_decay,

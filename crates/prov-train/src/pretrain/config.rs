@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::model_config::Architecture;
-use crate::optimizer::AdEMAMixConfig;
+use crate::optimizer::OptimizerConfig;
 use crate::phases::PhaseParams;
 
 /// The model's shape, without what the data fixes (vocabulary, sequence length).
@@ -87,9 +87,10 @@ pub struct PretrainConfig {
     /// of WSD on the inputs `tokens` and `order`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub phases: Vec<PhaseParams>,
-    /// `AdEMAMix`'s settings (Apertus pretraining's by default).
+    /// The optimizer: `AdEMAMix` (Apertus pretraining's settings by default) or AFM's RMSProp
+    /// with momentum (`kind: rmsprop-momentum`).
     #[serde(default)]
-    pub optimizer: AdEMAMixConfig,
+    pub optimizer: OptimizerConfig,
     /// Largest global gradient norm.
     #[serde(default = "default_clip")]
     pub clip: f64,
