@@ -217,3 +217,40 @@ fn counts_taken_against_another_benchmark_are_refused() {
     run.exit(1);
     assert!(run.stderr().contains("the counts were taken against benchmark"), "{}", run.describe());
 }
+
+/// AFM's tokenizer and optimizer in a run: the `sentencepiece` stage trains on the UDHR
+/// sample, `tokenize` packs with its `tokenizer.json`, and `pretrain` trains a small SwiGLU
+/// model with RMSProp with momentum. The loss falls and the run replays bit for bit.
+#[test]
+fn a_sentencepiece_tokenizer_and_rmsprop_momentum_train_a_model_that_replays() {
+    let p = Project::with_recipes();
+    p.write(
+        "recipes/afm-train.yaml",
+        "schema: 1\nname: afm-train\nseed: 5\nsources:\n  udhr:\n    path: data/quickstart/udhr-sample.jsonl\n    license: MIT\n\
+         stages:\n  shards:\n    kind: shard\n    inputs: {docs: udhr}\n    params: {shards: 2}\n\
+         \x20 spm:\n    kind: sentencepiece\n    inputs: {docs: shards}\n    params: {vocab_size: 800}\n\
+         \x20 tokens:\n    kind: tokenize\n    inputs: {docs: shards, tokenizer: spm.tokenizer}\n    params: {seq_len: 64}\n\
+         \x20 pretrain:\n    kind: pretrain\n    inputs: {tokens: tokens.tokens, order: tokens.order, tokenizer: spm.tokenizer}\n\
+         \x20   params:\n      steps: 20\n      batch_size: 4\n      checkpoint_every: 10\n      lr: 0.01\n      clip: 1.0\n      goldfish: null\n\
+         \x20     optimizer: {kind: rmsprop-momentum}\n\
+         \x20     model: {architecture: llama, hidden_size: 64, intermediate_size: 128, num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 2}\n",
+    );
+    let run = p.json(&["run", "recipes/afm-train.yaml"]);
+    let spm = record(&p, &run, "spm");
+    assert_eq!(
+        spm["config"],
+        json!({"vocab_size": 800, "min_frequency": 2, "character_coverage": 0.9995, "max_piece_length": 16})
+    );
+    assert_eq!((&spm["stats"]["vocab_size"], &spm["stats"]["byte_pieces"]), (&json!(800), &json!(256)), "{spm}");
+    // The model file is SentencePiece's: a protocol-buffer message whose first piece is <unk>.
+    let model = output_bytes(&p, &run, "spm", "model");
+    assert_eq!(&model[..9], b"\x0a\x0e\x0a\x05<unk>", "ModelProto.pieces[0].piece");
+    let pretrain = record(&p, &run, "pretrain");
+    assert_eq!(pretrain["config"]["optimizer"]["kind"], "rmsprop-momentum", "{pretrain}");
+    let log = String::from_utf8(output_bytes(&p, &run, "pretrain", "log")).unwrap();
+    let losses: Vec<f64> =
+        log.lines().map(|l| serde_json::from_str::<Value>(l).unwrap()["loss"].as_f64().unwrap()).collect();
+    assert_eq!(losses.len(), 20);
+    assert!(losses[19] < losses[0] - 0.5, "{losses:?}");
+    p.prov(&["replay", "lockfiles/afm-train.lock"]).success();
+}

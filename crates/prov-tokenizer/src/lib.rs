@@ -1,5 +1,7 @@
 //! Tokenizers: the `tokenizer` stage trains a byte-level BPE tokenizer with Hugging Face
-//! `tokenizers` on a prepared corpus and writes its `tokenizer.json`; the `tokenize` stage
+//! `tokenizers` on a prepared corpus and writes its `tokenizer.json`; the `sentencepiece`
+//! stage trains AFM's SentencePiece-style BPE and writes it both in `SentencePiece`'s model
+//! format and as `tokenizer.json` ([`sentencepiece`]); the `tokenize` stage
 //! turns documents into packed training samples ([`prov_dataset::tokens`]) and draws the
 //! seeded data order.
 //!
@@ -25,6 +27,7 @@ use tokenizers::pre_tokenizers::byte_level::ByteLevel;
 use tokenizers::{AddedToken, Tokenizer, TokenizerBuilder};
 
 pub mod chat;
+pub mod sentencepiece;
 
 /// The special tokens that frame documents, in id order from 0, and their roles. The chat
 /// tokens ([`chat::CHAT_TOKENS`]) follow them.
@@ -53,7 +56,7 @@ fn default_min_frequency() -> u64 {
 }
 
 /// Reads the documents of a dataset input, shard by shard, in dataset order.
-fn tokenizer_error(input: &str, e: impl std::fmt::Display) -> StageError {
+pub(crate) fn tokenizer_error(input: &str, e: impl std::fmt::Display) -> StageError {
     StageError::Input { input: input.into(), message: format!("tokenizers: {e}") }
 }
 
@@ -85,6 +88,44 @@ where
     // the same tokenizer: the file round-trips through Hugging Face's own reader unchanged.
     let bytes = tokenizer.to_string(true).map_err(|e| e.to_string())?.into_bytes();
     Ok(bytes)
+}
+
+/// Runs `train` on the texts of input `docs`, streamed shard by shard in dataset order, on the
+/// stage's pool, and returns what it returns with the documents and characters it read. What
+/// a trainer holds is its own counts, not the text. A shard that cannot be read ends the stream
+/// and fails the stage: a tokenizer trained on part of the input is never kept.
+pub(crate) fn train_on_docs<T: Send>(
+    cx: &StageContext<'_>,
+    train: impl FnOnce(Box<dyn Iterator<Item = String> + Send + '_>) -> T + Send,
+) -> Result<(T, u64, u64), StageError> {
+    let ds = cx.input_record::<DatasetRecord>("docs")?;
+    let failed: Mutex<Option<StageError>> = Mutex::new(None);
+    let (documents, characters) = (AtomicU64::new(0), AtomicU64::new(0));
+    let texts = ds
+        .shards
+        .iter()
+        .flat_map(|shard| -> Box<dyn Iterator<Item = Result<String, StageError>> + Send + '_> {
+            match shard_documents(cx.store, &shard.digest) {
+                Ok(docs) => Box::new(docs.map(|d| d.map(|d| d.text).map_err(StageError::from))),
+                Err(e) => Box::new(std::iter::once(Err(e.into()))),
+            }
+        })
+        .map_while(|text| match text {
+            Ok(text) => {
+                documents.fetch_add(1, Ordering::Relaxed);
+                characters.fetch_add(text.chars().count() as u64, Ordering::Relaxed);
+                Some(text)
+            }
+            Err(e) => {
+                *failed.lock().expect("no thread panics holding it") = Some(e);
+                None
+            }
+        });
+    let trained = cx.pool.install(|| train(Box::new(texts)));
+    if let Some(e) = failed.into_inner().expect("no thread panicked holding it") {
+        return Err(e);
+    }
+    Ok((trained, documents.into_inner(), characters.into_inner()))
 }
 
 /// The `tokenizer` stage kind.
@@ -126,39 +167,8 @@ impl Stage for TokenizerStage {
     }
     fn run(&self, cx: &StageContext<'_>) -> Result<StageOutput, StageError> {
         let config: TokenizerConfig = parse_params(cx.config).map_err(StageError::Config)?;
-        let ds = cx.input_record::<DatasetRecord>("docs")?;
-        // The documents stream into the trainer, shard by shard: what it holds is its count of
-        // each distinct pre-tokenized word, not the text. The counts are sums, so the result
-        // is the one of the whole text held at once. A shard that cannot be read ends the
-        // stream and fails the stage: a tokenizer trained on part of the input is never kept.
-        let failed: Mutex<Option<StageError>> = Mutex::new(None);
-        let (documents, characters) = (AtomicU64::new(0), AtomicU64::new(0));
-        let texts = ds
-            .shards
-            .iter()
-            .flat_map(|shard| -> Box<dyn Iterator<Item = Result<String, StageError>> + Send + '_> {
-                match shard_documents(cx.store, &shard.digest) {
-                    Ok(docs) => Box::new(docs.map(|d| d.map(|d| d.text).map_err(StageError::from))),
-                    Err(e) => Box::new(std::iter::once(Err(e.into()))),
-                }
-            })
-            .map_while(|text| match text {
-                Ok(text) => {
-                    documents.fetch_add(1, Ordering::Relaxed);
-                    characters.fetch_add(text.chars().count() as u64, Ordering::Relaxed);
-                    Some(text)
-                }
-                Err(e) => {
-                    *failed.lock().expect("no thread panics holding it") = Some(e);
-                    None
-                }
-            });
-        let trained = cx.pool.install(|| train_tokenizer(&config, texts));
-        if let Some(e) = failed.into_inner().expect("no thread panicked holding it") {
-            return Err(e);
-        }
+        let (trained, documents, characters) = train_on_docs(cx, |texts| train_tokenizer(&config, texts))?;
         let bytes = trained.map_err(|e| tokenizer_error("docs", e))?;
-        let (documents, characters) = (documents.into_inner(), characters.into_inner());
         let tokenizer = Tokenizer::from_bytes(&bytes).map_err(|e| tokenizer_error("docs", e))?;
         let digest = cx.store.put_bytes(ObjectKind::Blob, &bytes)?;
         let parsed: Value = serde_json::from_slice(&bytes).map_err(|e| tokenizer_error("docs", e))?;
@@ -310,9 +320,10 @@ impl Stage for TokenizeStage {
     }
 }
 
-/// Registers `tokenizer` and `tokenize`.
+/// Registers `tokenizer`, `sentencepiece` and `tokenize`.
 pub fn register(registry: &mut prov_exec::Registry) {
     registry.register(std::sync::Arc::new(TokenizerStage));
+    registry.register(std::sync::Arc::new(sentencepiece::SentencePieceStage));
     registry.register(std::sync::Arc::new(TokenizeStage));
 }
 

@@ -79,13 +79,13 @@ impl AdEMAMix {
 
     /// Clears every parameter's gradient.
     pub fn zero_grad(&mut self) {
-        crate::optimizer::zero_grads(self.params());
+        crate::parameter_state::zero_grads(self.params());
     }
 
     /// The global gradient norm, and the gradients scaled down to `max` when it exceeds it
-    /// ([`crate::optimizer::clip_grad_norm`]).
+    /// ([`crate::parameter_state::clip_grad_norm`]).
     pub fn clip_grad_norm(&mut self, max: f64) -> f64 {
-        crate::optimizer::clip_grad_norm(self.params(), max)
+        crate::parameter_state::clip_grad_norm(self.params(), max)
     }
 
     /// One update at learning rate `lr`.
@@ -143,7 +143,7 @@ impl AdEMAMix {
                 targets.push((format!("{name}.{state_name}"), tensor));
             }
         }
-        crate::optimizer::load_states(state, targets)?;
+        crate::parameter_state::load_states(state, targets)?;
         self.t = steps;
         Ok(())
     }

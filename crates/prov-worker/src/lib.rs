@@ -27,6 +27,7 @@ pub mod evaluate;
 pub mod fine_tuning;
 pub mod model;
 pub mod optimizer;
+pub mod parameter_state;
 pub mod preference_loss;
 pub mod pretrain;
 pub mod rmsprop;

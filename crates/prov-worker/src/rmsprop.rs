@@ -131,7 +131,7 @@ impl RmsPropMomentum {
                 targets.push((format!("{name}.{state_name}"), tensor));
             }
         }
-        crate::optimizer::load_states(state, targets)?;
+        crate::parameter_state::load_states(state, targets)?;
         self.t = steps;
         Ok(())
     }
