@@ -9,10 +9,11 @@
 //! rule); the report's text itself is what both transcribe.
 
 use std::collections::BTreeMap;
+use std::fmt::Write as _;
 
 use serde_json::{Value, json};
 
-use crate::common::{Project, ledger_rows, main_job_data_fetched, repo_root, venv_python};
+use crate::common::{Project, copy_dir, ledger_rows, main_job_data_fetched, repo_root, venv_python};
 
 const BENCHMARK: &str = "recipes/data/mini-afm/benchmarks.jsonl";
 const CORPUS: [&str; 2] = ["udhr.jsonl", "debian.jsonl"];
@@ -253,4 +254,91 @@ fn a_sentencepiece_tokenizer_and_rmsprop_momentum_train_a_model_that_replays() {
     assert_eq!(losses.len(), 20);
     assert!(losses[19] < losses[0] - 0.5, "{losses:?}");
     p.prov(&["replay", "lockfiles/afm-train.lock"]).success();
+}
+
+/// The reference's verdicts of `term-filter` on the project's corpus.
+fn term_filter_reference(python: &std::path::Path, p: &Project, terms: &str, params: [&str; 4]) -> Value {
+    let script = repo_root().join("tests/python/term_filter_reference.py");
+    let (debian, udhr) = (p.path("recipes/data/corpus/debian.jsonl"), p.path("recipes/data/corpus/udhr.jsonl"));
+    let terms = p.path(&format!("recipes/data/{terms}"));
+    let [mode, matching, case, min] = params;
+    let args = [
+        script.to_str().unwrap(),
+        "--terms",
+        terms.to_str().unwrap(),
+        "--docs",
+        debian.to_str().unwrap(),
+        "--docs",
+        udhr.to_str().unwrap(),
+        "--mode",
+        mode,
+        "--match",
+        matching,
+        "--case",
+        case,
+        "--min-matches",
+        min,
+    ];
+    serde_json::from_slice(&prov_testkit::pipe(python, &args, b"")).unwrap()
+}
+
+/// AFM's profanity, math tag and math symbol filters on the main job's corpus, each decided
+/// exactly as the independent implementation of the book's page decides (every ledger row's
+/// rule, decision and evidence).
+#[test]
+fn term_filters_decide_as_the_independent_reference() {
+    if !benchmark_made() {
+        return;
+    }
+    let Some(python) = venv_python() else { return };
+    let p = project("documents", 5);
+    let lists = repo_root().join("recipes/data/mini-afm");
+    copy_dir(&lists.join("profanity"), &p.path("recipes/data/profanity"));
+    for list in ["math-tags.txt", "math-symbols.txt"] {
+        p.write(&format!("recipes/data/{list}"), &fs_err::read_to_string(lists.join(list)).unwrap());
+    }
+    let filters: [(&str, &str, [&str; 4]); 3] = [
+        ("profanity", "profanity", ["remove", "word", "insensitive", "1"]),
+        ("math-tags", "math-tags.txt", ["keep", "substring", "sensitive", "1"]),
+        ("math-symbols", "math-symbols.txt", ["keep", "substring", "sensitive", "3"]),
+    ];
+    let mut recipe = "schema: 1\nname: terms\nseed: 1\nsources:\n  corpus:\n    path: data/corpus\n".to_owned();
+    for (name, list, _) in &filters {
+        writeln!(recipe, "  {name}-list:\n    path: data/{list}").unwrap();
+    }
+    recipe.push_str("stages:\n  shards:\n    kind: shard\n    inputs: {docs: corpus}\n    params: {shards: 3}\n");
+    for (name, _, [mode, matching, case, min]) in &filters {
+        writeln!(
+            recipe,
+            "  {name}:\n    kind: term-filter\n    inputs: {{docs: shards, terms: {name}-list}}\n    params: {{mode: {mode}, match: {matching}, case: {case}, min_matches: {min}}}"
+        )
+        .unwrap();
+    }
+    p.write("recipes/terms.yaml", &recipe);
+    let run = p.json(&["run", "recipes/terms.yaml"]);
+    for (name, list, params) in filters {
+        let expected = term_filter_reference(&python, &p, list, params);
+        let ledger = expected["ledger"].as_object().unwrap();
+        let rows = ledger_rows(&p, stage(&run, name)["data"]["outputs"]["ledger"].as_str().unwrap());
+        assert_eq!(rows.len(), ledger.len());
+        let mut by_rule: BTreeMap<String, u64> = BTreeMap::new();
+        for row in &rows {
+            let want = &ledger[&row.id];
+            let evidence = row.evidence.clone().map_or(Value::Null, Value::Object);
+            assert_eq!(
+                (json!(row.rule), json!(row.decision.as_str()), &evidence),
+                (want["rule"].clone(), want["decision"].clone(), &want["evidence"]),
+                "{name}: document {}",
+                row.id
+            );
+            *by_rule.entry(row.rule.clone()).or_default() += 1;
+        }
+        let stats = record(&p, &run, name)["stats"].clone();
+        assert_eq!(stats["terms"], expected["terms"], "{name}");
+        eprintln!("{name}: {by_rule:?}");
+        // Each filter both keeps and removes documents of this corpus; the profanity lists
+        // leave the languages they lack to `no-list`.
+        let rules = if name == "profanity" { 3 } else { 2 };
+        assert_eq!(by_rule.len(), rules, "{name}: {by_rule:?}");
+    }
 }

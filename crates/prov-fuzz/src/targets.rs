@@ -18,6 +18,7 @@ fn registry() -> Registry {
     prov_pii::register(&mut r);
     prov_dedup::register(&mut r);
     prov_heuristics::register(&mut r);
+    prov_terms::register(&mut r);
     prov_ngram::register(&mut r);
     prov_langid::register(&mut r);
     prov_quality::register(&mut r);
