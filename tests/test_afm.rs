@@ -342,3 +342,94 @@ fn term_filters_decide_as_the_independent_reference() {
         assert_eq!(by_rule.len(), rules, "{name}: {by_rule:?}");
     }
 }
+
+/// A policy claiming AFM's rule at the threshold of this file's runs (5: the corpus is small).
+const COMMON_USAGE_POLICY: &str =
+    "schema: 1\nname: afm\nclaims:\n  - kind: common-usage-decontamination\n    threshold: 5\n";
+
+fn common_usage_claim(claims: &[prov_audit::ClaimResult]) -> &prov_audit::ClaimResult {
+    claims.iter().find(|c| c.kind == "common-usage-decontamination").expect("the claim")
+}
+
+/// The `common-usage-decontamination` claim holds on an honest run, fails a run whose
+/// threshold is under the claimed one, and fails well-formed forgeries that every digest and
+/// Merkle root check accepts: a contaminated document put back as kept with a plausible
+/// ledger row; counts inflated so that the contaminating n-gram looks common, swapped in for
+/// the counting stage's output and the filter's input alike; and counts the run never made.
+#[test]
+fn the_common_usage_claim_recounts_and_fails_forgeries() {
+    use prov_manifest::{Record, RunRecord, get_typed, put_record};
+    if !benchmark_made() {
+        return;
+    }
+    let p = project("documents", 5);
+    p.prov(&["run", "recipes/afm.yaml"]).success();
+    p.write("policy.yaml", COMMON_USAGE_POLICY);
+    let r = p.prov(&["audit", "lockfiles/afm.lock", "--policy", "policy.yaml"]);
+    assert!(r.success().stdout().contains("common-usage-decontamination"), "{}", r.describe());
+    // The report's threshold is 1000: a run that spares n-grams from 5 on does not hold it.
+    p.write("report.yaml", "schema: 1\nname: afm\nclaims:\n  - kind: common-usage-decontamination\n");
+    let r = p.prov(&["audit", "lockfiles/afm.lock", "--policy", "report.yaml"]);
+    assert!(r.exit(4).stdout().contains("not only from 1000 on"), "{}", r.describe());
+
+    let lockfile = ("lockfiles/afm.lock", COMMON_USAGE_POLICY);
+    let claims = crate::test_audit::audit_forged(
+        &p,
+        lockfile,
+        "decontaminate",
+        &prov_audit::StageRescan,
+        |rows, out, input| {
+            let evidence = json!({"benchmark": "eval-udhr-eng-3", "common": 1, "corpus_count": 9, "n": 4, "ngram": "everyone has the right", "position": 0, "rare": 0});
+            crate::test_audit::keep_row(
+                rows,
+                out,
+                input,
+                |r| r.rule == "ngram-decontaminate:contaminated",
+                ("ngram-decontaminate:common-usage", Some(evidence)),
+            );
+        },
+    );
+    let c = common_usage_claim(&claims);
+    assert_eq!(c.outcome, prov_audit::Outcome::Fails, "{c:?}");
+    assert!(c.reasons.iter().any(|r| r.contains("kept document") && r.contains("under the threshold 5")), "{c:?}");
+
+    // Counts inflated to 1000 for every n-gram: every document would be spared.
+    let (store, run, filter_at, filter) = crate::test_audit::recorded_stage(&p, "lockfiles/afm.lock", "decontaminate");
+    let counter_at = run.stages.iter().position(|s| s.name.as_str() == "counts").unwrap();
+    let mut counter = get_typed::<prov_manifest::StageRecord>(&store, &run.stages[counter_at].manifest).unwrap();
+    let mut file: Value = serde_json::from_slice(&store.read(&counter.outputs["counts"].digest).unwrap()).unwrap();
+    for pair in file["ngrams"].as_array_mut().unwrap() {
+        pair[1] = json!(1000);
+    }
+    let forged =
+        store.put_bytes(prov_store::ObjectKind::Blob, &prov_manifest::to_canonical_bytes(&file).unwrap()).unwrap();
+    let audit = |stages: Vec<prov_manifest::RunStage>| {
+        let record = put_record(&store, &Record::Run(RunRecord::new(&run.recipe, run.lockfile, stages))).unwrap();
+        let loaded = prov_manifest::LoadedRun::load(&store, record).unwrap();
+        let cx = prov_audit::RunContext::new(&store, &loaded);
+        let policy = prov_audit::AuditPolicy::parse(std::path::Path::new("policy.yaml"), COMMON_USAGE_POLICY).unwrap();
+        prov_audit::evaluate(
+            &cx,
+            &policy,
+            &prov_audit::AuditOptions { sample: None, rescan: Some(&prov_audit::StageRescan) },
+        )
+    };
+    // Only the filter's input swapped: the counts were made by no stage of the run.
+    let mut only_input = filter.clone();
+    only_input.inputs.insert("counts".into(), forged);
+    let mut stages = run.stages.clone();
+    stages[filter_at].manifest = put_record(&store, &Record::Stage(only_input.clone())).unwrap();
+    let claims = audit(stages.clone());
+    let c = common_usage_claim(&claims);
+    assert!(c.reasons.iter().any(|r| r.contains("written by no stage of the run")), "{c:?}");
+    // Both swapped, as if the counting stage had written them: the recount disagrees.
+    counter.outputs.get_mut("counts").unwrap().digest = forged;
+    stages[counter_at].manifest = put_record(&store, &Record::Stage(counter)).unwrap();
+    let claims = audit(stages);
+    let c = common_usage_claim(&claims);
+    assert_eq!(c.outcome, prov_audit::Outcome::Fails, "{c:?}");
+    assert!(
+        c.reasons.iter().any(|r| r.contains("pinned a count of 1000") && r.contains("the corpus holds it")),
+        "{c:?}"
+    );
+}

@@ -435,7 +435,7 @@ pub(crate) fn audit_forged(
 
 /// The store, the recorded run of `lockfile`, the position of its stage `stage` and that
 /// stage's record.
-fn recorded_stage(
+pub(crate) fn recorded_stage(
     p: &Project,
     lockfile: &str,
     stage: &str,

@@ -42,6 +42,7 @@
 #![deny(missing_docs)]
 
 pub mod claims;
+pub mod common_usage;
 mod heuristics_scan;
 pub mod overlap;
 pub mod path;

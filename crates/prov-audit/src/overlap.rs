@@ -72,6 +72,31 @@ impl OverlapRule {
     }
 }
 
+/// Hands every example of a benchmark source to `add` (its id and text), in benchmark order:
+/// its document files in path order, license files passed over, ids unique.
+///
+/// # Errors
+///
+/// A sentence naming the file or example at fault.
+pub(crate) fn read_examples(store: &Store, source: &Digest, mut add: impl FnMut(String, &str)) -> Result<(), String> {
+    let files = prov_dataset::source_files(store, source, &prov_license::detect::is_license_file)
+        .map_err(|e| format!("benchmark `{source}`: {e}"))?
+        .map_err(|e| format!("benchmark `{source}`: {e}"))?;
+    let mut ids = BTreeSet::new();
+    for f in files {
+        let docs = prov_dataset::read_documents_as(&f.path, f.format, std::path::Path::new(&f.display))
+            .map_err(|e| e.to_string())?;
+        for doc in docs {
+            let doc = doc.map_err(|e| e.to_string())?;
+            if !ids.insert(doc.id.clone()) {
+                return Err(format!("`{}`: benchmark example `{}` appears twice", f.display, doc.id));
+            }
+            add(doc.id, &doc.text);
+        }
+    }
+    Ok(())
+}
+
 /// A benchmark example's id and its prompt's tokens.
 #[derive(Debug)]
 struct Example {
@@ -105,22 +130,8 @@ impl Benchmark {
     ///
     /// A sentence naming the file or example at fault.
     pub fn read(store: &Store, source: &Digest, rule: OverlapRule) -> Result<Self, String> {
-        let files = prov_dataset::source_files(store, source, &prov_license::detect::is_license_file)
-            .map_err(|e| format!("benchmark `{source}`: {e}"))?
-            .map_err(|e| format!("benchmark `{source}`: {e}"))?;
         let mut examples = Vec::new();
-        let mut ids = BTreeSet::new();
-        for f in files {
-            let docs = prov_dataset::read_documents_as(&f.path, f.format, std::path::Path::new(&f.display))
-                .map_err(|e| e.to_string())?;
-            for doc in docs {
-                let doc = doc.map_err(|e| e.to_string())?;
-                if !ids.insert(doc.id.clone()) {
-                    return Err(format!("`{}`: benchmark example `{}` appears twice", f.display, doc.id));
-                }
-                examples.push(Example { tokens: tokens(&doc.text), id: doc.id });
-            }
-        }
+        read_examples(store, source, |id, text| examples.push(Example { tokens: tokens(text), id }))?;
         Ok(Self::new(rule, examples))
     }
 

@@ -155,6 +155,30 @@ pub enum Claim {
         #[serde(default)]
         benchmark: Option<Digest>,
     },
+    /// AFM's decontamination: documents holding a benchmark n-gram of `min_n` to `max_n` tokens
+    /// were removed unless its count over the corpus reached `threshold`; the counts are the
+    /// corpus's (recounted), and no kept document holds a rarer one.
+    CommonUsageDecontamination {
+        /// The stage to check; default: every `ngram-decontaminate` stage of the run.
+        #[serde(default)]
+        stage: Option<String>,
+        /// The benchmark source the stage must have used (its `benchmark` input digest).
+        #[serde(default)]
+        benchmark: Option<Digest>,
+        /// The claimed shortest n-gram (the report's 4).
+        #[serde(default = "report_min_n")]
+        min_n: u32,
+        /// The claimed longest n-gram (the report's 13).
+        #[serde(default = "report_max_n")]
+        max_n: u32,
+        /// The claimed common-usage threshold (the report's 1000); a stage with a higher one
+        /// is stricter and holds the claim too.
+        #[serde(default = "report_threshold")]
+        threshold: u64,
+        /// What the counts count: `documents` (the default) or `occurrences`.
+        #[serde(default = "report_count")]
+        count: String,
+    },
     /// EuroLLM's heuristic filter ran on the claimed languages with the claimed thresholds
     /// (the report's by default), and its output holds nothing the rules remove.
     Heuristics {
@@ -232,6 +256,20 @@ fn report_cometkiwi() -> f64 {
     0.7
 }
 
+/// AFM's n-gram lengths and common-usage threshold (§3.1.1, item 5).
+fn report_min_n() -> u32 {
+    4
+}
+fn report_max_n() -> u32 {
+    13
+}
+fn report_threshold() -> u64 {
+    1000
+}
+fn report_count() -> String {
+    "documents".into()
+}
+
 /// The languages the EuroLLM report applies its heuristic filter to.
 fn report_languages() -> Vec<String> {
     ["de", "es", "fr", "it"].map(String::from).to_vec()
@@ -252,6 +290,7 @@ impl Claim {
             Self::License { .. } => "license",
             Self::CompoundLicense { .. } => "compound-license",
             Self::Decontamination { .. } => "decontamination",
+            Self::CommonUsageDecontamination { .. } => "common-usage-decontamination",
             Self::Heuristics { .. } => "heuristics",
             Self::TiersByPhase { .. } => "tiers-by-phase",
             Self::PairScore { .. } => "pair-score",

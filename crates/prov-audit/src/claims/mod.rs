@@ -22,6 +22,7 @@ use serde_json::Value;
 
 use crate::policy::{AuditPolicy, Claim};
 
+mod common_usage;
 mod decontamination;
 mod heuristics;
 mod license;
@@ -184,7 +185,14 @@ impl<'a> RunContext<'a> {
     /// stage of kind `kind` in the run: a pinned model must have been trained by the run
     /// whose conclusions it decides (whether that training reproduces is the `replay`
     /// claim's question).
-    fn require_trained(&self, stage: &str, input: &str, digest: &Digest, kind: &str, result: &mut ClaimResult) {
+    pub(super) fn require_trained(
+        &self,
+        stage: &str,
+        input: &str,
+        digest: &Digest,
+        kind: &str,
+        result: &mut ClaimResult,
+    ) {
         match self.producer(digest) {
             Some(p) if p.stage_kind == kind => {
                 result.evidence(format!("`{stage}` {input} trained by"), format!("`{}`", p.name.as_str()));
@@ -740,6 +748,10 @@ pub fn evaluate(cx: &RunContext<'_>, policy: &AuditPolicy, options: &AuditOption
             Claim::CompoundLicense { stage } => license::compound_license(cx, stage.as_deref()),
             Claim::Decontamination { stage, benchmark } => {
                 decontamination::decontamination(cx, stage.as_deref(), benchmark.as_ref(), options)
+            }
+            Claim::CommonUsageDecontamination { stage, benchmark, min_n, max_n, threshold, count } => {
+                let rule = common_usage::ClaimedRule { min_n: *min_n, max_n: *max_n, threshold: *threshold, count };
+                common_usage::common_usage(cx, stage.as_deref(), benchmark.as_ref(), &rule, options)
             }
             Claim::Heuristics { stage, languages, thresholds } => {
                 heuristics::heuristics(cx, stage.as_deref(), languages, thresholds, options)
