@@ -433,3 +433,34 @@ fn the_common_usage_claim_recounts_and_fails_forgeries() {
         "{c:?}"
     );
 }
+
+/// A directory of per-language lists: license, notice and readme files are passed over by
+/// name, wherever they are; any other file in a subdirectory, or a list starting with a byte
+/// order mark, fails the stage with exit 1, naming it.
+#[test]
+fn a_directory_of_term_lists_is_read_by_its_rules() {
+    let p = Project::with_recipes();
+    p.write("recipes/data/lists/en.txt", "# English\nrights\n");
+    p.write("recipes/data/lists/de.txt", "rechte\n");
+    p.write("recipes/data/lists/LICENSE", "CC0\n");
+    p.write("recipes/data/lists/README.md", "the lists\n");
+    p.write("recipes/data/lists/notes/LICENSE.txt", "CC0\n");
+    p.write(
+        "recipes/lists.yaml",
+        "schema: 1\nname: lists\nseed: 1\nsources:\n  udhr:\n    path: data/quickstart/udhr-sample.jsonl\n  lists:\n    path: data/lists\n\
+         stages:\n  shards:\n    kind: shard\n    inputs: {docs: udhr}\n  words:\n    kind: term-filter\n    inputs: {docs: shards, terms: lists}\n",
+    );
+    let run = p.json(&["run", "recipes/lists.yaml"]);
+    let stats = record(&p, &run, "words")["stats"].clone();
+    assert_eq!(stats["terms"], json!({"de": 1, "en": 1}), "{stats}");
+    for rule in ["term-filter:matched", "term-filter:clean", "term-filter:no-list"] {
+        assert!(stats["by_rule"][rule]["documents"].as_u64().is_some_and(|n| n > 0), "{rule}: {stats}");
+    }
+    p.write("recipes/data/lists/readmes/de.txt", "recht\n");
+    let r = p.prov(&["run", "recipes/lists.yaml"]);
+    assert!(r.exit(1).stderr().contains("`readmes/de.txt` is in a subdirectory"), "{}", r.describe());
+    fs_err::remove_dir_all(p.path("recipes/data/lists/readmes")).unwrap();
+    p.write("recipes/data/lists/en.txt", "\u{feff}rights\n");
+    let r = p.prov(&["run", "recipes/lists.yaml"]);
+    assert!(r.exit(1).stderr().contains("byte order mark"), "{}", r.describe());
+}

@@ -289,8 +289,10 @@ pub struct CountsFile {
     pub max_n: u32,
     /// What a document added.
     pub count: CountMode,
-    /// The digest of the benchmark source the n-grams are of (hexadecimal).
+    /// The digest of the benchmark source the n-grams are of.
     pub benchmark: String,
+    /// The digest of the dataset counted: the counts hold for this corpus only.
+    pub corpus: String,
     /// The number of benchmark examples.
     pub benchmark_examples: u64,
     /// The number of corpus documents read.
@@ -325,6 +327,11 @@ impl CountsFile {
         }
         if let Some((text, _)) = file.ngrams.iter().find(|(_, c)| *c == 0) {
             return Err(format!("n-gram `{text}` has a count of 0; the file lists only counts of at least 1"));
+        }
+        if file.count == CountMode::Documents
+            && let Some((text, c)) = file.ngrams.iter().find(|(_, c)| *c > file.documents)
+        {
+            return Err(format!("n-gram `{text}` is counted in {c} documents of the {} counted", file.documents));
         }
         Ok(file)
     }
@@ -421,6 +428,7 @@ impl Stage for BenchmarkNgramsStage {
             max_n: config.max_n,
             count: config.count,
             benchmark: cx.input("benchmark")?.digest.to_string(),
+            corpus: cx.input("docs")?.digest.to_string(),
             benchmark_examples: grams.examples() as u64,
             documents,
             ngrams,
@@ -497,6 +505,7 @@ pub struct Decontaminator {
     counts: HashMap<u32, u64>,
     threshold: u64,
     common: u64,
+    counted_documents: u64,
 }
 
 impl Decontaminator {
@@ -524,7 +533,7 @@ impl Decontaminator {
             counts.insert(ngram, *n);
             common += u64::from(*n >= threshold);
         }
-        Ok(Self { grams, counts, threshold, common })
+        Ok(Self { grams, counts, threshold, common, counted_documents: file.documents })
     }
 
     /// The number of n-grams of the counts file whose count reaches the threshold.
@@ -639,6 +648,7 @@ impl Stage for NgramDecontaminateStage {
             ("min_n".to_owned(), json!(min_n)),
             ("max_n".to_owned(), json!(max_n)),
             ("common_ngrams".to_owned(), json!(d.common_ngrams())),
+            ("counted_documents".to_owned(), json!(d.counted_documents)),
             ("removed_by_benchmark".to_owned(), json!(removed_by_benchmark)),
         ]);
         Ok(out)
@@ -657,6 +667,14 @@ fn decontaminator(cx: &StageContext<'_>) -> Result<Decontaminator, StageError> {
             "the counts were taken against benchmark {}, not this stage's `benchmark` ({benchmark}); count with the \
              same benchmark source",
             file.benchmark
+        )));
+    }
+    let corpus = cx.input("docs")?.digest.to_string();
+    if file.corpus != corpus {
+        return Err(counts_error(format!(
+            "the counts were taken over corpus {}, not this stage's `docs` ({corpus}); the common-usage counts are \
+             those of the corpus filtered",
+            file.corpus
         )));
     }
     let grams = benchmark_grams(cx, file.min_n, file.max_n)?;
@@ -690,8 +708,9 @@ mod tests {
             max_n,
             count: CountMode::Documents,
             benchmark: String::new(),
+            corpus: String::new(),
             benchmark_examples: 0,
-            documents: 0,
+            documents: 10,
             ngrams: ngrams.iter().map(|(t, n)| ((*t).to_owned(), *n)).collect(),
         }
     }
@@ -787,6 +806,8 @@ mod tests {
         assert!(CountsFile::parse(&twice).is_err());
         let zero = to_canonical_bytes(&counts(2, 3, &[("alpha beta", 0)])).unwrap();
         assert!(CountsFile::parse(&zero).unwrap_err().contains("count of 0"));
+        let over = to_canonical_bytes(&counts(2, 3, &[("alpha beta", 11)])).unwrap();
+        assert!(CountsFile::parse(&over).unwrap_err().contains("in 11 documents of the 10"));
         let mut other = counts(2, 3, &[]);
         other.format = "something".into();
         assert!(CountsFile::parse(&to_canonical_bytes(&other).unwrap()).is_err());

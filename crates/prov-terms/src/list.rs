@@ -56,6 +56,9 @@ impl TermList {
     /// A message naming the line of a repeated term (after lowercasing, when case-insensitive),
     /// or saying the list is empty.
     pub fn parse(text: &str, matching: MatchMode, case: CaseMode) -> Result<Self, String> {
+        if text.starts_with('\u{feff}') {
+            return Err("the list starts with a byte order mark, which would become part of its first term".into());
+        }
         let mut terms = Vec::new();
         let mut keys = Vec::new();
         let mut seen: HashMap<String, usize> = HashMap::new();
@@ -154,6 +157,9 @@ mod tests {
         assert!(err.contains("line 3") && err.contains("line 1"), "{err}");
         assert!(TermList::parse("foo\nFOO", MatchMode::Word, CaseMode::Sensitive).is_ok());
         assert!(TermList::parse("# only\n\n", MatchMode::Word, CaseMode::Sensitive).unwrap_err().contains("no term"));
+        assert!(
+            TermList::parse("\u{feff}foo", MatchMode::Word, CaseMode::Sensitive).unwrap_err().contains("byte order")
+        );
     }
 
     #[test]

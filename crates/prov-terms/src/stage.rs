@@ -204,8 +204,12 @@ fn term_lists(cx: &StageContext<'_>, config: &TermFilterConfig) -> Result<TermLi
     let mut lists = BTreeMap::new();
     for entry in tree.entries {
         let path = entry.path.as_str();
-        if prov_license::detect::is_license_file(path) || path.to_ascii_lowercase().starts_with("readme") {
+        let file_name = path.rsplit('/').next().unwrap_or(path);
+        if prov_license::detect::is_license_file(file_name) || file_name.to_ascii_lowercase().starts_with("readme") {
             continue;
+        }
+        if path.contains('/') {
+            return Err(bad(format!("`{path}` is in a subdirectory; a directory of lists holds its lists at the top")));
         }
         let language = path
             .strip_suffix(".txt")

@@ -268,6 +268,9 @@ pub fn train(config: &SentencePieceConfig, texts: impl Iterator<Item = String>) 
             *word_counts.entry(w.to_owned()).or_default() += 1;
         }
     }
+    if char_counts.is_empty() {
+        return Err("the corpus holds no text: there is nothing to learn pieces from".into());
+    }
     let mut pieces: Vec<Piece> = vec![Piece { piece: UNK.into(), score: 0.0, kind: PieceType::Unknown }];
     pieces.extend(control_pieces().into_iter().map(|p| Piece {
         piece: p.into(),
@@ -746,6 +749,7 @@ mod tests {
         let model = train(&c, texts()).unwrap();
         assert!(!model.pieces.iter().any(|p| p.piece == "b"), "b is the rarest 1/16");
         assert!(train(&config(100), texts()).unwrap_err().contains("cannot hold"));
+        assert!(train(&config(400), ["", ""].map(String::from).into_iter()).unwrap_err().contains("no text"));
     }
 
     #[test]

@@ -177,8 +177,16 @@ impl RmsPropMomentumConfig {
                 return Err((field, format!("must be a non-negative number, got {v}")));
             }
         }
-        if self.eps_square == 0.0 && self.eps == 0.0 {
-            return Err(("eps_square", "and `eps` are both 0: a zero gradient would divide 0 by 0".into()));
+        // The EMA of squared gradients and the update are float32: what keeps a zero gradient
+        // from dividing 0 by 0 must survive rounding to float32 (1e-45 does not).
+        let smoothed = (1.0 - self.betas[1]) as f32 * self.eps_square as f32;
+        if smoothed == 0.0 && self.eps as f32 == 0.0 {
+            return Err((
+                "eps_square",
+                "and `eps` both vanish in float32 (`(1 - b2) * eps_square` and `eps`): a zero gradient would divide 0 \
+                 by 0"
+                    .into(),
+            ));
         }
         if !(self.update_clip.is_finite() && self.update_clip > 0.0) {
             return Err(("update_clip", format!("must be a positive number, got {}", self.update_clip)));
@@ -284,9 +292,14 @@ mod tests {
         let mut c: OptimizerConfig =
             serde_json::from_value(json!({"kind": "rmsprop-momentum", "betas": [0.95, 1.0]})).unwrap();
         assert_eq!(c.resolve(10).unwrap_err().0, "betas");
+        for tiny in [0.0, 1e-45] {
+            let mut c: OptimizerConfig =
+                serde_json::from_value(json!({"kind": "rmsprop-momentum", "eps_square": tiny})).unwrap();
+            assert_eq!(c.resolve(10).unwrap_err().0, "eps_square", "{tiny}");
+        }
         let mut c: OptimizerConfig =
-            serde_json::from_value(json!({"kind": "rmsprop-momentum", "eps_square": 0.0})).unwrap();
-        assert_eq!(c.resolve(10).unwrap_err().0, "eps_square");
+            serde_json::from_value(json!({"kind": "rmsprop-momentum", "eps_square": 0.0, "eps": 1e-8})).unwrap();
+        assert!(c.resolve(10).is_ok());
         let mut c: OptimizerConfig =
             serde_json::from_value(json!({"kind": "rmsprop-momentum", "update_clip": 0.0})).unwrap();
         assert_eq!(c.resolve(10).unwrap_err().0, "update_clip");

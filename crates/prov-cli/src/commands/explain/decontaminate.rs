@@ -65,6 +65,16 @@ pub(super) fn cmd_explain_ngram_decontaminate(
     })?;
     let mut grams = BenchmarkGrams::new(file.min_n, file.max_n);
     read_benchmark(&cx.cwd.join(&args.benchmark), &mut grams)?;
+    if grams.examples() as u64 != file.benchmark_examples {
+        return Err(CommandError::input(format!(
+            "{}: the counts are of a benchmark of {} examples, {} holds {}",
+            args.counts.display(),
+            file.benchmark_examples,
+            args.benchmark.display(),
+            grams.examples()
+        ))
+        .with_hint("give the benchmark these counts were taken against"));
+    }
     let decontaminator = Decontaminator::new(grams, &file, args.threshold).map_err(|m| {
         CommandError::input(format!("{}: {m}", args.counts.display()))
             .with_hint("give the benchmark these counts were taken against")
