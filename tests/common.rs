@@ -338,3 +338,27 @@ pub fn ledger_rows(p: &Project, ledger: &str) -> Vec<prov_dataset::LedgerRow> {
     let l = prov_dataset::read_ledger(&store, &ledger.parse().unwrap()).unwrap();
     l.shards.iter().flat_map(|s| prov_dataset::read_ledger_shard(&store, &s.digest).unwrap()).collect()
 }
+
+/// A reference recipe's committed run reproduced in an empty store: a project with the
+/// repository's recipes and `manifests/<name>`, whose lockfile `prov lock` must write byte for
+/// byte as committed, then `prov replay --against manifests/<name>`, which must not diverge
+/// and must replay `stages` stages (sources included). Returns the project and the replay's
+/// JSON lines.
+pub fn replay_reference_recipe(name: &str, stages: usize) -> (Project, Vec<serde_json::Value>) {
+    let p = Project::new();
+    copy_dir(&repo_root().join("recipes"), &p.path("recipes"));
+    copy_dir(&repo_root().join(format!("manifests/{name}")), &p.path(&format!("manifests/{name}")));
+    fs_err::create_dir_all(p.path("lockfiles")).unwrap();
+    let lockfile = format!("lockfiles/{name}.lock");
+    fs_err::copy(repo_root().join(&lockfile), p.path(&lockfile)).unwrap();
+    let committed = fs_err::read_to_string(p.path(&lockfile)).unwrap();
+    p.prov(&["lock", &format!("recipes/{name}.yaml")]).success();
+    let locked = fs_err::read_to_string(p.path(&lockfile)).unwrap();
+    assert_eq!(locked, committed, "the committed lockfile is stale: run `prov run recipes/{name}.yaml --commit`");
+    let lines = p.json(&["replay", &lockfile, "--against", &format!("manifests/{name}")]);
+    let run = lines.iter().find(|l| l["type"] == "run").expect("a run summary");
+    assert_eq!(run["data"]["diverged"], false, "{run}");
+    let replayed = lines.iter().filter(|l| l["type"] == "stage" && l["data"]["status"] == "replayed").count();
+    assert_eq!(replayed, stages, "every stage, the sources included");
+    (p, lines)
+}

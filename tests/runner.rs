@@ -25,6 +25,7 @@ mod test_license;
 mod test_license_review;
 mod test_lockfile_edits;
 mod test_main_job;
+mod test_mini_afm;
 mod test_mini_eurollm;
 mod test_ngram;
 mod test_parallel;

@@ -9,7 +9,7 @@
 
 use serde_json::Value;
 
-use crate::common::{Project, copy_dir, main_job_data_fetched, repo_root};
+use crate::common::{Project, main_job_data_fetched, repo_root};
 
 fn stage<'a>(lines: &'a [Value], name: &str) -> &'a Value {
     lines.iter().find(|l| l["type"] == "stage" && l["data"]["name"] == name).unwrap_or_else(|| panic!("stage {name}"))
@@ -30,21 +30,7 @@ fn mini_eurollm_runs_replays_bit_for_bit_and_holds_its_audit_policy() {
     {
         return;
     }
-    let p = Project::new();
-    copy_dir(&repo_root().join("recipes"), &p.path("recipes"));
-    copy_dir(&repo_root().join("manifests/mini-eurollm"), &p.path("manifests/mini-eurollm"));
-    fs_err::create_dir_all(p.path("lockfiles")).unwrap();
-    fs_err::copy(repo_root().join("lockfiles/mini-eurollm.lock"), p.path("lockfiles/mini-eurollm.lock")).unwrap();
-    let committed = fs_err::read_to_string(p.path("lockfiles/mini-eurollm.lock")).unwrap();
-    p.prov(&["lock", "recipes/mini-eurollm.yaml"]).success();
-    let locked = fs_err::read_to_string(p.path("lockfiles/mini-eurollm.lock")).unwrap();
-    assert_eq!(locked, committed, "the committed lockfile is stale: run `prov run recipes/mini-eurollm.yaml --commit`");
-
-    let lines = p.json(&["replay", "lockfiles/mini-eurollm.lock", "--against", "manifests/mini-eurollm"]);
-    let run = lines.iter().find(|l| l["type"] == "run").expect("a run summary");
-    assert_eq!(run["data"]["diverged"], false, "{run}");
-    let replayed = lines.iter().filter(|l| l["type"] == "stage" && l["data"]["status"] == "replayed").count();
-    assert_eq!(replayed, 27, "every stage, the three sources included");
+    let (p, lines) = crate::common::replay_reference_recipe("mini-eurollm", 27);
 
     // The three tiers feed the three phases, and none is empty.
     for tier in ["low", "medium", "high"] {
