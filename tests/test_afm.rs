@@ -464,3 +464,27 @@ fn a_directory_of_term_lists_is_read_by_its_rules() {
     let r = p.prov(&["run", "recipes/lists.yaml"]);
     assert!(r.exit(1).stderr().contains("byte order mark"), "{}", r.describe());
 }
+
+/// A run whose training diverges (a learning rate of 1e30) is refused with exit 1 and records
+/// nothing: no checkpoint holds weights trained through a non-finite loss.
+#[test]
+fn a_diverged_training_run_is_refused_and_records_nothing() {
+    let p = Project::with_recipes();
+    p.write(
+        "recipes/diverge.yaml",
+        "schema: 1\nname: diverge\nseed: 5\nsources:\n  udhr:\n    path: data/quickstart/udhr-sample.jsonl\n\
+         stages:\n  shards:\n    kind: shard\n    inputs: {docs: udhr}\n\
+         \x20 spm:\n    kind: sentencepiece\n    inputs: {docs: shards}\n    params: {vocab_size: 600}\n\
+         \x20 tokens:\n    kind: tokenize\n    inputs: {docs: shards, tokenizer: spm.tokenizer}\n    params: {seq_len: 32}\n\
+         \x20 pretrain:\n    kind: pretrain\n    inputs: {tokens: tokens.tokens, order: tokens.order, tokenizer: spm.tokenizer}\n\
+         \x20   params:\n      steps: 6\n      batch_size: 2\n      checkpoint_every: 3\n      lr: 1.0e30\n      clip: 1.0e30\n      goldfish: null\n\
+         \x20     optimizer: {kind: rmsprop-momentum, weight_decay: 0.0}\n\
+         \x20     model: {architecture: llama, hidden_size: 32, intermediate_size: 64, num_hidden_layers: 1, num_attention_heads: 2, num_key_value_heads: 1}\n",
+    );
+    let r = p.prov(&["run", "recipes/diverge.yaml"]);
+    assert!(r.exit(1).stderr().contains("training diverged: at step"), "{}", r.describe());
+    // Nothing was recorded: the next run trains again (and diverges again) rather than
+    // finding the stage done.
+    let again = p.prov(&["run", "recipes/diverge.yaml"]);
+    assert!(again.exit(1).stderr().contains("training diverged: at step"), "{}", again.describe());
+}

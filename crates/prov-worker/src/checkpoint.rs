@@ -289,6 +289,20 @@ pub(crate) struct CheckpointWriter<'a> {
 impl CheckpointWriter<'_> {
     /// Stores the weights, optimizer state, RNG state and log; returns the record naming them.
     pub(crate) fn record(&self, trainer: &Trainer, batch_size: u64) -> Result<CheckpointRecord, StageError> {
+        // A diverged run is not a result: no checkpoint, and so no output, holds weights
+        // trained through a non-finite loss or gradient.
+        if let Some(bad) = trainer.log().iter().find(|l| !(l.loss.is_finite() && l.grad_norm.is_finite())) {
+            return Err(StageError::Config(
+                prov_exec::ConfigError::at(
+                    &["lr"],
+                    format!(
+                        "training diverged: at step {} the loss is {} and the gradient norm {}",
+                        bad.step, bad.loss, bad.grad_norm
+                    ),
+                )
+                .with_hint("lower `lr`, or clip harder (`clip`); nothing of this run was recorded"),
+            ));
+        }
         let store = self.store;
         let weights = trainer.weights();
         let config_text = String::from_utf8(store.read(&self.config)?).expect("canonical JSON is UTF-8");
