@@ -485,7 +485,7 @@ pub struct Held {
     pub common: bool,
 }
 
-/// A decision of `ngram-decontaminate`, with every benchmark n-gram the document holds.
+/// A decision of `ngram-decontaminate`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Assessment {
     /// Kept or removed.
@@ -494,8 +494,6 @@ pub struct Assessment {
     pub rule: &'static str,
     /// The ledger evidence.
     pub evidence: Option<Map<String, Value>>,
-    /// Every distinct n-gram held, by first position, then by length.
-    pub held: Vec<Held>,
 }
 
 /// The benchmark's n-grams with their corpus counts and a threshold: what decides documents.
@@ -505,7 +503,6 @@ pub struct Decontaminator {
     counts: HashMap<u32, u64>,
     threshold: u64,
     common: u64,
-    counted_documents: u64,
 }
 
 impl Decontaminator {
@@ -533,7 +530,7 @@ impl Decontaminator {
             counts.insert(ngram, *n);
             common += u64::from(*n >= threshold);
         }
-        Ok(Self { grams, counts, threshold, common, counted_documents: file.documents })
+        Ok(Self { grams, counts, threshold, common })
     }
 
     /// The number of n-grams of the counts file whose count reaches the threshold.
@@ -543,13 +540,7 @@ impl Decontaminator {
 
     /// Decides one document (the book's "The `ngram-decontaminate` stage").
     pub fn assess(&self, text: &str) -> Assessment {
-        let mut first: BTreeMap<u32, u32> = BTreeMap::new();
-        for hit in self.grams.scan(text) {
-            first.entry(hit.ngram).or_insert(hit.position);
-        }
-        let mut held: Vec<(u32, u32, u64)> =
-            first.into_iter().map(|(g, p)| (g, p, self.counts.get(&g).copied().unwrap_or(0))).collect();
-        held.sort_unstable_by_key(|&(g, p, _)| (p, self.grams.length(g)));
+        let held = self.held_ids(text);
         let rare = held.iter().filter(|h| h.2 < self.threshold).count();
         let common = held.len() - rare;
         // The deciding kind's longest n-gram; then the lowest count; then the lowest position.
@@ -576,7 +567,13 @@ impl Decontaminator {
             e.insert("common".into(), json!(common));
             e
         });
-        let held = held
+        Assessment { decision, rule, evidence }
+    }
+
+    /// Every distinct benchmark n-gram `text` holds, with its count, by first position, then
+    /// by length: what `prov explain` lists (the stage needs only [`Self::assess`]).
+    pub fn held(&self, text: &str) -> Vec<Held> {
+        self.held_ids(text)
             .into_iter()
             .map(|(g, p, c)| Held {
                 ngram: self.grams.text(g),
@@ -586,8 +583,20 @@ impl Decontaminator {
                 position: p,
                 common: c >= self.threshold,
             })
-            .collect();
-        Assessment { decision, rule, evidence, held }
+            .collect()
+    }
+
+    /// The distinct n-grams `text` holds as (n-gram, first position, count), by first
+    /// position, then by length.
+    fn held_ids(&self, text: &str) -> Vec<(u32, u32, u64)> {
+        let mut first: BTreeMap<u32, u32> = BTreeMap::new();
+        for hit in self.grams.scan(text) {
+            first.entry(hit.ngram).or_insert(hit.position);
+        }
+        let mut held: Vec<(u32, u32, u64)> =
+            first.into_iter().map(|(g, p)| (g, p, self.counts.get(&g).copied().unwrap_or(0))).collect();
+        held.sort_unstable_by_key(|&(g, p, _)| (p, self.grams.length(g)));
+        held
     }
 }
 
@@ -641,14 +650,18 @@ impl Stage for NgramDecontaminateStage {
 
     fn reduce(&self, cx: &StageContext<'_>, results: MapResults<'_>) -> Result<StageOutput, StageError> {
         let (mut out, removed_by_benchmark) = reduce_by_benchmark(cx, results)?;
-        let d = decontaminator(cx)?;
-        let (min_n, max_n) = d.grams.lengths();
+        // The map tasks checked the counts against the benchmark and the corpus; the
+        // statistics need only the file, not the benchmark's trie again.
+        let config: NgramDecontaminateConfig = parse_params(cx.config).map_err(StageError::Config)?;
+        let file = CountsFile::parse(&cx.read_file_input("counts")?)
+            .map_err(|message| StageError::Input { input: "counts".into(), message })?;
+        let common = file.ngrams.iter().filter(|(_, n)| *n >= config.threshold).count();
         out.stats.extend([
-            ("threshold".to_owned(), json!(d.threshold)),
-            ("min_n".to_owned(), json!(min_n)),
-            ("max_n".to_owned(), json!(max_n)),
-            ("common_ngrams".to_owned(), json!(d.common_ngrams())),
-            ("counted_documents".to_owned(), json!(d.counted_documents)),
+            ("threshold".to_owned(), json!(config.threshold)),
+            ("min_n".to_owned(), json!(file.min_n)),
+            ("max_n".to_owned(), json!(file.max_n)),
+            ("common_ngrams".to_owned(), json!(common)),
+            ("counted_documents".to_owned(), json!(file.documents)),
             ("removed_by_benchmark".to_owned(), json!(removed_by_benchmark)),
         ]);
         Ok(out)
@@ -787,7 +800,7 @@ mod tests {
         let e = a.evidence.unwrap();
         assert_eq!((e["ngram"].clone(), e["position"].clone()), (json!("d e f"), json!(4)), "length 3, count 2");
         assert_eq!((e["rare"].clone(), e["common"].clone()), (json!(6), json!(0)));
-        assert_eq!(a.held.len(), 6);
+        assert_eq!(d.held("a b c x d e f").len(), 6);
         // A repeated n-gram counts once and is reported at its first position.
         let a = d.assess("x d e f y d e f a b c");
         assert_eq!(a.evidence.unwrap()["position"], 1);

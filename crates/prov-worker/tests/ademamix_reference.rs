@@ -11,7 +11,10 @@
 
 use prov_train::optimizer::AdEMAMixConfig;
 use prov_worker::ademamix::AdEMAMix;
-use tch::{Kind, Tensor};
+mod common;
+
+use common::bits;
+use tch::Tensor;
 
 const REFERENCE: &str = r#"
 import json, math, struct, sys, torch
@@ -64,10 +67,6 @@ for step, (lr, grads) in enumerate(zip(case["lrs"], case["grads"]), start=1):
 json.dump(out, sys.stdout)
 "#;
 
-fn bits(t: &Tensor) -> Vec<u32> {
-    prov_torch::f32_values(t).iter().map(|v| v.to_bits()).collect()
-}
-
 #[test]
 fn steps_equal_the_reference_bit_for_bit() {
     let Some(python) = prov_testkit::venv_python() else { return };
@@ -111,15 +110,7 @@ fn steps_equal_the_reference_bit_for_bit() {
     let mut optimizer = AdEMAMix::new(config, named.collect());
     let state_names = ["exp_avg_fast", "exp_avg_slow", "exp_avg_sq"];
     for (step, (lr, step_grads)) in lrs.iter().zip(&grads).enumerate() {
-        optimizer.zero_grad();
-        // d/dp sum(p * g) = g, exactly.
-        let loss = params
-            .iter()
-            .zip(step_grads)
-            .map(|(p, g)| (p * Tensor::from_slice(g).view(p.size().as_slice())).sum(Kind::Float))
-            .reduce(|a, b| a + b)
-            .unwrap();
-        loss.backward();
+        common::set_gradients(&params, step_grads);
         optimizer.step(*lr).unwrap();
         let state = optimizer.state();
         for (i, p) in params.iter().enumerate() {

@@ -14,11 +14,10 @@
 
 use prov_train::optimizer::{RmsPropMomentumConfig, UpdateClip, WeightDecayScale};
 use prov_worker::rmsprop::RmsPropMomentum;
-use tch::{Kind, Tensor};
+mod common;
 
-fn bits(t: &Tensor) -> Vec<u32> {
-    prov_torch::f32_values(t).iter().map(|v| v.to_bits()).collect()
-}
+use common::bits;
+use tch::Tensor;
 
 /// Runs `steps` steps of `config` on both sides and compares after each.
 fn compare(python: &std::path::Path, config: &RmsPropMomentumConfig, steps: u64) {
@@ -67,17 +66,7 @@ fn compare(python: &std::path::Path, config: &RmsPropMomentumConfig, steps: u64)
         params.iter().zip(&shapes).enumerate().map(|(i, (p, (_, decay)))| (format!("p{i}"), p.shallow_clone(), *decay));
     let mut optimizer = RmsPropMomentum::new(config.clone(), peak, named.collect());
     for (step, (lr, step_grads)) in lrs.iter().zip(&grads).enumerate() {
-        for p in &params {
-            p.shallow_clone().zero_grad();
-        }
-        // d/dp sum(p * g) = g, exactly.
-        let loss = params
-            .iter()
-            .zip(step_grads)
-            .map(|(p, g)| (p * Tensor::from_slice(g).view(p.size().as_slice())).sum(Kind::Float))
-            .reduce(|a, b| a + b)
-            .unwrap();
-        loss.backward();
+        common::set_gradients(&params, step_grads);
         optimizer.step(*lr).unwrap();
         let state = optimizer.state();
         for (i, p) in params.iter().enumerate() {

@@ -19,7 +19,7 @@ use serde_json::Value;
 
 use super::{
     AuditOptions, ClaimResult, Filter, RunContext, check_rules, choose_rows, dataset, each_chosen_doc, fail_if_many,
-    fail_one_of_many, filters, shard_docs,
+    fail_one_of_many, filters, shard_docs, stage_benchmark,
 };
 use crate::common_usage::{BenchmarkNgrams, Counting, count};
 
@@ -78,16 +78,7 @@ pub(super) fn common_usage(
             )),
             None => result.fail(format!("`{name}`'s config has no whole-number `threshold`")),
         }
-        let Some(bench_digest) = s.inputs.get("benchmark") else {
-            result.undecided(format!("`{name}` has no `benchmark` input"));
-            continue;
-        };
-        if let Some(want) = benchmark
-            && bench_digest != want
-        {
-            result.fail(format!("`{name}` ran against benchmark `{bench_digest}`, not the pinned `{want}`"));
-        }
-        result.evidence(format!("`{name}` benchmark"), bench_digest);
+        let Some(bench_digest) = stage_benchmark(s, benchmark, &mut result) else { continue };
         let Some(counts) = verified_counts(cx, s, &f, bench_digest, rule, counting, &mut result) else { continue };
         if let Some(t) = threshold {
             rescan_kept(cx, s, &f, (&counts.0, &counts.1), t, options, &mut result);

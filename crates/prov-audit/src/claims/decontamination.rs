@@ -7,7 +7,7 @@ use prov_store::Digest;
 
 use super::{
     AuditOptions, ClaimResult, Filter, RunContext, check_rules, choose_rows, each_chosen_doc, fail_if_many,
-    fail_one_of_many, filters,
+    fail_one_of_many, filters, stage_benchmark,
 };
 
 /// The `decontamination` claim.
@@ -23,13 +23,7 @@ pub(super) fn decontamination(
     );
     for (s, f) in filters(cx, "decontaminate", stage, &mut result) {
         let name = s.name.as_str();
-        match (s.inputs.get("benchmark"), benchmark) {
-            (Some(b), Some(want)) if b != want => {
-                result.fail(format!("`{name}` ran against benchmark `{b}`, not the pinned `{want}`"));
-            }
-            (Some(b), _) => result.evidence(format!("`{name}` benchmark"), b),
-            (None, _) => result.undecided(format!("`{name}` has no `benchmark` input")),
-        }
+        let pinned = stage_benchmark(s, benchmark, &mut result);
         result.evidence(format!("`{name}` config"), &s.config);
         check_rules(name, &f.ledger, LedgerDecision::Kept, &["decontaminate:clean"], &mut result);
         check_rules(name, &f.ledger, LedgerDecision::Removed, &["decontaminate:contaminated"], &mut result);
@@ -40,7 +34,7 @@ pub(super) fn decontamination(
         result
             .rechecked
             .push(format!("`{name}`: no kept row is flagged; every removed row is `decontaminate:contaminated`"));
-        if let Some(b) = s.inputs.get("benchmark") {
+        if let Some(b) = pinned {
             rescan_overlap(cx, s, &f, b, options, &mut result);
         }
     }

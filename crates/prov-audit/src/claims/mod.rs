@@ -719,6 +719,24 @@ fn fail_if_many(result: &mut ClaimResult, count: u64, total: impl FnOnce() -> St
     }
 }
 
+/// The `benchmark` input of decontamination stage `s`, named in the evidence: fails the
+/// claim when it is not the policy's pinned `want`, and leaves it undecided when the stage has
+/// none (then `None`).
+fn stage_benchmark<'s>(s: &'s StageRecord, want: Option<&Digest>, result: &mut ClaimResult) -> Option<&'s Digest> {
+    let name = s.name.as_str();
+    let Some(b) = s.inputs.get("benchmark") else {
+        result.undecided(format!("`{name}` has no `benchmark` input"));
+        return None;
+    };
+    match want {
+        Some(want) if b != want => {
+            result.fail(format!("`{name}` ran against benchmark `{b}`, not the pinned `{want}`"));
+        }
+        _ => result.evidence(format!("`{name}` benchmark"), b),
+    }
+    Some(b)
+}
+
 fn no_stage(result: &mut ClaimResult, kind: &str, stage: Option<&str>) {
     result.undecided(match stage {
         Some(s) => format!("the run has no `{kind}` stage named `{s}`"),

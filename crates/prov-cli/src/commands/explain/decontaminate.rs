@@ -81,9 +81,9 @@ pub(super) fn cmd_explain_ngram_decontaminate(
     })?;
     let text = super::stdin_text()?;
     let a = decontaminator.assess(&text);
+    let held = decontaminator.held(&text);
     if ui.is_json() {
-        let held: Vec<Value> = a
-            .held
+        let held: Vec<Value> = held
             .iter()
             .map(|h| {
                 json!({"ngram": h.ngram, "n": h.n, "benchmark": h.benchmark, "corpus_count": h.corpus_count,
@@ -96,7 +96,7 @@ pub(super) fn cmd_explain_ngram_decontaminate(
         )?;
         return Ok(());
     }
-    for h in &a.held {
+    for h in &held {
         let kind = if h.common { "common" } else { "rare" };
         ui.line(format!(
             "at {} ({}-gram, {kind}, counted {}; from {}): {}",
