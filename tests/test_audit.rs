@@ -415,7 +415,8 @@ pub(crate) fn audit_forged(
     let mut rows: Shards<_> =
         ledger.shards.iter().map(|s| prov_dataset::read_ledger_shard(&store, &s.digest).unwrap()).collect();
     let mut out = docs_of(&record.outputs["dataset"].digest);
-    let input = docs_of(&record.inputs["docs"]);
+    // A stage that reads no dataset (`code-packages` reads a source) has no input documents.
+    let input = record.inputs.get("docs").map(docs_of).unwrap_or_default();
     edit(&mut rows, &mut out, &input);
     let ledger_shards = rows.into_iter().map(|r| prov_dataset::write_ledger_shard(&store, r).unwrap()).collect();
     let (ledger, _) = prov_dataset::write_ledger(&store, ledger_shards).unwrap();

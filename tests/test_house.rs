@@ -31,6 +31,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("prov-dedup", 5),
     ("prov-heuristics", 5),
     ("prov-terms", 5),
+    ("prov-code", 5),
     ("prov-ngram", 5),
     ("prov-langid", 5),
     ("prov-quality", 5),

@@ -155,6 +155,18 @@ pub enum Claim {
         #[serde(default)]
         benchmark: Option<Digest>,
     },
+    /// AFM's code licenses: every code document a `code-packages` stage kept is the unchanged
+    /// text of a file of a package whose license the policy allows (the packages judged again
+    /// from the pinned source).
+    CodeLicenses {
+        /// The stage to check; default: every `code-packages` stage of the run.
+        #[serde(default)]
+        stage: Option<String>,
+        /// The license policy preset the stage must have used and the packages must pass
+        /// (default: `afm-code`, the report's list).
+        #[serde(default = "afm_code_policy")]
+        policy: String,
+    },
     /// AFM's decontamination: documents holding a benchmark n-gram of `min_n` to `max_n` tokens
     /// were removed unless its count over the corpus reached `threshold`; the counts are the
     /// corpus's (recounted), and no kept document holds a rarer one.
@@ -256,6 +268,11 @@ fn report_cometkiwi() -> f64 {
     0.7
 }
 
+/// AFM's list of code licenses (§3.1.3), as `prov-license`'s preset.
+fn afm_code_policy() -> String {
+    "afm-code".into()
+}
+
 /// AFM's n-gram lengths and common-usage threshold (§3.1.1, item 5).
 fn report_min_n() -> u32 {
     4
@@ -290,6 +307,7 @@ impl Claim {
             Self::License { .. } => "license",
             Self::CompoundLicense { .. } => "compound-license",
             Self::Decontamination { .. } => "decontamination",
+            Self::CodeLicenses { .. } => "code-licenses",
             Self::CommonUsageDecontamination { .. } => "common-usage-decontamination",
             Self::Heuristics { .. } => "heuristics",
             Self::TiersByPhase { .. } => "tiers-by-phase",

@@ -182,6 +182,7 @@ pub(crate) fn registry() -> Registry {
     prov_dedup::register(&mut r);
     prov_heuristics::register(&mut r);
     prov_terms::register(&mut r);
+    prov_code::register(&mut r);
     prov_ngram::register(&mut r);
     prov_langid::register(&mut r);
     prov_quality::register(&mut r);

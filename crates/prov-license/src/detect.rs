@@ -65,6 +65,12 @@ pub struct TextMatch {
     pub licenses: Vec<String>,
     /// The first of `licenses`, if any.
     pub best: Option<String>,
+    /// Every license whose text scores at or above [`MATCH_THRESHOLD`], with its score, best
+    /// first (ties by id): the texts that differ from the best by a clause or two. The
+    /// `Pixar` license is Apache-2.0 with one section changed, and an Apache-2.0 file without
+    /// its appendix scores higher against it; the caller that knows which license was declared
+    /// looks here.
+    pub candidates: Vec<(String, f32)>,
     /// The best score, and the license that has it (the first by id on a tie), whether or not
     /// it reaches the threshold: how close the nearest text is.
     pub nearest: (String, f32),
@@ -112,8 +118,9 @@ impl LicenseTexts {
         licenses.extend(only);
         licenses.sort();
         licenses.dedup();
+        let candidates: Vec<(String, f32)> = scores.iter().take_while(|s| s.1 >= MATCH_THRESHOLD).cloned().collect();
         let nearest = scores.into_iter().next().unwrap_or_default();
-        TextMatch { best: licenses.first().cloned(), licenses, nearest }
+        TextMatch { best: licenses.first().cloned(), licenses, candidates, nearest }
     }
 }
 

@@ -172,7 +172,7 @@ impl PolicyBuilder {
     }
 }
 
-/// The ids the permissive preset allows (see the module documentation).
+/// The ids the permissive preset allows (and [`CC_BY`]; see the module documentation).
 const PERMISSIVE_ALLOW: &[&str] = &[
     // MIT and its kin.
     "MIT",
@@ -207,7 +207,11 @@ const PERMISSIVE_ALLOW: &[&str] = &[
     "CDLA-Permissive-2.0",
     "O-UDA-1.0",
     "OGL-UK-3.0",
-    // CC BY without NC, ND or SA: every version and port on the SPDX list.
+];
+
+/// CC BY without NC, ND or SA: every version and port on the SPDX list (both presets allow
+/// them).
+const CC_BY: &[&str] = &[
     "CC-BY-1.0",
     "CC-BY-2.0",
     "CC-BY-2.5",
@@ -220,6 +224,31 @@ const PERMISSIVE_ALLOW: &[&str] = &[
     "CC-BY-3.0-NL",
     "CC-BY-3.0-US",
     "CC-BY-4.0",
+];
+
+/// The ids the AFM code preset allows (and [`CC_BY`]): the report's list (§3.1.3: "MIT, Apache, BSD, CC0,
+/// CC-BY, Unlicensed, ISC, and Artistic"), each family read as every version and variant on the
+/// SPDX list, except Apache-1.0 and BSD-4-Clause, whose advertising clause the report's word
+/// "permissive" excludes as [`Policy::permissive`] does.
+const AFM_CODE_ALLOW: &[&str] = &[
+    "MIT",
+    "MIT-0",
+    "Apache-1.1",
+    "Apache-2.0",
+    "0BSD",
+    "BSD-2-Clause",
+    "BSD-2-Clause-Patent",
+    "BSD-2-Clause-Views",
+    "BSD-3-Clause",
+    "BSD-3-Clause-Clear",
+    "BSD-3-Clause-LBNL",
+    "CC0-1.0",
+    "Unlicense",
+    "ISC",
+    "Artistic-1.0",
+    "Artistic-1.0-Perl",
+    "Artistic-1.0-cl8",
+    "Artistic-2.0",
 ];
 
 impl Policy {
@@ -241,8 +270,39 @@ impl Policy {
     /// policy, named `permissive`, version `1` (see the module documentation).
     pub fn permissive() -> Self {
         let mut policy = Self::builder("permissive", "1").build();
-        policy.allow = PERMISSIVE_ALLOW.iter().map(|s| (*s).to_owned()).collect();
+        policy.allow = PERMISSIVE_ALLOW.iter().chain(CC_BY).map(|s| (*s).to_owned()).collect();
         policy
+    }
+
+    /// Returns the AFM report's allow list for code (§3.1.3), named `afm-code`, version `1`:
+    /// MIT, Apache, BSD, CC0, CC BY, Unlicense, ISC and Artistic (see `AFM_CODE_ALLOW`). It is
+    /// narrower than [`Policy::permissive`]: Zlib, BSL-1.0, the Python and PostgreSQL licenses
+    /// and the data licenses are permissive but not on the report's list.
+    ///
+    /// ```
+    /// use prov_license::{Policy, evaluate, normalize};
+    /// use prov_manifest::Decision;
+    /// let afm = Policy::afm_code();
+    /// assert_eq!(evaluate(&afm, &normalize("MIT OR Apache-2.0")).decision, Decision::Allow);
+    /// assert_eq!(evaluate(&afm, &normalize("Zlib")).decision, Decision::Deny);
+    /// assert_eq!(evaluate(&Policy::permissive(), &normalize("Zlib")).decision, Decision::Allow);
+    /// ```
+    pub fn afm_code() -> Self {
+        let mut policy = Self::builder("afm-code", "1").build();
+        policy.allow = AFM_CODE_ALLOW.iter().chain(CC_BY).map(|s| (*s).to_owned()).collect();
+        policy
+    }
+
+    /// The names of the presets [`Policy::preset`] knows.
+    pub const PRESETS: [&'static str; 2] = ["afm-code", "permissive"];
+
+    /// The preset of that name (one of [`Policy::PRESETS`]), as stage configurations name them.
+    pub fn preset(name: &str) -> Option<Self> {
+        match name {
+            "afm-code" => Some(Self::afm_code()),
+            "permissive" => Some(Self::permissive()),
+            _ => None,
+        }
     }
 
     /// Returns the policy's name.

@@ -670,7 +670,7 @@ mod tests {
         );
     }
 
-    /// The shipped license policies parse, and `permissive.yaml` is the preset.
+    /// The shipped license policies parse, and `permissive.yaml` and `afm-code.yaml` are the presets.
     #[test]
     fn the_shipped_policy_files() {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../recipes/license-policies");
@@ -679,6 +679,7 @@ mod tests {
             parse_policy(&path, &fs_err::read_to_string(&path).unwrap()).unwrap_or_else(|e| panic!("{e}"))
         };
         assert_eq!(read("permissive.yaml"), Policy::permissive());
+        assert_eq!(read("afm-code.yaml"), Policy::afm_code());
         let sa = read("share-alike.yaml");
         assert!(Policy::permissive().allowed().all(|id| sa.allowed().any(|x| x == id)));
         assert_eq!(sa.ambiguous_rule(), AmbiguousRule::AllowIfEveryCandidateAllowed);

@@ -77,7 +77,8 @@ pub struct LicenseConfig {
     /// Metadata field holding the declared license string.
     #[serde(default = "default_field")]
     pub field: String,
-    /// Policy preset; `permissive` (redistribution and commercial use allowed).
+    /// Policy preset: `permissive` (redistribution and commercial use allowed) or `afm-code`
+    /// (the AFM report's code licenses).
     #[serde(default = "default_policy")]
     pub policy: String,
     /// Documents without a license string.
@@ -96,10 +97,10 @@ fn default_missing() -> MissingLicense {
 }
 
 fn policy_of(name: &str) -> Result<Policy, ConfigError> {
-    match name {
-        "permissive" => Ok(Policy::permissive()),
-        other => Err(ConfigError::at(&["policy"], format!("unknown policy `{other}`")).with_hint("known: permissive")),
-    }
+    Policy::preset(name).ok_or_else(|| {
+        ConfigError::at(&["policy"], format!("unknown policy `{name}`"))
+            .with_hint(format!("known: {}", Policy::PRESETS.join(", ")))
+    })
 }
 
 /// What became of one distinct license string: decision, rule and evidence.

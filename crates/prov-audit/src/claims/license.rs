@@ -226,12 +226,12 @@ pub(super) fn license(
             "every kept document's license is allowed by the stage's verdicts, and by policy `{policy_name}` or a pinned reviewer verdict"
         ),
     );
-    let policy = match policy_name {
-        "permissive" => prov_license::Policy::permissive(),
-        other => {
-            result.undecided(format!("unknown license policy `{other}` (known: permissive)"));
-            return result;
-        }
+    let Some(policy) = prov_license::Policy::preset(policy_name) else {
+        result.undecided(format!(
+            "unknown license policy `{policy_name}` (known: {})",
+            prov_license::Policy::PRESETS.join(", ")
+        ));
+        return result;
     };
     result.evidence("license policy", format!("{} {}", policy.name(), policy.version()));
     for (s, f) in filters(cx, "license", stage, &mut result) {

@@ -22,6 +22,7 @@ use serde_json::Value;
 
 use crate::policy::{AuditPolicy, Claim};
 
+mod code_licenses;
 mod common_usage;
 mod decontamination;
 mod heuristics;
@@ -766,6 +767,9 @@ pub fn evaluate(cx: &RunContext<'_>, policy: &AuditPolicy, options: &AuditOption
             Claim::CompoundLicense { stage } => license::compound_license(cx, stage.as_deref()),
             Claim::Decontamination { stage, benchmark } => {
                 decontamination::decontamination(cx, stage.as_deref(), benchmark.as_ref(), options)
+            }
+            Claim::CodeLicenses { stage, policy: license_policy } => {
+                code_licenses::code_licenses(cx, stage.as_deref(), license_policy)
             }
             Claim::CommonUsageDecontamination { stage, benchmark, min_n, max_n, threshold, count } => {
                 let rule = common_usage::ClaimedRule { min_n: *min_n, max_n: *max_n, threshold: *threshold, count };

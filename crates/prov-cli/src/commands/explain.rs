@@ -5,6 +5,7 @@
 //! n-grams a text holds, and the documents in the batch of a training step.
 
 mod batch;
+mod code;
 mod decontaminate;
 mod goldfish;
 mod heuristics;
@@ -51,6 +52,7 @@ enum ExplainCommand {
     Bifixer(parallel::BifixerArgs),
     PairScore(parallel::PairScoreArgs),
     NgramDecontaminate(decontaminate::NgramDecontaminateArgs),
+    CodePackages(code::CodePackagesArgs),
     Batch(batch::BatchArgs),
 }
 
@@ -117,6 +119,7 @@ pub(crate) fn cmd_explain(ui: &mut Ui, cx: &CommandContext, args: &ExplainArgs) 
         ExplainCommand::Bifixer(a) => parallel::cmd_explain_bifixer(ui, a),
         ExplainCommand::PairScore(a) => parallel::cmd_explain_pair_score(ui, a),
         ExplainCommand::NgramDecontaminate(a) => decontaminate::cmd_explain_ngram_decontaminate(ui, cx, a),
+        ExplainCommand::CodePackages(a) => code::cmd_explain_code_packages(ui, cx, a),
         ExplainCommand::Batch(a) => batch::cmd_explain_batch(ui, cx, a),
     }
 }
