@@ -143,6 +143,13 @@ pub struct RmsPropMomentumConfig {
     /// What scales the weight decay.
     #[serde(default = "default_weight_decay_scale")]
     pub weight_decay_scale: WeightDecayScale,
+    /// μParam (simple) (the report's §3.2, after Wortsman et al. 2023, §3.2.4, as AXLearn's
+    /// `mup_simple_adam_update_transformation`): the hidden size of the base model whose
+    /// learning rate was tuned. The smoothed update of every attention and feed-forward
+    /// projection matrix is scaled by `min(base / hidden_size, 1)` before the learning rate;
+    /// `None` (the default, not written) scales nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mup_base_hidden_size: Option<u64>,
 }
 
 fn default_rmsprop_betas() -> [f64; 2] {
@@ -191,7 +198,17 @@ impl RmsPropMomentumConfig {
         if !(self.update_clip.is_finite() && self.update_clip > 0.0) {
             return Err(("update_clip", format!("must be a positive number, got {}", self.update_clip)));
         }
+        if self.mup_base_hidden_size == Some(0) {
+            return Err(("mup_base_hidden_size", "must be at least 1 (or null: no μParam scaling)".into()));
+        }
         Ok(())
+    }
+
+    /// The factor μParam (simple) scales the projections' updates by in a model of
+    /// `hidden_size`: `min(base / hidden_size, 1)` in double precision (a model narrower than
+    /// the base is not scaled up, as in AXLearn), 1 without a base.
+    pub fn linear_update_scale(&self, hidden_size: i64) -> f64 {
+        self.mup_base_hidden_size.map_or(1.0, |base| (base as f64 / hidden_size as f64).min(1.0))
     }
 }
 

@@ -259,7 +259,8 @@ fn phases(args: &Args, model: &ModelConfig, config: &LoopConfig, data: &Syntheti
     let mut params: Vec<(String, Tensor)> = vs.variables().into_iter().collect();
     params.sort_by(|a, b| a.0.cmp(&b.0));
     let with_decay = params.iter().map(|(n, t)| (n.clone(), t.shallow_clone(), decays(&t.size()))).collect();
-    let mut optimizer = prov_worker::optimizer::Optimizer::new(&config.optimizer, config.lr, with_decay);
+    let mut optimizer =
+        prov_worker::optimizer::Optimizer::new(&config.optimizer, config.lr, with_decay, model.hidden_size);
     let schedule = Wsd::new(config.lr, config.steps, config.warmup_steps, config.cooldown_steps);
     let names = ["batch_goldfish", "forward", "loss", "backward", "clip", "optimizer", "total"];
     let mut times: Vec<Vec<f64>> = vec![Vec::new(); names.len()];

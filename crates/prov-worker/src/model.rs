@@ -297,6 +297,22 @@ fn causal_mask(time: i64, start: i64, device: Device) -> Tensor {
     Tensor::full([time, start + time], f64::NEG_INFINITY, (Kind::Float, device)).triu(1 + start)
 }
 
+/// Whether a parameter is a projection matrix of an attention or feed-forward block (the
+/// "linear layers" μParam (simple) scales: query, key, value and output projections, the
+/// MLP's gate, up and down projections), by its name.
+pub fn is_linear_projection(name: &str) -> bool {
+    const PROJECTIONS: [&str; 7] = [
+        ".self_attn.q_proj.weight",
+        ".self_attn.k_proj.weight",
+        ".self_attn.v_proj.weight",
+        ".self_attn.o_proj.weight",
+        ".mlp.gate_proj.weight",
+        ".mlp.up_proj.weight",
+        ".mlp.down_proj.weight",
+    ];
+    name.starts_with("model.layers.") && PROJECTIONS.iter().any(|p| name.ends_with(p))
+}
+
 /// Whether the optimizer decays a parameter: matrices (the projections and both embeddings)
 /// yes; norm weights and xIELU's scalars no, as is usual for one-dimensional parameters.
 pub fn decays(shape: &[i64]) -> bool {
@@ -309,6 +325,32 @@ mod tests {
 
     fn tiny() -> ModelConfig {
         ModelConfig { intermediate_size: 48, ..ModelConfig::small(61, 16) }
+    }
+
+    /// μParam (simple) scales exactly the seven projection matrices of each layer, as
+    /// AXLearn's `mup_simple_adam_update_transformation` scales `qkv_proj`, `o_proj` and the
+    /// feed-forward's three linears: not the embeddings, the head or any norm.
+    #[test]
+    fn the_linear_projections_are_the_seven_matrices_of_a_layer() {
+        let vs = tch::nn::VarStore::new(Device::Cpu);
+        let c = ModelConfig { architecture: prov_train::model_config::Architecture::Llama, ..tiny() };
+        let _ = Decoder::new(&vs.root(), &c);
+        let mut linear: Vec<String> = vs.variables().into_keys().filter(|n| is_linear_projection(n)).collect();
+        linear.sort();
+        let per_layer = [
+            "mlp.down_proj",
+            "mlp.gate_proj",
+            "mlp.up_proj",
+            "self_attn.k_proj",
+            "self_attn.o_proj",
+            "self_attn.q_proj",
+            "self_attn.v_proj",
+        ];
+        let want: Vec<String> = (0..c.num_hidden_layers)
+            .flat_map(|l| per_layer.iter().map(move |p| format!("model.layers.{l}.{p}.weight")))
+            .collect();
+        assert_eq!(linear, want);
+        assert!(!is_linear_projection("lm_head.weight") && !is_linear_projection("model.embed_tokens.weight"));
     }
 
     #[test]

@@ -17,13 +17,14 @@ pub enum Optimizer {
 
 impl Optimizer {
     /// The optimizer `config` names, for `params` (name, parameter, whether weight-decayed)
-    /// under a schedule peaking at `peak_lr`.
-    pub fn new(config: &OptimizerConfig, peak_lr: f64, params: Vec<(String, Tensor, bool)>) -> Self {
+    /// of a model of `hidden_size` under a schedule peaking at `peak_lr`.
+    pub fn new(config: &OptimizerConfig, peak_lr: f64, params: Vec<(String, Tensor, bool)>, hidden_size: i64) -> Self {
         match config {
             OptimizerConfig::AdEMAMix(c) => Self::AdEMAMix(AdEMAMix::new(c.clone(), params)),
-            OptimizerConfig::RmsPropMomentum(c) => {
-                Self::RmsPropMomentum(RmsPropMomentum::new(c.clone(), peak_lr, params))
-            }
+            OptimizerConfig::RmsPropMomentum(c) => Self::RmsPropMomentum(
+                RmsPropMomentum::new(c.clone(), peak_lr, params)
+                    .with_linear_update_scale(c.linear_update_scale(hidden_size)),
+            ),
         }
     }
 

@@ -26,6 +26,9 @@ struct Slot {
     v: Tensor,
     /// `m`, the EMA of the clipped updates.
     m: Tensor,
+    /// What the smoothed update is multiplied by before the learning rate: μParam (simple)'s
+    /// factor for a projection matrix, 1 otherwise.
+    update_scale: f64,
 }
 
 /// The optimizer over a fixed, ordered list of parameters.
@@ -45,10 +48,23 @@ impl RmsPropMomentum {
             .into_iter()
             .map(|(name, param, decay)| {
                 let zeros = || param.zeros_like().detach();
-                Slot { v: zeros(), m: zeros(), name, param, decay }
+                Slot { v: zeros(), m: zeros(), name, param, decay, update_scale: 1.0 }
             })
             .collect();
         Self { config, peak_lr, slots, t: 0 }
+    }
+
+    /// Scales the updates of the projection matrices ([`crate::model::is_linear_projection`])
+    /// by `scale`: μParam (simple), with the factor
+    /// [`RmsPropMomentumConfig::linear_update_scale`] gives.
+    #[must_use]
+    pub fn with_linear_update_scale(mut self, scale: f64) -> Self {
+        for slot in &mut self.slots {
+            if crate::model::is_linear_projection(&slot.name) {
+                slot.update_scale = scale;
+            }
+        }
+        self
     }
 
     /// Steps taken.
@@ -89,9 +105,14 @@ impl RmsPropMomentum {
                 let update = &update / (measure / config.update_clip).clamp_min(1.0);
                 slot.m *= b1;
                 prov_torch::add_scaled_(&mut slot.m, &update, 1.0 - b1)?;
+                // μParam (simple): the smoothed update, scaled (the state keeps it unscaled). A
+                // factor of exactly 1 is no scaling: the product would be the same bits.
+                #[expect(clippy::float_cmp, reason = "exactly 1 is the unscaled case the book names")]
+                let smoothed =
+                    if slot.update_scale == 1.0 { slot.m.shallow_clone() } else { &slot.m * slot.update_scale };
                 match config.weight_decay_scale {
                     WeightDecayScale::Schedule => {
-                        let mut delta = &slot.m * eta;
+                        let mut delta = &smoothed * eta;
                         if slot.decay {
                             prov_torch::add_scaled_(&mut delta, &slot.param, config.weight_decay)?;
                         }
@@ -99,7 +120,7 @@ impl RmsPropMomentum {
                         slot.param -= &delta;
                     }
                     WeightDecayScale::LearningRate => {
-                        let mut delta = slot.m.copy();
+                        let mut delta = smoothed.copy();
                         if slot.decay {
                             prov_torch::add_scaled_(&mut delta, &slot.param, config.weight_decay)?;
                         }
@@ -155,6 +176,7 @@ mod tests {
             clip,
             weight_decay: 0.1,
             weight_decay_scale: scale,
+            mup_base_hidden_size: None,
         }
     }
 

@@ -47,7 +47,7 @@ impl Trainer {
         params.sort_by(|a, b| a.0.cmp(&b.0));
         let with_decay: Vec<(String, Tensor, bool)> =
             params.iter().map(|(n, t)| (n.clone(), t.shallow_clone(), decays(&t.size()))).collect();
-        let optimizer = Optimizer::new(&config.optimizer, config.lr, with_decay);
+        let optimizer = Optimizer::new(&config.optimizer, config.lr, with_decay, model_config.hidden_size);
         let schedule = match config.schedule {
             ScheduleKind::Wsd => {
                 Schedule::Wsd(Wsd::new(config.lr, config.steps, config.warmup_steps, config.cooldown_steps))

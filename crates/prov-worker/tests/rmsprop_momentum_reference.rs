@@ -24,6 +24,16 @@ fn compare(python: &std::path::Path, config: &RmsPropMomentumConfig, steps: u64)
     // Shapes that exercise ATen's vectorised loops and their scalar remainders; one parameter
     // without weight decay; gradients whose size varies over the steps (a few blocks clip).
     let shapes: [(&[i64], bool); 3] = [(&[7, 5], true), (&[13], false), (&[64, 3], true)];
+    // Named as a model names them: two projection matrices, which μParam (simple) scales in a
+    // model of width 64, and a norm, which it does not.
+    let names = [
+        "model.layers.0.self_attn.q_proj.weight",
+        "model.layers.0.input_layernorm.weight",
+        "model.layers.0.mlp.down_proj.weight",
+    ];
+    let scale = config.linear_update_scale(64);
+    let scales: Vec<f64> =
+        names.iter().map(|n| if prov_worker::model::is_linear_projection(n) { scale } else { 1.0 }).collect();
     let peak = 2e-2;
     let lrs: Vec<f64> = (0..steps).map(|s| peak * [0.25, 0.5, 1.0, 1.0, 0.75, 0.5, 0.3, 0.1][s as usize % 8]).collect();
     let params: Vec<Tensor> = shapes
@@ -55,16 +65,16 @@ fn compare(python: &std::path::Path, config: &RmsPropMomentumConfig, steps: u64)
         "betas": config.betas, "eps_square": config.eps_square, "eps": config.eps,
         "update_clip": config.update_clip, "clip": config.clip, "weight_decay": config.weight_decay,
         "weight_decay_scale": config.weight_decay_scale, "peak_lr": peak, "lrs": lrs,
-        "params": params.iter().zip(&shapes).map(|(p, (shape, decay))| serde_json::json!({"bits": bits(p), "shape": shape, "decay": decay})).collect::<Vec<_>>(),
+        "params": params.iter().zip(&shapes).zip(&scales).map(|((p, (shape, decay)), mu)| serde_json::json!({"bits": bits(p), "shape": shape, "decay": decay, "update_scale": mu})).collect::<Vec<_>>(),
         "grads": grads.iter().map(|step| step.iter().map(|g| g.iter().map(|v| v.to_bits()).collect::<Vec<_>>()).collect::<Vec<_>>()).collect::<Vec<_>>(),
     });
     let script = prov_testkit::repo_root().join("crates/prov-worker/tests/python/rmsprop_momentum_reference.py");
     let stdout = prov_testkit::pipe(python, &[script.to_str().unwrap()], case.to_string().as_bytes());
     let reference: Vec<Vec<Vec<Vec<u32>>>> = serde_json::from_slice(&stdout).unwrap();
 
-    let named =
-        params.iter().zip(&shapes).enumerate().map(|(i, (p, (_, decay)))| (format!("p{i}"), p.shallow_clone(), *decay));
-    let mut optimizer = RmsPropMomentum::new(config.clone(), peak, named.collect());
+    let slots =
+        params.iter().zip(&shapes).zip(names).map(|((p, (_, decay)), n)| (n.to_owned(), p.shallow_clone(), *decay));
+    let mut optimizer = RmsPropMomentum::new(config.clone(), peak, slots.collect()).with_linear_update_scale(scale);
     for (step, (lr, step_grads)) in lrs.iter().zip(&grads).enumerate() {
         common::set_gradients(&params, step_grads);
         optimizer.step(*lr).unwrap();
@@ -72,17 +82,18 @@ fn compare(python: &std::path::Path, config: &RmsPropMomentumConfig, steps: u64)
         for (i, p) in params.iter().enumerate() {
             let want = &reference[step][i];
             let at = format!(
-                "{:?}/{:?} (betas {:?}, eps {}, clip at {}), p{i} after step {}",
+                "{:?}/{:?} (betas {:?}, eps {}, clip at {}, μ {}), p{i} after step {}",
                 config.clip,
                 config.weight_decay_scale,
                 config.betas,
                 config.eps,
                 config.update_clip,
+                scales[i],
                 step + 1
             );
             assert_eq!(bits(p), want[0], "parameter: {at}");
             for (k, name) in ["gradient_square_ema", "update_ema"].iter().enumerate() {
-                let got: Vec<u32> = state.0[&format!("p{i}.{name}")].1.iter().map(|v| v.to_bits()).collect();
+                let got: Vec<u32> = state.0[&format!("{}.{name}", names[i])].1.iter().map(|v| v.to_bits()).collect();
                 assert_eq!(got, want[k + 1], "{name}: {at}");
             }
         }
@@ -100,6 +111,13 @@ fn every_reading_equals_the_independent_implementation_bit_for_bit() {
         }
     }
     // Other constants reach the same operations: an `eps`, other decays, a tighter clip.
-    let other = RmsPropMomentumConfig { betas: [0.9, 0.99], eps: 1e-8, update_clip: 0.5, ..defaults };
+    let other = RmsPropMomentumConfig { betas: [0.9, 0.99], eps: 1e-8, update_clip: 0.5, ..defaults.clone() };
     compare(&python, &other, 6);
+    // μParam (simple) with a base of width 16 in a model of width 64: the projections' updates
+    // are scaled by 1/4 before the learning rate, under both weight-decay readings.
+    for weight_decay_scale in [WeightDecayScale::Schedule, WeightDecayScale::LearningRate] {
+        let mup = RmsPropMomentumConfig { mup_base_hidden_size: Some(16), weight_decay_scale, ..defaults.clone() };
+        assert!((mup.linear_update_scale(64) - 0.25).abs() < f64::EPSILON);
+        compare(&python, &mup, 6);
+    }
 }

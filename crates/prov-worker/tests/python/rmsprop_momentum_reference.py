@@ -21,7 +21,8 @@ Input (stdin), one JSON object:
      "weight_decay_scale": "schedule" | "learning-rate",
      "peak_lr": float,                 # eta, the schedule's peak `lr`
      "lrs": [lr(1), lr(2), ...],       # the scheduled learning rate at each step t = 1, 2, ...
-     "params": [{"bits": [u32, ...], "shape": [...], "decay": bool}, ...],
+     "params": [{"bits": [u32, ...], "shape": [...], "decay": bool,
+                 "update_scale": float (optional, default 1: mu, μParam (simple)'s factor)}, ...],
      "grads": [[bits of each parameter's gradient] for each step]}
 
 Every float32 tensor travels as the IEEE-754 bit patterns (u32) of its values, row-major.
@@ -80,12 +81,14 @@ def tensor_to_bits(t):
 # ---------------------------------------------------------------------------------------
 
 
-def rmsprop_momentum_step(p, g, v, m, t, lr_t, decayed, cfg):
+def rmsprop_momentum_step(p, g, v, m, t, lr_t, decayed, cfg, mu=1.0):
     """One step for one parameter tensor `p` with gradient `g` (after the global clip).
 
     `v` (gradient_square_ema) and `m` (update_ema) are updated in place, and so is `p`.
     `t` counts from 1. `lr_t` is the scheduled learning rate lr(t). Every scalar is a Python
-    float (double precision); ATen rounds it to the tensors' dtype where it computes.
+    float (double precision); ATen rounds it to the tensors' dtype where it computes. `mu` is
+    μParam (simple)'s factor for this parameter (added with the book's paragraph on it, later
+    than the rest).
     """
     beta1, beta2 = cfg["betas"]
     eps_square = cfg["eps_square"]
@@ -110,15 +113,16 @@ def rmsprop_momentum_step(p, g, v, m, t, lr_t, decayed, cfg):
         raise ValueError(f"unknown clip {cfg['clip']!r}")
     u = u / (n / c).clamp_min(1.0)  # division by a 0-dimensional tensor
     m.mul_(beta1).add_(u, alpha=1 - beta1)  # no bias correction
+    k = m * mu if mu != 1.0 else m  # μParam (simple); the state m stays unscaled
 
     if cfg["weight_decay_scale"] == "schedule":
-        w = m * eta
+        w = k * eta
         if decayed:
             w.add_(p, alpha=lam)
         w.mul_(s_t)
         p.sub_(w)
     elif cfg["weight_decay_scale"] == "learning-rate":
-        w = m.clone()
+        w = k.clone()
         if decayed:
             w.add_(p, alpha=lam)
         p.add_(w, alpha=-lr_t)
@@ -153,7 +157,7 @@ def run(case, dtype=torch.float32):
     for spec in case["params"]:
         shape = list(spec["shape"])
         p = to_tensor(spec["bits"], shape)
-        params.append((p, bool(spec["decay"])))
+        params.append((p, bool(spec["decay"]), float(spec.get("update_scale", 1.0))))
         states.append((torch.zeros_like(p), torch.zeros_like(p)))  # v, m: zero at first
 
     out = []
@@ -162,10 +166,10 @@ def run(case, dtype=torch.float32):
             raise ValueError(f"step {t}: {len(step_grads)} gradients, {len(params)} parameters")
         step_out = []
         # The parameters one after another, in the model's parameter order.
-        for (p, decayed), (v, m), g_values in zip(params, states, step_grads):
+        for (p, decayed, mu), (v, m), g_values in zip(params, states, step_grads):
             if g_values is not None:  # a parameter without a gradient is skipped
                 g = to_tensor(g_values, list(p.shape))
-                rmsprop_momentum_step(p, g, v, m, t, lr_t, decayed, cfg)
+                rmsprop_momentum_step(p, g, v, m, t, lr_t, decayed, cfg, mu)
             step_out.append([to_list(p), to_list(v), to_list(m)])
         out.append(step_out)
     return out
