@@ -256,6 +256,77 @@ fn a_sentencepiece_tokenizer_and_rmsprop_momentum_train_a_model_that_replays() {
     p.prov(&["replay", "lockfiles/afm-train.lock"]).success();
 }
 
+/// A teacher (RMSProp with μParam (simple)) and a smaller student distilled from it (§3.2.1)
+/// train and replay bit for bit; the student's loss is the mixed target's, which the teacher's
+/// agreement with the labels lowers below its plain loss at the start. A teacher with another
+/// vocabulary is refused when the stage runs, and Goldfish beside distillation when locking.
+#[test]
+fn distillation_trains_a_student_that_replays() {
+    let p = Project::with_recipes();
+    let head = "schema: 1\nname: afm-distill\nseed: 5\nsources:\n  udhr:\n    path: data/quickstart/udhr-sample.jsonl\n    license: MIT\n\
+         stages:\n  shards:\n    kind: shard\n    inputs: {docs: udhr}\n    params: {shards: 2}\n\
+         \x20 spm:\n    kind: sentencepiece\n    inputs: {docs: shards}\n    params: {vocab_size: 800}\n\
+         \x20 other-spm:\n    kind: sentencepiece\n    inputs: {docs: shards}\n    params: {vocab_size: 700}\n\
+         \x20 tokens:\n    kind: tokenize\n    inputs: {docs: shards, tokenizer: spm.tokenizer}\n    params: {seq_len: 64}\n\
+         \x20 other-tokens:\n    kind: tokenize\n    inputs: {docs: shards, tokenizer: other-spm.tokenizer}\n    params: {seq_len: 64}\n";
+    let stage = |name: &str, tokens: &str, tokenizer: &str, extra: &str, inputs: &str, shape: &str| {
+        format!(
+            "\x20 {name}:\n    kind: pretrain\n    inputs: {{tokens: {tokens}.tokens, order: {tokens}.order, tokenizer: {tokenizer}.tokenizer{inputs}}}\n\
+             \x20   params:\n      steps: 20\n      batch_size: 4\n      checkpoint_every: 10\n      lr: 0.01\n      clip: 1.0\n      goldfish: null\n\
+             \x20     optimizer: {{kind: rmsprop-momentum, mup_base_hidden_size: 32}}\n{extra}\
+             \x20     model: {{architecture: llama, {shape}, num_attention_heads: 4, num_key_value_heads: 2}}\n"
+        )
+    };
+    let wide = "hidden_size: 64, intermediate_size: 128, num_hidden_layers: 2";
+    let narrow = "hidden_size: 32, intermediate_size: 64, num_hidden_layers: 1";
+    let distill = "      distillation: {teacher_weight: 0.9}\n";
+    let recipe = format!(
+        "{head}{}{}",
+        stage("teacher", "tokens", "spm", "", "", wide),
+        stage("student", "tokens", "spm", distill, ", teacher: teacher.model", narrow)
+    );
+    p.write("recipes/afm-distill.yaml", &recipe);
+    let run = p.json(&["run", "recipes/afm-distill.yaml"]);
+    let student = record(&p, &run, "student");
+    assert_eq!(student["config"]["distillation"], json!({"teacher_weight": 0.9}), "{student}");
+    assert_eq!(student["config"]["optimizer"]["mup_base_hidden_size"], 32, "{student}");
+    let losses = |name: &str| -> Vec<f64> {
+        String::from_utf8(output_bytes(&p, &run, name, "log"))
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap()["loss"].as_f64().unwrap())
+            .collect()
+    };
+    let (teacher, distilled) = (losses("teacher"), losses("student"));
+    assert_eq!((teacher.len(), distilled.len()), (20, 20));
+    assert!(teacher[19] < teacher[0] - 0.5, "{teacher:?}");
+    assert!(distilled[19] < distilled[0] - 0.5, "{distilled:?}");
+    p.prov(&["replay", "lockfiles/afm-distill.lock"]).success();
+
+    // A teacher trained on another tokenizer's ids: refused when the student runs.
+    let recipe = format!(
+        "{head}{}{}",
+        stage("teacher", "other-tokens", "other-spm", "", "", wide),
+        stage("student", "tokens", "spm", distill, ", teacher: teacher.model", narrow)
+    );
+    p.write("recipes/afm-distill.yaml", &recipe);
+    let r = p.prov(&["run", "recipes/afm-distill.yaml"]);
+    assert!(
+        r.exit(1).stderr().contains("the teacher has a vocabulary of 700 tokens, the student's tokens 800"),
+        "{}",
+        r.describe()
+    );
+    // Goldfish drops labels; distillation trains on every one: refused when locking.
+    let goldfish = recipe.replace("      distillation:", "      goldfish: {k: 4, h: 2}\n      distillation:").replacen(
+        "      goldfish: null\n      optimizer: {kind: rmsprop-momentum, mup_base_hidden_size: 32}\n      goldfish:",
+        "      optimizer: {kind: rmsprop-momentum, mup_base_hidden_size: 32}\n      goldfish:",
+        1,
+    );
+    p.write("recipes/afm-distill.yaml", &goldfish);
+    let r = p.prov(&["lock", "recipes/afm-distill.yaml"]);
+    assert!(r.exit(1).stderr().contains("distillation trains on every label"), "{}", r.describe());
+}
+
 /// The reference's verdicts of `term-filter` on the project's corpus.
 fn term_filter_reference(python: &std::path::Path, p: &Project, terms: &str, params: [&str; 4]) -> Value {
     let script = repo_root().join("tests/python/term_filter_reference.py");

@@ -42,7 +42,11 @@ impl StageRun for PretrainRun {
                 data.insert(source, (tokens, order));
             }
         }
-        let inputs = PretrainInputs { data, tokenizer: cx.input("tokenizer")?.digest, seed: cx.seed("init")? };
+        let teacher = match config.distillation {
+            Some(_) => Some(cx.input("teacher")?.digest),
+            None => None,
+        };
+        let inputs = PretrainInputs { data, tokenizer: cx.input("tokenizer")?.digest, seed: cx.seed("init")?, teacher };
         let progress = Progress::new(cx.store, &cx.key);
         let done = progress.load(cx.store);
         let out = train(cx.store, &config, &inputs, &done, |so_far| progress.save(so_far))?;
@@ -73,6 +77,9 @@ pub struct PretrainInputs {
     pub tokenizer: Digest,
     /// The initialisation seed.
     pub seed: u64,
+    /// The teacher's checkpoint, when the stage distills.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub teacher: Option<Digest>,
 }
 
 /// The samples of each step: one token tree in one data order, or a phased run's sources.
@@ -238,6 +245,10 @@ pub fn train(
     let loop_config = loop_config(config);
     prov_torch::pin_threads(config.threads as usize);
     prov_torch::set_deterministic_algorithms(true);
+    let teacher = match (&inputs.teacher, config.distillation) {
+        (Some(digest), Some(d)) => Some((load_teacher(store, digest, &phase_models)?, d.teacher_weight)),
+        _ => None,
+    };
     let mut trainer = Trainer::new(&phase_models[0].0, &loop_config, inputs.seed);
     // Nothing after initialisation draws a random number: the generator's seed is the
     // whole RNG state a resumed run needs (and it needs none, since it loads the weights).
@@ -256,7 +267,10 @@ pub fn train(
         trainer.model_mut().extend_context(model_config.rope_theta, model_config.max_position_embeddings);
         writer.config = *config_digest;
         let rows = feed.rows(next)?;
-        trainer.train_rows(&rows);
+        match &teacher {
+            Some((t, weight)) => trainer.train_rows_distilled(&rows, &t.model, *weight),
+            None => trainer.train_rows(&rows),
+        };
         let step = trainer.step();
         if step.is_multiple_of(config.checkpoint_every) || step == config.steps {
             let record = writer.record(&trainer, config.batch_size)?;
@@ -266,6 +280,33 @@ pub fn train(
         }
     }
     outputs(store, &trainer, &written)
+}
+
+/// The teacher of a distillation run: a checkpoint with the student's vocabulary whose context
+/// covers every phase's sequence length (a damaged checkpoint is an integrity failure).
+fn load_teacher(
+    store: &Store,
+    digest: &Digest,
+    phase_models: &[(prov_train::model_config::ModelConfig, Digest)],
+) -> Result<crate::checkpoint::LoadedCheckpoint, StageError> {
+    let teacher =
+        crate::checkpoint::load(store, digest).map_err(|e| crate::fine_tuning::checkpoint_error("teacher", e))?;
+    let bad = |message: String| StageError::Input { input: "teacher".into(), message };
+    let student = &phase_models[0].0;
+    if teacher.config.vocab_size != student.vocab_size {
+        return Err(bad(format!(
+            "the teacher has a vocabulary of {} tokens, the student's tokens {}: distill with the teacher's tokenizer",
+            teacher.config.vocab_size, student.vocab_size
+        )));
+    }
+    let longest = phase_models.iter().map(|(m, _)| m.max_position_embeddings).max().unwrap_or(0);
+    if teacher.config.max_position_embeddings < longest {
+        return Err(bad(format!(
+            "the teacher was trained on sequences of {} tokens, the student reads {longest}",
+            teacher.config.max_position_embeddings
+        )));
+    }
+    Ok(teacher)
 }
 
 /// The prefix of `resume` that this run would have written itself: checkpoint records at

@@ -16,6 +16,20 @@ use prov_train::schedule::{Cosine, Linear, Phased, Schedule, Wsd};
 use crate::model::{Decoder, decays};
 use crate::optimizer::Optimizer;
 
+/// The AFM report's distillation loss (§3.2.1): the cross-entropy of the student's logits
+/// `[n, vocab]` (float32) against targets that put `1 - w` on each true label (`labels`,
+/// `[n]`) and `w` on the teacher's top-1 prediction (the first largest of `teacher_logits`,
+/// `[n, vocab]`), averaged over the `n` positions. Exactly these `PyTorch` operations (the
+/// book's "The AFM recipe" lists them; `tests/python/distillation_reference.py` runs them):
+/// `t = teacher.argmax(-1)`, `q = one_hot(labels).float() * (1 - w) + one_hot(t).float() *
+/// w`, `cross_entropy(student, q)` with probability targets and mean reduction.
+pub fn distillation_loss(student: &Tensor, labels: &Tensor, teacher: &Tensor, w: f64) -> Tensor {
+    let vocab = student.size()[1];
+    let top1 = teacher.argmax(-1, false);
+    let target = labels.one_hot(vocab).to_kind(Kind::Float) * (1.0 - w) + top1.one_hot(vocab).to_kind(Kind::Float) * w;
+    student.cross_entropy_loss::<Tensor>(&target, None, Reduction::Mean, IGNORE_INDEX, 0.0)
+}
+
 /// A source of training samples: each `seq_len + 1` token ids.
 pub trait Samples {
     /// The error a read can give.
@@ -102,6 +116,39 @@ impl Trainer {
     /// The model, for a change between phases.
     pub fn model_mut(&mut self) -> &mut Decoder {
         &mut self.model
+    }
+
+    /// One optimizer step of the distillation loss ([`distillation_loss`]) on a batch of
+    /// samples (each `seq_len + 1` token ids, all of one length), the targets mixing each
+    /// true label with `teacher`'s top-1 prediction at its position, `teacher_weight` on the
+    /// teacher. The teacher is run without gradients; no label is dropped.
+    pub fn train_rows_distilled(&mut self, rows: &[Vec<u32>], teacher: &Decoder, teacher_weight: f64) -> &StepLog {
+        let time = i64::try_from(rows[0].len() - 1).expect("a sample's length fits in i64");
+        let mut inputs = Vec::with_capacity(rows.len() * (rows[0].len() - 1));
+        let mut labels = Vec::with_capacity(inputs.capacity());
+        for row in rows {
+            let ids: Vec<i64> = row.iter().map(|&t| i64::from(t)).collect();
+            inputs.extend_from_slice(&ids[..ids.len() - 1]);
+            labels.extend_from_slice(&ids[1..]);
+        }
+        let device = self.vs.device();
+        let tokens = labels.len() as u64;
+        let inputs = Tensor::from_slice(&inputs).view([-1, time]).to_device(device);
+        let labels = Tensor::from_slice(&labels).to_device(device);
+        let teacher_logits = tch::no_grad(|| teacher.forward(&inputs));
+        let step: Result<&StepLog, std::convert::Infallible> = self.step_with(tokens, 0, |model| {
+            let logits = model.forward(&inputs);
+            let vocab = logits.size()[2];
+            Ok(distillation_loss(
+                &logits.view([-1, vocab]).to_kind(Kind::Float),
+                &labels,
+                &teacher_logits.view([-1, vocab]).to_kind(Kind::Float),
+                teacher_weight,
+            ))
+        });
+        match step {
+            Ok(log) => log,
+        }
     }
 
     /// One optimizer step on a batch of samples (each `seq_len + 1` token ids, all of one

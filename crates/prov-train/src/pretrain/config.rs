@@ -60,6 +60,21 @@ pub struct GoldfishParams {
     pub h: u64,
 }
 
+/// Distillation (the AFM report, §3.2.1): the target of each next-token prediction is a convex
+/// combination of the true label and the teacher's top-1 prediction, the teacher a pinned
+/// checkpoint (input `teacher`) with the student's vocabulary.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DistillationParams {
+    /// The teacher's share of the target (the report's 0.9); the true label has the rest.
+    #[serde(default = "default_teacher_weight")]
+    pub teacher_weight: f64,
+}
+
+fn default_teacher_weight() -> f64 {
+    0.9
+}
+
 /// The resolved configuration of a `pretrain` stage.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -97,6 +112,10 @@ pub struct PretrainConfig {
     /// Goldfish loss settings, or `null` for the plain loss.
     #[serde(default = "default_goldfish")]
     pub goldfish: Option<GoldfishParams>,
+    /// Distillation from the checkpoint of input `teacher`; absent (the default, not written):
+    /// the plain next-token loss.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub distillation: Option<DistillationParams>,
     /// Steps between checkpoints (the last step always gets one).
     #[serde(default = "default_checkpoint_every")]
     pub checkpoint_every: u64,

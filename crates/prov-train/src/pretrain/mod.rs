@@ -21,7 +21,7 @@ mod config;
 mod forensics;
 mod progress;
 
-pub use config::{GoldfishParams, ModelParams, PretrainConfig};
+pub use config::{DistillationParams, GoldfishParams, ModelParams, PretrainConfig};
 pub use progress::{Progress, progress_path};
 
 use prov_exec::{ConfigError, InputSpec, Located, Stage, StageContext, StageError, StageOutput, parse_params};
@@ -95,6 +95,19 @@ impl Stage for PretrainStage {
             return Err(ConfigError::at(&["goldfish"], "k must be at least 2 and h at least 1")
                 .with_hint("`goldfish: null` trains on every label"));
         }
+        if let Some(d) = c.distillation {
+            if !(d.teacher_weight > 0.0 && d.teacher_weight <= 1.0) {
+                return Err(ConfigError::at(
+                    &["distillation", "teacher_weight"],
+                    format!("must be in (0, 1], got {}", d.teacher_weight),
+                )
+                .with_hint("the report's is 0.9; without distillation leave `distillation` out"));
+            }
+            if c.goldfish.is_some() {
+                return Err(ConfigError::at(&["goldfish"], "distillation trains on every label")
+                    .with_hint("set `goldfish: null` in a distillation stage"));
+            }
+        }
         // The shape is checked with placeholder data sizes; the real ones come from the tokens.
         let probe = model_config(&c.model, 2, 2);
         probe.check().map_err(|(field, m)| ConfigError::at(&["model", field], m))?;
@@ -113,13 +126,21 @@ impl Stage for PretrainStage {
     fn inputs_for(&self, config: &Value) -> InputSpec {
         let phases: Vec<PhaseParams> =
             config.get("phases").and_then(|p| serde_json::from_value(p.clone()).ok()).unwrap_or_default();
-        if phases.is_empty() {
+        let distilled = config.get("distillation").is_some_and(|d| !d.is_null());
+        if phases.is_empty() && !distilled {
             return self.inputs();
         }
         let mut named = vec![("tokenizer".to_owned(), vec![OutputType::File])];
+        if phases.is_empty() {
+            named.push(("tokens".to_owned(), vec![OutputType::Tree]));
+            named.push(("order".to_owned(), vec![OutputType::File]));
+        }
         for source in phases::sources(&phases) {
             named.push((phases::tokens_input(&source), vec![OutputType::Tree]));
             named.push((phases::order_input(&source), vec![OutputType::File]));
+        }
+        if distilled {
+            named.push(("teacher".to_owned(), vec![OutputType::Checkpoint]));
         }
         InputSpec::Configured(named)
     }
