@@ -280,12 +280,15 @@ fn distillation_trains_a_student_that_replays() {
     let wide = "hidden_size: 64, intermediate_size: 128, num_hidden_layers: 2";
     let narrow = "hidden_size: 32, intermediate_size: 64, num_hidden_layers: 1";
     let distill = "      distillation: {teacher_weight: 0.9}\n";
-    let recipe = format!(
-        "{head}{}{}",
-        stage("teacher", "tokens", "spm", "", "", wide),
-        stage("student", "tokens", "spm", distill, ", teacher: teacher.model", narrow)
-    );
-    p.write("recipes/afm-distill.yaml", &recipe);
+    // A teacher trained on `tokens` of `tokenizer`, and the student distilled from it.
+    let teacher_and_student = |tokens: &str, tokenizer: &str| {
+        format!(
+            "{head}{}{}",
+            stage("teacher", tokens, tokenizer, "", "", wide),
+            stage("student", "tokens", "spm", distill, ", teacher: teacher.model", narrow)
+        )
+    };
+    p.write("recipes/afm-distill.yaml", &teacher_and_student("tokens", "spm"));
     let run = p.json(&["run", "recipes/afm-distill.yaml"]);
     let student = record(&p, &run, "student");
     assert_eq!(student["config"]["distillation"], json!({"teacher_weight": 0.9}), "{student}");
@@ -304,11 +307,7 @@ fn distillation_trains_a_student_that_replays() {
     p.prov(&["replay", "lockfiles/afm-distill.lock"]).success();
 
     // A teacher trained on another tokenizer's ids: refused when the student runs.
-    let recipe = format!(
-        "{head}{}{}",
-        stage("teacher", "other-tokens", "other-spm", "", "", wide),
-        stage("student", "tokens", "spm", distill, ", teacher: teacher.model", narrow)
-    );
+    let recipe = teacher_and_student("other-tokens", "other-spm");
     p.write("recipes/afm-distill.yaml", &recipe);
     let r = p.prov(&["run", "recipes/afm-distill.yaml"]);
     assert!(
