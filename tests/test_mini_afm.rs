@@ -1,10 +1,11 @@
 //! The AFM reference recipe, recipes/mini-afm.yaml, on its real data (the main job's corpus,
 //! fetched by scripts/setup from npm and Debian, pinned by version and hash, and the
-//! benchmark, profanity and math lists scripts/make-afm-data.py derives from pinned
-//! packages): the committed lockfile is what the recipe locks to today, every stage
-//! re-executed in an empty store gives exactly the outputs of the committed run
+//! benchmark, profanity and math lists and the 19 code packages scripts/make-afm-data.py
+//! derives from pinned packages): the committed lockfile is what the recipe locks to today,
+//! every stage re-executed in an empty store gives exactly the outputs of the committed run
 //! (`manifests/mini-afm/`), the run holds the AFM audit policy (`recipes/policies/afm.yaml`:
-//! the decontamination rule, recounted, and replay), and `prov card` renders the filters.
+//! the decontamination rule, recounted; the code licenses, every package judged again; and
+//! replay), and `prov card` renders the filters.
 
 use serde_json::Value;
 
@@ -23,14 +24,14 @@ fn record(p: &Project, lines: &[Value], name: &str) -> Value {
 fn mini_afm_runs_replays_bit_for_bit_and_holds_its_audit_policy() {
     if !main_job_data_fetched()
         || prov_testkit::require(
-            repo_root().join("recipes/data/mini-afm/profanity/de.txt"),
+            repo_root().join("recipes/data/mini-afm/code/itoa-1.0.11/Cargo.toml"),
             "run `scripts/setup` (it runs scripts/make-afm-data.py)",
         )
         .is_none()
     {
         return;
     }
-    let (p, lines) = crate::common::replay_reference_recipe("mini-afm", 13);
+    let (p, lines) = crate::common::replay_reference_recipe("mini-afm", 21);
 
     // Each outcome of the decontamination rule occurs, and the profanity lists apply per
     // language.
@@ -45,9 +46,17 @@ fn mini_afm_runs_replays_bit_for_bit_and_holds_its_audit_policy() {
     assert_eq!(tokenizer["vocab_size"], 4096, "{tokenizer}");
     let pretrain = record(&p, &lines, "pretrain");
     assert_eq!(pretrain["config"]["optimizer"]["kind"], "rmsprop-momentum");
+    assert_eq!(pretrain["config"]["optimizer"]["mup_base_hidden_size"], 32);
+    assert_eq!(pretrain["config"]["phases"].as_array().map(Vec::len), Some(2));
+    let distill = record(&p, &lines, "distill");
+    assert_eq!(distill["config"]["distillation"]["teacher_weight"], 0.9);
+    let code = record(&p, &lines, "code")["stats"].clone();
+    let allowed = code["packages"].as_object().unwrap().values().filter(|v| v["verdict"]["rule"] == "code:allowed");
+    assert_eq!(allowed.count(), 10, "{code}");
 
     let r = p.prov(&["audit", "lockfiles/mini-afm.lock", "--policy", "recipes/policies/afm.yaml"]);
-    assert!(r.success().stdout().contains("common-usage-decontamination"), "{}", r.describe());
+    let out = r.success().stdout();
+    assert!(out.contains("common-usage-decontamination: HOLDS") && out.contains("code-licenses: HOLDS"), "{out}");
 
     p.prov(&["card", "lockfiles/mini-afm.lock", "--dataset", "decontaminate", "--out", "card"]).success();
     let card = fs_err::read_to_string(p.path("card/README.md")).unwrap();
