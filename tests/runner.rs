@@ -4,6 +4,7 @@
 
 mod common;
 
+mod test_adapters;
 mod test_afm;
 mod test_afm_code;
 mod test_attest;

@@ -55,10 +55,19 @@ stages:
     params: {max_new_tokens: 24}
 ";
 
-/// The quickstart's articles in English, French and Spanish: article 30 held out, the others
-/// the corpus.
+/// A project with the quickstart's articles in English, French and Spanish as
+/// `recipes/data/post/` (article 30 held out, the others the corpus) and the recipe.
 fn project() -> Project {
     let p = Project::with_recipes();
+    write_parallel_udhr(&p);
+    p.write("recipes/post.yaml", RECIPE);
+    p
+}
+
+/// Writes the quickstart's articles in English, French and Spanish into `p`:
+/// `recipes/data/post/held-out.jsonl` holds article 30, `recipes/data/post/docs.jsonl` the
+/// others.
+pub(crate) fn write_parallel_udhr(p: &Project) {
     let all = fs_err::read_to_string(p.path("recipes/data/quickstart/udhr-sample.jsonl")).unwrap();
     let (mut docs, mut held_out) = (String::new(), String::new());
     for line in all.lines() {
@@ -72,8 +81,6 @@ fn project() -> Project {
     }
     p.write("recipes/data/post/docs.jsonl", &docs);
     p.write("recipes/data/post/held-out.jsonl", &held_out);
-    p.write("recipes/post.yaml", RECIPE);
-    p
 }
 
 fn stage<'v>(lines: &'v [Value], name: &str) -> &'v Value {

@@ -67,6 +67,9 @@ pub struct EvalRequest {
     pub sequences: Vec<(String, Vec<i64>)>,
     /// Also return each position's logits.
     pub logits: bool,
+    /// A LoRA adapter (a `lora` stage's `adapter` tree) to attach to the checkpoint first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub adapter: Option<Digest>,
 }
 
 /// One scored sequence. Numbers travel as their IEEE 754 bits, so that a diverged model's

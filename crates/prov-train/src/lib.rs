@@ -1,5 +1,5 @@
 //! The training stage kinds as a lockfile sees them: `pretrain` ([`pretrain`]), supervised
-//! fine-tuning ([`sft`]), reference completions ([`completions`]), preference alignment with
+//! fine-tuning ([`sft`]), LoRA adapters ([`lora`]), reference completions ([`completions`]), preference alignment with
 //! DPO and QRPO ([`alignment`]) and translation evaluation ([`evaluate`]). For each: its
 //! configuration with every default explicit, its inputs, outputs, seeds, determinism class
 //! and version, and (for `pretrain`) where a replay departs from its recording.
@@ -23,6 +23,7 @@ pub mod completions;
 pub mod evaluate;
 pub mod goldfish;
 pub mod loop_config;
+pub mod lora;
 pub mod model_config;
 pub mod optimizer;
 pub mod phases;
@@ -37,6 +38,7 @@ pub fn register(registry: &mut prov_exec::Registry) {
     use std::sync::Arc;
     registry.register(Arc::new(pretrain::PretrainStage));
     registry.register(Arc::new(sft::SftStage));
+    registry.register(Arc::new(lora::LoraStage));
     registry.register(Arc::new(completions::SampleCompletionsStage));
     registry.register(Arc::new(alignment::AlignStage(alignment::Method::Dpo)));
     registry.register(Arc::new(alignment::AlignStage(alignment::Method::Qrpo)));

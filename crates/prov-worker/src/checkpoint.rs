@@ -33,7 +33,7 @@ pub struct LoadedCheckpoint {
     pub weights: NamedTensors,
     /// The model (its parameters live in `vs`).
     pub model: Decoder,
-    vs: VarStore,
+    pub(crate) vs: VarStore,
 }
 
 /// Loads checkpoint `digest`: its config, its weights checked tensor by tensor against the

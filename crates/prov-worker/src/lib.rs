@@ -25,6 +25,7 @@ pub mod checkpoint;
 pub mod completions;
 pub mod evaluate;
 pub mod fine_tuning;
+pub mod lora;
 pub mod model;
 pub mod optimizer;
 pub mod parameter_state;
@@ -48,6 +49,7 @@ pub fn runs() -> Vec<Arc<dyn StageRun>> {
     vec![
         Arc::new(pretrain::PretrainRun),
         Arc::new(sft::SftRun),
+        Arc::new(lora::LoraRun),
         Arc::new(completions::SampleCompletionsRun),
         Arc::new(alignment::AlignRun(Method::Dpo)),
         Arc::new(alignment::AlignRun(Method::Qrpo)),

@@ -18,13 +18,42 @@ use tch::{Device, Kind, Tensor};
 
 pub use prov_train::model_config::{Architecture, ModelConfig, XIELU_ALPHA_INIT, XIELU_BETA, XIELU_EPS};
 
+/// A projection matrix `W` (`[out, in]`), and the LoRA adapter attached to it, if any: `x W^T`,
+/// plus `scaling · (x A^T) B^T` with an adapter, in that order of operations (PEFT's LoRA
+/// `Linear` without dropout: `base_layer(x) + lora_B(lora_A(x)) * scaling`).
+struct Projection {
+    weight: Tensor,
+    lora: Option<LowRank>,
+}
+
+/// A LoRA adapter of one projection: `A` (`[rank, in]`), `B` (`[out, rank]`), `alpha / rank`.
+struct LowRank {
+    a: Tensor,
+    b: Tensor,
+    scaling: f64,
+}
+
+impl Projection {
+    fn new(weight: Tensor) -> Self {
+        Self { weight, lora: None }
+    }
+
+    fn apply(&self, x: &Tensor) -> Tensor {
+        let base = x.linear::<Tensor>(&self.weight, None);
+        match &self.lora {
+            None => base,
+            Some(l) => base + x.linear::<Tensor>(&l.a, None).linear::<Tensor>(&l.b, None) * l.scaling,
+        }
+    }
+}
+
 /// One decoder layer's parameters.
 struct Layer {
     attention_norm: Tensor,
-    q_proj: Tensor,
-    k_proj: Tensor,
-    v_proj: Tensor,
-    o_proj: Tensor,
+    q_proj: Projection,
+    k_proj: Projection,
+    v_proj: Projection,
+    o_proj: Projection,
     /// Apertus' QK-norm weights; none in EuroLLM's architecture.
     qk_norm: Option<(Tensor, Tensor)>,
     feedforward_norm: Tensor,
@@ -34,20 +63,30 @@ struct Layer {
 /// A layer's MLP.
 enum Mlp {
     /// Apertus': `down(xielu(up(x)))`, with xIELU's two raw slopes.
-    Xielu { up_proj: Tensor, down_proj: Tensor, alpha_p: Tensor, alpha_n: Tensor },
+    Xielu { up_proj: Projection, down_proj: Projection, alpha_p: Tensor, alpha_n: Tensor },
     /// EuroLLM's: `down(silu(gate(x)) * up(x))`.
-    SwiGlu { gate_proj: Tensor, up_proj: Tensor, down_proj: Tensor },
+    SwiGlu { gate_proj: Projection, up_proj: Projection, down_proj: Projection },
 }
 
 impl Mlp {
     fn forward(&self, x: &Tensor) -> Tensor {
         match self {
             Self::Xielu { up_proj, down_proj, alpha_p, alpha_n } => {
-                xielu(&x.linear::<Tensor>(up_proj, None), alpha_p, alpha_n).linear::<Tensor>(down_proj, None)
+                down_proj.apply(&xielu(&up_proj.apply(x), alpha_p, alpha_n))
             }
-            Self::SwiGlu { gate_proj, up_proj, down_proj } => (x.linear::<Tensor>(gate_proj, None).silu()
-                * x.linear::<Tensor>(up_proj, None))
-            .linear::<Tensor>(down_proj, None),
+            Self::SwiGlu { gate_proj, up_proj, down_proj } => {
+                down_proj.apply(&(gate_proj.apply(x).silu() * up_proj.apply(x)))
+            }
+        }
+    }
+
+    /// The projections, by their names under `mlp`, in creation order.
+    fn projections_mut(&mut self) -> Vec<(&'static str, &mut Projection)> {
+        match self {
+            Self::Xielu { up_proj, down_proj, .. } => vec![("up_proj", up_proj), ("down_proj", down_proj)],
+            Self::SwiGlu { gate_proj, up_proj, down_proj } => {
+                vec![("gate_proj", gate_proj), ("up_proj", up_proj), ("down_proj", down_proj)]
+            }
         }
     }
 }
@@ -143,7 +182,7 @@ impl Decoder {
         let c = &self.config;
         let (batch, time, _) = x.size3().expect("hidden states are [batch, time, width]");
         let head_dim = c.head_dim();
-        let heads = |w: &Tensor, n: i64| x.linear::<Tensor>(w, None).view([batch, time, n, head_dim]).transpose(1, 2);
+        let heads = |w: &Projection, n: i64| w.apply(x).view([batch, time, n, head_dim]).transpose(1, 2);
         let (q, k) = (heads(&layer.q_proj, c.num_attention_heads), heads(&layer.k_proj, c.num_key_value_heads));
         let (q, k) = match &layer.qk_norm {
             Some((q_norm, k_norm)) => (rms_norm(&q, q_norm, c.rms_norm_eps), rms_norm(&k, k_norm, c.rms_norm_eps)),
@@ -173,12 +212,44 @@ impl Decoder {
         let scale = 1.0 / (head_dim as f64).sqrt();
         let scores = q.matmul(&k.transpose(-2, -1)) * scale + mask;
         let weights = scores.softmax(-1, Kind::Float);
-        weights
-            .matmul(&v)
-            .transpose(1, 2)
-            .contiguous()
-            .view([batch, time, c.hidden_size])
-            .linear::<Tensor>(&layer.o_proj, None)
+        layer.o_proj.apply(&weights.matmul(&v).transpose(1, 2).contiguous().view([batch, time, c.hidden_size]))
+    }
+
+    /// Attaches a LoRA adapter of rank `rank` and scaling `alpha / rank` to every projection of
+    /// every attention and feed-forward block ([`is_linear_projection`]), its matrices created
+    /// under `root` with PEFT's names (`model.layers.0.self_attn.q_proj.lora_A.weight`), layer
+    /// by layer, in the order the projections were created: `A` uniform in `±1/sqrt(in)` (the
+    /// bound of PEFT's Kaiming-uniform initialisation with `a = sqrt(5)`) from libtorch's
+    /// generator (seed it first), `B` zero, so that the adapted model starts as the base.
+    /// Returns the adapter's parameters by name.
+    pub fn attach_lora(&mut self, root: &nn::Path<'_>, rank: i64, alpha: f64) -> Vec<(String, Tensor)> {
+        let scaling = alpha / rank as f64;
+        let mut created = Vec::new();
+        for (i, layer) in self.layers.iter_mut().enumerate() {
+            let base = root / "model" / "layers" / i;
+            let attention = [
+                ("q_proj", &mut layer.q_proj),
+                ("k_proj", &mut layer.k_proj),
+                ("v_proj", &mut layer.v_proj),
+                ("o_proj", &mut layer.o_proj),
+            ];
+            let projections = attention
+                .into_iter()
+                .map(|(name, p)| (format!("self_attn.{name}"), p))
+                .chain(layer.mlp.projections_mut().into_iter().map(|(name, p)| (format!("mlp.{name}"), p)));
+            for (name, projection) in projections {
+                let (out, input) = projection.weight.size2().expect("a projection is a matrix");
+                let path = name.split('.').fold(base.clone(), |p, part| &p / part);
+                let bound = 1.0 / (input as f64).sqrt();
+                let a = (&path / "lora_A").var("weight", &[rank, input], Init::Uniform { lo: -bound, up: bound });
+                let b = (&path / "lora_B").var("weight", &[out, rank], Init::Const(0.0));
+                let prefix = format!("model.layers.{i}.{name}");
+                created.push((format!("{prefix}.lora_A.weight"), a.shallow_clone()));
+                created.push((format!("{prefix}.lora_B.weight"), b.shallow_clone()));
+                projection.lora = Some(LowRank { a, b, scaling });
+            }
+        }
+        created
     }
 }
 
@@ -199,20 +270,22 @@ impl Layer {
             Architecture::Llama => ("input_layernorm", "post_attention_layernorm"),
         };
         let attention_norm = (p / attention_norm_name).var("weight", &[c.hidden_size], one);
-        let q_proj = (&attn / "q_proj").var("weight", &[c.hidden_size, c.hidden_size], normal);
-        let k_proj = (&attn / "k_proj").var("weight", &[kv_width, c.hidden_size], normal);
-        let v_proj = (&attn / "v_proj").var("weight", &[kv_width, c.hidden_size], normal);
-        let o_proj = (&attn / "o_proj").var("weight", &[c.hidden_size, c.hidden_size], normal);
+        let matrix =
+            |p: &nn::Path<'_>, name: &str, shape: [i64; 2]| Projection::new((p / name).var("weight", &shape, normal));
+        let q_proj = matrix(&attn, "q_proj", [c.hidden_size, c.hidden_size]);
+        let k_proj = matrix(&attn, "k_proj", [kv_width, c.hidden_size]);
+        let v_proj = matrix(&attn, "v_proj", [kv_width, c.hidden_size]);
+        let o_proj = matrix(&attn, "o_proj", [c.hidden_size, c.hidden_size]);
         let qk_norm = (c.architecture == Architecture::Apertus).then(|| {
             let q_norm = (&attn / "q_norm").var("weight", &[head_dim], one);
             (q_norm, (&attn / "k_norm").var("weight", &[head_dim], one))
         });
         let feedforward_norm = (p / feedforward_norm_name).var("weight", &[c.hidden_size], one);
-        let matrix = |name: &str, shape: [i64; 2]| (&mlp / name).var("weight", &shape, normal);
         let (wide, narrow) = ([c.intermediate_size, c.hidden_size], [c.hidden_size, c.intermediate_size]);
+        let mlp_matrix = |name: &str, shape: [i64; 2]| matrix(&mlp, name, shape);
         let mlp = match c.architecture {
             Architecture::Apertus => {
-                let (up_proj, down_proj) = (matrix("up_proj", wide), matrix("down_proj", narrow));
+                let (up_proj, down_proj) = (mlp_matrix("up_proj", wide), mlp_matrix("down_proj", narrow));
                 let act = &mlp / "act_fn";
                 Mlp::Xielu {
                     up_proj,
@@ -222,9 +295,9 @@ impl Layer {
                 }
             }
             Architecture::Llama => {
-                let gate_proj = matrix("gate_proj", wide);
-                let up_proj = matrix("up_proj", wide);
-                Mlp::SwiGlu { gate_proj, up_proj, down_proj: matrix("down_proj", narrow) }
+                let gate_proj = mlp_matrix("gate_proj", wide);
+                let up_proj = mlp_matrix("up_proj", wide);
+                Mlp::SwiGlu { gate_proj, up_proj, down_proj: mlp_matrix("down_proj", narrow) }
             }
         };
         Self { attention_norm, q_proj, k_proj, v_proj, o_proj, qk_norm, feedforward_norm, mlp }
@@ -405,9 +478,10 @@ mod tests {
     #[test]
     fn swiglu_is_down_of_silu_gate_times_up() {
         let matrix = |v: &[f64], shape: [i64; 2]| Tensor::from_slice(v).view(shape);
-        let gate_proj = matrix(&[1.0, -2.0, 0.5, 0.25], [2, 2]);
-        let up_proj = matrix(&[0.5, 1.5, -1.0, 2.0], [2, 2]);
-        let down_proj = matrix(&[1.0, 0.0, -1.0, 3.0], [2, 2]);
+        let projection = |v: &[f64]| Projection::new(matrix(v, [2, 2]));
+        let gate_proj = projection(&[1.0, -2.0, 0.5, 0.25]);
+        let up_proj = projection(&[0.5, 1.5, -1.0, 2.0]);
+        let down_proj = projection(&[1.0, 0.0, -1.0, 3.0]);
         let mlp = Mlp::SwiGlu { gate_proj, up_proj, down_proj };
         let input = [0.3, -0.7];
         let got: Vec<f64> = Vec::try_from(mlp.forward(&matrix(&input, [1, 2])).view([2])).unwrap();
@@ -419,6 +493,42 @@ mod tests {
         for (a, b) in got.iter().zip(expected) {
             assert!((a - b).abs() < 1e-12, "{got:?} vs {expected:?}");
         }
+    }
+
+    /// A LoRA projection is `x W^T + (alpha / r) (x A^T) B^T`; attached, an adapter starts at
+    /// zero (`B` = 0), so the adapted model computes the base model's logits exactly, and its
+    /// matrices carry PEFT's names and shapes.
+    #[test]
+    fn a_lora_projection_adds_the_scaled_low_rank_product() {
+        let weight = Tensor::from_slice(&[1.0, 2.0, -1.0, 0.5, 0.0, 3.0]).view([3, 2]);
+        let down = Tensor::from_slice(&[0.5, -1.0]).view([1, 2]);
+        let up = Tensor::from_slice(&[2.0, 0.0, -1.0]).view([3, 1]);
+        let projection = Projection { weight, lora: Some(LowRank { a: down, b: up, scaling: 4.0 }) };
+        let input = [0.3, -0.7];
+        let got: Vec<f64> =
+            Vec::try_from(projection.apply(&Tensor::from_slice(&input).view([1, 2])).view([3])).unwrap();
+        let low = 0.5 * input[0] - input[1];
+        let want =
+            [input[0] + 2.0 * input[1] + 4.0 * 2.0 * low, -input[0] + 0.5 * input[1], 3.0 * input[1] + 4.0 * -low];
+        for (got_one, want_one) in got.iter().zip(want) {
+            assert!((got_one - want_one).abs() < 1e-12, "{got:?} vs {want:?}");
+        }
+
+        tch::manual_seed(3);
+        let vs = nn::VarStore::new(Device::Cpu);
+        let c = ModelConfig { architecture: Architecture::Llama, ..tiny() };
+        let mut model = Decoder::new(&vs.root(), &c);
+        let ids = Tensor::from_slice(&[5_i64, 9, 11, 2]).view([1, 4]);
+        let before = model.forward(&ids);
+        let adapter = model.attach_lora(&vs.root(), 4, 8.0);
+        assert_eq!(before, model.forward(&ids), "B starts at zero");
+        assert_eq!(adapter.len(), 2 * 7 * c.num_hidden_layers as usize);
+        let (name, a) = &adapter[0];
+        assert_eq!(
+            (name.as_str(), a.size()),
+            ("model.layers.0.self_attn.q_proj.lora_A.weight", vec![4, c.hidden_size])
+        );
+        assert_eq!(vs.variables()["model.layers.1.mlp.down_proj.lora_B.weight"].size(), [c.hidden_size, 4]);
     }
 
     #[test]

@@ -58,7 +58,11 @@ fn load(store: &Store, digest: &Digest, threads: usize) -> Result<LoadedCheckpoi
 /// Scores each sequence: its per-token log-probabilities and, when asked, its logits.
 pub(crate) fn eval(request: &EvalRequest) -> Result<EvalReply, TaskFailure> {
     let store = open(&request.store)?;
-    let loaded = load(&store, &request.checkpoint, request.threads)?;
+    let mut loaded = load(&store, &request.checkpoint, request.threads)?;
+    if let Some(digest) = &request.adapter {
+        let adapter = crate::lora::Adapter::read(&store, digest).map_err(TaskFailure::input)?;
+        loaded.attach_adapter(&adapter).map_err(TaskFailure::input)?;
+    }
     let mut scored = Vec::new();
     for (what, ids) in &request.sequences {
         if let Err(failure) = check_ids(ids, loaded.config.vocab_size, what) {

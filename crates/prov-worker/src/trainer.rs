@@ -86,6 +86,31 @@ impl Trainer {
         Ok(trainer)
     }
 
+    /// A model holding `weights` (a checkpoint's), frozen, with a LoRA adapter of `rank` and
+    /// `alpha` on every projection ([`Decoder::attach_lora`], its `A` drawn from libtorch's
+    /// generator seeded with `seed`) and an optimizer over the adapter's matrices alone: where
+    /// a `lora` stage starts. [`Trainer::weights`] is then the adapter's.
+    pub fn lora(
+        model_config: &ModelConfig,
+        config: &LoopConfig,
+        weights: &NamedTensors,
+        (rank, alpha): (i64, f64),
+        seed: u64,
+    ) -> Result<Self, String> {
+        let mut trainer = Self::from_weights(model_config, config, weights)?;
+        for (_, t) in &trainer.params {
+            let _frozen = t.set_requires_grad(false);
+        }
+        tch::manual_seed(seed.cast_signed());
+        let mut adapter = trainer.model.attach_lora(&trainer.vs.root(), rank, alpha);
+        adapter.sort_by(|a, b| a.0.cmp(&b.0));
+        let with_decay: Vec<(String, Tensor, bool)> =
+            adapter.iter().map(|(n, t)| (n.clone(), t.shallow_clone(), decays(&t.size()))).collect();
+        trainer.optimizer = Optimizer::new(&config.optimizer, config.lr, with_decay, model_config.hidden_size);
+        trainer.params = adapter;
+        Ok(trainer)
+    }
+
     /// Steps taken.
     pub fn step(&self) -> u64 {
         self.step

@@ -66,6 +66,9 @@ pub(crate) struct EvalArgs {
     /// Also write every position's logits (with `--json`)
     #[arg(long)]
     logits: bool,
+    /// A LoRA adapter to attach first: the digest of a `lora` stage's `adapter` output
+    #[arg(long, value_name = "ADAPTER")]
+    adapter: Option<String>,
 }
 
 /// Continue a prompt from a checkpoint, reproducibly
@@ -95,13 +98,15 @@ pub(crate) struct SampleArgs {
     max_tokens: usize,
 }
 
-/// Write a checkpoint as a Hugging Face model folder
+/// Write a checkpoint as a Hugging Face model folder, or an adapter as a PEFT folder
 ///
 /// Writes `config.json`, `model.safetensors`, `tokenizer.json` and `tokenizer_config.json`
 /// into DIR (created if needed; existing files of those names are replaced atomically), so
 /// that `transformers.AutoModelForCausalLM.from_pretrained(DIR)` loads the model as
-/// `ApertusForCausalLM` and `AutoTokenizer.from_pretrained(DIR)` its tokenizer. Prints each
-/// file with its BLAKE3 digest.
+/// `ApertusForCausalLM` and `AutoTokenizer.from_pretrained(DIR)` its tokenizer. Given the
+/// `adapter` output of a `lora` stage instead, writes `adapter_config.json` and
+/// `adapter_model.safetensors`, which `peft.PeftModel.from_pretrained(model, DIR)` loads onto
+/// the exported base. Prints each file with its BLAKE3 digest.
 ///
 /// With `--sign KEY` (an ECDSA P-256 private key), also writes `DIR/model.sig`: the folder
 /// signed in the `OpenSSF` model signing format (a Sigstore bundle, no online service), which
@@ -152,6 +157,7 @@ pub(crate) fn cmd_eval(ui: &mut Ui, cx: &CommandContext, args: &EvalArgs) -> Res
         return Err(CommandError::input(format!("{name} holds no token sequences")));
     }
     let (store, digest) = checkpoint(cx, &args.checkpoint)?;
+    let adapter = args.adapter.as_deref().map(|a| resolve_object(&store, a)).transpose()?;
     let threads = cx.threads()?;
     let request = EvalRequest {
         store: store.root().to_path_buf(),
@@ -159,6 +165,7 @@ pub(crate) fn cmd_eval(ui: &mut Ui, cx: &CommandContext, args: &EvalArgs) -> Res
         threads,
         sequences: sequences.iter().map(|(line, ids)| (format!("{name}, line {line}"), ids.clone())).collect(),
         logits: args.logits,
+        adapter,
     };
     let reply: EvalReply = ask_worker("eval", &request)?;
     drop(store);
@@ -195,17 +202,18 @@ pub(crate) fn cmd_eval(ui: &mut Ui, cx: &CommandContext, args: &EvalArgs) -> Res
     }
     let mean = if total_tokens == 0 { 0.0 } else { total_nll / total_tokens as f64 };
     ui.line(format!("total: {total_tokens} tokens, nll {mean:.4}, perplexity {:.3}", mean.exp()))?;
-    ui.json(
-        "eval",
-        json!({
-            "checkpoint": digest.to_string(),
-            "threads": threads,
-            "sequences": out,
-            "tokens": total_tokens,
-            "nll": mean,
-            "perplexity": mean.exp(),
-        }),
-    )?;
+    let mut data = json!({
+        "checkpoint": digest.to_string(),
+        "threads": threads,
+        "sequences": out,
+        "tokens": total_tokens,
+        "nll": mean,
+        "perplexity": mean.exp(),
+    });
+    if let Some(a) = adapter {
+        data["adapter"] = json!(a.to_string());
+    }
+    ui.json("eval", data)?;
     Ok(())
 }
 
@@ -255,8 +263,14 @@ pub(crate) fn cmd_export(ui: &mut Ui, cx: &CommandContext, args: &ExportArgs) ->
         .into());
     }
     let (store, digest) = checkpoint(cx, &args.checkpoint)?;
-    let request = ExportRequest { store: store.root().to_path_buf(), checkpoint: digest, out: cx.cwd.join(&args.out) };
-    let files: ExportReply = ask_worker("export", &request)?;
+    // An adapter is two stored files: written here. A checkpoint needs libtorch: the worker.
+    let files: ExportReply = if let Ok(prov_manifest::Record::Tree(tree)) = prov_manifest::get_record(&store, &digest) {
+        export_adapter(&store, &digest, &tree, &cx.cwd.join(&args.out))?
+    } else {
+        let request =
+            ExportRequest { store: store.root().to_path_buf(), checkpoint: digest, out: cx.cwd.join(&args.out) };
+        ask_worker("export", &request)?
+    };
     drop(store);
     let mut written = serde_json::Map::new();
     for (name, file_digest) in &files {
@@ -276,6 +290,32 @@ pub(crate) fn cmd_export(ui: &mut Ui, cx: &CommandContext, args: &ExportArgs) ->
     }
     ui.json("export", data)?;
     Ok(())
+}
+
+/// The files PEFT reads from an adapter folder, which a `lora` stage's `adapter` tree holds.
+const ADAPTER_FILES: [&str; 2] = ["adapter_config.json", "adapter_model.safetensors"];
+
+/// Writes an adapter tree's two files into `out` (each atomically), as PEFT's
+/// `PeftModel.from_pretrained(model, out)` reads them; any other tree is refused.
+fn export_adapter(
+    store: &Store,
+    digest: &Digest,
+    tree: &prov_manifest::TreeRecord,
+    out: &std::path::Path,
+) -> Result<ExportReply, CommandError> {
+    let names: Vec<&str> = tree.entries.iter().map(|e| e.path.as_str()).collect();
+    if names != ADAPTER_FILES {
+        return Err(CommandError::input(format!("`{digest}` is a tree of {names:?}, not a LoRA adapter"))
+            .with_hint("give a checkpoint, or the `adapter` output of a `lora` stage"));
+    }
+    fs_err::create_dir_all(out)?;
+    let mut written = Vec::new();
+    for entry in &tree.entries {
+        let bytes = store.read(&entry.digest)?;
+        prov_store::write_atomically(out, &out.join(entry.path.as_str()), &bytes)?;
+        written.push((entry.path.as_str().to_owned(), Digest::of(&bytes)));
+    }
+    Ok(written)
 }
 
 /// Signs an exported folder, and writes the signature only once the files it signs are shown
