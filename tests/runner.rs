@@ -30,6 +30,7 @@ mod test_main_job;
 mod test_mini_afm;
 mod test_mini_eurollm;
 mod test_ngram;
+mod test_palette;
 mod test_parallel;
 mod test_pii;
 mod test_post_training;

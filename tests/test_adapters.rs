@@ -12,20 +12,25 @@ use serde_json::Value;
 
 use crate::common::{Project, repo_root, venv_python};
 
-const RECIPE: &str = "\
+/// A recipe named `name`: the quickstart's parallel articles, AFM's tokenizer, a small model
+/// pretrained with RMSProp with momentum (`pretrain`), translation conversations (`pairs`),
+/// then `stages` (YAML stage entries, indented by two spaces).
+pub(crate) fn recipe(name: &str, stages: &str) -> String {
+    format!(
+        "\
 schema: 1
-name: adapters
+name: {name}
 seed: 11
 sources:
-  udhr: {path: data/post/docs.jsonl, license: MIT}
-  held-out: {path: data/post/held-out.jsonl, license: MIT}
+  udhr: {{path: data/post/docs.jsonl, license: MIT}}
+  held-out: {{path: data/post/held-out.jsonl, license: MIT}}
 stages:
-  shards: {kind: shard, inputs: {docs: udhr}, params: {shards: 2}}
-  tokenizer: {kind: sentencepiece, inputs: {docs: shards}, params: {vocab_size: 600}}
-  tokens: {kind: tokenize, inputs: {docs: shards, tokenizer: tokenizer.tokenizer}, params: {seq_len: 64}}
+  shards: {{kind: shard, inputs: {{docs: udhr}}, params: {{shards: 2}}}}
+  tokenizer: {{kind: sentencepiece, inputs: {{docs: shards}}, params: {{vocab_size: 600}}}}
+  tokens: {{kind: tokenize, inputs: {{docs: shards, tokenizer: tokenizer.tokenizer}}, params: {{seq_len: 64}}}}
   pretrain:
     kind: pretrain
-    inputs: {tokens: tokens.tokens, order: tokens.order, tokenizer: tokenizer.tokenizer}
+    inputs: {{tokens: tokens.tokens, order: tokens.order, tokenizer: tokenizer.tokenizer}}
     params:
       steps: 20
       batch_size: 4
@@ -33,13 +38,17 @@ stages:
       lr: 0.01
       clip: 1.0
       goldfish: null
-      optimizer: {kind: rmsprop-momentum}
-      model: {architecture: llama, hidden_size: 64, intermediate_size: 128, num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 2}
+      optimizer: {{kind: rmsprop-momentum}}
+      model: {{architecture: llama, hidden_size: 64, intermediate_size: 128, num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 2}}
   pairs:
     kind: translation-pairs
-    inputs: {docs: shards, held_out: held-out}
-    params: {languages: {eng: English, fra: French, spa: Spanish}}
-  adapter:
+    inputs: {{docs: shards, held_out: held-out}}
+    params: {{languages: {{eng: English, fra: French, spa: Spanish}}}}
+{stages}"
+    )
+}
+
+const ADAPTER: &str = "  adapter:
     kind: lora
     inputs: {model: pretrain.model, examples: pairs.train}
     params: {rank: 8, alpha: 16, steps: 12, batch_size: 4, seq_len: 256, lr: 0.01, packing: true}
@@ -50,7 +59,7 @@ stages:
 fn project() -> Project {
     let p = Project::with_recipes();
     crate::test_post_training::write_parallel_udhr(&p);
-    p.write("recipes/adapters.yaml", RECIPE);
+    p.write("recipes/adapters.yaml", &recipe("adapters", ADAPTER));
     p
 }
 

@@ -451,7 +451,7 @@ pub(crate) fn recorded_stage(
 
 /// Audits the run `run` with its stage `at` replaced by `record` (the run record written again
 /// under its new digest).
-fn audit_with_stage(
+pub(crate) fn audit_with_stage(
     store: &prov_store::Store,
     run: &prov_manifest::RunRecord,
     at: usize,

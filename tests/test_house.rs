@@ -39,6 +39,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("prov-parallel", 6),
     ("prov-toxicity", 6),
     ("prov-worker", 7),
+    ("prov-palette", 7),
     ("prov-audit", 7),
     ("prov-card", 7),
     ("prov-fuzz", 8),

@@ -155,6 +155,17 @@ pub enum Claim {
         #[serde(default)]
         benchmark: Option<Digest>,
     },
+    /// AFM's palettized model (§5.2): a `palettize` stage's checkpoint takes at most `max` bits
+    /// per weight over its projection matrices, tables included, and its weights hold no more
+    /// distinct values than its palette allows.
+    BitsPerWeight {
+        /// The stage to check; default: every `palettize` stage of the run.
+        #[serde(default)]
+        stage: Option<String>,
+        /// The claimed bits per weight (the report's 3.7).
+        #[serde(default = "report_bits_per_weight")]
+        max: f64,
+    },
     /// AFM's code licenses: every code document a `code-packages` stage kept is the unchanged
     /// text of a file of a package whose license the policy allows (the packages judged again
     /// from the pinned source).
@@ -268,6 +279,11 @@ fn report_cometkiwi() -> f64 {
     0.7
 }
 
+/// AFM's on-device model's bits per weight (§5.2).
+fn report_bits_per_weight() -> f64 {
+    3.7
+}
+
 /// AFM's list of code licenses (§3.1.3), as `prov-license`'s preset.
 fn afm_code_policy() -> String {
     "afm-code".into()
@@ -307,6 +323,7 @@ impl Claim {
             Self::License { .. } => "license",
             Self::CompoundLicense { .. } => "compound-license",
             Self::Decontamination { .. } => "decontamination",
+            Self::BitsPerWeight { .. } => "bits-per-weight",
             Self::CodeLicenses { .. } => "code-licenses",
             Self::CommonUsageDecontamination { .. } => "common-usage-decontamination",
             Self::Heuristics { .. } => "heuristics",

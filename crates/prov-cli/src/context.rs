@@ -183,6 +183,7 @@ pub(crate) fn registry() -> Registry {
     prov_heuristics::register(&mut r);
     prov_terms::register(&mut r);
     prov_code::register(&mut r);
+    prov_palette::register(&mut r);
     prov_ngram::register(&mut r);
     prov_langid::register(&mut r);
     prov_quality::register(&mut r);

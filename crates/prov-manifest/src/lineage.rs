@@ -158,8 +158,11 @@ impl Graph {
                 }
                 Record::Checkpoint(c) => {
                     g.name(d, 0, format!("step {}", c.step));
+                    let palette = c.palette.map(|p| ("palette", p));
                     for (part, digest) in
                         [("weights", c.weights), ("optimizer", c.optimizer), ("rng", c.rng), ("config", c.config)]
+                            .into_iter()
+                            .chain(palette)
                     {
                         g.edge(d, digest, "", true);
                         g.name(digest, 2, part.to_owned());

@@ -151,6 +151,7 @@ impl Record {
                 let mut v = vec![c.weights, c.optimizer, c.rng, c.config];
                 v.extend(c.log);
                 v.extend(c.tokenizer);
+                v.extend(c.palette);
                 v
             }
             Self::Run(r) => {

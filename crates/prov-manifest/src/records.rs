@@ -463,6 +463,10 @@ pub struct CheckpointRecord {
     /// evaluated, sampled and exported on its own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tokenizer: Option<Digest>,
+    /// The palette description of a palettized checkpoint (a `palettize` stage's output):
+    /// canonical JSON saying what each tensor became and the bits per weight.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub palette: Option<Digest>,
 }
 
 /// A sorted index of canonical JSON entries in JSON Lines chunks of `chunk_entries` entries
@@ -697,6 +701,7 @@ pub(crate) mod tests {
                 loss: Finite::new(2.5),
                 log: Some(d),
                 tokenizer: Some(d),
+                palette: Some(d),
             }),
             Record::Run(RunRecord::new(
                 "quickstart",

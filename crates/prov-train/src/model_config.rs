@@ -230,6 +230,22 @@ pub fn model_config_from_hf(v: &Value) -> Result<ModelConfig, String> {
     Ok(config)
 }
 
+/// Whether a parameter is a projection matrix of an attention or feed-forward block (the
+/// "linear layers" μParam (simple) scales: query, key, value and output projections, the
+/// MLP's gate, up and down projections), by its name.
+pub fn is_linear_projection(name: &str) -> bool {
+    const PROJECTIONS: [&str; 7] = [
+        ".self_attn.q_proj.weight",
+        ".self_attn.k_proj.weight",
+        ".self_attn.v_proj.weight",
+        ".self_attn.o_proj.weight",
+        ".mlp.gate_proj.weight",
+        ".mlp.up_proj.weight",
+        ".mlp.down_proj.weight",
+    ];
+    name.starts_with("model.layers.") && PROJECTIONS.iter().any(|p| name.ends_with(p))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

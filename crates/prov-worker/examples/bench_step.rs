@@ -217,6 +217,7 @@ fn checkpoint(run: &mut Run<'_>, trainer: &Trainer) -> CheckpointTimes {
         loss: Finite::new(last.loss),
         log: Some(log_digest),
         tokenizer: Some(run.tokenizer),
+        palette: None,
     };
     run.written.push(put_record(store, &Record::Checkpoint(record)).unwrap());
     let progress_dir = run.progress.parent().unwrap();

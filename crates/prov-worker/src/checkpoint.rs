@@ -328,6 +328,7 @@ impl CheckpointWriter<'_> {
             loss: Finite::new(last.loss),
             log: Some(log_digest),
             tokenizer: Some(self.tokenizer),
+            palette: None,
         })
     }
 }

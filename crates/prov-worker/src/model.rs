@@ -16,7 +16,9 @@
 use tch::nn::{self, Init};
 use tch::{Device, Kind, Tensor};
 
-pub use prov_train::model_config::{Architecture, ModelConfig, XIELU_ALPHA_INIT, XIELU_BETA, XIELU_EPS};
+pub use prov_train::model_config::{
+    Architecture, ModelConfig, XIELU_ALPHA_INIT, XIELU_BETA, XIELU_EPS, is_linear_projection,
+};
 
 /// A projection matrix `W` (`[out, in]`), and the LoRA adapter attached to it, if any: `x W^T`,
 /// plus `scaling · (x A^T) B^T` with an adapter, in that order of operations (PEFT's LoRA
@@ -368,22 +370,6 @@ fn apply_rope(x: &Tensor, cos: &Tensor, sin: &Tensor) -> Tensor {
 /// `0..start + time`: 0 where the key is not after the query, minus infinity where it is.
 fn causal_mask(time: i64, start: i64, device: Device) -> Tensor {
     Tensor::full([time, start + time], f64::NEG_INFINITY, (Kind::Float, device)).triu(1 + start)
-}
-
-/// Whether a parameter is a projection matrix of an attention or feed-forward block (the
-/// "linear layers" μParam (simple) scales: query, key, value and output projections, the
-/// MLP's gate, up and down projections), by its name.
-pub fn is_linear_projection(name: &str) -> bool {
-    const PROJECTIONS: [&str; 7] = [
-        ".self_attn.q_proj.weight",
-        ".self_attn.k_proj.weight",
-        ".self_attn.v_proj.weight",
-        ".self_attn.o_proj.weight",
-        ".mlp.gate_proj.weight",
-        ".mlp.up_proj.weight",
-        ".mlp.down_proj.weight",
-    ];
-    name.starts_with("model.layers.") && PROJECTIONS.iter().any(|p| name.ends_with(p))
 }
 
 /// Whether the optimizer decays a parameter: matrices (the projections and both embeddings)

@@ -430,6 +430,7 @@ mod tests {
                 loss: Finite::new(1.0),
                 log: Some(put(b"")),
                 tokenizer: Some(writer.tokenizer),
+                palette: None,
             };
             put_record(&store, &Record::Checkpoint(record)).unwrap()
         };

@@ -305,6 +305,7 @@ impl StageRun for ToxicityTrainRun {
             loss: None,
             log: None,
             tokenizer: None,
+            palette: None,
         });
         let digest = put_record(cx.store, &record)?;
         let mut out = StageOutput::default();

@@ -28,6 +28,7 @@ mod decontamination;
 mod heuristics;
 mod license;
 mod pair_score;
+mod palette;
 mod pii;
 mod replay;
 mod robots;
@@ -768,6 +769,7 @@ pub fn evaluate(cx: &RunContext<'_>, policy: &AuditPolicy, options: &AuditOption
             Claim::Decontamination { stage, benchmark } => {
                 decontamination::decontamination(cx, stage.as_deref(), benchmark.as_ref(), options)
             }
+            Claim::BitsPerWeight { stage, max } => palette::bits_per_weight(cx, stage.as_deref(), *max),
             Claim::CodeLicenses { stage, policy: license_policy } => {
                 code_licenses::code_licenses(cx, stage.as_deref(), license_policy)
             }

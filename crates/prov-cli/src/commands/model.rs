@@ -133,6 +133,52 @@ fn checkpoint(cx: &CommandContext, arg: &str) -> Result<(Store, Digest), Command
     Ok((store, digest))
 }
 
+/// Prints and returns what a palettized checkpoint's scores say beside its float model's
+/// (`float`, the same sequences): the bits per weight and the change in mean negative
+/// log-likelihood per token.
+fn palette_change(
+    ui: &mut Ui,
+    palette: &serde_json::Value,
+    source: &Digest,
+    float: &EvalReply,
+    (mean, tokens): (f64, usize),
+) -> Result<serde_json::Value, CommandError> {
+    let float_nll: f64 =
+        -float.scored.iter().flat_map(prov_train::checkpoint_tasks::ScoredSequence::log_probs).sum::<f64>();
+    let float_mean = if tokens == 0 { 0.0 } else { float_nll / tokens as f64 };
+    let (bpw, model_bpw) = (palette["bits_per_weight"].as_f64(), palette["model_bits_per_weight"].as_f64());
+    let shown = |b: Option<f64>| b.map_or_else(|| "?".to_owned(), |b| format!("{b:.3}"));
+    ui.line(format!(
+        "palettized: {} bits per weight (projections), {} (whole model); float model {source}: nll {float_mean:.4}, change {:+.4} per token",
+        shown(bpw),
+        shown(model_bpw),
+        mean - float_mean
+    ))?;
+    Ok(json!({
+        "bits_per_weight": bpw,
+        "model_bits_per_weight": model_bpw,
+        "layers": palette["layers"],
+        "source": source.to_string(),
+        "source_nll": float_mean,
+        "nll_change": mean - float_mean,
+    }))
+}
+
+/// The palette description a checkpoint names, and the float checkpoint it was made from;
+/// `None` for a checkpoint that is not palettized.
+fn palette_of(store: &Store, digest: &Digest) -> Result<Option<(serde_json::Value, Digest)>, CommandError> {
+    let Ok(prov_manifest::Record::Checkpoint(c)) = prov_manifest::get_record(store, digest) else { return Ok(None) };
+    let Some(palette) = c.palette else { return Ok(None) };
+    let value: serde_json::Value = serde_json::from_slice(&store.read(&palette)?).map_err(|e| {
+        CommandError::integrity(format!("palette `{palette}` of checkpoint `{digest}` is not JSON: {e}"))
+    })?;
+    let source = value["source"]
+        .as_str()
+        .and_then(|s| s.parse::<Digest>().ok())
+        .ok_or_else(|| CommandError::integrity(format!("palette `{palette}` names no source checkpoint")))?;
+    Ok(Some((value, source)))
+}
+
 fn parse_ids(text: &str, what: &str) -> Result<Vec<i64>, CommandError> {
     serde_json::from_str(text).map_err(|e| {
         CommandError::input(format!("{what}, column {}: {e}", e.column()))
@@ -168,6 +214,16 @@ pub(crate) fn cmd_eval(ui: &mut Ui, cx: &CommandContext, args: &EvalArgs) -> Res
         adapter,
     };
     let reply: EvalReply = ask_worker("eval", &request)?;
+    // A palettized checkpoint names its palette, whose source is the float model: scored too,
+    // for the change in log-likelihood the palettization made.
+    let palette = palette_of(&store, &digest)?;
+    let float_reply = match &palette {
+        Some((_, source)) if reply.stopped.is_none() => {
+            let request = EvalRequest { checkpoint: *source, adapter: None, logits: false, ..request };
+            Some(ask_worker::<EvalRequest, EvalReply>("eval", &request)?)
+        }
+        _ => None,
+    };
     drop(store);
     let answered = reply.scored.len() + usize::from(reply.stopped.is_some());
     if answered > sequences.len() || (reply.stopped.is_none() && reply.scored.len() != sequences.len()) {
@@ -212,6 +268,9 @@ pub(crate) fn cmd_eval(ui: &mut Ui, cx: &CommandContext, args: &EvalArgs) -> Res
     });
     if let Some(a) = adapter {
         data["adapter"] = json!(a.to_string());
+    }
+    if let (Some((palette, source)), Some(float)) = (&palette, &float_reply) {
+        data["palette"] = palette_change(ui, palette, source, float, (mean, total_tokens))?;
     }
     ui.json("eval", data)?;
     Ok(())
