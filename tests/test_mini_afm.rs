@@ -4,8 +4,9 @@
 //! derives from pinned packages): the committed lockfile is what the recipe locks to today,
 //! every stage re-executed in an empty store gives exactly the outputs of the committed run
 //! (`manifests/mini-afm/`), the run holds the AFM audit policy (`recipes/policies/afm.yaml`:
-//! the decontamination rule, recounted; the code licenses, every package judged again; and
-//! replay), and `prov card` renders the filters.
+//! the decontamination rule, recounted; the code licenses, every package judged again; the
+//! palettized model's bits per weight, re-derived from its weights; and replay), and `prov
+//! card` renders the filters.
 
 use serde_json::Value;
 
@@ -31,7 +32,7 @@ fn mini_afm_runs_replays_bit_for_bit_and_holds_its_audit_policy() {
     {
         return;
     }
-    let (p, lines) = crate::common::replay_reference_recipe("mini-afm", 21);
+    let (p, lines) = crate::common::replay_reference_recipe("mini-afm", 27);
 
     // Each outcome of the decontamination rule occurs, and the profanity lists apply per
     // language.
@@ -56,7 +57,11 @@ fn mini_afm_runs_replays_bit_for_bit_and_holds_its_audit_policy() {
 
     let r = p.prov(&["audit", "lockfiles/mini-afm.lock", "--policy", "recipes/policies/afm.yaml"]);
     let out = r.success().stdout();
-    assert!(out.contains("common-usage-decontamination: HOLDS") && out.contains("code-licenses: HOLDS"), "{out}");
+    for claim in ["common-usage-decontamination", "code-licenses", "bits-per-weight"] {
+        assert!(out.contains(&format!("{claim}: HOLDS")), "{claim}: {out}");
+    }
+    let palettize = record(&p, &lines, "palettize")["stats"].clone();
+    assert!(palettize["bits_per_weight"].as_f64().is_some_and(|b| b <= 3.7), "{palettize}");
 
     p.prov(&["card", "lockfiles/mini-afm.lock", "--dataset", "decontaminate", "--out", "card"]).success();
     let card = fs_err::read_to_string(p.path("card/README.md")).unwrap();
