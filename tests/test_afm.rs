@@ -326,6 +326,60 @@ fn distillation_trains_a_student_that_replays() {
     assert!(r.exit(1).stderr().contains("distillation trains on every label"), "{}", r.describe());
 }
 
+/// AFM's decoder (§2): SwiGLU, query/key normalisation and one embedding matrix for input and
+/// output. The checkpoint holds no output matrix of its own, exports as transformers'
+/// `Qwen3ForCausalLM` (which has exactly these), and transformers' log-probabilities equal
+/// `prov eval`'s within 1e-4.
+#[test]
+fn the_afm_decoder_shares_its_embeddings_and_exports_as_qwen3() {
+    let p = Project::with_recipes();
+    p.write(
+        "recipes/afm-arch.yaml",
+        "schema: 1\nname: afm-arch\nseed: 5\nsources:\n  udhr:\n    path: data/quickstart/udhr-sample.jsonl\n    license: MIT\n\
+         stages:\n  shards:\n    kind: shard\n    inputs: {docs: udhr}\n    params: {shards: 2}\n\
+         \x20 spm:\n    kind: sentencepiece\n    inputs: {docs: shards}\n    params: {vocab_size: 800}\n\
+         \x20 tokens:\n    kind: tokenize\n    inputs: {docs: shards, tokenizer: spm.tokenizer}\n    params: {seq_len: 64}\n\
+         \x20 pretrain:\n    kind: pretrain\n    inputs: {tokens: tokens.tokens, order: tokens.order, tokenizer: spm.tokenizer}\n\
+         \x20   params:\n      steps: 20\n      batch_size: 4\n      checkpoint_every: 10\n      lr: 0.01\n      clip: 1.0\n      goldfish: null\n\
+         \x20     optimizer: {kind: rmsprop-momentum}\n\
+         \x20     model: {architecture: afm, hidden_size: 64, intermediate_size: 128, num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 2}\n",
+    );
+    let run = p.json(&["run", "recipes/afm-arch.yaml"]);
+    let model = stage(&run, "pretrain")["data"]["outputs"]["model"].as_str().unwrap().to_owned();
+    let checkpoint = p.json(&["show", &model])[0]["data"]["record"].clone();
+    let tensors: Vec<&String> = checkpoint["tensors"].as_object().unwrap().keys().collect();
+    assert!(!tensors.iter().any(|t| *t == "lm_head.weight"), "{tensors:?}");
+    assert!(tensors.iter().any(|t| *t == "model.layers.1.self_attn.k_norm.weight"), "{tensors:?}");
+    assert!(tensors.iter().any(|t| *t == "model.layers.0.mlp.gate_proj.weight"), "{tensors:?}");
+    p.prov(&["export", "--out", "hf", &model]).success();
+    let config: Value = serde_json::from_str(&fs_err::read_to_string(p.path("hf/config.json")).unwrap()).unwrap();
+    assert_eq!((&config["model_type"], &config["tie_word_embeddings"]), (&json!("qwen3"), &json!(true)));
+    let ids = "[2, 40, 41, 42, 43, 44, 45, 46, 47, 48, 49, 50]\n[2, 300, 7, 799, 12, 100, 101, 5]\n";
+    p.write("ids.jsonl", ids);
+    let eval = p.json(&["eval", "--ids", "ids.jsonl", &model]);
+    let ours: Vec<Vec<f64>> = eval[0]["data"]["sequences"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| serde_json::from_value(s["log_probs"].clone()).unwrap())
+        .collect();
+    if let Some(python) = venv_python() {
+        let sequences: Vec<Vec<i64>> = ids.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        p.write("ids.json", &serde_json::to_string(&sequences).unwrap());
+        let script = repo_root().join("tests/python/peft_logprobs.py");
+        let (hf, file) = (p.path("hf"), p.path("ids.json"));
+        let args = [script.to_str().unwrap(), "--base", hf.to_str().unwrap(), "--ids", file.to_str().unwrap()];
+        let out: Value = serde_json::from_slice(&prov_testkit::pipe(&python, &args, b"")).unwrap();
+        let theirs: Vec<Vec<f64>> = serde_json::from_value(out["sequences"].clone()).unwrap();
+        for (a, b) in ours.iter().zip(&theirs) {
+            let worst = a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f64::max);
+            assert!(a.len() == b.len() && worst < 1e-4, "prov {a:?} vs transformers {b:?}");
+            eprintln!("Qwen3ForCausalLM: {} tokens, largest difference {worst:.2e}", a.len());
+        }
+    }
+    p.prov(&["replay", "lockfiles/afm-arch.lock"]).success();
+}
+
 /// The reference's verdicts of `term-filter` on the project's corpus.
 fn term_filter_reference(python: &std::path::Path, p: &Project, terms: &str, params: [&str; 4]) -> Value {
     let script = repo_root().join("tests/python/term_filter_reference.py");

@@ -2,10 +2,11 @@
 //! `config.json` a checkpoint stores ([`hf_config`]) and the shape read back from one
 //! ([`model_config_from_hf`]). The model itself is computed by libtorch in the worker.
 //!
-//! Two architectures share the shape ([`Architecture`]): Apertus' (QK-norm, xIELU MLP,
-//! transformers' `ApertusForCausalLM`) and EuroLLM's (SwiGLU MLP, no QK-norm, transformers'
-//! `LlamaForCausalLM`); both are pre-RMSNorm decoders with RoPE, grouped-query attention and
-//! untied embeddings.
+//! Three architectures share the shape ([`Architecture`]): Apertus' (QK-norm, xIELU MLP,
+//! untied embeddings, transformers' `ApertusForCausalLM`), EuroLLM's (SwiGLU MLP, no QK-norm,
+//! untied embeddings, `LlamaForCausalLM`) and AFM's (SwiGLU MLP, QK-norm, one embedding matrix
+//! shared by input and output, `Qwen3ForCausalLM`); all are pre-RMSNorm decoders with RoPE and
+//! grouped-query attention.
 
 use std::collections::BTreeMap;
 
@@ -23,6 +24,9 @@ pub enum Architecture {
     /// The EuroLLM report's (§2.1): a SwiGLU MLP, `down(silu(gate(x)) * up(x))`, and no
     /// QK-norm (`LlamaForCausalLM`).
     Llama,
+    /// The AFM report's (§2): a SwiGLU MLP, query/key normalisation, and the input embedding
+    /// shared with the output (`Qwen3ForCausalLM`, which has exactly these).
+    Afm,
 }
 
 impl Architecture {
@@ -37,6 +41,7 @@ impl Architecture {
         match self {
             Self::Apertus => "ApertusForCausalLM",
             Self::Llama => "LlamaForCausalLM",
+            Self::Afm => "Qwen3ForCausalLM",
         }
     }
 
@@ -45,7 +50,23 @@ impl Architecture {
         match self {
             Self::Apertus => "apertus",
             Self::Llama => "llama",
+            Self::Afm => "qwen3",
         }
+    }
+
+    /// Whether queries and keys are RMS-normalised per head before RoPE.
+    pub fn has_qk_norm(self) -> bool {
+        matches!(self, Self::Apertus | Self::Afm)
+    }
+
+    /// Whether the MLP is SwiGLU (otherwise Apertus' xIELU).
+    pub fn is_swiglu(self) -> bool {
+        matches!(self, Self::Llama | Self::Afm)
+    }
+
+    /// Whether the output layer is the input embedding (no `lm_head.weight` of its own).
+    pub fn ties_embeddings(self) -> bool {
+        self == Self::Afm
     }
 }
 
@@ -166,12 +187,12 @@ pub fn hf_config(c: &ModelConfig, special: &BTreeMap<&str, u32>) -> Value {
         "num_hidden_layers": c.num_hidden_layers,
         "num_attention_heads": c.num_attention_heads,
         "num_key_value_heads": c.num_key_value_heads,
-        "hidden_act": match c.architecture { Architecture::Apertus => "xielu", Architecture::Llama => "silu" },
+        "hidden_act": if c.architecture.is_swiglu() { "silu" } else { "xielu" },
         "max_position_embeddings": c.max_position_embeddings,
         "initializer_range": c.init_std,
         "rms_norm_eps": c.rms_norm_eps,
         "rope_parameters": { "rope_type": "default", "rope_theta": c.rope_theta },
-        "tie_word_embeddings": false,
+        "tie_word_embeddings": c.architecture.ties_embeddings(),
         "attention_bias": false,
         "attention_dropout": 0.0,
         "bos_token_id": special.get("bos"),
@@ -179,9 +200,18 @@ pub fn hf_config(c: &ModelConfig, special: &BTreeMap<&str, u32>) -> Value {
         "pad_token_id": special.get("pad"),
         "dtype": "float32",
     });
-    if c.architecture == Architecture::Llama {
-        config["mlp_bias"] = json!(false);
-        config["head_dim"] = json!(c.head_dim());
+    match c.architecture {
+        Architecture::Apertus => {}
+        Architecture::Llama => {
+            config["mlp_bias"] = json!(false);
+            config["head_dim"] = json!(c.head_dim());
+        }
+        Architecture::Afm => {
+            config["head_dim"] = json!(c.head_dim());
+            config["use_sliding_window"] = json!(false);
+            config["sliding_window"] = Value::Null;
+            config["max_window_layers"] = json!(c.num_hidden_layers);
+        }
     }
     config
 }
@@ -196,18 +226,21 @@ pub fn model_config_from_hf(v: &Value) -> Result<ModelConfig, String> {
     let architecture = match v.get("model_type").and_then(Value::as_str) {
         Some("apertus") => Architecture::Apertus,
         Some("llama") => Architecture::Llama,
-        _ => return Err("`model_type` is neither `apertus` nor `llama`".into()),
+        Some("qwen3") => Architecture::Afm,
+        _ => return Err("`model_type` is not `apertus`, `llama` or `qwen3`".into()),
     };
     let string = |key: &str| v.get(key).and_then(Value::as_str);
-    let act = match architecture {
-        Architecture::Apertus => "xielu",
-        Architecture::Llama => "silu",
-    };
+    let act = if architecture.is_swiglu() { "silu" } else { "xielu" };
     if string("hidden_act") != Some(act) {
         return Err(format!("`hidden_act` is not `{act}`, which `{}` needs", architecture.model_type()));
     }
-    if v.get("tie_word_embeddings").and_then(Value::as_bool) != Some(false) {
-        return Err("`tie_word_embeddings` is not false: the decoder's embeddings are untied".into());
+    let tied = architecture.ties_embeddings();
+    if v.get("tie_word_embeddings").and_then(Value::as_bool) != Some(tied) {
+        return Err(format!(
+            "`tie_word_embeddings` is not {tied}: `{}`'s embeddings are {}",
+            architecture.model_type(),
+            if tied { "shared" } else { "untied" }
+        ));
     }
     let rope = v.get("rope_parameters").ok_or("`rope_parameters` is missing")?;
     let config = ModelConfig {
@@ -224,7 +257,7 @@ pub fn model_config_from_hf(v: &Value) -> Result<ModelConfig, String> {
         max_position_embeddings: int("max_position_embeddings")?,
     };
     config.check().map_err(|(field, m)| format!("`{field}` {m}"))?;
-    if architecture == Architecture::Llama && v.get("head_dim").and_then(Value::as_i64) != Some(config.head_dim()) {
+    if architecture != Architecture::Apertus && v.get("head_dim").and_then(Value::as_i64) != Some(config.head_dim()) {
         return Err(format!("`head_dim` is not hidden_size / num_attention_heads = {}", config.head_dim()));
     }
     Ok(config)
@@ -278,6 +311,17 @@ mod tests {
         let mut bad = hf;
         bad["head_dim"] = json!(4);
         assert!(model_config_from_hf(&bad).unwrap_err().contains("head_dim"));
+
+        let afm = ModelConfig { architecture: Architecture::Afm, ..llama };
+        let hf = hf_config(&afm, &BTreeMap::new());
+        assert_eq!(
+            (hf["architectures"][0].as_str(), hf["model_type"].as_str(), hf["tie_word_embeddings"].as_bool()),
+            (Some("Qwen3ForCausalLM"), Some("qwen3"), Some(true))
+        );
+        assert_eq!(model_config_from_hf(&hf).unwrap(), afm);
+        let mut bad = hf;
+        bad["tie_word_embeddings"] = json!(false);
+        assert!(model_config_from_hf(&bad).unwrap_err().contains("shared"));
     }
 
     /// A configuration from before the architecture option serialises as it did: the stage

@@ -1,9 +1,12 @@
-//! The decoder: pre-norm RMSNorm, no biases, RoPE, grouped-query attention and untied input
-//! and output embeddings, in one of two architectures ([`Architecture`]): Apertus' (QK-norm
-//! and a non-gated MLP with the xIELU activation, as the Apertus report describes it) or
-//! EuroLLM's (a SwiGLU MLP and no QK-norm, as the EuroLLM-22B report's §2.1 describes it).
+//! The decoder: pre-norm RMSNorm, no biases, RoPE and grouped-query attention, in one of three
+//! architectures ([`Architecture`]): Apertus' (QK-norm, a non-gated MLP with the xIELU
+//! activation and untied embeddings, as the Apertus report describes it), EuroLLM's (a SwiGLU
+//! MLP, no QK-norm, untied embeddings, as the EuroLLM-22B report's §2.1 describes it) or AFM's
+//! (a SwiGLU MLP, QK-norm, and the input embedding as the output layer, as the AFM report's
+//! §2 describes it).
 //!
-//! Parameter names are those of transformers' `ApertusForCausalLM` or `LlamaForCausalLM`
+//! Parameter names are those of transformers' `ApertusForCausalLM`, `LlamaForCausalLM` or
+//! `Qwen3ForCausalLM`
 //! (`model.layers.0.self_attn.q_proj.weight`, ...), so that a checkpoint exports to a Hugging
 //! Face folder by renaming nothing. Parameters are created in one fixed order (embedding,
 //! then each layer, then the final norm and the output embedding), so that libtorch's
@@ -99,7 +102,8 @@ pub struct Decoder {
     embed_tokens: Tensor,
     layers: Vec<Layer>,
     norm: Tensor,
-    lm_head: Tensor,
+    /// The output layer; none when it is the input embedding (AFM's shared embedding).
+    lm_head: Option<Tensor>,
 }
 
 /// The inverse of softplus: the raw parameter whose softplus is `y`.
@@ -118,7 +122,8 @@ impl Decoder {
         let embed_tokens = (&model / "embed_tokens").var("weight", &[c.vocab_size, c.hidden_size], normal);
         let layers = (0..c.num_hidden_layers).map(|i| Layer::new(&(&model / "layers" / i), c)).collect();
         let norm = (&model / "norm").var("weight", &[c.hidden_size], Init::Const(1.0));
-        let lm_head = (root / "lm_head").var("weight", &[c.vocab_size, c.hidden_size], normal);
+        let lm_head = (!c.architecture.ties_embeddings())
+            .then(|| (root / "lm_head").var("weight", &[c.vocab_size, c.hidden_size], normal));
         Self { config: config.clone(), embed_tokens, layers, norm, lm_head }
     }
 
@@ -167,7 +172,8 @@ impl Decoder {
             let x = rms_norm(&h, &layer.feedforward_norm, c.rms_norm_eps);
             h = &h + layer.mlp.forward(&x);
         }
-        rms_norm(&h, &self.norm, c.rms_norm_eps).linear::<Tensor>(&self.lm_head, None)
+        rms_norm(&h, &self.norm, c.rms_norm_eps)
+            .linear::<Tensor>(self.lm_head.as_ref().unwrap_or(&self.embed_tokens), None)
     }
 
     // q, k, v, x and c are the names the papers and transformers use; longer ones would hide that.
@@ -269,7 +275,7 @@ impl Layer {
         // transformers names the two norms after the block for Apertus, after their place for Llama.
         let (attention_norm_name, feedforward_norm_name) = match c.architecture {
             Architecture::Apertus => ("attention_layernorm", "feedforward_layernorm"),
-            Architecture::Llama => ("input_layernorm", "post_attention_layernorm"),
+            Architecture::Llama | Architecture::Afm => ("input_layernorm", "post_attention_layernorm"),
         };
         let attention_norm = (p / attention_norm_name).var("weight", &[c.hidden_size], one);
         let matrix =
@@ -278,7 +284,7 @@ impl Layer {
         let k_proj = matrix(&attn, "k_proj", [kv_width, c.hidden_size]);
         let v_proj = matrix(&attn, "v_proj", [kv_width, c.hidden_size]);
         let o_proj = matrix(&attn, "o_proj", [c.hidden_size, c.hidden_size]);
-        let qk_norm = (c.architecture == Architecture::Apertus).then(|| {
+        let qk_norm = c.architecture.has_qk_norm().then(|| {
             let q_norm = (&attn / "q_norm").var("weight", &[head_dim], one);
             (q_norm, (&attn / "k_norm").var("weight", &[head_dim], one))
         });
@@ -296,7 +302,7 @@ impl Layer {
                     alpha_n: act.var("alpha_n", &[1], Init::Const(softplus_inverse(XIELU_ALPHA_INIT - XIELU_BETA))),
                 }
             }
-            Architecture::Llama => {
+            Architecture::Llama | Architecture::Afm => {
                 let gate_proj = mlp_matrix("gate_proj", wide);
                 let up_proj = mlp_matrix("up_proj", wide);
                 Mlp::SwiGlu { gate_proj, up_proj, down_proj: mlp_matrix("down_proj", narrow) }

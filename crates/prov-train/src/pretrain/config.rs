@@ -12,8 +12,8 @@ use crate::phases::PhaseParams;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ModelParams {
-    /// The decoder's architecture: `apertus` (the default, not written) or `llama`
-    /// (EuroLLM's SwiGLU decoder).
+    /// The decoder's architecture: `apertus` (the default, not written), `llama` (EuroLLM's
+    /// SwiGLU decoder) or `afm` (AFM's: SwiGLU, QK-norm, shared embeddings).
     #[serde(skip_serializing_if = "Architecture::is_apertus")]
     pub architecture: Architecture,
     /// Width of the residual stream.
