@@ -152,4 +152,35 @@ fn a_lora_adapter_trains_exports_to_peft_and_scores_as_peft_does() {
     assert!(r.exit(1).stderr().contains("not a LoRA adapter"), "{}", r.describe());
     let r = p.prov(&["eval", "--ids", "ids.jsonl", "--adapter", &checkpoints, &base]);
     assert!(r.exit(1).stderr().contains("adapter_config.json"), "{}", r.describe());
+
+    // Adapters whose configuration the scorer would misread: refused before anything is
+    // allocated or scored (a rank of 10^11 would ask for terabytes).
+    let store = prov_store::Store::open(&p.path(".prov"), prov_store::Access::Shared, true).unwrap();
+    let tree = prov_manifest::get_typed::<prov_manifest::TreeRecord>(&store, &adapter_digest.parse().unwrap()).unwrap();
+    let config_entry = tree.entries.iter().find(|e| e.path.as_str() == "adapter_config.json").unwrap();
+    let config: Value = serde_json::from_slice(&store.read(&config_entry.digest).unwrap()).unwrap();
+    drop(store);
+    for (key, value, message) in [
+        ("r", serde_json::json!(100_000_000_000_u64), "not a rank-100000000000 LoRA matrix"),
+        ("use_rslora", serde_json::json!(true), "`use_rslora` is true"),
+        ("target_modules", serde_json::json!(["q_proj"]), "which `target_modules` does not list"),
+    ] {
+        let mut forged = config.clone();
+        forged[key] = value;
+        let digest = forged_adapter(&p, &tree, &forged);
+        let r = p.prov(&["eval", "--ids", "ids.jsonl", "--adapter", &digest, &base]);
+        assert!(r.exit(1).stderr().contains(message), "{key}: {}", r.describe());
+    }
+}
+
+/// Stores a copy of adapter `tree` with `config` as its `adapter_config.json`; returns its digest.
+fn forged_adapter(p: &Project, tree: &prov_manifest::TreeRecord, config: &Value) -> String {
+    let store = prov_store::Store::open(&p.path(".prov"), prov_store::Access::Exclusive, true).unwrap();
+    let mut entries = tree.entries.clone();
+    let bytes = prov_manifest::encode_value(config);
+    let entry = entries.iter_mut().find(|e| e.path.as_str() == "adapter_config.json").unwrap();
+    entry.digest = store.put_bytes(prov_store::ObjectKind::Blob, &bytes).unwrap();
+    entry.size = bytes.len() as u64;
+    let record = prov_manifest::TreeRecord { schema: prov_manifest::SCHEMA_VERSION, entries };
+    prov_manifest::put_record(&store, &prov_manifest::Record::Tree(record)).unwrap().to_string()
 }

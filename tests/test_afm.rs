@@ -306,15 +306,12 @@ fn distillation_trains_a_student_that_replays() {
     assert!(distilled[19] < distilled[0] - 0.5, "{distilled:?}");
     p.prov(&["replay", "lockfiles/afm-distill.lock"]).success();
 
-    // A teacher trained on another tokenizer's ids: refused when the student runs.
+    // A teacher trained on another tokenizer's ids (here also of another size): refused when
+    // the student runs.
     let recipe = teacher_and_student("other-tokens", "other-spm");
     p.write("recipes/afm-distill.yaml", &recipe);
     let r = p.prov(&["run", "recipes/afm-distill.yaml"]);
-    assert!(
-        r.exit(1).stderr().contains("the teacher has a vocabulary of 700 tokens, the student's tokens 800"),
-        "{}",
-        r.describe()
-    );
+    assert!(r.exit(1).stderr().contains("the teacher was trained with tokenizer"), "{}", r.describe());
     // Goldfish drops labels; distillation trains on every one: refused when locking.
     let goldfish = recipe.replace("      distillation:", "      goldfish: {k: 4, h: 2}\n      distillation:").replacen(
         "      goldfish: null\n      optimizer: {kind: rmsprop-momentum, mup_base_hidden_size: 32}\n      goldfish:",

@@ -91,6 +91,9 @@ fn a_palettized_checkpoint_meets_its_bits_and_holds_its_claim() {
     assert!((change["bits_per_weight"].as_f64().unwrap() - bpw).abs() < 1e-12);
     let adapter = stage(&run, "recovery")["data"]["outputs"]["adapter"].as_str().unwrap().to_owned();
     let recovered = p.json(&["eval", "--ids", "ids.jsonl", "--adapter", &adapter, &quantized]);
+    // The recovery adapter was trained on the palettized model: not on the float one.
+    let r = p.prov(&["eval", "--ids", "ids.jsonl", "--adapter", &adapter, &float]);
+    assert!(r.exit(1).stderr().contains("was trained on checkpoint"), "{}", r.describe());
     eprintln!(
         "nll change against the float model: palettized {}, with the recovery adapter {}",
         change["nll_change"], recovered[0]["data"]["palette"]["nll_change"]
@@ -118,8 +121,9 @@ fn a_palettized_checkpoint_meets_its_bits_and_holds_its_claim() {
     assert!(r.exit(1).stderr().contains("above the target 1.5"), "{}", r.describe());
 }
 
-/// A palette that says a 4-bit layer has 2 bits (and so fewer bits per weight), and one
-/// whose checkpoint holds the float weights: both pass every digest check, and both fail.
+/// A palette that says a 4-bit layer has 2 bits (and so fewer bits per weight), the float
+/// weights under the honest palette, and the float weights under a palette that calls every
+/// tensor kept: each passes every digest check, and each fails.
 fn forged_palettes_fail(p: &Project) {
     use prov_manifest::{Record, get_typed, put_record};
     let (store, run, at, record) = crate::test_audit::recorded_stage(p, "lockfiles/palette.lock", "palettize");
@@ -154,6 +158,18 @@ fn forged_palettes_fail(p: &Project) {
     assert!(c.reasons.iter().any(|r| r.contains("distinct values, more than a 2-bit table")), "{c:?}");
     // The float model's weights under the honest palette.
     let float = get_typed::<prov_manifest::CheckpointRecord>(&store, &record.inputs["model"]).unwrap();
-    let c = forged(prov_manifest::CheckpointRecord { palette: Some(palette_digest), ..float });
-    assert!(c.reasons.iter().any(|r| r.contains("distinct values")), "{c:?}");
+    let c = forged(prov_manifest::CheckpointRecord { palette: Some(palette_digest), ..float.clone() });
+    assert!(c.reasons.iter().any(|r| r.contains("distinct values") || r.contains("not the 8-bit rounding")), "{c:?}");
+    // The float model's weights under a palette that calls every tensor kept: 0 bits per
+    // weight for the projections, if the schemes were taken on the palette's word.
+    let mut all_float: Value = serde_json::from_slice(&store.read(&palette_digest).unwrap()).unwrap();
+    for scheme in all_float["tensors"].as_object_mut().unwrap().values_mut() {
+        *scheme = serde_json::json!({"scheme": "float"});
+    }
+    all_float["bits_per_weight"] = 0.into();
+    all_float["model_bits_per_weight"] = 32.into();
+    let digest = store.put_bytes(prov_store::ObjectKind::Blob, &prov_manifest::encode_value(&all_float)).unwrap();
+    let c = forged(prov_manifest::CheckpointRecord { palette: Some(digest), ..float });
+    assert_eq!(c.outcome, prov_audit::Outcome::Fails, "{c:?}");
+    assert!(c.reasons.iter().any(|r| r.contains("the book's scheme gives it")), "{c:?}");
 }

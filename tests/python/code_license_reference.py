@@ -15,7 +15,8 @@ Usage:
   code_license_reference.py --dump-stage --store STORE --manifest DIGEST [--stage-name NAME]
 
 The first form re-derives, from the unpacked packages in DIR and the policy file, every
-package's metadata (registry, name, version, id, declared string and field), its license files,
+package's metadata (registry, name, version, id, declared string and field, from every
+metadata file at its root), its license files, its vendored directories,
 the parts of its SPDX expression, the expression, its evaluation against the policy (decision,
 rule, `excluded_by`), and every ledger row of its code files (id, decision, rule, evidence), and
 compares them with what the Rust stage produced (STAGE.json, below). Expressions are compared by
@@ -27,13 +28,17 @@ them; the stage's recorded `config` is checked against them.
 
 What it takes from the stage, and why: the result of matching each license file's text against
 the SPDX license texts, i.e. each file's `licenses` (the licenses tied at the best score, when
-that score is at least 0.9) and `candidates` (every license scoring at least 0.9). That matching
-is another component's job (askalono-style Dice scoring over the 600+ texts of the SPDX list)
-with its own reference; everything downstream of it (which parts it adds to the expression,
-which declared license a file is taken for, the decision) is recomputed here. Nothing else is
-read from the stage except to compare it. The `nearest` text of each file is matching output
-too: it is only checked for consistency with `licenses` (a file that matches has its nearest
-text among its matches, with a score of at least 0.9; one that does not has a score below 0.9).
+that score is at least 0.9) and `candidates` (`[id, score]` pairs: every license scoring at
+least 0.9, best first, ties by id, scores rounded to 3 decimals). That matching is another
+component's job (askalono-style Dice scoring over the 600+ texts of the SPDX list) with its own
+reference; everything downstream of it (which parts it adds to the expression, which candidate a
+file is taken for as a declared license, the decision) is recomputed here. The candidates' form
+and their agreement with `licenses` are checked (see `candidates_problem`). The word count of a
+file that matches nothing (more than 60 words: `LicenseRef-unrecognised-<path>`) is computed here
+from the file in DIR. Nothing else is read from the stage except to compare it. The `nearest`
+text of each file is matching output too: it is only checked for consistency with `licenses` (a
+file that matches has its nearest text among its matches, with a score of at least 0.9; one that
+does not has a score below 0.9).
 
 SPDX expressions are parsed by license-expression (the PyPI package of the same name) over the
 SPDX ids of the SPDX license list it vendors: a declared string normalises when it is a valid
@@ -51,8 +56,9 @@ reading. The vendored SPDX list (license-expression 30.4.4: SPDX 3.27) is older 
 side's (3.29), so an id added since would show up the same way.
 
 Readings taken where the specification leaves a choice (numbered where the code applies them).
-Readings 2 to 4 are not in the book: they are what the stage was seen to do on synthetic
-packages (written to probe them), recorded here so that the book can be made to say them:
+Readings 2 to 4 and 11 to 15 are not in the book: 2 to 4 are what the stage was seen to do on
+synthetic packages (written to probe them), recorded here so that the book can be made to say
+them; 11 to 15 were seen to agree with the stage, except where noted.
 
   1. `declared_field` is the metadata field the declared string came from, as the book names it
      (`license`, `licenses`, `License-Expression`, `License`), null without a declaration.
@@ -63,18 +69,33 @@ packages (written to probe them), recorded here so that the book can be made to 
   3. npm: a `license` value that is neither a string nor an object whose `type` is one (null,
      an array such as `["MIT"]`, a number) is no declaration; it does not fail the stage.
   4. npm: the `licenses` values that declare nothing are dropped before the rest are joined.
-  5. A file's `declared` ("the declared license it is taken for") is one of the declared
-     expression's licenses whose family is the family of one of the file's candidates, null
-     when there is none. The book does not say which one when several are (`GPL-2.0-only OR
-     GPL-2.0-or-later` with a GPL-2.0 text), so any of them is accepted; the stage was seen to
-     name `GPL-2.0-or-later` (its candidate) in both written orders.
-  6. A file both longer than `max_bytes` and not UTF-8 is `code:too-large`.
+  5. Scores are compared in thousandths, as the stage reports them (3 decimals): a later
+     candidate is "at most 0.05 below" when first - later <= 0.050, the first "under 0.99" when
+     it is at most 0.989; of several later candidates that qualify, the first is `declared`.
+  6. (retired: the rule order is now the book's)
   7. `excluded_by` is empty for an allowed package (an allowed `A OR B` with `B` denied is not
-     excluded by anything), and row evidence carries it for `code:denied` only.
-  8. Only regular files count (symbolic links are neither license files nor code files).
+     excluded by anything), and row evidence carries it for `code:denied` only (not for
+     `code:vendored`, whose evidence is `package`, `license` when there is one, `vendored`).
+  8. Only regular files count (symbolic links are neither license files, metadata files nor
+     code files).
   9. The verdict's `decision` is `allow` for `code:allowed` and `deny` for every other rule.
  10. PKG-INFO: the continuation lines of a repeated (ignored) header are ignored with it; a
      non-empty line that is neither `Key: value` nor a continuation fails the stage.
+ 11. Several metadata files at the root, one of which declares: the declared string is that
+     file's string as it is, not in parentheses (`MIT`, not `(MIT)`). Every present file must
+     parse as a package, with a name and a version (the book says so since).
+ 12. npm `SEE LICENSE IN <file>`: read (prefix case-sensitive, after leading white space) in a
+     `license` string or `type` only; in the legacy `licenses` list it is an ordinary string
+     (the book says so since).
+ 13. Several declaring files: `declared_field` is the first declaring file's field.
+ 14. A metadata file below the root that does not parse, or lacks a name or a version, is no
+     package (it neither fails the stage nor makes a vendored directory); a vendored
+     directory's path is `/`-separated and relative to the package root.
+ 15. `UNLICENSED` as the whole declared string of any metadata file at the root is the
+     package's declared string (the book says so since: joined, it could be bypassed).
+     Its package's license files are still matched and listed (`declared` null); `spdx` is
+     null and `unknown` says why.
+ 16. An npm `@scope/name`: the scope is `@` and at least one more character, any but `/`.
 """
 
 import argparse
@@ -83,6 +104,7 @@ import os
 import re
 import sys
 import tomllib
+import unicodedata
 
 from license_expression import (
     AND,
@@ -104,6 +126,15 @@ MATCH_THRESHOLD = 0.9
 # words, in any case, alone or followed by `.`, `-` or `_` and more.
 LICENSE_NAME = re.compile(r"(?i)^(LICENSE|LICENCE|COPYING|COPYRIGHT|UNLICENSE|NOTICE)([._-].*)?$", re.S)
 README_NAME = re.compile(r"(?i)^README", re.S)
+
+# Unicode's White_Space characters (what "white space" is taken to mean; Python's str.split()
+# also splits at U+001C..U+001F, which are not white space).
+WHITE_SPACE = frozenset("\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005"
+                        "\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000")
+WORDS = re.compile("[^" + "".join(WHITE_SPACE) + "]+")
+NOTICE_WORDS = 60  # a license file matching nothing with more words is unrecognised terms
+DECLARED_MARGIN = 50  # thousandths: a later candidate this close to the first is declared ...
+DECLARED_BELOW = 990  # ... while the first scores under 0.99
 
 
 class Unreadable(Exception):
@@ -229,6 +260,8 @@ def equivalent(a, b):
     """Both null, or both valid SPDX expressions that license-expression finds equivalent."""
     if a is None or b is None:
         return a is None and b is None
+    if a == b:  # also for what is not SPDX (`UNLICENSED`)
+        return True
     ea, eb = parse_spdx(a), parse_spdx(b)
     if ea is None or eb is None:
         return False
@@ -370,64 +403,139 @@ def read_pkg_info(path):
     return {k: v.strip() for k, v in headers.items()}
 
 
-def read_metadata(pkg_dir):
-    """(registry, name, version, declared string or None, declared_field or None, license_file)."""
-    cargo = os.path.join(pkg_dir, "Cargo.toml")
-    npm = os.path.join(pkg_dir, "package.json")
-    pkg_info = os.path.join(pkg_dir, "PKG-INFO")
-    if os.path.isfile(cargo):
-        try:
-            doc = tomllib.loads(open(cargo, "rb").read().decode("utf-8"))
-        except (UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
-            raise Unreadable(f"Cargo.toml does not parse: {e}")
-        package = doc.get("package")
-        if not isinstance(package, dict):
-            raise Unreadable("Cargo.toml has no [package] table")
-        name, version = package.get("name"), package.get("version")
-        license_value = package.get("license")
-        license_file = package.get("license-file")
-        if license_value is not None and not isinstance(license_value, str):
-            raise Unreadable("Cargo.toml: package.license is not a string")
-        if license_file is not None and not isinstance(license_file, str):
-            raise Unreadable("Cargo.toml: package.license-file is not a string")
-        declared = _declaration(license_value)
-        return ("crates.io", name, version, declared, "license" if declared else None, license_file)
-    if os.path.isfile(npm):
-        try:
-            doc = json.loads(open(npm, "rb").read().decode("utf-8"))
-        except (UnicodeDecodeError, ValueError) as e:
-            raise Unreadable(f"package.json does not parse: {e}")
-        if not isinstance(doc, dict):
-            raise Unreadable("package.json is not an object")
+METADATA_FILES = ("Cargo.toml", "PKG-INFO", "package.json")  # table order
+SEE_LICENSE_IN = "SEE LICENSE IN"
 
-        def value_of(v):
-            # reading 3: a value that is neither a string nor an object whose `type` is one
-            # (null, an array, a number) is no declaration
-            if isinstance(v, str):
-                return _declaration(v)
-            if isinstance(v, dict) and isinstance(v.get("type"), str):
-                return _declaration(v["type"])
+
+def _read_cargo(path):
+    try:
+        doc = tomllib.loads(open(path, "rb").read().decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
+        raise Unreadable(f"Cargo.toml does not parse: {e}")
+    package = doc.get("package")
+    if not isinstance(package, dict):
+        raise Unreadable("Cargo.toml has no [package] table")
+    license_value = package.get("license")
+    license_file = package.get("license-file")
+    if license_value is not None and not isinstance(license_value, str):
+        raise Unreadable("Cargo.toml: package.license is not a string")
+    if license_file is not None and not isinstance(license_file, str):
+        raise Unreadable("Cargo.toml: package.license-file is not a string")
+    declared = _declaration(license_value)
+    return {"registry": "crates.io", "name": package.get("name"), "version": package.get("version"),
+            "declared": declared, "field": "license" if declared else None,
+            "license_file": license_file}
+
+
+def _read_npm(path):
+    try:
+        doc = json.loads(open(path, "rb").read().decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as e:
+        raise Unreadable(f"package.json does not parse: {e}")
+    if not isinstance(doc, dict):
+        raise Unreadable("package.json is not an object")
+    named = []  # the files `SEE LICENSE IN <file>` values name, in order
+
+    def value_of(v, in_license=False):
+        # reading 3: a value that is neither a string nor an object whose `type` is one
+        # (null, an array, a number) is no declaration
+        if isinstance(v, dict) and isinstance(v.get("type"), str):
+            v = v["type"]
+        if not isinstance(v, str):
             return None
+        rest = v.lstrip()
+        if in_license and rest.startswith(SEE_LICENSE_IN):  # declares nothing; names a file
+            named.append(rest[len(SEE_LICENSE_IN):].strip())  # reading 12
+            return None
+        return _declaration(v)
 
-        if "license" in doc:  # reading 2: present, even when it declares nothing
-            declared, field = value_of(doc["license"]), "license"
-        elif "licenses" in doc:
-            values = doc["licenses"] if isinstance(doc["licenses"], list) else []
-            values = [d for d in map(value_of, values) if d is not None]  # reading 4
-            joined = values[0] if len(values) == 1 else " OR ".join(f"({v})" for v in values)
-            declared, field = (joined if values else None), "licenses"
-        else:
-            declared, field = None, None
-        return ("npm", doc.get("name"), doc.get("version"), declared, field if declared else None, None)
-    if os.path.isfile(pkg_info):
-        headers = read_pkg_info(pkg_info)
-        # reading 2: `License` when `License-Expression` declares nothing (absent, empty, UNKNOWN)
-        declared, field = _declaration(headers.get("license-expression")), "License-Expression"
-        if declared is None:
-            declared, field = _declaration(headers.get("license")), "License"
-        return ("pypi", headers.get("name"), headers.get("version"), declared,
-                field if declared else None, None)
-    raise Unreadable("no Cargo.toml, package.json or PKG-INFO at its root")
+    if "license" in doc:  # reading 2: present, even when it declares nothing
+        declared, field = value_of(doc["license"], in_license=True), "license"
+    elif "licenses" in doc:
+        values = doc["licenses"] if isinstance(doc["licenses"], list) else []
+        values = [d for d in map(value_of, values) if d is not None]  # reading 4
+        joined = values[0] if len(values) == 1 else " OR ".join(f"({v})" for v in values)
+        declared, field = (joined if values else None), "licenses"
+    else:
+        declared, field = None, None
+    return {"registry": "npm", "name": doc.get("name"), "version": doc.get("version"),
+            "declared": declared, "field": field if declared else None,
+            "license_file": named[0] if named else None}
+
+
+def _read_pypi(path):
+    headers = read_pkg_info(path)
+    # reading 2: `License` when `License-Expression` declares nothing (absent, empty, UNKNOWN)
+    declared, field = _declaration(headers.get("license-expression")), "License-Expression"
+    if declared is None:
+        declared, field = _declaration(headers.get("license")), "License"
+    return {"registry": "pypi", "name": headers.get("name"), "version": headers.get("version"),
+            "declared": declared, "field": field if declared else None, "license_file": None}
+
+
+READERS = {"Cargo.toml": _read_cargo, "package.json": _read_npm, "PKG-INFO": _read_pypi}
+
+
+def read_metadata_files(directory):
+    """Each metadata file present (a regular file) in `directory`, read, in table order."""
+    out = []
+    for name in METADATA_FILES:
+        full = os.path.join(directory, name)
+        if os.path.isfile(full) and not os.path.islink(full):  # reading 8
+            out.append(READERS[name](full))
+    return out
+
+
+def read_metadata(pkg_dir):
+    """(registry, name, version, declared string or None, declared_field or None, license_file).
+
+    Several metadata files: the first names the package, each declaring one's string is put in
+    parentheses and the strings joined by ` AND ` (reading 11: one declaring file's string is
+    itself), and the license file is the first one named.
+    """
+    files = read_metadata_files(pkg_dir)
+    if not files:
+        raise Unreadable("no Cargo.toml, package.json or PKG-INFO at its root")
+    first = files[0]
+    for f in files:
+        if not isinstance(f["name"], str) or not isinstance(f["version"], str) or not f["name"] or not f["version"]:
+            raise Unreadable(f"a metadata file lacks a name or a version (name {f['name']!r}, version {f['version']!r})")
+    declaring = [f for f in files if f["declared"] is not None]
+    unlicensed = [f for f in declaring if f["declared"].strip() == "UNLICENSED"]
+    if unlicensed:
+        declaring = unlicensed[:1]
+    if len(declaring) == 1:
+        declared, field = declaring[0]["declared"], declaring[0]["field"]
+    elif declaring:
+        declared = " AND ".join(f"({f['declared']})" for f in declaring)
+        field = field_of_several(declaring)
+    else:
+        declared, field = None, None
+    license_file = next((f["license_file"] for f in files if f["license_file"] is not None), None)
+    return (first["registry"], first["name"], first["version"], declared, field, license_file)
+
+
+def field_of_several(declaring):
+    """reading 13: `declared_field` when several files declare (the book does not say)."""
+    return declaring[0]["field"]
+
+
+def valid_name_version(registry, name, version):
+    """Why a registry would not accept the name or version, or None (afm.md, Packages)."""
+    for what, value in (("name", name), ("version", version)):
+        if value == "" or any(unicodedata.category(c) == "Cc" or c in WHITE_SPACE for c in value):
+            return f"its {what} {value!r} is empty or holds white space or a control character"
+    if "/" in version or "@" in version:
+        return f"its version {version!r} holds `/` or `@`"
+    if "/" in name or "@" in name:
+        scope, slash, rest = name.partition("/")
+        # reading 16: the scope is `@` and at least one more character, any but `/` (the book
+        # does not forbid an `@` in it: `@a@b/c` is accepted, which npm itself would refuse)
+        scoped = (registry == "npm" and slash and scope.startswith("@") and len(scope) >= 2
+                  and rest and "/" not in rest and "@" not in rest)
+        if not scoped:
+            return f"its name {name!r} holds `@` or `/` (not an npm `@scope/name`)"
+    return None
 
 
 def byte_order(path):
@@ -451,11 +559,61 @@ def is_code(path, extensions):
     return bool(dot) and stem != "" and ext.lower() in extensions
 
 
+def vendored_dirs(pkg_dir, own):
+    """The outermost vendored directories below the root, `/`-separated, in byte order.
+
+    A directory holds a bundled dependency when it holds a license file (a regular file whose
+    name is a license file's) or a metadata file that parses as a package other than `own`
+    ((registry, name, version)); one that does not parse, or lacks a name or a version, is no
+    package (reading 14) and does not fail the stage.
+    """
+    found = []
+    for root, dirs, files in os.walk(pkg_dir, followlinks=False):
+        dirs.sort(key=byte_order)
+        rel = os.path.relpath(root, pkg_dir).replace(os.sep, "/")
+        if rel == ".":
+            continue
+        regular = [f for f in files if os.path.isfile(os.path.join(root, f))
+                   and not os.path.islink(os.path.join(root, f))]
+        vendored = any(LICENSE_NAME.match(f) for f in regular)
+        if not vendored:
+            for name in METADATA_FILES:
+                if name not in regular:
+                    continue
+                try:
+                    meta = READERS[name](os.path.join(root, name))
+                except Unreadable:
+                    continue
+                if not (isinstance(meta["name"], str) and isinstance(meta["version"], str)
+                        and meta["name"] and meta["version"]):
+                    continue
+                if (meta["registry"], meta["name"], meta["version"]) != own:
+                    vendored = True
+                    break
+        if vendored:
+            found.append(rel)
+            dirs[:] = []  # a vendored directory inside another adds nothing
+    return sorted(found, key=byte_order)
+
+
+def word_count(pkg_dir, path):
+    text = open(os.path.join(pkg_dir, path), "rb").read().decode("utf-8", errors="replace")
+    return len(WORDS.findall(text))
+
+
+def unrecognised_ref(path):
+    return "LicenseRef-unrecognised-" + "".join(
+        c if (c.isascii() and c.isalnum()) or c == "." else "-" for c in path)
+
+
 def read_package(pkg_dir):
     """A package's metadata, id, declared reading and license file paths (not yet decided)."""
     registry, name, version, declared, field, license_file = read_metadata(pkg_dir)
     if not isinstance(name, str) or not isinstance(version, str) or not name or not version:
         raise Unreadable(f"its metadata lacks a name or a version (name {name!r}, version {version!r})")
+    invalid = valid_name_version(registry, name, version)
+    if invalid:
+        raise Unreadable(invalid)
     package_id = f"{registry}/{name}@{version}"
 
     paths = [p for p in package_files(pkg_dir) if "/" not in p and LICENSE_NAME.match(p)]
@@ -467,33 +625,65 @@ def read_package(pkg_dir):
             paths.append(rel)
     paths.sort(key=byte_order)
 
-    spdx = parse_spdx(declared) if declared is not None else None
+    unlicensed = declared is not None and declared.strip() == "UNLICENSED"
+    spdx = parse_spdx(declared) if declared is not None and not unlicensed else None
     verdict = {"package": package_id, "declared_field": field, "declared": declared,
-               "spdx_tree": spdx, "unknown": declared is not None and spdx is None, "files": []}
+               "unlicensed": unlicensed, "spdx_tree": spdx,
+               "unknown": declared is not None and spdx is None,
+               "words": {p: word_count(pkg_dir, p) for p in paths},
+               "vendored": vendored_dirs(pkg_dir, (registry, name, version)), "files": []}
     return verdict, paths, package_id
+
+
+def milli(score):
+    """A score as an integer number of thousandths (reading 5: the stage rounds to 3 decimals)."""
+    return round(float(score) * 1000)
+
+
+def taken_for_declared(candidates, declared_families):
+    """The candidate a file is taken for as a declared license, or None (afm.md, The decision)."""
+    if not candidates:
+        return None
+    first_id, first_score = candidates[0]
+    if family(first_id) in declared_families:
+        return first_id
+    if milli(first_score) < DECLARED_BELOW:
+        for cid, score in candidates[1:]:
+            if family(cid) in declared_families and milli(first_score) - milli(score) <= DECLARED_MARGIN:
+                return cid
+    return None
 
 
 def decide_package(verdict, paths, stage_files, policy):
     """Parts, expression and evaluation, given the declared reading in verdict["spdx_tree"].
 
     stage_files maps a license file's path to the stage's match of its text
-    ({"licenses": [...], "candidates": [...]}), the one input taken from the stage.
+    ({"licenses": [...], "candidates": [[id, score], ...]}), the one input taken from the stage.
     """
     spdx = verdict["spdx_tree"]
     verdict["spdx"] = render(spdx) if spdx is not None else None
     declared_ids = [spdx_key(license_of(r)) for r in requirements(spdx)] if spdx is not None else []
+    declared_families = {family(d) for d in declared_ids}
     parts = [f"({verdict['spdx']})"] if spdx is not None else []
     for path in paths:
         match = stage_files.get(path) or {"licenses": [], "candidates": []}
-        licenses, candidates = match.get("licenses") or [], match.get("candidates") or []
-        taken_for = []
-        if licenses:
-            candidate_families = {family(c) for c in candidates}
-            # reading 5: every declared license of a candidate's family may be the one named
-            taken_for = [d for d in declared_ids if family(d) in candidate_families]
-            if not taken_for:
+        licenses = match.get("licenses") or []
+        candidates = [tuple(c) for c in match.get("candidates") or []
+                      if isinstance(c, list) and len(c) == 2]
+        taken_for = None
+        if not licenses:
+            if verdict["words"][path] > NOTICE_WORDS:
+                parts.append(unrecognised_ref(path))
+        else:
+            taken_for = taken_for_declared(candidates, declared_families)
+            if taken_for is None:
                 parts.extend(licenses)  # the file is one of them: all must be allowed
         verdict["files"].append({"path": path, "declared": taken_for})
+    if verdict["unlicensed"]:
+        # `UNLICENSED`: denied outright, no expression (reading 15: the files are still matched)
+        verdict.update(rule="code:denied", license=None, excluded_by=["UNLICENSED"],
+                       deciders=["UNLICENSED"], tree=None)
+        return verdict
     if not parts:
         rule = "code:unknown-license" if verdict["declared"] is not None else "code:no-license"
         verdict.update(rule=rule, license=None, excluded_by=[], deciders=[], tree=None)
@@ -522,13 +712,17 @@ def code_rows(pkg_dir, package_id, verdict, extensions, max_bytes):
         evidence = {"package": package_id}
         if verdict["license"] is not None:
             evidence["license"] = verdict["license"]
-        if verdict["rule"] != "code:allowed":
+        vendored = next((v for v in verdict["vendored"] if path.startswith(v + "/")), None)
+        if vendored is not None:  # first, whatever the package's verdict
+            rule = "code:vendored"
+            evidence["vendored"] = vendored
+        elif verdict["rule"] != "code:allowed":
             rule = verdict["rule"]
             if rule == "code:denied":  # reading 7
                 evidence["excluded_by"] = list(verdict["excluded_by"])
         else:
             data = open(os.path.join(pkg_dir, path), "rb").read()
-            if len(data) > max_bytes:  # reading 6: before the UTF-8 check
+            if len(data) > max_bytes:  # before the UTF-8 check
                 rule = "code:too-large"
                 evidence["bytes"] = len(data)
             else:
@@ -590,6 +784,34 @@ def names_in_order(text, wanted):
             return False
         i += 1
     return True
+
+
+def candidates_problem(candidates, licenses):
+    """What is wrong with a file's `candidates` as the book defines them, or None.
+
+    They are the text matching's output, taken as given; only their form and their agreement
+    with `licenses` are checked: `[id, score]` pairs, scores of at least 0.9 with 3 decimals,
+    best first and ties by id, and the matches the candidates tied with the first (plus the
+    `-only` id of each GNU `-or-later` one among them).
+    """
+    if not isinstance(candidates, list) or not all(
+            isinstance(c, list) and len(c) == 2 and isinstance(c[0], str)
+            and isinstance(c[1], (int, float)) and not isinstance(c[1], bool) for c in candidates):
+        return "a list of [id, score] pairs"
+    if any(round(c[1], 3) != c[1] or c[1] < MATCH_THRESHOLD or c[1] > 1 for c in candidates):
+        return "scores in [0.9, 1] with at most 3 decimals"
+    keys = [(-milli(score), byte_order(cid)) for cid, score in candidates]
+    if keys != sorted(keys) or len(set(c[0] for c in candidates)) != len(candidates):
+        return "distinct ids, best first, ties by id"
+    if bool(candidates) != bool(licenses):
+        return "candidates exactly when the file matches"
+    if candidates:
+        tied = [cid for cid, score in candidates if milli(score) == milli(candidates[0][1])]
+        added = [c[: -len("-or-later")] + "-only" for c in tied
+                 if c.endswith("-or-later") and c.startswith(("GPL-", "LGPL-", "AGPL-", "GFDL-"))]
+        if sorted(set(licenses)) != sorted(set(tied + added)):
+            return f"licenses {licenses} are not the candidates tied first {tied} (+ {added})"
+    return None
 
 
 def check(packages_dir, policy, stage, extensions, max_bytes, notes=False):
@@ -655,16 +877,11 @@ def check(packages_dir, policy, stage, extensions, max_bytes, notes=False):
             if sf is None:
                 continue
             fw = f"{where}/{ref_file['path']}"
-            admissible = ref_file["declared"]
-            if not (sf.get("declared") is None if not admissible
-                    else any(equivalent(sf.get("declared"), d) for d in admissible)):
-                report.diff(fw, "declared", sf.get("declared"),
-                            (" or ".join(admissible) if len(admissible) > 1 else admissible[0])
-                            if admissible else None)
+            report.equal(fw, "declared", sf.get("declared"), ref_file["declared"])
             licenses, nearest = sf.get("licenses") or [], sf.get("nearest")
-            if notes and not set(licenses) <= set(sf.get("candidates") or []):
-                print(f"note: {fw}: matches {licenses} not all among candidates {sf.get('candidates')} "
-                      "(the stage's text matching, taken as given)", file=sys.stderr)
+            problem = candidates_problem(sf.get("candidates"), licenses)
+            if problem:
+                report.diff(fw, "candidates", sf.get("candidates"), problem)
             if licenses:
                 ok = (isinstance(nearest, list) and len(nearest) == 2 and nearest[0] in licenses
                       and nearest[1] >= MATCH_THRESHOLD)
@@ -675,6 +892,9 @@ def check(packages_dir, policy, stage, extensions, max_bytes, notes=False):
                 want = f"null or a score < {MATCH_THRESHOLD}"
             if not ok:
                 report.diff(fw, "nearest", nearest, want)
+            if notes and not licenses:
+                print(f"note: {fw}: matches nothing, {verdict['words'][ref_file['path']]} words",
+                      file=sys.stderr)
 
         decision = "allow" if verdict["rule"] == "code:allowed" else "deny"  # reading 9
         report.equal(where, "verdict.decision", sv.get("decision"), decision)
@@ -712,6 +932,8 @@ def check(packages_dir, policy, stage, extensions, max_bytes, notes=False):
         report.equiv(row_id, "evidence.license", se.get("license"), re_.get("license"))
         if "excluded_by" in se or "excluded_by" in re_:
             report.equiv_list(row_id, "evidence.excluded_by", se.get("excluded_by"), re_.get("excluded_by") or [])
+        if "vendored" in se or "vendored" in re_:
+            report.equal(row_id, "evidence.vendored", se.get("vendored"), re_.get("vendored"))
         if "bytes" in se or "bytes" in re_:
             report.equal(row_id, "evidence.bytes", se.get("bytes"), re_.get("bytes"))
     return report, len(dirs), len(reference_rows)

@@ -385,6 +385,20 @@ impl AuditPolicy {
                     share("tolerance", *tolerance)?;
                 }
                 Claim::Robots { max_default_share: Some(s), .. } => share("max_default_share", *s)?,
+                Claim::BitsPerWeight { max, .. } if !(max.is_finite() && *max > 0.0) => {
+                    let mut e = RecipeError::at_field(
+                        file,
+                        text,
+                        &[],
+                        format!("`max` is a positive number of bits per weight, not {max}"),
+                    );
+                    if let Some((line, column)) = locate_claim_field(text, i, "max") {
+                        (e.line, e.column) = (line, column);
+                        e.source_line = text.lines().nth(line - 1).map(str::to_owned);
+                    }
+                    e.field = Some(format!("claims[{i}].max"));
+                    return Err(e);
+                }
                 Claim::RobotsLoss { groups, tolerance, .. } => {
                     share("tolerance", *tolerance)?;
                     for g in groups {
@@ -500,5 +514,11 @@ mod tests {
         assert!(e.to_string().starts_with("p.yaml:7:5: claims[1].removed_share: `removed_share` is a share"), "{e}");
         let e = AuditPolicy::parse(Path::new("p.yaml"), &GOOD.replace("kind: replay", "kind: replays")).unwrap_err();
         assert!(e.to_string().contains("unknown variant `replays`"), "{e}");
+        // A bound that every number meets is no claim.
+        for bad in [".nan", ".inf", "0", "-1"] {
+            let text = format!("schema: 1\nname: t\nclaims:\n  - kind: bits-per-weight\n    max: {bad}\n");
+            let e = AuditPolicy::parse(Path::new("p.yaml"), &text).unwrap_err();
+            assert!(e.to_string().starts_with("p.yaml:5:5: claims[0].max: `max` is a positive number"), "{bad}: {e}");
+        }
     }
 }

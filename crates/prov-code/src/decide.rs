@@ -8,18 +8,24 @@
 //! 1. The declared string is normalised by `prov-license` (`MIT/Apache-2.0`, `GPL-2+`, …).
 //! 2. Each license file at the package root (a name `prov_license::detect::is_license_file`
 //!    accepts, and the file Cargo's `license-file` names) is matched against the SPDX license
-//!    texts. A file that matches no text (a notice, a text with changes) adds nothing. A file
-//!    whose text is close to a declared license's (any text at or above the match threshold,
-//!    not only the best: an Apache-2.0 file without its appendix scores higher against the
-//!    `Pixar` license, which is Apache-2.0 with one section changed) is that license and adds
-//!    nothing; "declared" compares license families (`GPL-2.0-only` and `GPL-2.0-or-later`
-//!    are one family: the text does not say which). Any other matching file adds its best
-//!    license; a file that matches several texts equally adds all of them, joined by `AND`:
-//!    the file is one of them, and only if all are allowed is it allowed whichever.
+//!    texts. A file whose best match's family the declaration names, or whose candidate of a
+//!    declared family scores within [`DECLARED_MARGIN`] of the best when the best is under
+//!    [`VERBATIM`], is that declared license and adds nothing (an Apache-2.0 file without its
+//!    appendix scores higher against `Pixar`, Apache-2.0 with one section changed; an AGPL
+//!    text under a `GPL-3.0` declaration is verbatim AGPL and is added). "Declared" compares
+//!    license families (`GPL-2.0-only` and `GPL-2.0-or-later` are one family: the text does not
+//!    say which). Any other matching file adds its matches, joined by `AND` (a file tied
+//!    between several is one of them, and only if all are allowed is it allowed whichever).
+//!    A file that matches nothing adds nothing when it is a short notice, and an unrecognised
+//!    reference when it is longer (below).
 //! 3. The parts are joined by `AND` and evaluated ([`prov_license::evaluate_expression`]).
 //!
 //! | rule | decision | when |
 //! | --- | --- | --- |
+//! A license file that matches no text and holds more than [`NOTICE_WORDS`] words adds
+//! `LicenseRef-unrecognised-<path>`, which no policy allows: terms nobody has read are not
+//! permission. npm's `UNLICENSED` denies the package outright.
+//!
 //! | `code:allowed` | allow | the expression is allowed |
 //! | `code:denied` | deny | the expression is denied; `excluded_by` lists the denied requirements |
 //! | `code:unknown-license` | deny | the declared string does not normalise (or is ambiguous) and no license file matches |
@@ -30,6 +36,22 @@
 //! verdict records why the string was not read.
 
 use prov_license::detect::{LicenseTexts, TextMatch};
+
+/// How far below the best match a declared license's text may score and still be the file's
+/// license (an Apache-2.0 file without its appendix: `Pixar` 0.983, `Apache-2.0` 0.946).
+pub const DECLARED_MARGIN: f32 = 0.05;
+
+/// A best match at or above this is the file's text verbatim: it is that license, whatever the
+/// declaration names (an AGPL-3.0 text scores 1.0 as AGPL and 0.918 as GPL-3.0).
+pub const VERBATIM: f32 = 0.99;
+
+/// A license file that matches no license text and holds more words than this is terms of its
+/// own, not a notice (`This project is dual-licensed under…`): the package is not allowed on
+/// them unread.
+pub const NOTICE_WORDS: usize = 60;
+
+/// npm's declaration that a package grants no license at all.
+pub const UNLICENSED: &str = "UNLICENSED";
 use prov_license::{Decision, LicenseExpression, Normalized, Policy, evaluate_expression, normalize};
 use serde::Serialize;
 
@@ -41,8 +63,9 @@ pub struct LicenseFileMatch {
     /// The licenses whose text it is, tied at the best score (empty when none reaches the
     /// threshold).
     pub licenses: Vec<String>,
-    /// Every license whose text scores at or above the match threshold, best first.
-    pub candidates: Vec<String>,
+    /// Every license whose text scores at or above the match threshold, best first, with its
+    /// score rounded to 3 decimals.
+    pub candidates: Vec<(String, f64)>,
     /// The declared license the file's text is taken to be (one of its candidates at or above
     /// the match threshold whose family the declared expression names), if any.
     pub declared: Option<String>,
@@ -112,14 +135,27 @@ pub fn decide(
     let mut matches = Vec::with_capacity(files.len());
     for file in files {
         let TextMatch { licenses, candidates, nearest, .. } = texts.matches(file.text);
-        let named = candidates.iter().map(|c| &c.0).find(|l| families.contains(&family(l))).cloned();
+        let best = candidates.first().map_or(0.0, |c| c.1);
+        let named = candidates
+            .iter()
+            .enumerate()
+            .find(|(i, (l, score))| {
+                families.contains(&family(l)) && (*i == 0 || (best < VERBATIM && best - score <= DECLARED_MARGIN))
+            })
+            .map(|(_, (l, _))| l.clone());
         if named.is_none() {
             parts.extend(licenses.iter().cloned());
+        }
+        if licenses.is_empty() && file.text.split_whitespace().count() > NOTICE_WORDS {
+            parts.push(unrecognised(file.path));
         }
         matches.push(LicenseFileMatch {
             path: file.path.to_owned(),
             licenses,
-            candidates: candidates.into_iter().map(|c| c.0).collect(),
+            candidates: candidates
+                .into_iter()
+                .map(|(l, score)| (l, (f64::from(score) * 1000.0).round() / 1000.0))
+                .collect(),
             declared: named,
             nearest: (nearest.0, (f64::from(nearest.1) * 1000.0).round() / 1000.0),
         });
@@ -135,6 +171,10 @@ pub fn decide(
         excluded_by,
         reason,
     };
+    if declared.is_some_and(|d| d.trim() == UNLICENSED) {
+        let reason = "npm's `UNLICENSED`: the package grants no license to use it".to_owned();
+        return verdict(Decision::Deny, "code:denied", None, vec![(UNLICENSED.to_owned(), reason.clone())], reason);
+    }
     if parts.is_empty() {
         return match &unknown {
             Some(why) => verdict(
@@ -179,6 +219,14 @@ pub fn decide(
         Decision::Allow => verdict(Decision::Allow, "code:allowed", Some(combined.to_string()), vec![], d.reason),
         Decision::Deny => verdict(Decision::Deny, "code:denied", Some(combined.to_string()), excluded_by, d.reason),
     }
+}
+
+/// The reference a license file with unrecognised terms adds to the expression:
+/// `LicenseRef-unrecognised-<path>`, the path's characters other than ASCII letters, digits and
+/// `.` as `-`. No policy allows it, so the package is denied, naming the file.
+fn unrecognised(path: &str) -> String {
+    let id: String = path.chars().map(|c| if c.is_ascii_alphanumeric() || c == '.' { c } else { '-' }).collect();
+    format!("LicenseRef-unrecognised-{id}")
 }
 
 /// A license's family: its id without `-only`, `-or-later` or `+`, so that a GNU license

@@ -4,11 +4,14 @@
 //! | registry | metadata file | name, version | declared license |
 //! | --- | --- | --- | --- |
 //! | crates.io | `Cargo.toml` (as `cargo package` normalises it) | `package.name`, `package.version` | `package.license`; `package.license-file` names a license file instead |
-//! | npm | `package.json` | `name`, `version` | `license` (a string, or the legacy `{"type": …}`); else the legacy `licenses` list, read as its types joined by `OR` |
 //! | PyPI | `PKG-INFO` (an sdist's core metadata) | `Name`, `Version` | `License-Expression` (metadata 2.4); else `License`, unless it is empty or `UNKNOWN` |
+//! | npm | `package.json` | `name`, `version` | `license` (a string, or the legacy `{"type": …}`); else the legacy `licenses` list, read as its types joined by `OR` |
 //!
-//! When a package root holds more than one of these files, the first in this order is the
-//! package's ([`METADATA_FILES`]). A declared string is taken as written: what it means is
+//! When a package root holds more than one of these files, the first in this order names the
+//! package ([`METADATA_FILES`]) and every one's declaration binds it (`crate::stage::judge`
+//! joins them with `AND`). npm's `SEE LICENSE IN <file>` names a license file, as Cargo's
+//! `license-file` does; its `UNLICENSED` is read as written (and denies). Names and versions
+//! must be ones a registry accepts (no white space, a `/` only in an npm scope). A declared string is taken as written: what it means is
 //! `prov-license`'s normalisation, decided later ([`crate::decide`]). PyPI's trove
 //! classifiers (`License :: OSI Approved :: …`) are not read: several of them do not say
 //! whether they are alternatives or all apply.
@@ -16,7 +19,7 @@
 use std::fmt;
 
 /// The metadata files a package root may hold, in the order that decides between them.
-pub const METADATA_FILES: [&str; 3] = ["Cargo.toml", "package.json", "PKG-INFO"];
+pub const METADATA_FILES: [&str; 3] = ["Cargo.toml", "PKG-INFO", "package.json"];
 
 /// The registry a package comes from, known by its metadata file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -106,11 +109,37 @@ pub fn parse_metadata(file: &str, bytes: &[u8]) -> Result<Metadata, MetadataErro
     };
     let error = |message: String| MetadataError { file, message };
     let text = std::str::from_utf8(bytes).map_err(|e| error(format!("not UTF-8 (at byte {})", e.valid_up_to())))?;
-    match registry {
-        Registry::Crates => cargo_toml(text).map_err(error),
-        Registry::Npm => package_json(text).map_err(error),
-        Registry::PyPi => pkg_info(text).map_err(error),
+    let metadata = match registry {
+        Registry::Crates => cargo_toml(text),
+        Registry::Npm => package_json(text),
+        Registry::PyPi => pkg_info(text),
     }
+    .map_err(error)?;
+    check_identity(&metadata).map_err(error)?;
+    Ok(metadata)
+}
+
+/// Names and versions that make one document id per file: no white space or control
+/// characters, no `@` in a version, and a `/` only in an npm scope (`@scope/name`).
+fn check_identity(m: &Metadata) -> Result<(), String> {
+    let plain = |s: &str| !s.is_empty() && !s.chars().any(|c| c.is_whitespace() || c.is_control());
+    let name_ok = plain(&m.name)
+        && match m.registry {
+            Registry::Npm => match m.name.split_once('/') {
+                Some((scope, name)) => {
+                    scope.len() > 1 && scope.starts_with('@') && !name.is_empty() && !name.contains(['/', '@'])
+                }
+                None => !m.name.contains('@'),
+            },
+            Registry::Crates | Registry::PyPi => !m.name.contains(['/', '@']),
+        };
+    if !name_ok {
+        return Err(format!("the package name `{}` is not one a registry accepts", m.name.escape_debug()));
+    }
+    if !plain(&m.version) || m.version.contains(['/', '@']) {
+        return Err(format!("the version `{}` is not one a registry accepts", m.version.escape_debug()));
+    }
+    Ok(())
 }
 
 /// A declared string that says nothing: empty, or a placeholder.
@@ -160,6 +189,18 @@ fn package_json(text: &str) -> Result<Metadata, String> {
         _ => None,
     };
     let (declared_field, license) = match (value.get("license"), value.get("licenses")) {
+        // npm's `SEE LICENSE IN <file>`: the terms are that file's.
+        (Some(l), _) if type_of(l).is_some_and(|t| t.trim_start().starts_with("SEE LICENSE IN ")) => {
+            let file = type_of(l).unwrap_or_default().trim_start()["SEE LICENSE IN ".len()..].trim().to_owned();
+            return Ok(Metadata {
+                registry: Registry::Npm,
+                name,
+                version,
+                declared: None,
+                declared_field: None,
+                license_file: Some(file),
+            });
+        }
         (Some(l), _) => ("license", type_of(l).as_deref().and_then(declared)),
         (None, Some(serde_json::Value::Array(list))) => {
             let types: Vec<String> = list.iter().filter_map(type_of).filter_map(|t| declared(&t)).collect();
@@ -252,6 +293,16 @@ mod tests {
         assert_eq!((m.declared.as_deref(), m.declared_field), (Some("(MIT) OR (GPL-2.0)"), Some("licenses")));
         let m = parse_metadata("package.json", br#"{"name":"a","version":"1.0.0"}"#).unwrap();
         assert_eq!((m.declared, m.declared_field), (None, None));
+        let m =
+            parse_metadata("package.json", br#"{"name":"@s/a","version":"1.0.0","license":"SEE LICENSE IN TERMS.md"}"#)
+                .unwrap();
+        assert_eq!((m.package_id().as_str(), m.license_file.as_deref()), ("npm/@s/a@1.0.0", Some("TERMS.md")));
+        for bad in
+            [r#"{"name":"a/b","version":"1"}"#, r#"{"name":"a","version":"1/2"}"#, r#"{"name":"a b","version":"1"}"#]
+        {
+            assert!(parse_metadata("package.json", bad.as_bytes()).is_err(), "{bad}");
+        }
+        assert!(parse_metadata("PKG-INFO", b"Name: a@1/b\nVersion: 1\n").is_err());
     }
 
     #[test]

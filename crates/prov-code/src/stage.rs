@@ -12,6 +12,7 @@
 //!
 //! | rule | decision | when |
 //! | --- | --- | --- |
+//! | `code:vendored` | removed | the file is in a directory that holds another package (its own license file, or metadata naming another package): a bundled dependency |
 //! | `code:allowed` | kept | the package is allowed, and the file is UTF-8 and at most `max_bytes` long |
 //! | `code:denied`, `code:unknown-license`, `code:no-license` | removed | the package's rule (every file of the package) |
 //! | `code:too-large` | removed | the package is allowed, the file is longer than `max_bytes` |
@@ -145,6 +146,17 @@ pub struct Judged {
     pub metadata: Metadata,
     /// The verdict.
     pub verdict: PackageVerdict,
+    /// Directories inside the package that hold another package (a license file of their
+    /// own, or metadata naming another package): bundled dependencies, whose code is not the
+    /// package's to license. Sorted.
+    pub vendored: Vec<String>,
+}
+
+impl Judged {
+    /// The vendored directory that holds `path`, if any.
+    pub fn vendored_dir(&self, path: &str) -> Option<&str> {
+        self.vendored.iter().map(String::as_str).find(|d| path.strip_prefix(d).is_some_and(|r| r.starts_with('/')))
+    }
 }
 
 /// Reads a package's metadata and license files through `read` (a path relative to the
@@ -161,11 +173,40 @@ pub fn judge(
     policy: &Policy,
 ) -> Result<Judged, String> {
     let at_root = |name: &str| package.files.iter().find(|f| f.path.as_str() == name);
-    let (file, entry) = METADATA_FILES
-        .iter()
-        .find_map(|name| at_root(name).map(|e| (*name, e)))
-        .ok_or_else(|| format!("`{}` holds none of {}", package.dir, METADATA_FILES.join(", ")))?;
-    let metadata = parse_metadata(file, &read(entry)?).map_err(|e| format!("`{}/{e}", package.dir))?;
+    let mut all = Vec::new();
+    for name in METADATA_FILES {
+        if let Some(entry) = at_root(name) {
+            all.push(parse_metadata(name, &read(entry)?).map_err(|e| format!("`{}/{e}", package.dir))?);
+        }
+    }
+    let file = METADATA_FILES.iter().find(|name| at_root(name).is_some()).copied().unwrap_or_default();
+    let Some(mut metadata) = all.first().cloned() else {
+        return Err(format!("`{}` holds none of {}", package.dir, METADATA_FILES.join(", ")));
+    };
+    // Every declaration at the root binds the package (an sdist that also ships a
+    // `package.json`): their strings joined by `AND`; one alone is itself; npm's `UNLICENSED`
+    // in any of them denies.
+    let declaring: Vec<&Metadata> = all.iter().filter(|m| m.declared.is_some()).collect();
+    let unlicensed = declaring.iter().find(|m| m.declared.as_deref().map(str::trim) == Some(crate::decide::UNLICENSED));
+    (metadata.declared, metadata.declared_field) = match (unlicensed, declaring.as_slice()) {
+        (Some(m), _) | (None, [m]) => (m.declared.clone(), m.declared_field),
+        (None, []) => (None, None),
+        (None, [first, ..]) => (
+            Some(
+                declaring
+                    .iter()
+                    .filter_map(|m| m.declared.as_deref())
+                    .map(|d| format!("({d})"))
+                    .collect::<Vec<_>>()
+                    .join(" AND "),
+            ),
+            first.declared_field,
+        ),
+    };
+    if metadata.license_file.is_none() {
+        metadata.license_file = all.iter().find_map(|m| m.license_file.clone());
+    }
+    let vendored = vendored_dirs(package, read, &metadata)?;
     let mut license_files: Vec<(String, String)> = Vec::new();
     for f in &package.files {
         let path = f.path.as_str();
@@ -182,7 +223,42 @@ pub fn judge(
     }
     let files: Vec<LicenseFile<'_>> = license_files.iter().map(|(path, text)| LicenseFile { path, text }).collect();
     let verdict = decide(metadata.declared.as_deref(), &files, texts, policy);
-    Ok(Judged { metadata, verdict })
+    Ok(Judged { metadata, verdict, vendored })
+}
+
+/// The directories below the root that hold a license file, or a metadata file naming another
+/// package than `own` (a copy of the package's own metadata, as an sdist's `*.egg-info/PKG-INFO`,
+/// is not another package; a metadata file that does not parse as a package, as a
+/// `package.json` that only sets a module type, names none).
+fn vendored_dirs(
+    package: &PackageDir,
+    read: &dyn Fn(&TreeEntry) -> Result<Vec<u8>, String>,
+    own: &Metadata,
+) -> Result<Vec<String>, String> {
+    let mut dirs = Vec::new();
+    for f in &package.files {
+        let Some((dir, name)) = f.path.as_str().rsplit_once('/') else { continue };
+        let another = if is_license_file(name) {
+            true
+        } else if METADATA_FILES.contains(&name) {
+            parse_metadata(name, &read(f)?)
+                .is_ok_and(|m| (m.registry, &m.name, &m.version) != (own.registry, &own.name, &own.version))
+        } else {
+            false
+        };
+        if another {
+            dirs.push(dir.to_owned());
+        }
+    }
+    dirs.sort();
+    dirs.dedup();
+    // A directory inside another vendored one adds nothing.
+    let outer: Vec<String> = dirs
+        .iter()
+        .filter(|d| !dirs.iter().any(|o| d.strip_prefix(o.as_str()).is_some_and(|r| r.starts_with('/'))))
+        .cloned()
+        .collect();
+    Ok(outer)
 }
 
 /// What every task shares: the packages, the license texts and the policy.
@@ -234,7 +310,10 @@ fn package_task(
         let mut evidence = base.clone();
         let bytes = cx.store.read(&f.digest)?;
         let text = String::from_utf8(bytes);
-        let (decision, rule) = if !allowed {
+        let (decision, rule) = if let Some(dir) = judged.vendored_dir(path) {
+            evidence.insert("vendored".into(), json!(dir));
+            (LedgerDecision::Removed, "code:vendored")
+        } else if !allowed {
             let excluded: Vec<&str> = judged.verdict.excluded_by.iter().map(|(r, _)| r.as_str()).collect();
             if !excluded.is_empty() {
                 evidence.insert("excluded_by".into(), json!(excluded));

@@ -137,9 +137,31 @@ pub struct Tensor<'a> {
     pub values: &'a [f32],
 }
 
-/// Rounds to the nearest half-precision value (ties to even), back in `f64`.
+/// Rounds a finite `x` to the nearest half-precision value (ties to the even one), back in
+/// `f64`: one correct rounding, on every machine. Neither of `half`'s conversions is that: its
+/// run-time-detected hardware path (x86's F16C) goes through `f32` and rounds twice, its
+/// software path drops the low 32 bits of the mantissa before rounding. Their result is off by
+/// at most one half-precision step, so the nearest of it and its two neighbours is the answer.
 fn half(x: f64) -> f64 {
-    f64::from(f16::from_f64(x))
+    let guess = f16::from_f64_const(x).to_bits();
+    let mut best: Option<(f64, u16)> = None;
+    for bits in [guess.wrapping_sub(1), guess, guess.wrapping_add(1)] {
+        let candidate = f16::from_bits(bits);
+        if !candidate.is_finite() {
+            continue;
+        }
+        let value = candidate.to_f64_const();
+        // Distances compared exactly: a tie is a true midpoint, which goes to the even one.
+        let better = best.is_none_or(|(b, b_bits)| match (value - x).abs().total_cmp(&(b - x).abs()) {
+            std::cmp::Ordering::Less => true,
+            std::cmp::Ordering::Equal => bits % 2 == 0 && b_bits % 2 == 1,
+            std::cmp::Ordering::Greater => false,
+        });
+        if better {
+            best = Some((value, bits));
+        }
+    }
+    best.map_or(x, |(v, _)| v)
 }
 
 /// The squared error `centroids` leave on `values` (each value at its nearest centroid).
@@ -243,6 +265,9 @@ pub enum PaletteError {
     /// A tensor's shape does not fit the scheme.
     #[error("tensor `{0}`: {1}")]
     Shape(String, String),
+    /// A weight is NaN or infinite (a diverged model), or too large for a half-precision scale.
+    #[error("tensor `{0}` holds {1} at index {2}: palettize a checkpoint of finite weights")]
+    NotFinite(String, f32, usize),
 }
 
 /// A palettized model: every tensor's new values, each layer's bits, every tensor's scheme.
@@ -292,6 +317,11 @@ pub fn palettize_model(
                 t.name.to_owned(),
                 format!("{} values in {} rows", t.values.len(), t.rows),
             ));
+        }
+        // Half precision's largest value: a larger weight has no table entry or 8-bit scale.
+        let bound = 65_504.0;
+        if let Some(i) = t.values.iter().position(|v| !v.is_finite() || v.abs() > bound) {
+            return Err(PaletteError::NotFinite(t.name.to_owned(), t.values[i], i));
         }
         if is_projection(t.name) {
             let layer = layer_of(t.name)
@@ -375,6 +405,22 @@ pub fn bits_per_weight(
 mod tests {
     use super::*;
 
+    /// Rounding to half precision is one correct rounding of the `f64`, on every machine: a
+    /// value just above the midpoint between two halves whose `f32` rounding lands on it.
+    #[test]
+    fn half_rounds_once() {
+        // 1 + 2^-11 is the midpoint between 1 and the next half (1 + 2^-10); a little more
+        // rounds up, but rounding to f32 first (or dropping the mantissa's low bits) lands
+        // exactly on the midpoint, which ties to 1.
+        let step = 2f64.powi(-10);
+        assert_eq!(half(1.0 + step / 2.0 + 2f64.powi(-40)), 1.0 + step);
+        assert_eq!(half(1.0 + step / 2.0), 1.0, "a tie goes to the even one");
+        assert_eq!(half(1.0 + 1.5 * step), 1.0 + 2.0 * step, "a tie goes to the even one");
+        assert_eq!(half(-(1.0 + step / 2.0 + 2f64.powi(-40))), -(1.0 + step));
+        assert_eq!(half(3e-8), 2f64.powi(-24), "subnormals round too");
+        assert_eq!(half(0.0), 0.0);
+    }
+
     #[test]
     fn a_group_with_few_values_keeps_them_exactly() {
         let values = [0.5f32, -0.25, 0.5, 0.125, -0.25, 0.125, 0.5, 0.5];
@@ -421,5 +467,9 @@ mod tests {
         assert!(bits_per_weight(&schemes, &sizes, |_, _| true) <= 4.0);
         let e = palettize_model(&tensors, |_| true, &config(2.0), 1).unwrap_err();
         assert!(matches!(e, PaletteError::TargetTooLow { low: 2, .. }), "{e}");
+        let nan = [0.5f32, f32::NAN];
+        let diverged = [Tensor { name: "model.layers.0.mlp.up_proj.weight", rows: 1, values: &nan }];
+        let e = palettize_model(&diverged, |_| true, &config(4.0), 1).unwrap_err();
+        assert!(matches!(e, PaletteError::NotFinite(_, _, 1)), "{e}");
     }
 }

@@ -84,8 +84,14 @@ impl Stage for PalettizeStage {
             .map(|(name, (shape, values))| Tensor { name, rows: shape.first().copied().unwrap_or(1).max(1), values })
             .collect();
         let Palettized { values, layers, schemes } =
-            palettize_model(&tensors, prov_train::model_config::is_linear_projection, &config, seed)
-                .map_err(|e| StageError::Config(ConfigError::at(&["target_bits_per_weight"], e.to_string())))?;
+            palettize_model(&tensors, prov_train::model_config::is_linear_projection, &config, seed).map_err(|e| {
+                match e {
+                    crate::PaletteError::TargetTooLow { .. } => {
+                        StageError::Config(ConfigError::at(&["target_bits_per_weight"], e.to_string()))
+                    }
+                    other => bad(other.to_string()),
+                }
+            })?;
         let sizes: BTreeMap<String, (u64, u64)> =
             tensors.iter().map(|t| (t.name.to_owned(), (t.values.len() as u64, t.rows as u64))).collect();
         let projection_bpw = bits_per_weight(&schemes, &sizes, |_, s| matches!(s, Scheme::Palette { .. }));

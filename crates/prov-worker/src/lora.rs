@@ -104,6 +104,8 @@ pub struct Adapter {
     pub alpha: f64,
     /// `A` and `B` of each projection, by the model's names (`model.layers.0.self_attn.q_proj.lora_A.weight`).
     pub tensors: NamedTensors,
+    /// The base it was trained on, as its configuration names it.
+    pub base: Option<String>,
 }
 
 impl Adapter {
@@ -122,16 +124,45 @@ impl Adapter {
             return Err(format!("{CONFIG_FILE}: not a LoRA adapter (`peft_type` is {})", config["peft_type"]));
         }
         let rank = config["r"].as_i64().filter(|r| *r > 0).ok_or(format!("{CONFIG_FILE}: no positive `r`"))?;
-        let alpha = config["lora_alpha"].as_f64().ok_or(format!("{CONFIG_FILE}: no `lora_alpha`"))?;
+        let alpha =
+            config["lora_alpha"].as_f64().filter(|a| a.is_finite()).ok_or(format!("{CONFIG_FILE}: no `lora_alpha`"))?;
+        // Variants this scorer does not compute would be scored silently wrong: refused.
+        for (key, plain) in [
+            ("use_rslora", json!(false)),
+            ("use_dora", json!(false)),
+            ("fan_in_fan_out", json!(false)),
+            ("bias", json!("none")),
+        ] {
+            if config.get(key).is_some_and(|v| !v.is_null() && *v != plain) {
+                return Err(format!("{CONFIG_FILE}: `{key}` is {}; only {plain} is supported", config[key]));
+            }
+        }
         let stored =
             NamedTensors::from_safetensors(&file(WEIGHTS_FILE)?).map_err(|e| format!("{WEIGHTS_FILE}: {e}"))?;
+        let targets: Vec<&str> = config["target_modules"]
+            .as_array()
+            .map(|t| t.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
         let mut tensors = BTreeMap::new();
-        for (name, t) in stored.0 {
+        for (name, (shape, values)) in stored.0 {
             let own =
                 name.strip_prefix(PEFT_PREFIX).ok_or(format!("{WEIGHTS_FILE}: `{name}` lacks `{PEFT_PREFIX}`"))?;
-            tensors.insert(own.to_owned(), t);
+            // `A` is `[r, in]`, `B` `[out, r]`: the rank is in the stored shapes, checked here
+            // before any matrix of that rank is allocated.
+            let rank_at = if own.ends_with(".lora_A.weight") { shape.first() } else { shape.get(1) };
+            if shape.len() != 2 || rank_at.copied() != usize::try_from(rank).ok() {
+                return Err(format!("{WEIGHTS_FILE}: `{name}` has shape {shape:?}, not a rank-{rank} LoRA matrix"));
+            }
+            let module = own.rsplit('.').nth(2).unwrap_or_default();
+            if !targets.contains(&module) {
+                return Err(format!(
+                    "{WEIGHTS_FILE}: `{name}` is for `{module}`, which `target_modules` does not list"
+                ));
+            }
+            tensors.insert(own.to_owned(), (shape, values));
         }
-        Ok(Self { rank, alpha, tensors: NamedTensors(tensors) })
+        let base = config["base_model_name_or_path"].as_str().map(str::to_owned);
+        Ok(Self { rank, alpha, tensors: NamedTensors(tensors), base })
     }
 }
 

@@ -246,7 +246,9 @@ pub fn train(
     prov_torch::pin_threads(config.threads as usize);
     prov_torch::set_deterministic_algorithms(true);
     let teacher = match (&inputs.teacher, config.distillation) {
-        (Some(digest), Some(d)) => Some((load_teacher(store, digest, &phase_models)?, d.teacher_weight)),
+        (Some(digest), Some(d)) => {
+            Some((load_teacher(store, digest, inputs.tokenizer, &phase_models)?, d.teacher_weight))
+        }
         _ => None,
     };
     let mut trainer = Trainer::new(&phase_models[0].0, &loop_config, inputs.seed);
@@ -282,17 +284,25 @@ pub fn train(
     outputs(store, &trainer, &written)
 }
 
-/// The teacher of a distillation run: a checkpoint with the student's vocabulary whose context
-/// covers every phase's sequence length (a damaged checkpoint is an integrity failure).
+/// The teacher of a distillation run: a checkpoint trained with the student's tokenizer and of
+/// its vocabulary, whose context covers every phase's sequence length (a damaged checkpoint is
+/// an integrity failure).
 fn load_teacher(
     store: &Store,
     digest: &Digest,
+    tokenizer: Digest,
     phase_models: &[(prov_train::model_config::ModelConfig, Digest)],
 ) -> Result<crate::checkpoint::LoadedCheckpoint, StageError> {
     let teacher =
         crate::checkpoint::load(store, digest).map_err(|e| crate::fine_tuning::checkpoint_error("teacher", e))?;
     let bad = |message: String| StageError::Input { input: "teacher".into(), message };
     let student = &phase_models[0].0;
+    if teacher.record.tokenizer != Some(tokenizer) {
+        return Err(bad(format!(
+            "the teacher was trained with tokenizer {}, the student's tokens are {tokenizer}'s: distill with the teacher's tokenizer",
+            teacher.record.tokenizer.map_or_else(|| "none recorded".to_owned(), |t| format!("`{t}`"))
+        )));
+    }
     if teacher.config.vocab_size != student.vocab_size {
         return Err(bad(format!(
             "the teacher has a vocabulary of {} tokens, the student's tokens {}: distill with the teacher's tokenizer",

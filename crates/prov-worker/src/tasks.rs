@@ -61,6 +61,16 @@ pub(crate) fn eval(request: &EvalRequest) -> Result<EvalReply, TaskFailure> {
     let mut loaded = load(&store, &request.checkpoint, request.threads)?;
     if let Some(digest) = &request.adapter {
         let adapter = crate::lora::Adapter::read(&store, digest).map_err(TaskFailure::input)?;
+        // A `lora` stage names its base checkpoint by digest: an adapter trained on another
+        // checkpoint would be scored on a model it was not made for.
+        if let Some(base) = adapter.base.as_deref().filter(|b| b.starts_with("blake3:"))
+            && base != request.checkpoint.to_string()
+        {
+            return Err(TaskFailure::input(format!(
+                "adapter `{digest}` was trained on checkpoint {base}, not `{}`",
+                request.checkpoint
+            )));
+        }
         loaded.attach_adapter(&adapter).map_err(TaskFailure::input)?;
     }
     let mut scored = Vec::new();

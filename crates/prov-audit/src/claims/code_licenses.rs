@@ -27,6 +27,7 @@ struct Judged {
     allowed: bool,
     dir: String,
     files: BTreeMap<String, Digest>,
+    vendored: Vec<String>,
 }
 
 /// The `code-licenses` claim.
@@ -66,10 +67,21 @@ fn check_stage(cx: &RunContext<'_>, s: &StageRecord, policy: &Policy, texts: &Li
     if configured != policy.name() {
         result.fail(format!("`{name}` ran under policy `{configured}`, not the claimed `{}`", policy.name()));
     }
-    let config: CodePackagesConfig = match serde_json::from_value(s.config.clone()) {
-        Ok(c) => c,
-        Err(e) => {
+    // The config as the stage kind resolves it: a recorded config it would refuse or write
+    // otherwise (an empty extension, an unsorted list) is not one a stage ran with.
+    let resolved = prov_exec::Stage::resolve_config(&prov_code::CodePackagesStage, &s.config);
+    let config: CodePackagesConfig = match resolved.map(|r| (r == s.config, serde_json::from_value(r))) {
+        Ok((true, Ok(c))) => c,
+        Ok((_, Err(e))) => {
             result.fail(format!("`{name}`'s config is not a code-packages config: {e}"));
+            return;
+        }
+        Ok((false, _)) => {
+            result.fail(format!("`{name}`'s config is not as the stage kind resolves it"));
+            return;
+        }
+        Err(e) => {
+            result.fail(format!("`{name}`'s config is refused by the stage kind: {e}"));
             return;
         }
     };
@@ -222,6 +234,9 @@ fn check_document(
     let Some(digest) = j.files.get(path) else {
         return Err(format!("`{id}`: `{package}` has no file `{path}`"));
     };
+    if let Some(dir) = j.vendored.iter().find(|d| path.strip_prefix(d.as_str()).is_some_and(|r| r.starts_with('/'))) {
+        return Err(format!("`{id}` is in `{dir}`, a package bundled inside `{package}`"));
+    }
     if !config.is_code(path) {
         return Err(format!("`{id}`: `{path}` is not a code file under the stage's extensions"));
     }
@@ -251,7 +266,8 @@ fn rejudge(
         let j = judge(&dir, &read, texts, policy)?;
         let id = j.metadata.package_id();
         let files = dir.files.iter().map(|f| (f.path.as_str().to_owned(), f.digest)).collect();
-        let judged = Judged { allowed: j.verdict.rule == "code:allowed", dir: dir.dir.clone(), files };
+        let judged =
+            Judged { allowed: j.verdict.rule == "code:allowed", dir: dir.dir.clone(), files, vendored: j.vendored };
         if out.insert(id.clone(), judged).is_some() {
             return Err(format!("two directories hold package `{id}`"));
         }

@@ -46,7 +46,12 @@ fn entries(dir: &Path) -> Result<Vec<TreeEntry>, CommandError> {
             let item = item.map_err(|e| CommandError::input(e.to_string()))?;
             let path = item.path();
             let kind = item.file_type().map_err(|e| CommandError::input(e.to_string()))?;
-            if kind.is_dir() {
+            if kind.is_symlink() {
+                return Err(CommandError::input(format!(
+                    "{}: a symbolic link; a package is plain files",
+                    path.display()
+                )));
+            } else if kind.is_dir() {
                 stack.push(path);
             } else if kind.is_file() {
                 let rel = path.strip_prefix(dir).unwrap_or(&path).to_string_lossy().replace('\\', "/");
