@@ -360,7 +360,9 @@ impl Stage for CodePackagesStage {
         "code-packages"
     }
     fn version(&self) -> u32 {
-        1
+        // 2: vendored directories, every root metadata file declaring, unrecognised license
+        // files, verbatim texts, `UNLICENSED` and `SEE LICENSE IN`.
+        2
     }
     fn summary(&self) -> &'static str {
         "the source files of registry packages (crates.io, npm, PyPI) as documents, kept only when the package's \

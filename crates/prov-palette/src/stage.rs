@@ -29,7 +29,8 @@ impl Stage for PalettizeStage {
         "palettize"
     }
     fn version(&self) -> u32 {
-        1
+        // 2: one correct rounding to half precision (1 rounded twice on x86).
+        2
     }
     fn summary(&self) -> &'static str {
         "quantizes a checkpoint as AFM's on-device model is (k-means lookup tables per 16 rows at 2 or 4 bits per \
