@@ -219,23 +219,28 @@ fn counts_taken_against_another_benchmark_are_refused() {
     assert!(run.stderr().contains("the counts were taken against benchmark"), "{}", run.describe());
 }
 
+/// A recipe named `name`: the UDHR sample, a 800-piece `sentencepiece` tokenizer, and a small
+/// model of `architecture` pretrained 20 steps with RMSProp with momentum.
+fn spm_pretrain_recipe(name: &str, architecture: &str) -> String {
+    format!(
+        "schema: 1\nname: {name}\nseed: 5\nsources:\n  udhr:\n    path: data/quickstart/udhr-sample.jsonl\n    license: MIT\n\
+         stages:\n  shards:\n    kind: shard\n    inputs: {{docs: udhr}}\n    params: {{shards: 2}}\n\
+         \x20 spm:\n    kind: sentencepiece\n    inputs: {{docs: shards}}\n    params: {{vocab_size: 800}}\n\
+         \x20 tokens:\n    kind: tokenize\n    inputs: {{docs: shards, tokenizer: spm.tokenizer}}\n    params: {{seq_len: 64}}\n\
+         \x20 pretrain:\n    kind: pretrain\n    inputs: {{tokens: tokens.tokens, order: tokens.order, tokenizer: spm.tokenizer}}\n\
+         \x20   params:\n      steps: 20\n      batch_size: 4\n      checkpoint_every: 10\n      lr: 0.01\n      clip: 1.0\n      goldfish: null\n\
+         \x20     optimizer: {{kind: rmsprop-momentum}}\n\
+         \x20     model: {{architecture: {architecture}, hidden_size: 64, intermediate_size: 128, num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 2}}\n"
+    )
+}
+
 /// AFM's tokenizer and optimizer in a run: the `sentencepiece` stage trains on the UDHR
 /// sample, `tokenize` packs with its `tokenizer.json`, and `pretrain` trains a small SwiGLU
 /// model with RMSProp with momentum. The loss falls and the run replays bit for bit.
 #[test]
 fn a_sentencepiece_tokenizer_and_rmsprop_momentum_train_a_model_that_replays() {
     let p = Project::with_recipes();
-    p.write(
-        "recipes/afm-train.yaml",
-        "schema: 1\nname: afm-train\nseed: 5\nsources:\n  udhr:\n    path: data/quickstart/udhr-sample.jsonl\n    license: MIT\n\
-         stages:\n  shards:\n    kind: shard\n    inputs: {docs: udhr}\n    params: {shards: 2}\n\
-         \x20 spm:\n    kind: sentencepiece\n    inputs: {docs: shards}\n    params: {vocab_size: 800}\n\
-         \x20 tokens:\n    kind: tokenize\n    inputs: {docs: shards, tokenizer: spm.tokenizer}\n    params: {seq_len: 64}\n\
-         \x20 pretrain:\n    kind: pretrain\n    inputs: {tokens: tokens.tokens, order: tokens.order, tokenizer: spm.tokenizer}\n\
-         \x20   params:\n      steps: 20\n      batch_size: 4\n      checkpoint_every: 10\n      lr: 0.01\n      clip: 1.0\n      goldfish: null\n\
-         \x20     optimizer: {kind: rmsprop-momentum}\n\
-         \x20     model: {architecture: llama, hidden_size: 64, intermediate_size: 128, num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 2}\n",
-    );
+    p.write("recipes/afm-train.yaml", &spm_pretrain_recipe("afm-train", "llama"));
     let run = p.json(&["run", "recipes/afm-train.yaml"]);
     let spm = record(&p, &run, "spm");
     assert_eq!(
@@ -330,17 +335,7 @@ fn distillation_trains_a_student_that_replays() {
 #[test]
 fn the_afm_decoder_shares_its_embeddings_and_exports_as_qwen3() {
     let p = Project::with_recipes();
-    p.write(
-        "recipes/afm-arch.yaml",
-        "schema: 1\nname: afm-arch\nseed: 5\nsources:\n  udhr:\n    path: data/quickstart/udhr-sample.jsonl\n    license: MIT\n\
-         stages:\n  shards:\n    kind: shard\n    inputs: {docs: udhr}\n    params: {shards: 2}\n\
-         \x20 spm:\n    kind: sentencepiece\n    inputs: {docs: shards}\n    params: {vocab_size: 800}\n\
-         \x20 tokens:\n    kind: tokenize\n    inputs: {docs: shards, tokenizer: spm.tokenizer}\n    params: {seq_len: 64}\n\
-         \x20 pretrain:\n    kind: pretrain\n    inputs: {tokens: tokens.tokens, order: tokens.order, tokenizer: spm.tokenizer}\n\
-         \x20   params:\n      steps: 20\n      batch_size: 4\n      checkpoint_every: 10\n      lr: 0.01\n      clip: 1.0\n      goldfish: null\n\
-         \x20     optimizer: {kind: rmsprop-momentum}\n\
-         \x20     model: {architecture: afm, hidden_size: 64, intermediate_size: 128, num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 2}\n",
-    );
+    p.write("recipes/afm-arch.yaml", &spm_pretrain_recipe("afm-arch", "afm"));
     let run = p.json(&["run", "recipes/afm-arch.yaml"]);
     let model = stage(&run, "pretrain")["data"]["outputs"]["model"].as_str().unwrap().to_owned();
     let checkpoint = p.json(&["show", &model])[0]["data"]["record"].clone();

@@ -269,9 +269,7 @@ impl Policy {
     /// Returns the Apertus report's "permissive: redistribution and commercial use allowed"
     /// policy, named `permissive`, version `1` (see the module documentation).
     pub fn permissive() -> Self {
-        let mut policy = Self::builder("permissive", "1").build();
-        policy.allow = PERMISSIVE_ALLOW.iter().chain(CC_BY).map(|s| (*s).to_owned()).collect();
-        policy
+        Self::listed("permissive", PERMISSIVE_ALLOW)
     }
 
     /// Returns the AFM report's allow list for code (§3.1.3), named `afm-code`, version `1`:
@@ -288,8 +286,13 @@ impl Policy {
     /// assert_eq!(evaluate(&Policy::permissive(), &normalize("Zlib")).decision, Decision::Allow);
     /// ```
     pub fn afm_code() -> Self {
-        let mut policy = Self::builder("afm-code", "1").build();
-        policy.allow = AFM_CODE_ALLOW.iter().chain(CC_BY).map(|s| (*s).to_owned()).collect();
+        Self::listed("afm-code", AFM_CODE_ALLOW)
+    }
+
+    /// A preset named `name`, version `1`, allowing `ids` and every CC BY license.
+    fn listed(name: &str, ids: &[&str]) -> Self {
+        let mut policy = Self::builder(name, "1").build();
+        policy.allow = ids.iter().chain(CC_BY).map(|s| (*s).to_owned()).collect();
         policy
     }
 

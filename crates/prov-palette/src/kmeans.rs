@@ -48,8 +48,8 @@ pub fn plus_plus(values: &[f64], k: usize, rng: &mut SplitMix64) -> Vec<f64> {
                 break;
             }
         }
-        let chosen =
-            chosen.unwrap_or_else(|| nearest_sq.iter().rposition(|d| *d > 0.0).expect("the total is positive"));
+        // Rounding can leave the running sum at or under the target: the last value still apart.
+        let Some(chosen) = chosen.or_else(|| nearest_sq.iter().rposition(|d| *d > 0.0)) else { break };
         let c = values[chosen];
         centroids.push(c);
         for (d, x) in nearest_sq.iter_mut().zip(values) {

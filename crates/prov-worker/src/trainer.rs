@@ -38,6 +38,28 @@ pub trait Samples {
     fn sample(&self, index: u64) -> Result<Vec<u32>, Self::Error>;
 }
 
+/// A variable store's variables, sorted by name (`VarStore::variables` is a hash map).
+fn sorted_variables(vs: &VarStore) -> Vec<(String, Tensor)> {
+    let mut params: Vec<(String, Tensor)> = vs.variables().into_iter().collect();
+    params.sort_by(|a, b| a.0.cmp(&b.0));
+    params
+}
+
+/// Overwrites `params` (in name order) with `weights`, which must hold exactly their tensors.
+fn load_into(params: &mut [(String, Tensor)], weights: &NamedTensors) -> Result<(), String> {
+    let names: Vec<&String> = params.iter().map(|(n, _)| n).collect();
+    let stored: Vec<&String> = weights.0.keys().collect();
+    if names != stored {
+        return Err(format!("the checkpoint holds tensors {stored:?}, the model has {names:?}"));
+    }
+    tch::no_grad(|| {
+        for (name, t) in params.iter_mut() {
+            crate::copy_stored(t, name, &weights.0[name.as_str()])?;
+        }
+        Ok::<(), String>(())
+    })
+}
+
 /// The model, its optimizer and the log: everything a checkpoint holds.
 pub struct Trainer {
     config: LoopConfig,
@@ -57,11 +79,16 @@ impl Trainer {
         tch::manual_seed(seed.cast_signed());
         let vs = VarStore::new(prov_torch::device());
         let model = Decoder::new(&vs.root(), model_config);
-        let mut params: Vec<(String, Tensor)> = vs.variables().into_iter().collect();
-        params.sort_by(|a, b| a.0.cmp(&b.0));
+        let params = sorted_variables(&vs);
+        Self::assemble(config, vs, model, params, model_config.hidden_size)
+    }
+
+    /// A trainer of `model` whose optimizer updates `params` (in name order), under the
+    /// schedule `config` names, at step 0.
+    fn assemble(config: &LoopConfig, vs: VarStore, model: Decoder, params: Vec<(String, Tensor)>, hidden: i64) -> Self {
         let with_decay: Vec<(String, Tensor, bool)> =
             params.iter().map(|(n, t)| (n.clone(), t.shallow_clone(), decays(&t.size()))).collect();
-        let optimizer = Optimizer::new(&config.optimizer, config.lr, with_decay, model_config.hidden_size);
+        let optimizer = Optimizer::new(&config.optimizer, config.lr, with_decay, hidden);
         let schedule = match config.schedule {
             ScheduleKind::Wsd => {
                 Schedule::Wsd(Wsd::new(config.lr, config.steps, config.warmup_steps, config.cooldown_steps))
@@ -97,18 +124,19 @@ impl Trainer {
         (rank, alpha): (i64, f64),
         seed: u64,
     ) -> Result<Self, String> {
-        let mut trainer = Self::from_weights(model_config, config, weights)?;
-        for (_, t) in &trainer.params {
+        // The base's draws are overwritten by its weights; only the adapter's `A` is drawn.
+        tch::manual_seed(0);
+        let vs = VarStore::new(prov_torch::device());
+        let mut model = Decoder::new(&vs.root(), model_config);
+        let mut base = sorted_variables(&vs);
+        load_into(&mut base, weights)?;
+        for (_, t) in &base {
             let _frozen = t.set_requires_grad(false);
         }
         tch::manual_seed(seed.cast_signed());
-        let mut adapter = trainer.model.attach_lora(&trainer.vs.root(), rank, alpha);
+        let mut adapter = model.attach_lora(&vs.root(), rank, alpha);
         adapter.sort_by(|a, b| a.0.cmp(&b.0));
-        let with_decay: Vec<(String, Tensor, bool)> =
-            adapter.iter().map(|(n, t)| (n.clone(), t.shallow_clone(), decays(&t.size()))).collect();
-        trainer.optimizer = Optimizer::new(&config.optimizer, config.lr, with_decay, model_config.hidden_size);
-        trainer.params = adapter;
-        Ok(trainer)
+        Ok(Self::assemble(config, vs, model, adapter, model_config.hidden_size))
     }
 
     /// Steps taken.
@@ -285,17 +313,7 @@ impl Trainer {
 
     /// Overwrites the parameters with `weights`, which must hold exactly the model's tensors.
     fn load_weights(&mut self, weights: &NamedTensors) -> Result<(), String> {
-        let names: Vec<&String> = self.params.iter().map(|(n, _)| n).collect();
-        let stored: Vec<&String> = weights.0.keys().collect();
-        if names != stored {
-            return Err(format!("the checkpoint holds tensors {stored:?}, the model has {names:?}"));
-        }
-        tch::no_grad(|| {
-            for (name, t) in &mut self.params {
-                crate::copy_stored(t, name, &weights.0[name])?;
-            }
-            Ok::<(), String>(())
-        })
+        load_into(&mut self.params, weights)
     }
 
     /// The Goldfish share of labels dropped so far.

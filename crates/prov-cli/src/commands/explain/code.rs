@@ -35,34 +35,12 @@ pub(super) struct CodePackagesArgs {
     policy: String,
 }
 
-/// The files under `dir`, as tree entries relative to it, in path order (digests are not
-/// needed: the files are read from disk).
+/// The files under `dir`, as the tree a source import of it would record (sorted; symbolic
+/// links and names that are not UTF-8 refused, as the import refuses them).
 fn entries(dir: &Path) -> Result<Vec<TreeEntry>, CommandError> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        let read = fs_err::read_dir(&d).map_err(|e| CommandError::input(e.to_string()))?;
-        for item in read {
-            let item = item.map_err(|e| CommandError::input(e.to_string()))?;
-            let path = item.path();
-            let kind = item.file_type().map_err(|e| CommandError::input(e.to_string()))?;
-            if kind.is_symlink() {
-                return Err(CommandError::input(format!(
-                    "{}: a symbolic link; a package is plain files",
-                    path.display()
-                )));
-            } else if kind.is_dir() {
-                stack.push(path);
-            } else if kind.is_file() {
-                let rel = path.strip_prefix(dir).unwrap_or(&path).to_string_lossy().replace('\\', "/");
-                let size = item.metadata().map_err(|e| CommandError::input(e.to_string()))?.len();
-                let rel = rel.parse().map_err(|e| CommandError::input(format!("{}: {e}", path.display())))?;
-                out.push(TreeEntry { path: rel, digest: prov_store::Digest::of(b""), size, executable: false });
-            }
-        }
-    }
-    out.sort_by(|a, b| a.path.as_str().cmp(b.path.as_str()));
-    Ok(out)
+    let tree = prov_exec::tree_record(dir, &mut |path| Ok(prov_exec::hash_file(path)?))
+        .map_err(|e| CommandError::input(format!("{}: {e}", dir.display())))?;
+    Ok(tree.entries)
 }
 
 pub(super) fn cmd_explain_code_packages(
