@@ -208,28 +208,17 @@ impl Chrf {
     pub fn score(&self, stats: &ChrfStats) -> f64 {
         // beta² exactly as Python's integer `beta ** 2` becomes a float (exact below 2^26).
         let factor = f64::from(self.beta) * f64::from(self.beta);
-        let mut smoothed = 0.0;
-        let mut effective_order = 0u32;
-        let (mut mean_precision, mut mean_recall) = (0.0f64, 0.0f64);
-        for c in &stats.0 {
-            let prec = if c.hypothesis > 0 { c.matches as f64 / c.hypothesis as f64 } else { EPS };
-            let rec = if c.reference > 0 { c.matches as f64 / c.reference as f64 } else { EPS };
-            let denom = factor * prec + rec;
-            smoothed += if denom > 0.0 { (1.0 + factor) * prec * rec / denom } else { EPS };
-            if c.hypothesis > 0 && c.reference > 0 {
-                mean_precision += prec;
-                mean_recall += rec;
-                effective_order += 1;
-            }
-        }
         if self.eps_smoothing {
+            let mut smoothed = 0.0;
+            for c in &stats.0 {
+                let prec = if c.hypothesis > 0 { c.matches as f64 / c.hypothesis as f64 } else { EPS };
+                let rec = if c.reference > 0 { c.matches as f64 / c.reference as f64 } else { EPS };
+                let denom = factor * prec + rec;
+                smoothed += if denom > 0.0 { (1.0 + factor) * prec * rec / denom } else { EPS };
+            }
             return 100.0 * smoothed / stats.0.len() as f64;
         }
-        if effective_order == 0 {
-            return 0.0;
-        }
-        mean_precision /= f64::from(effective_order);
-        mean_recall /= f64::from(effective_order);
+        let (mean_precision, mean_recall) = mean_precision_recall(stats);
         if mean_precision + mean_recall == 0.0 {
             return 0.0;
         }
@@ -325,6 +314,22 @@ fn match_counts<K: Eq + Hash>(hypothesis: &HashMap<K, u64>, reference: &HashMap<
         reference: reference.values().sum(),
         matches,
     }
+}
+
+/// The mean n-gram precision and recall of `stats` (sacrebleu's `_compute_f_score`): over the
+/// orders where both the hypothesis and the reference have n-grams, `matches / hypothesis`
+/// and `matches / reference`; `(0, 0)` when no order has both.
+pub fn mean_precision_recall(stats: &ChrfStats) -> (f64, f64) {
+    let (mut precision, mut recall, mut orders) = (0.0f64, 0.0f64, 0u32);
+    for c in stats.0.iter().filter(|c| c.hypothesis > 0 && c.reference > 0) {
+        precision += c.matches as f64 / c.hypothesis as f64;
+        recall += c.matches as f64 / c.reference as f64;
+        orders += 1;
+    }
+    if orders == 0 {
+        return (0.0, 0.0);
+    }
+    (precision / f64::from(orders), recall / f64::from(orders))
 }
 
 #[cfg(test)]

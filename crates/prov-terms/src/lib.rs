@@ -13,7 +13,7 @@ pub mod list;
 pub mod stage;
 
 pub use list::{CaseMode, MatchMode, Scan, TermList};
-pub use stage::{FilterMode, TermFilterConfig, TermFilterStage, TermLists};
+pub use stage::{FilterMode, TermFilterConfig, TermFilterStage, TermLists, read_term_lists};
 
 /// Registers the `term-filter` stage kind.
 pub fn register(registry: &mut prov_exec::Registry) {

@@ -48,6 +48,14 @@ impl TermLists {
         }
     }
 
+    /// The occurrences of every list's terms in `text`, added up.
+    pub fn count_all(&self, text: &str) -> u64 {
+        match self {
+            Self::Single(list) => list.scan(text).matches,
+            Self::PerLanguage(lists) => lists.values().map(|list| list.scan(text).matches).sum(),
+        }
+    }
+
     /// The number of terms of each list, `*` naming a single list.
     pub fn sizes(&self) -> BTreeMap<String, usize> {
         match self {
@@ -158,7 +166,7 @@ impl Stage for TermFilterStage {
     }
     fn map(&self, cx: &StageContext<'_>, tasks: &[usize]) -> Result<Vec<MapResultText>, StageError> {
         let config: TermFilterConfig = parse_params(cx.config).map_err(StageError::Config)?;
-        let lists = cx.prepared(|| term_lists(cx, &config))?;
+        let lists = cx.prepared(|| read_term_lists(cx, "terms", config.matching, config.case))?;
         prov_filter::map_decided(cx, tasks, |doc, (): &mut ()| match lists.for_document(doc) {
             Ok(list) => {
                 let (decision, rule, evidence) = config.decide(&list.scan(&doc.text));
@@ -178,28 +186,33 @@ impl Stage for TermFilterStage {
     fn reduce(&self, cx: &StageContext<'_>, results: MapResults<'_>) -> Result<StageOutput, StageError> {
         let config: TermFilterConfig = parse_params(cx.config).map_err(StageError::Config)?;
         let mut out = prov_filter::reduce_filtered(cx, results, |_, _| Ok(()))?;
-        out.stats.insert("terms".into(), json!(term_lists(cx, &config)?.sizes()));
+        out.stats.insert("terms".into(), json!(read_term_lists(cx, "terms", config.matching, config.case)?.sizes()));
         Ok(out)
     }
 }
 
-/// The stage's `terms` input, read as its configuration reads it: one file, or a directory of
-/// `<language>.txt` lists (license and notice files passed over).
-fn term_lists(cx: &StageContext<'_>, config: &TermFilterConfig) -> Result<TermLists, StageError> {
-    let bad = |message: String| StageError::Input { input: "terms".into(), message };
+/// The lists of input `input` (the `term-filter` stage's `terms`), matched as `matching` and
+/// `case` say: one file, or a directory of `<language>.txt` lists (license and notice files
+/// passed over). Errors name the input and the file.
+pub fn read_term_lists(
+    cx: &StageContext<'_>,
+    input: &str,
+    matching: MatchMode,
+    case: CaseMode,
+) -> Result<TermLists, StageError> {
+    let bad = |message: String| StageError::Input { input: input.to_owned(), message };
     let parse = |text: &[u8], name: &str| {
         let text = std::str::from_utf8(text)
             .map_err(|e| bad(format!("`{name}` is not UTF-8 (at byte {})", e.valid_up_to())))?;
-        TermList::parse(text, config.matching, config.case).map_err(|m| bad(format!("`{name}`: {m}")))
+        TermList::parse(text, matching, case).map_err(|m| bad(format!("`{name}`: {m}")))
     };
-    let input = cx.input("terms")?;
-    let tree = match prov_manifest::get_record(cx.store, &input.digest)? {
+    let tree = match prov_manifest::get_record(cx.store, &cx.input(input)?.digest)? {
         prov_manifest::Record::Source(prov_manifest::SourceRecord {
             content: prov_manifest::Content::Tree { digest, .. },
             ..
         }) => prov_manifest::get_typed::<prov_manifest::TreeRecord>(cx.store, &digest)
-            .map_err(|e| StageError::of_input("terms", e))?,
-        _ => return Ok(TermLists::Single(parse(&cx.read_file_input("terms")?, "terms")?)),
+            .map_err(|e| StageError::of_input(input, e))?,
+        _ => return Ok(TermLists::Single(parse(&cx.read_file_input(input)?, input)?)),
     };
     let mut lists = BTreeMap::new();
     for entry in tree.entries {

@@ -1,6 +1,8 @@
 //! The training stage kinds as a lockfile sees them: `pretrain` ([`pretrain`]), supervised
 //! fine-tuning ([`sft`]), LoRA adapters ([`lora`]), reference completions ([`completions`]), preference alignment with
-//! DPO and QRPO ([`alignment`]) and translation evaluation ([`evaluate`]). For each: its
+//! DPO and QRPO ([`alignment`]), translation evaluation ([`evaluate`]), and AFM's
+//! post-training: graded preference data ([`preference_data`]), the reward model and scoring
+//! with it ([`reward_model`]), best-of-N selection ([`best_of_n`]) and MDLOO ([`mdloo`]). For each: its
 //! configuration with every default explicit, its inputs, outputs, seeds, determinism class
 //! and version, and (for `pretrain`) where a replay departs from its recording.
 //!
@@ -11,12 +13,14 @@
 //! checkpoint records and their tensors ([`checkpoint`]), and what the post-training stages
 //! share ([`post`]).
 //!
-//! Every kind here computes with libtorch, which `prov` does not load: each kind's
+//! Every kind here but `preference-data` and `best-of-n` (plain Rust, run in `prov`) computes
+//! with libtorch, which `prov` does not load: each such kind's
 //! [`prov_exec::Stage::run`] hands the stage to the worker executable
 //! ([`prov_exec::run_in_worker`]), where `prov-worker` runs it against the same store. See the
 //! book's "How Provenant is built".
 
 pub mod alignment;
+pub mod best_of_n;
 pub mod checkpoint;
 pub mod checkpoint_tasks;
 pub mod completions;
@@ -24,16 +28,20 @@ pub mod evaluate;
 pub mod goldfish;
 pub mod loop_config;
 pub mod lora;
+pub mod mdloo;
 pub mod model_config;
 pub mod optimizer;
 pub mod phases;
 pub mod post;
+pub mod preference_data;
 pub mod pretrain;
+pub mod reward_model;
 pub mod schedule;
 pub mod sft;
 
-/// Registers the training stage kinds: `pretrain`, `sft`, `sample-completions`, `dpo`,
-/// `qrpo` and `chrf-eval`.
+/// Registers the training stage kinds: `pretrain`, `sft`, `lora`, `sample-completions`, `dpo`,
+/// `qrpo`, `chrf-eval`, and AFM's `preference-data`, `reward-model`, `reward-model-score`,
+/// `best-of-n` and `mdloo`.
 pub fn register(registry: &mut prov_exec::Registry) {
     use std::sync::Arc;
     registry.register(Arc::new(pretrain::PretrainStage));
@@ -43,4 +51,9 @@ pub fn register(registry: &mut prov_exec::Registry) {
     registry.register(Arc::new(alignment::AlignStage(alignment::Method::Dpo)));
     registry.register(Arc::new(alignment::AlignStage(alignment::Method::Qrpo)));
     registry.register(Arc::new(evaluate::ChrfEvalStage));
+    registry.register(Arc::new(preference_data::PreferenceDataStage));
+    registry.register(Arc::new(reward_model::RewardModelStage));
+    registry.register(Arc::new(reward_model::RewardModelScoreStage));
+    registry.register(Arc::new(best_of_n::BestOfNStage));
+    registry.register(Arc::new(mdloo::MdlooStage));
 }

@@ -40,19 +40,22 @@ use crate::trainer::Trainer;
 pub struct AlignRun(pub Method);
 
 /// One completion to score: prompt and completion ids.
-struct Item<'a> {
-    prompt: &'a [u32],
-    completion: &'a [u32],
+pub(crate) struct Item<'a> {
+    pub(crate) prompt: &'a [u32],
+    pub(crate) completion: &'a [u32],
 }
 
 /// A padded batch: inputs, labels and the completion mask, all `[rows, time]`.
-struct Batch {
-    inputs: Tensor,
-    labels: Tensor,
-    mask: Tensor,
+pub(crate) struct Batch {
+    pub(crate) inputs: Tensor,
+    pub(crate) labels: Tensor,
+    pub(crate) mask: Tensor,
 }
 
-fn batch(items: &[Item<'_>], pad: i64, device: Device) -> Batch {
+/// The batch of `items`: `prompt + completion` ids padded on the right with `pad`, the inputs
+/// all but the last position, the labels all but the first, the mask true exactly where a
+/// label is a completion token.
+pub(crate) fn batch(items: &[Item<'_>], pad: i64, device: Device) -> Batch {
     let len = items.iter().map(|i| i.prompt.len() + i.completion.len()).max().expect("a batch is not empty");
     let time = len - 1;
     let (mut inputs, mut labels, mut mask) = (Vec::new(), Vec::new(), Vec::new());

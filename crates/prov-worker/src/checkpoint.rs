@@ -47,8 +47,12 @@ pub fn load(store: &Store, digest: &Digest) -> Result<LoadedCheckpoint, Checkpoi
     let weights_err = |message: String| CheckpointError::Weights { digest: record.weights, message };
     let weights = NamedTensors::from_safetensors(&store.read(&record.weights)?).map_err(weights_err)?;
     check_tensors(&record, &weights)?;
+    let heads = prov_train::reward_model::RewardHeads::from_hf_config(&hf_config).map_err(config_err)?;
     let vs = VarStore::new(prov_torch::device());
-    let model = Decoder::new(&vs.root(), &config);
+    let mut model = Decoder::new(&vs.root(), &config);
+    if let Some(heads) = &heads {
+        model.attach_reward_heads(&vs.root(), heads);
+    }
     let mut variables: Vec<(String, Tensor)> = vs.variables().into_iter().collect();
     variables.sort_by(|a, b| a.0.cmp(&b.0));
     let names: Vec<&String> = variables.iter().map(|(n, _)| n).collect();
@@ -214,6 +218,14 @@ fn pick(logits: &[f32], temperature: f64, u: f64) -> i64 {
 /// chat template when the tokenizer has the chat tokens.
 pub fn hf_folder(store: &Store, digest: &Digest) -> Result<BTreeMap<&'static str, Vec<u8>>, CheckpointError> {
     let loaded = load(store, digest)?;
+    if loaded.model.is_reward_model() {
+        return Err(CheckpointError::Config {
+            digest: loaded.record.config,
+            message: "it is a reward model (`reward_heads`): transformers has no class for its score and grade heads, \
+                      so it is not exported"
+                .into(),
+        });
+    }
     let tokenizer_digest = loaded.record.tokenizer.ok_or(CheckpointError::NoTokenizer(*digest))?;
     let tokenizer = store.read(&tokenizer_digest)?;
     let mut tensors = loaded.weights.clone();

@@ -9,10 +9,47 @@ use prov_manifest::{OutputRef, OutputType, derive_seed};
 use prov_reward::preference::{Completion, PromptCompletions};
 use prov_store::ObjectKind;
 use prov_train::completions::{SampleConfig, choose};
+use prov_tokenizer::chat::ChatTemplate;
 use prov_train::post;
 use serde_json::json;
 
 use crate::fine_tuning;
+
+/// The examples whose prompt, rendered with `template`, leaves room for `max_new` tokens in
+/// the model's `window` (a longer one would be sampled from a cut prompt), each with its
+/// rendered ids and reference answer, in file order. Refuses an example that is not a prompt
+/// and an answer, and a file with no eligible example, naming the line and id.
+pub(crate) fn eligible_prompts<'a>(
+    examples: &'a [post::ChatExample],
+    template: &ChatTemplate,
+    max_new: usize,
+    window: usize,
+) -> Result<Vec<(&'a post::ChatExample, Vec<u32>, &'a str)>, StageError> {
+    let mut eligible = Vec::with_capacity(examples.len());
+    for (index, example) in examples.iter().enumerate() {
+        let bad = |message: String| StageError::Input {
+            input: "examples".into(),
+            message: format!("line {} (`{}`): {message}", index + 1, example.id),
+        };
+        let (prompt, reference) = example
+            .prompt_and_reference()
+            .ok_or_else(|| bad("does not end with an `assistant` answer after a prompt".into()))?;
+        let prompt_ids = template.render_prompt(prompt).map_err(|e| bad(e.to_string()))?;
+        if prompt_ids.len() + max_new <= window {
+            eligible.push((example, prompt_ids, reference));
+        }
+    }
+    if eligible.is_empty() {
+        return Err(StageError::Input {
+            input: "examples".into(),
+            message: format!(
+                "no prompt of the {} examples leaves room for `max_new_tokens` {max_new} in the model's {window} positions",
+                examples.len()
+            ),
+        });
+    }
+    Ok(eligible)
+}
 
 /// Runs `sample-completions` stages.
 pub struct SampleCompletionsRun;
@@ -28,31 +65,7 @@ impl StageRun for SampleCompletionsRun {
         let examples = post::read_examples(cx, "examples")?;
         let max_new = usize::try_from(config.max_new_tokens).expect("a length fits in memory");
         let window = usize::try_from(model.config.max_position_embeddings).expect("a window fits in memory");
-        // Every prompt rendered; those that leave room for `max_new_tokens` in the model's
-        // window are eligible (a longer one would be sampled from a cut prompt).
-        let mut eligible = Vec::with_capacity(examples.len());
-        for (index, example) in examples.iter().enumerate() {
-            let bad = |message: String| StageError::Input {
-                input: "examples".into(),
-                message: format!("line {} (`{}`): {message}", index + 1, example.id),
-            };
-            let (prompt, reference) = example
-                .prompt_and_reference()
-                .ok_or_else(|| bad("does not end with an `assistant` answer after a prompt".into()))?;
-            let prompt_ids = template.render_prompt(prompt).map_err(|e| bad(e.to_string()))?;
-            if prompt_ids.len() + max_new <= window {
-                eligible.push((example, prompt_ids, reference));
-            }
-        }
-        if eligible.is_empty() {
-            return Err(StageError::Input {
-                input: "examples".into(),
-                message: format!(
-                    "no prompt of the {} examples leaves room for `max_new_tokens` {max_new} in the model's {window} positions",
-                    examples.len()
-                ),
-            });
-        }
+        let eligible = eligible_prompts(&examples, &template, max_new, window)?;
         let too_long = examples.len() - eligible.len();
         let chosen = choose(eligible.len() as u64, config.prompts, cx.seed("prompts")?);
         let sample_seed = cx.seed("sample")?;

@@ -6,8 +6,9 @@
 //! What runs here: the Apertus-style decoder ([`model`]), its training loop ([`trainer`]) with
 //! its optimizer ([`optimizer`]: `AdEMAMix`, [`ademamix`], or AFM's RMSProp with momentum, [`rmsprop`]) and the preference losses ([`preference_loss`]), checkpoints
 //! loaded into a model for scoring, sampling and export and written from a trainer
-//! ([`checkpoint`]), the runs of the training stages ([`pretrain`], [`sft`], [`completions`],
-//! [`alignment`], [`evaluate`], sharing [`fine_tuning`]) and of the toxicity classifier's
+//! ([`checkpoint`]), the runs of the training stages ([`pretrain`], [`sft`], [`lora`],
+//! [`completions`], [`alignment`], [`evaluate`], AFM's [`reward_model`] and [`mdloo`], sharing
+//! [`fine_tuning`]) and of the toxicity classifier's
 //! training ([`toxicity`]). Their kinds (configuration, inputs, outputs, versions) are
 //! `prov-train`'s and `prov-toxicity`'s, registered alike in `prov` and here.
 //!
@@ -26,11 +27,13 @@ pub mod completions;
 pub mod evaluate;
 pub mod fine_tuning;
 pub mod lora;
+pub mod mdloo;
 pub mod model;
 pub mod optimizer;
 pub mod parameter_state;
 pub mod preference_loss;
 pub mod pretrain;
+pub mod reward_model;
 pub mod rmsprop;
 pub mod sft;
 pub mod tasks;
@@ -54,6 +57,9 @@ pub fn runs() -> Vec<Arc<dyn StageRun>> {
         Arc::new(alignment::AlignRun(Method::Dpo)),
         Arc::new(alignment::AlignRun(Method::Qrpo)),
         Arc::new(evaluate::ChrfEvalRun),
+        Arc::new(reward_model::RewardModelRun),
+        Arc::new(reward_model::RewardModelScoreRun),
+        Arc::new(mdloo::MdlooRun),
         Arc::new(toxicity::ToxicityTrainRun),
     ]
 }

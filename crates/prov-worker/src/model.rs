@@ -104,6 +104,25 @@ pub struct Decoder {
     norm: Tensor,
     /// The output layer; none when it is the input embedding (AFM's shared embedding).
     lm_head: Option<Tensor>,
+    /// A reward model's heads ([`Decoder::attach_reward_heads`]).
+    reward_heads: Option<RewardHeadLayers>,
+}
+
+/// A reward model's heads on the last token's final hidden state `e` (the book's "The AFM
+/// recipe", The model and its loss): a score `w·e + b`, and per grade
+/// `W2 · relu(W1 · e + b1) + b2`.
+struct RewardHeadLayers {
+    score: (Tensor, Tensor),
+    grades: Vec<[Tensor; 4]>,
+}
+
+/// What a reward model says of a batch: the scores `[batch]` and each grade head's logits
+/// `[batch, levels]`, in the heads' order.
+pub struct RewardOutput {
+    /// The scores.
+    pub scores: Tensor,
+    /// The grade logits.
+    pub grades: Vec<Tensor>,
 }
 
 /// The inverse of softplus: the raw parameter whose softplus is `y`.
@@ -124,7 +143,7 @@ impl Decoder {
         let norm = (&model / "norm").var("weight", &[c.hidden_size], Init::Const(1.0));
         let lm_head = (!c.architecture.ties_embeddings())
             .then(|| (root / "lm_head").var("weight", &[c.vocab_size, c.hidden_size], normal));
-        Self { config: config.clone(), embed_tokens, layers, norm, lm_head }
+        Self { config: config.clone(), embed_tokens, layers, norm, lm_head, reward_heads: None }
     }
 
     /// The configuration it was built with.
@@ -158,7 +177,8 @@ impl Decoder {
         logits
     }
 
-    fn run(&self, ids: &Tensor, mut cache: Option<&mut KvCache>) -> Tensor {
+    /// The final-normalised hidden states `[batch, time, width]` (what the output layer reads).
+    fn hidden_states(&self, ids: &Tensor, mut cache: Option<&mut KvCache>) -> Tensor {
         let c = &self.config;
         let (_, time) = ids.size2().expect("token ids are [batch, time]");
         let start = cache.as_ref().map_or(0, |k| k.len);
@@ -173,7 +193,64 @@ impl Decoder {
             h = &h + layer.mlp.forward(&x);
         }
         rms_norm(&h, &self.norm, c.rms_norm_eps)
-            .linear::<Tensor>(self.lm_head.as_ref().unwrap_or(&self.embed_tokens), None)
+    }
+
+    fn run(&self, ids: &Tensor, cache: Option<&mut KvCache>) -> Tensor {
+        self.hidden_states(ids, cache).linear::<Tensor>(self.lm_head.as_ref().unwrap_or(&self.embed_tokens), None)
+    }
+
+    /// Attaches a reward model's heads ([`RewardHeadLayers`]) for `heads`, created under
+    /// `root` in this order, from libtorch's generator (seed it first): `reward.score.weight`
+    /// `[1, H]`, `reward.score.bias` `[1]`, then per grade `reward.grades.<grade>.0.weight`
+    /// `[M, H]`, `.0.bias` `[M]`, `.2.weight` `[levels, M]`, `.2.bias` `[levels]`; weights
+    /// uniform in `±1/sqrt(fan_in)`, biases zero.
+    pub fn attach_reward_heads(&mut self, root: &nn::Path<'_>, heads: &prov_train::reward_model::RewardHeads) {
+        let uniform = |fan_in: i64| {
+            let bound = 1.0 / (fan_in as f64).sqrt();
+            Init::Uniform { lo: -bound, up: bound }
+        };
+        let (h, m, levels) = (self.config.hidden_size, heads.grade_hidden, i64::from(heads.levels));
+        let reward = root / "reward";
+        let score = &reward / "score";
+        let score = (score.var("weight", &[1, h], uniform(h)), score.var("bias", &[1], Init::Const(0.0)));
+        let grades = heads
+            .grades
+            .iter()
+            .map(|grade| {
+                let head = &reward / "grades" / grade.as_str();
+                let (inner, outer) = (&head / "0", &head / "2");
+                [
+                    inner.var("weight", &[m, h], uniform(h)),
+                    inner.var("bias", &[m], Init::Const(0.0)),
+                    outer.var("weight", &[levels, m], uniform(m)),
+                    outer.var("bias", &[levels], Init::Const(0.0)),
+                ]
+            })
+            .collect();
+        self.reward_heads = Some(RewardHeadLayers { score, grades });
+    }
+
+    /// Whether it has a reward model's heads.
+    pub fn is_reward_model(&self) -> bool {
+        self.reward_heads.is_some()
+    }
+
+    /// The reward model's outputs for token ids `[batch, time]` (right-padded), read at each
+    /// row's last token `last` (`[batch]`, int64): the final-normalised hidden state there,
+    /// through the heads. `None` without heads.
+    pub fn reward(&self, ids: &Tensor, last: &Tensor) -> Option<RewardOutput> {
+        let heads = self.reward_heads.as_ref()?;
+        let hidden = self.hidden_states(ids, None);
+        let (batch, _, width) = hidden.size3().expect("hidden states are [batch, time, width]");
+        let at = last.view([batch, 1, 1]).expand([batch, 1, width], false);
+        let e = hidden.gather(1, &at, false).squeeze_dim(1);
+        let scores = e.linear(&heads.score.0, Some(&heads.score.1)).squeeze_dim(-1);
+        let grades = heads
+            .grades
+            .iter()
+            .map(|[w1, b1, w2, b2]| e.linear(w1, Some(b1)).relu().linear(w2, Some(b2)))
+            .collect();
+        Some(RewardOutput { scores, grades })
     }
 
     // q, k, v, x and c are the names the papers and transformers use; longer ones would hide that.

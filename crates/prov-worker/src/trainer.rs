@@ -139,6 +139,27 @@ impl Trainer {
         Ok(Self::assemble(config, vs, model, adapter, model_config.hidden_size))
     }
 
+    /// A model holding `weights` (a language model checkpoint's) with a reward model's
+    /// `heads` attached ([`Decoder::attach_reward_heads`], drawn from libtorch's generator
+    /// seeded with `seed`) and an optimizer over every parameter, the heads' included: where a
+    /// `reward-model` stage starts.
+    pub fn reward_model(
+        model_config: &ModelConfig,
+        config: &LoopConfig,
+        weights: &NamedTensors,
+        heads: &prov_train::reward_model::RewardHeads,
+        seed: u64,
+    ) -> Result<Self, String> {
+        tch::manual_seed(0);
+        let vs = VarStore::new(prov_torch::device());
+        let mut model = Decoder::new(&vs.root(), model_config);
+        load_into(&mut sorted_variables(&vs), weights)?;
+        tch::manual_seed(seed.cast_signed());
+        model.attach_reward_heads(&vs.root(), heads);
+        let params = sorted_variables(&vs);
+        Ok(Self::assemble(config, vs, model, params, model_config.hidden_size))
+    }
+
     /// Steps taken.
     pub fn step(&self) -> u64 {
         self.step
