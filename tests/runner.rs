@@ -6,6 +6,7 @@ mod common;
 
 mod test_adapters;
 mod test_afm;
+mod test_afm_alignment;
 mod test_afm_code;
 mod test_attest;
 mod test_audit;

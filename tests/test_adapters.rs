@@ -16,6 +16,11 @@ use crate::common::{Project, repo_root, venv_python};
 /// pretrained with RMSProp with momentum (`pretrain`), translation conversations (`pairs`),
 /// then `stages` (YAML stage entries, indented by two spaces).
 pub(crate) fn recipe(name: &str, stages: &str) -> String {
+    recipe_with_sources(name, "", stages)
+}
+
+/// [`recipe`] with more `sources` (YAML entries, indented by two spaces).
+pub(crate) fn recipe_with_sources(name: &str, sources: &str, stages: &str) -> String {
     format!(
         "\
 schema: 1
@@ -24,7 +29,7 @@ seed: 11
 sources:
   udhr: {{path: data/post/docs.jsonl, license: MIT}}
   held-out: {{path: data/post/held-out.jsonl, license: MIT}}
-stages:
+{sources}stages:
   shards: {{kind: shard, inputs: {{docs: udhr}}, params: {{shards: 2}}}}
   tokenizer: {{kind: sentencepiece, inputs: {{docs: shards}}, params: {{vocab_size: 600}}}}
   tokens: {{kind: tokenize, inputs: {{docs: shards, tokenizer: tokenizer.tokenizer}}, params: {{seq_len: 64}}}}

@@ -5,8 +5,8 @@
 //! every stage re-executed in an empty store gives exactly the outputs of the committed run
 //! (`manifests/mini-afm/`), the run holds the AFM audit policy (`recipes/policies/afm.yaml`:
 //! the decontamination rule, recounted; the code licenses, every package judged again; the
-//! palettized model's bits per weight, re-derived from its weights; and replay), and `prov
-//! card` renders the filters.
+//! palettized model's bits per weight, re-derived from its weights; and replay), the graded
+//! preference data equal an independent implementation, and `prov card` renders the filters.
 
 use serde_json::Value;
 
@@ -32,7 +32,7 @@ fn mini_afm_runs_replays_bit_for_bit_and_holds_its_audit_policy() {
     {
         return;
     }
-    let (p, lines) = crate::common::replay_reference_recipe("mini-afm", 27);
+    let (p, lines) = crate::common::replay_reference_recipe("mini-afm", 35);
 
     // Each outcome of the decontamination rule occurs, and the profanity lists apply per
     // language.
@@ -55,6 +55,19 @@ fn mini_afm_runs_replays_bit_for_bit_and_holds_its_audit_policy() {
     let allowed = code["packages"].as_object().unwrap().values().filter(|v| v["verdict"]["rule"] == "code:allowed");
     assert_eq!(allowed.count(), 9, "{code}");
 
+    // Post-training (§4): the graded preference data equal an independent implementation of the
+    // book's rules (PyPI sacrebleu for chrF), response by response and pair by pair; the
+    // reward model ranks its training pairs better than chance; best-of-N answers every prompt.
+    preference_data_equals_the_reference(&p, &lines);
+    let reward_model = record(&p, &lines, "reward-model")["stats"].clone();
+    assert!(reward_model["ranking_accuracy"].as_f64().is_some_and(|a| a > 0.5), "{reward_model}");
+    let best = record(&p, &lines, "best-of-n")["stats"].clone();
+    assert_eq!(
+        (best["examples"].as_u64(), best["prompts_not_in_every_source"].as_u64()),
+        (Some(32), Some(0)),
+        "{best}"
+    );
+
     let r = p.prov(&["audit", "lockfiles/mini-afm.lock", "--policy", "recipes/policies/afm.yaml"]);
     let out = r.success().stdout();
     for claim in ["common-usage-decontamination", "code-licenses", "bits-per-weight"] {
@@ -67,5 +80,44 @@ fn mini_afm_runs_replays_bit_for_bit_and_holds_its_audit_policy() {
     let card = fs_err::read_to_string(p.path("card/README.md")).unwrap();
     for filter in ["`profanity`", "`decontaminate`"] {
         assert!(card.contains(filter), "{filter} missing from the card");
+    }
+}
+
+/// `tests/python/preference_data_reference.py` (written from the book's "Graded preference
+/// data" alone, chrF from PyPI sacrebleu) on the run's completions and the profanity lists
+/// gives the stage's output: every grade, level, pair and term count exactly, the measurements
+/// within 1e-9.
+fn preference_data_equals_the_reference(p: &Project, lines: &[Value]) {
+    let Some(python) = crate::common::venv_python() else { return };
+    let outputs = |name: &str, output: &str| {
+        let digest = stage(lines, name)["data"]["outputs"][output].as_str().expect("a digest").to_owned();
+        p.object_file(&digest)
+    };
+    let params = record(p, lines, "preferences")["config"].to_string();
+    let script = repo_root().join("tests/python/preference_data_reference.py");
+    let out = std::process::Command::new(python)
+        .args([script.as_os_str(), outputs("completions", "completions").as_os_str()])
+        .arg(repo_root().join("recipes/data/mini-afm/profanity"))
+        .arg(&params)
+        .output()
+        .expect("python runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let theirs: Vec<Value> =
+        String::from_utf8(out.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let ours: Vec<Value> = fs_err::read_to_string(outputs("preferences", "preferences"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(ours.len(), theirs.len());
+    for (a, b) in ours.iter().zip(&theirs) {
+        assert_eq!((&a["id"], &a["pairs"]), (&b["id"], &b["pairs"]));
+        for (x, y) in a["responses"].as_array().unwrap().iter().zip(b["responses"].as_array().unwrap()) {
+            assert_eq!((&x["grades"], &x["unsafe_terms"], &x["ids"]), (&y["grades"], &y["unsafe_terms"], &y["ids"]));
+            for field in ["chrf", "precision", "recall", "length_ratio"] {
+                let (u, v) = (x[field].as_f64().unwrap(), y[field].as_f64().unwrap());
+                assert!((u - v).abs() < 1e-9, "{field} of a response to {}: {u} vs {v}", a["id"]);
+            }
+        }
     }
 }

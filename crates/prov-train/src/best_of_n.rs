@@ -5,10 +5,10 @@
 //!
 //! Config `sources`: names, in order; inputs `<source>-completions` and `<source>-rewards` for
 //! each, and `examples` (the chat examples the completions were sampled from, matched by id).
-//! Every source must hold the same prompts in the same order. Per prompt the completion with
-//! the highest reward wins, the first source and then the first completion on a tie;
-//! completions with empty text are passed over, and a prompt with none left is skipped
-//! (counted). Output `examples`: chat examples (the prompt's conversation, then an assistant
+//! A prompt is judged where every source holds it (by id; the others are counted), in the
+//! first source's order. Per prompt the completion with the highest reward wins, the first
+//! source and then the first completion on a tie; completions with empty text are passed
+//! over, and a prompt with none left is skipped (counted). Output `examples`: chat examples (the prompt's conversation, then an assistant
 //! message with the winner's text) with the fields `source`, `completion` and `reward` saying
 //! where each answer came from. The stage is portable.
 
@@ -114,29 +114,30 @@ impl Stage for BestOfNStage {
             let rewards = validate(&prompts, &lines).map_err(|e| data_error(&r_input, &e))?;
             sources.push((s.as_str(), c_input, prompts, rewards));
         }
-        let (_, first_input, first, _) = &sources[0];
-        for (_, input, prompts, _) in &sources[1..] {
-            let ids = |p: &[prov_reward::preference::PromptCompletions]| p.iter().map(|l| l.id.clone()).collect::<Vec<_>>();
-            if let Some(i) = (0..first.len().max(prompts.len()))
-                .find(|&i| first.get(i).map(|p| &p.id) != prompts.get(i).map(|p| &p.id))
-            {
-                return Err(StageError::Input {
-                    input: input.clone(),
-                    message: format!(
-                        "line {}: prompt {:?} where `{first_input}` has {:?}; every source must hold the same prompts in the same order ({} and {} prompts)",
-                        i + 1,
-                        ids(prompts).get(i),
-                        ids(first).get(i),
-                        prompts.len(),
-                        first.len()
-                    ),
-                });
+        // Each source's prompts by id; a prompt is judged where every source has it.
+        let mut indexes = Vec::with_capacity(sources.len());
+        for (_, input, prompts, _) in &sources {
+            let mut by_id = BTreeMap::new();
+            for (i, p) in prompts.iter().enumerate() {
+                if by_id.insert(p.id.as_str(), i).is_some() {
+                    return Err(StageError::Input {
+                        input: input.clone(),
+                        message: format!("line {}: prompt `{}` appears a second time", i + 1, p.id),
+                    });
+                }
             }
+            indexes.push(by_id);
         }
+        let (_, first_input, first, _) = &sources[0];
         let mut out_lines = Vec::with_capacity(first.len());
         let mut wins: BTreeMap<&str, u64> = config.sources.iter().map(|s| (s.as_str(), 0)).collect();
-        let mut skipped = 0u64;
+        let (mut skipped, mut not_shared) = (0u64, 0u64);
         for (i, prompt) in first.iter().enumerate() {
+            let Some(at): Option<Vec<usize>> = indexes.iter().map(|ix| ix.get(prompt.id.as_str()).copied()).collect()
+            else {
+                not_shared += 1;
+                continue;
+            };
             let example = prompts_by_id.get(prompt.id.as_str()).ok_or_else(|| StageError::Input {
                 input: first_input.clone(),
                 message: format!("line {}: prompt `{}` is not in `examples`", i + 1, prompt.id),
@@ -147,7 +148,7 @@ impl Stage for BestOfNStage {
             })?;
             // Strictly greater wins: ties go to the earlier source, then the earlier completion.
             let mut best: Option<(&str, usize, f64, &str)> = None;
-            for (name, _, prompts, rewards) in &sources {
+            for ((name, _, prompts, rewards), &i) in sources.iter().zip(&at) {
                 for (j, (c, &r)) in prompts[i].completions.iter().zip(&rewards[i]).enumerate() {
                     if !c.text.is_empty() && best.is_none_or(|(_, _, b, _)| r > b) {
                         best = Some((name, j, r, c.text.as_str()));
@@ -166,7 +167,9 @@ impl Stage for BestOfNStage {
         if out_lines.is_empty() {
             return Err(StageError::Input {
                 input: first_input.clone(),
-                message: "every completion of every source is empty: no answer to keep".into(),
+                message: format!(
+                    "no answer to keep: {not_shared} prompts are not in every source, and every completion of the other {skipped} is empty"
+                ),
             });
         }
         let mean = out_lines.iter().map(|l| l.reward).sum::<f64>() / out_lines.len() as f64;
@@ -176,6 +179,7 @@ impl Stage for BestOfNStage {
         out.stats = BTreeMap::from([
             ("examples".into(), json!(out_lines.len())),
             ("prompts_without_an_answer".into(), json!(skipped)),
+            ("prompts_not_in_every_source".into(), json!(not_shared)),
             ("wins".into(), json!(wins)),
             ("mean_reward".into(), json!(mean)),
         ]);
@@ -190,11 +194,13 @@ mod tests {
     #[test]
     fn sources_are_names_given_once_and_become_inputs() {
         let c = BestOfNStage.resolve_config(&json!({"sources": ["sft", "dpo-2"]})).unwrap();
-        let InputSpec::Configured(named) = BestOfNStage.inputs_for(&c) else { panic!("configured inputs") };
-        let names: Vec<&str> = named.iter().map(|(n, _)| n.as_str()).collect();
+        let InputSpec::Configured(inputs) = BestOfNStage.inputs_for(&c) else { panic!("configured inputs") };
+        let names: Vec<&str> = inputs.iter().map(|(n, _)| n.as_str()).collect();
         assert_eq!(names, ["examples", "sft-completions", "sft-rewards", "dpo-2-completions", "dpo-2-rewards"]);
         assert!(BestOfNStage.resolve_config(&json!({"sources": []})).is_err());
-        assert!(BestOfNStage.resolve_config(&json!({"sources": ["a", "a"]})).unwrap_err().to_string().contains("twice"));
+        assert!(
+            BestOfNStage.resolve_config(&json!({"sources": ["a", "a"]})).unwrap_err().to_string().contains("twice")
+        );
         assert!(BestOfNStage.resolve_config(&json!({"sources": ["../x"]})).is_err());
     }
 }

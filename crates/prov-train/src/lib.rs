@@ -39,10 +39,20 @@ pub mod reward_model;
 pub mod schedule;
 pub mod sft;
 
-/// Registers the training stage kinds: `pretrain`, `sft`, `lora`, `sample-completions`, `dpo`,
-/// `qrpo`, `chrf-eval`, and AFM's `preference-data`, `reward-model`, `reward-model-score`,
-/// `best-of-n` and `mdloo`.
+/// Registers the training stage kinds: those the worker computes
+/// ([`register_libtorch_kinds`]) and AFM's `preference-data` and `best-of-n`, which `prov` runs
+/// itself.
 pub fn register(registry: &mut prov_exec::Registry) {
+    use std::sync::Arc;
+    register_libtorch_kinds(registry);
+    registry.register(Arc::new(preference_data::PreferenceDataStage));
+    registry.register(Arc::new(best_of_n::BestOfNStage));
+}
+
+/// Registers the kinds computed with libtorch in the worker: `pretrain`, `sft`, `lora`,
+/// `sample-completions`, `dpo`, `qrpo`, `chrf-eval`, and AFM's `reward-model`,
+/// `reward-model-score` and `mdloo`.
+pub fn register_libtorch_kinds(registry: &mut prov_exec::Registry) {
     use std::sync::Arc;
     registry.register(Arc::new(pretrain::PretrainStage));
     registry.register(Arc::new(sft::SftStage));
@@ -51,9 +61,7 @@ pub fn register(registry: &mut prov_exec::Registry) {
     registry.register(Arc::new(alignment::AlignStage(alignment::Method::Dpo)));
     registry.register(Arc::new(alignment::AlignStage(alignment::Method::Qrpo)));
     registry.register(Arc::new(evaluate::ChrfEvalStage));
-    registry.register(Arc::new(preference_data::PreferenceDataStage));
     registry.register(Arc::new(reward_model::RewardModelStage));
     registry.register(Arc::new(reward_model::RewardModelScoreStage));
-    registry.register(Arc::new(best_of_n::BestOfNStage));
     registry.register(Arc::new(mdloo::MdlooStage));
 }

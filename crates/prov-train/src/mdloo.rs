@@ -124,9 +124,10 @@ pub fn parse(params: &Value) -> Result<(LoopParams, MdlooConfig, Value), ConfigE
     if own.max_new_tokens == 0 {
         return Err(ConfigError::at(&["max_new_tokens"], "must be at least 1"));
     }
-    let steps = own.iterations.checked_mul(own.steps_per_iteration).ok_or_else(|| {
-        ConfigError::at(&["iterations"], "iterations × steps_per_iteration does not fit in 64 bits")
-    })?;
+    let steps = own
+        .iterations
+        .checked_mul(own.steps_per_iteration)
+        .ok_or_else(|| ConfigError::at(&["iterations"], "iterations × steps_per_iteration does not fit in 64 bits"))?;
     if let Value::Object(m) = &mut with_steps {
         m.insert("steps".into(), Value::from(steps));
     } else if with_steps.is_null() {

@@ -217,7 +217,10 @@ impl PreferenceDataConfig {
         }
         let [lo, hi] = self.length_bounds;
         if !(lo.is_finite() && hi.is_finite() && lo > 0.0 && lo < hi) {
-            return Err(ConfigError::at(&["length_bounds"], format!("must be positive and increasing, got [{lo}, {hi}]")));
+            return Err(ConfigError::at(
+                &["length_bounds"],
+                format!("must be positive and increasing, got [{lo}, {hi}]"),
+            ));
         }
         Ok(())
     }
@@ -331,7 +334,8 @@ impl Stage for PreferenceDataStage {
             }
             let mut responses = Vec::with_capacity(p.completions.len());
             for c in &p.completions {
-                let stats = chrf.segment_statistics(&c.text, &[p.reference.as_str()]).map_err(|e| bad(e.to_string()))?;
+                let stats =
+                    chrf.segment_statistics(&c.text, &[p.reference.as_str()]).map_err(|e| bad(e.to_string()))?;
                 let (precision, recall) = mean_precision_recall(&stats);
                 let length_ratio = c.text.chars().count() as f64 / reference_chars as f64;
                 let unsafe_terms = terms.count_all(&c.text);
@@ -402,7 +406,13 @@ mod tests {
     #[test]
     fn pairs_skip_ties_and_choose_the_higher_score() {
         let got = pairs(&config(), &[30.0, 50.0, 30.0, 31.0]);
-        let want = [(1, 0, Level::SignificantlyBetter), (3, 0, Level::NegligiblyBetter), (1, 2, Level::SignificantlyBetter), (1, 3, Level::Better), (3, 2, Level::NegligiblyBetter)];
+        let want = [
+            (1, 0, Level::SignificantlyBetter),
+            (3, 0, Level::NegligiblyBetter),
+            (1, 2, Level::SignificantlyBetter),
+            (1, 3, Level::Better),
+            (3, 2, Level::NegligiblyBetter),
+        ];
         let got: Vec<(usize, usize, Level)> = got.iter().map(|p| (p.chosen, p.rejected, p.level)).collect();
         assert_eq!(got, want);
     }
@@ -423,7 +433,10 @@ mod tests {
         assert_eq!(err.path, ["level_margins"]);
         let err = PreferenceDataStage.resolve_config(&json!({"recall_levels": [0.5, 0.2]})).unwrap_err();
         assert_eq!(err.path, ["recall_levels"]);
-        assert_eq!(PreferenceDataStage.resolve_config(&json!({"length_bounds": [0, 2]})).unwrap_err().path, ["length_bounds"]);
+        assert_eq!(
+            PreferenceDataStage.resolve_config(&json!({"length_bounds": [0, 2]})).unwrap_err().path,
+            ["length_bounds"]
+        );
         let response = json!({"ids": [5], "text": "a", "chrf": 1.0, "precision": 0.1, "recall": 0.1, "length_ratio": 1.0,
             "unsafe_terms": 0, "grades": {"instruction_following": 0, "verbosity": 1, "truthfulness": 0, "harmlessness": 3}});
         let line = json!({"id": "p", "prompt_ids": [1], "responses": [response], "pairs": []});

@@ -8,12 +8,15 @@ use prov_exec::{StageContext, StageError, StageOutput, StageRun, parse_params};
 use prov_manifest::{OutputRef, OutputType, derive_seed};
 use prov_reward::preference::{Completion, PromptCompletions};
 use prov_store::ObjectKind;
-use prov_train::completions::{SampleConfig, choose};
 use prov_tokenizer::chat::ChatTemplate;
+use prov_train::completions::{SampleConfig, choose};
 use prov_train::post;
 use serde_json::json;
 
 use crate::fine_tuning;
+
+/// An eligible prompt: its example, its rendered ids and its reference answer.
+pub(crate) type EligiblePrompt<'a> = (&'a post::ChatExample, Vec<u32>, &'a str);
 
 /// The examples whose prompt, rendered with `template`, leaves room for `max_new` tokens in
 /// the model's `window` (a longer one would be sampled from a cut prompt), each with its
@@ -24,7 +27,7 @@ pub(crate) fn eligible_prompts<'a>(
     template: &ChatTemplate,
     max_new: usize,
     window: usize,
-) -> Result<Vec<(&'a post::ChatExample, Vec<u32>, &'a str)>, StageError> {
+) -> Result<Vec<EligiblePrompt<'a>>, StageError> {
     let mut eligible = Vec::with_capacity(examples.len());
     for (index, example) in examples.iter().enumerate() {
         let bad = |message: String| StageError::Input {

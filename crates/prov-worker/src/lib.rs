@@ -67,7 +67,7 @@ pub fn runs() -> Vec<Arc<dyn StageRun>> {
 /// The kinds this worker runs, with their computations attached.
 pub fn registry() -> Registry {
     let mut registry = Registry::new();
-    prov_train::register(&mut registry);
+    prov_train::register_libtorch_kinds(&mut registry);
     registry.register(Arc::new(prov_toxicity::ToxicityTrainStage));
     registry.attach_runs(runs());
     registry

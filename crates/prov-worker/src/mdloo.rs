@@ -31,16 +31,24 @@ use crate::trainer::Trainer;
 /// `[R, T]`, masked labels read as 0), the ratio `exp(lp - lq)` and the KL divergence
 /// `Σ_t Σ_v exp(logp)·(logp - logq)` over the masked positions:
 /// `mean(-(ratio · advantages) + gamma · kl)`.
-pub fn mdloo_loss(policy: &Tensor, old: &Tensor, labels: &Tensor, mask: &Tensor, advantages: &Tensor, gamma: f64) -> Tensor {
+pub fn mdloo_loss(
+    policy: &Tensor,
+    old: &Tensor,
+    labels: &Tensor,
+    mask: &Tensor,
+    advantages: &Tensor,
+    gamma: f64,
+) -> Tensor {
     let outside = mask.logical_not();
     let labels = labels.masked_fill(&outside, 0).unsqueeze(-1);
-    let logp = policy.log_softmax(-1, Kind::Float);
-    let logq = old.log_softmax(-1, Kind::Float);
+    let log_policy = policy.log_softmax(-1, Kind::Float);
+    let log_old = old.log_softmax(-1, Kind::Float);
     let summed = |t: &Tensor| t.masked_fill(&outside, 0.0).sum_dim_intlist([-1i64].as_slice(), false, Kind::Float);
-    let lp = summed(&logp.gather(-1, &labels, false).squeeze_dim(-1));
-    let lq = summed(&logq.gather(-1, &labels, false).squeeze_dim(-1));
-    let ratio = (lp - lq).exp();
-    let kl = summed(&(logp.exp() * (&logp - &logq)).sum_dim_intlist([-1i64].as_slice(), false, Kind::Float));
+    let policy_sum = summed(&log_policy.gather(-1, &labels, false).squeeze_dim(-1));
+    let old_sum = summed(&log_old.gather(-1, &labels, false).squeeze_dim(-1));
+    let ratio = (policy_sum - old_sum).exp();
+    let kl =
+        summed(&(log_policy.exp() * (&log_policy - &log_old)).sum_dim_intlist([-1i64].as_slice(), false, Kind::Float));
     (-(ratio * advantages) + gamma * kl).mean(Kind::Float)
 }
 
@@ -90,7 +98,7 @@ impl StageRun for MdlooRun {
             .map_err(|message| StageError::Input { input: "model".into(), message })?;
         let device = trainer.device();
         let k = usize::try_from(config.k).expect("k fits in memory");
-        let mut samples = Vec::new();
+        let mut sample_lines = Vec::new();
         let mut mean_scores = Vec::new();
         for (t, chosen) in order.chunks(usize::try_from(config.prompts).expect("prompts fit in memory")).enumerate() {
             let iteration = t + 1;
@@ -102,10 +110,13 @@ impl StageRun for MdlooRun {
                     .map(|j| derive_seed(sample_seed, &example.id, &format!("iteration-{iteration}-response-{j}")))
                     .collect();
                 let prompt: Vec<i64> = prompt_ids.iter().map(|&t| i64::from(t)).collect();
-                let sampled = generate(trainer.model(), device, window, &prompt, &seeds, max_new, config.temperature, Some(end));
+                let sampled =
+                    generate(trainer.model(), device, window, &prompt, &seeds, max_new, config.temperature, Some(end));
                 let responses = sampled
                     .into_iter()
-                    .map(|ids| ids.into_iter().map(|t| u32::try_from(t).expect("token ids are vocabulary indices")).collect())
+                    .map(|ids| {
+                        ids.into_iter().map(|t| u32::try_from(t).expect("token ids are vocabulary indices")).collect()
+                    })
                     .collect();
                 groups.push(Group { id: example.id.clone(), prompt: prompt_ids.clone(), responses });
             }
@@ -160,13 +171,13 @@ impl StageRun for MdlooRun {
                         "advantage": advantages[at + j],
                     }));
                 }
-                samples.push(json!({ "iteration": iteration, "id": g.id, "responses": responses }));
+                sample_lines.push(json!({ "iteration": iteration, "id": g.id, "responses": responses }));
             }
         }
         let rng = json!({ "order_seed": order_seed, "sample_seed": sample_seed });
         let mut out =
             fine_tuning::finish(cx.store, &trainer, &reference.hf_config, tokenizer_digest, rng, params.batch_size)?;
-        let digest = cx.store.put_bytes(ObjectKind::Blob, &write_lines(&samples))?;
+        let digest = cx.store.put_bytes(ObjectKind::Blob, &write_lines(&sample_lines))?;
         out.outputs.insert("samples".into(), OutputRef { output_type: OutputType::File, digest });
         out.stats.append(&mut BTreeMap::from([
             ("iterations".into(), json!(config.iterations)),

@@ -245,11 +245,8 @@ impl Decoder {
         let at = last.view([batch, 1, 1]).expand([batch, 1, width], false);
         let e = hidden.gather(1, &at, false).squeeze_dim(1);
         let scores = e.linear(&heads.score.0, Some(&heads.score.1)).squeeze_dim(-1);
-        let grades = heads
-            .grades
-            .iter()
-            .map(|[w1, b1, w2, b2]| e.linear(w1, Some(b1)).relu().linear(w2, Some(b2)))
-            .collect();
+        let grades =
+            heads.grades.iter().map(|[w1, b1, w2, b2]| e.linear(w1, Some(b1)).relu().linear(w2, Some(b2))).collect();
         Some(RewardOutput { scores, grades })
     }
 
@@ -598,6 +595,44 @@ mod tests {
             ("model.layers.0.self_attn.q_proj.lora_A.weight", vec![4, c.hidden_size])
         );
         assert_eq!(vs.variables()["model.layers.1.mlp.down_proj.lora_B.weight"].size(), [c.hidden_size, 4]);
+    }
+
+    /// The reward heads read the final hidden state at each row's own last token: padding
+    /// after it changes nothing, a row scores as it does alone, and the heads compute what
+    /// their definition says from that state (recomputed here from the output layer's input).
+    #[test]
+    fn reward_heads_read_the_last_real_token() {
+        tch::manual_seed(4);
+        let vs = nn::VarStore::new(Device::Cpu);
+        let c = ModelConfig { architecture: Architecture::Afm, ..tiny() };
+        let mut model = Decoder::new(&vs.root(), &c);
+        assert!(model.reward(&Tensor::from_slice(&[1_i64]).view([1, 1]), &Tensor::from_slice(&[0_i64])).is_none());
+        let heads = prov_train::reward_model::RewardHeads::afm(6);
+        model.attach_reward_heads(&vs.root(), &heads);
+        let names: Vec<String> = {
+            let mut n: Vec<String> = vs.variables().into_keys().filter(|k| k.starts_with("reward.")).collect();
+            n.sort();
+            n
+        };
+        assert_eq!(names.len(), 2 + 4 * 4, "{names:?}");
+        assert_eq!(vs.variables()["reward.grades.harmlessness.2.weight"].size(), [3, 6]);
+
+        let alone = Tensor::from_slice(&[5_i64, 9, 11]).view([1, 3]);
+        let single = model.reward(&alone, &Tensor::from_slice(&[2_i64])).unwrap();
+        // The same row padded with two more ids, beside a longer row.
+        let batch = Tensor::from_slice(&[5_i64, 9, 11, 0, 0, 3, 4, 5, 6, 7]).view([2, 5]);
+        let both = model.reward(&batch, &Tensor::from_slice(&[2_i64, 4])).unwrap();
+        let first = both.scores.double_value(&[0]);
+        assert!((first - single.scores.double_value(&[0])).abs() < 1e-6, "padding after the last token is not read");
+        assert_eq!(both.grades.len(), 4);
+        assert_eq!(both.grades[0].size(), [2, 3]);
+
+        // The score is `w·e + b` on the final-normalised state of the last token.
+        let e = model.hidden_states(&alone, None).select(1, 2);
+        let w = vs.variables()["reward.score.weight"].shallow_clone();
+        let b = vs.variables()["reward.score.bias"].shallow_clone();
+        let want = (e * w.view([1, -1])).sum(Kind::Float).double_value(&[]) + b.double_value(&[0]);
+        assert!((single.scores.double_value(&[0]) - want).abs() < 1e-5);
     }
 
     #[test]

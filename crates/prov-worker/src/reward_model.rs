@@ -38,10 +38,8 @@ pub fn reward_model_loss(scores: &Tensor, logits: &[Tensor], grades: &[Tensor], 
     let one_minus_p: Tensor = 1.0 - p;
     let disagree: Tensor = one_minus_p * (-&d).log_sigmoid();
     let ranking: Tensor = -(agree + disagree);
-    let mut cross_entropies = logits
-        .iter()
-        .zip(grades)
-        .map(|(l, g)| l.cross_entropy_loss::<Tensor>(g, None, Reduction::None, -100, 0.0));
+    let mut cross_entropies =
+        logits.iter().zip(grades).map(|(l, g)| l.cross_entropy_loss::<Tensor>(g, None, Reduction::None, -100, 0.0));
     let first = cross_entropies.next().expect("at least one grade head");
     let grading = cross_entropies.fold(first, |acc, ce| acc + ce);
     ranking.mean(Kind::Float) + lam * grading.mean(Kind::Float)
@@ -128,7 +126,10 @@ impl StageRun for RewardModelRun {
             base.config.vocab_size,
             prompts.iter().enumerate().flat_map(|(i, p)| {
                 std::iter::once((i + 1, "prompt_ids".to_owned(), p.prompt_ids.as_slice())).chain(
-                    p.responses.iter().enumerate().map(move |(j, r)| (i + 1, format!("responses[{j}].ids"), r.ids.as_slice())),
+                    p.responses
+                        .iter()
+                        .enumerate()
+                        .map(move |(j, r)| (i + 1, format!("responses[{j}].ids"), r.ids.as_slice())),
                 )
             }),
         )?;
@@ -143,20 +144,18 @@ impl StageRun for RewardModelRun {
         let (heads_seed, order_seed) = (cx.seed("heads")?, cx.seed("order")?);
         prov_torch::pin_threads(params.threads as usize);
         prov_torch::set_deterministic_algorithms(true);
-        let mut trainer =
-            Trainer::reward_model(&base.config, &params.loop_config(), &base.weights, &heads, heads_seed)
-                .map_err(|message| StageError::Input { input: "model".into(), message })?;
+        let mut trainer = Trainer::reward_model(&base.config, &params.loop_config(), &base.weights, &heads, heads_seed)
+            .map_err(|message| StageError::Input { input: "model".into(), message })?;
         let device = trainer.device();
         let order = post::order(pairs.len() as u64, params.steps * params.batch_size, order_seed);
         for step in order.chunks(usize::try_from(params.batch_size).expect("a batch size fits")) {
             let chosen: Vec<&(usize, PreferencePair)> = step.iter().map(|&i| &pairs[i as usize]).collect();
             let batch = PairBatch::new(&prompts, &chosen, pad, device);
             let tokens = batch.tokens;
-            trainer
-                .step_with(tokens, 0, |model| -> Result<Tensor, StageError> {
-                    let out = model.reward(&batch.ids, &batch.last).expect("the trainer's model has heads");
-                    Ok(reward_model_loss(&out.scores, &out.grades, &batch.grades, &batch.p, own.grade_weight))
-                })?;
+            trainer.step_with(tokens, 0, |model| -> Result<Tensor, StageError> {
+                let out = model.reward(&batch.ids, &batch.last).expect("the trainer's model has heads");
+                Ok(reward_model_loss(&out.scores, &out.grades, &batch.grades, &batch.p, own.grade_weight))
+            })?;
         }
         let accuracy = ranking_accuracy(trainer.model(), &prompts, &pairs, pad, device);
         let mut hf_config = base.hf_config.clone();
@@ -242,7 +241,10 @@ impl StageRun for RewardModelScoreRun {
             model.config.vocab_size,
             prompts.iter().enumerate().flat_map(|(i, p)| {
                 std::iter::once((i + 1, "prompt_ids".to_owned(), p.prompt_ids.as_slice())).chain(
-                    p.completions.iter().enumerate().map(move |(j, c)| (i + 1, format!("completions[{j}].ids"), c.ids.as_slice())),
+                    p.completions
+                        .iter()
+                        .enumerate()
+                        .map(move |(j, c)| (i + 1, format!("completions[{j}].ids"), c.ids.as_slice())),
                 )
             }),
         )?;

@@ -7,7 +7,7 @@
 //! it shows is that the worker computes the stated loss, with the report's soft labels for
 //! all four levels, on the same libtorch.
 
-#![allow(clippy::unwrap_used, clippy::print_stderr, missing_docs)]
+#![allow(clippy::unwrap_used, clippy::print_stderr, clippy::cast_possible_wrap, missing_docs)]
 
 use prov_train::preference_data::Level;
 use tch::{Kind, Tensor};
@@ -22,8 +22,8 @@ fn expected(v: &serde_json::Value) -> Vec<u64> {
 
 #[test]
 fn the_reward_model_loss_and_its_gradients_equal_pytorch_bit_for_bit() {
-    let Some(python) = prov_testkit::venv_python() else { return };
     const B: usize = 9;
+    let Some(python) = prov_testkit::venv_python() else { return };
     let levels: Vec<Level> = (0..B).map(|i| Level::ALL[i % 4]).collect();
     let score_values = prov_testkit::varied_f32(3, 2 * B, 4.0);
     let logit_values: Vec<Vec<f32>> = (0..4).map(|h| prov_testkit::varied_f32(10 + h, 2 * B * 3, 5.0)).collect();
@@ -87,6 +87,6 @@ fn the_ranking_term_is_the_soft_label_cross_entropy() {
     let d: f64 = 1.5;
     let want = |p: f64| -(p * (1.0 / (1.0 + (-d).exp())).ln() + (1.0 - p) * (1.0 / (1.0 + d.exp())).ln());
     let got = loss([1.5, 1.5, 0.0, 0.0]);
-    assert!((got - (want(0.95) + want(0.65)) / 2.0).abs() < 1e-6, "{got}");
+    assert!((got - f64::midpoint(want(0.95), want(0.65))).abs() < 1e-6, "{got}");
     assert!(loss([1.5, 1.5, 0.0, 0.0]) < loss([0.0, 0.0, 1.5, 1.5]));
 }
