@@ -7,7 +7,8 @@
 //! arithmetic (the leave-one-out advantages of every MDLOO sample, the best-of-N winner of every
 //! prompt), and each is attacked with well-formed input: a reward model exported as if it were
 //! a language model, a language model given as MDLOO's reward model, preference pairs naming a
-//! response the prompt does not have, rewards for other prompts.
+//! response the prompt does not have, completions whose ids are not their text's tokens,
+//! candidates sampled for other examples, a reward model sampled from as a policy.
 
 use serde_json::Value;
 
@@ -47,11 +48,10 @@ const STAGES: &str = "  completions:
   best-of-n:
     kind: best-of-n
     inputs:
+      model: reward-model.model
       examples: pairs.train
       sft-completions: completions.completions
-      sft-rewards: sft-scores.rewards
       mdloo-completions: mdloo-completions.completions
-      mdloo-rewards: mdloo-scores.rewards
     params: {sources: [sft, mdloo]}
 ";
 
@@ -120,7 +120,8 @@ fn the_afm_post_training_stages_run_check_out_and_replay() {
     }
 
     // Best-of-N: each prompt's answer is the highest reward of both sources, the first source's
-    // on a tie, recomputed here from the completions and rewards files.
+    // on a tie, recomputed here from the completions and the `reward-model-score` files of the
+    // same reward model (best-of-n scores by itself, with the same bits).
     let chosen = lines_of(&p, &run, "best-of-n", "examples");
     let sources = [
         ("sft", lines_of(&p, &run, "completions", "completions"), lines_of(&p, &run, "sft-scores", "rewards")),
@@ -154,9 +155,14 @@ fn the_afm_post_training_stages_run_check_out_and_replay() {
 
     // The whole run, sampling and the online loop included, replays bit for bit.
     p.prov(&["replay", "lockfiles/alignment.lock"]).success();
+    forgeries_are_refused(&p, &run);
+}
 
+/// Each statement attacked with well-formed input, in the project of the recorded run (whose
+/// stages the variants reuse from the cache).
+fn forgeries_are_refused(p: &Project, run: &[Value]) {
     // A reward model is not a language model transformers could load.
-    let rm = outputs(&run, "reward-model")["model"].as_str().unwrap().to_owned();
+    let rm = outputs(run, "reward-model")["model"].as_str().unwrap().to_owned();
     let r = p.prov(&["export", "--out", "hf", &rm]);
     r.exit(1);
     assert!(r.stderr().contains("reward model"), "{}", r.describe());
@@ -169,7 +175,7 @@ fn the_afm_post_training_stages_run_check_out_and_replay() {
     assert!(r.stderr().contains("`reward_model`") && r.stderr().contains("not a reward model"), "{}", r.describe());
 
     // Preference pairs naming a response the prompt does not have: refused with the line.
-    let mut forged = lines_of(&p, &run, "preferences", "preferences");
+    let mut forged = lines_of(p, run, "preferences", "preferences");
     let line = forged.iter().position(|l| !l["pairs"].as_array().unwrap().is_empty()).unwrap();
     forged[line]["pairs"][0]["chosen"] = serde_json::json!(4);
     let text: String = forged.iter().map(|l| l.to_string() + "\n").collect();
@@ -185,13 +191,55 @@ fn the_afm_post_training_stages_run_check_out_and_replay() {
     r.exit(1);
     assert!(r.stderr().contains(&format!("line {}: `pairs[0]` names responses 4", line + 1)), "{}", r.describe());
 
-    // Rewards of another source given for the first: the prompts differ, and it is refused.
-    let stages = STAGES.replace("sft-rewards: sft-scores.rewards", "sft-rewards: mdloo-scores.rewards").replace(
-        "mdloo-completions:\n    kind: sample-completions\n    inputs: {model: mdloo.model, examples: pairs.train}\n    params: {n: 4, prompts: 8, max_new_tokens: 16}\n    seeds: {prompts: 5}",
-        "mdloo-completions:\n    kind: sample-completions\n    inputs: {model: mdloo.model, examples: pairs.train}\n    params: {n: 4, prompts: 8, max_new_tokens: 16}\n    seeds: {prompts: 6}",
+    // Completions whose ids are not the tokens of their text (ids of another tokenizer, the
+    // text kept): the reward model refuses to score them, naming the line.
+    let mut forged = lines_of(p, run, "completions", "completions");
+    let ids = forged[2]["completions"][1]["ids"].as_array().unwrap().len();
+    forged[2]["completions"][1]["ids"] = serde_json::json!((0..ids).map(|i| 100 + i).collect::<Vec<_>>());
+    let text: String = forged.iter().map(|l| l.to_string() + "\n").collect();
+    p.write("recipes/data/post/forged-completions.jsonl", &text);
+    let sources = format!("{TERMS}  forged: {{path: data/post/forged-completions.jsonl, license: MIT}}\n");
+    let stages = STAGES.to_owned()
+        + "  forged-scores:
+    kind: reward-model-score
+    inputs: {model: reward-model.model, completions: forged}
+";
+    p.write("recipes/foreign.yaml", &recipe("foreign", &sources, &stages));
+    let r = p.prov(&["run", "recipes/foreign.yaml"]);
+    r.exit(1);
+    assert!(
+        r.stderr().contains("line 3: `completions[1].ids` decode to") && r.stderr().contains("another tokenizer"),
+        "{}",
+        r.describe()
+    );
+
+    // Candidates sampled for other examples than the ones given (the held-out split's): refused.
+    let stages = STAGES.replace(
+        "      examples: pairs.train\n      sft-completions",
+        "      examples: pairs.eval\n      sft-completions",
     );
     p.write("recipes/crossed.yaml", &recipe("crossed", TERMS, &stages));
     let r = p.prov(&["run", "recipes/crossed.yaml"]);
     r.exit(1);
-    assert!(r.stderr().contains("`sft-rewards`"), "{}", r.describe());
+    assert!(r.stderr().contains("is not in `examples`"), "{}", r.describe());
+
+    // A directory of per-language lists for the harmlessness grade: refused (every language's
+    // list against every response would flag ordinary words of the others).
+    p.write("recipes/data/post/lists/en.txt", "damn\n");
+    p.write("recipes/data/post/lists/nl.txt", "del\n");
+    let sources = "  unsafe: {path: data/post/lists, license: CC0-1.0}\n";
+    p.write("recipes/lists.yaml", &recipe("lists", sources, STAGES));
+    let r = p.prov(&["run", "recipes/lists.yaml"]);
+    r.exit(1);
+    assert!(r.stderr().contains("`unsafe_terms`: is a directory of 2 lists"), "{}", r.describe());
+
+    // A reward model where a language model is expected: refused, saying what it is.
+    let stages = STAGES.replace(
+        "inputs: {model: mdloo.model, examples: pairs.train}",
+        "inputs: {model: reward-model.model, examples: pairs.train}",
+    );
+    p.write("recipes/rm-as-policy.yaml", &recipe("rm-as-policy", TERMS, &stages));
+    let r = p.prov(&["run", "recipes/rm-as-policy.yaml"]);
+    r.exit(1);
+    assert!(r.stderr().contains("it is a reward model"), "{}", r.describe());
 }

@@ -61,6 +61,7 @@ fn mini_afm_runs_replays_bit_for_bit_and_holds_its_audit_policy() {
     preference_data_equals_the_reference(&p, &lines);
     let reward_model = record(&p, &lines, "reward-model")["stats"].clone();
     assert!(reward_model["ranking_accuracy"].as_f64().is_some_and(|a| a > 0.5), "{reward_model}");
+    best_of_n_scores_as_reward_model_score_does(&p, &lines);
     let best = record(&p, &lines, "best-of-n")["stats"].clone();
     assert_eq!(
         (best["examples"].as_u64(), best["prompts_not_in_every_source"].as_u64()),
@@ -97,7 +98,7 @@ fn preference_data_equals_the_reference(p: &Project, lines: &[Value]) {
     let script = repo_root().join("tests/python/preference_data_reference.py");
     let out = std::process::Command::new(python)
         .args([script.as_os_str(), outputs("completions", "completions").as_os_str()])
-        .arg(repo_root().join("recipes/data/mini-afm/profanity"))
+        .arg(repo_root().join("recipes/data/mini-afm/profanity/en.txt"))
         .arg(&params)
         .output()
         .expect("python runs");
@@ -119,5 +120,22 @@ fn preference_data_equals_the_reference(p: &Project, lines: &[Value]) {
                 assert!((u - v).abs() < 1e-9, "{field} of a response to {}: {u} vs {v}", a["id"]);
             }
         }
+    }
+}
+
+/// Each answer best-of-n keeps from the SFT model's completions carries the reward
+/// `reward-model-score` gives that completion with the same reward model, to the bit.
+fn best_of_n_scores_as_reward_model_score_does(p: &Project, lines: &[Value]) {
+    let read = |name: &str, output: &str| -> Vec<Value> {
+        let digest = stage(lines, name)["data"]["outputs"][output].as_str().expect("a digest").to_owned();
+        let text = fs_err::read_to_string(p.object_file(&digest)).unwrap();
+        text.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+    };
+    let (chosen, scores) = (read("best-of-n", "examples"), read("sft-scores", "rewards"));
+    let from_sft: Vec<&Value> = chosen.iter().filter(|c| c["source"] == "sft").collect();
+    assert!(!from_sft.is_empty());
+    for c in from_sft {
+        let line = scores.iter().find(|l| l["id"] == c["id"]).expect("the prompt is scored");
+        assert_eq!(line["rewards"][c["completion"].as_u64().unwrap() as usize], c["reward"], "{c}");
     }
 }

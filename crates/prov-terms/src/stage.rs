@@ -48,14 +48,6 @@ impl TermLists {
         }
     }
 
-    /// The occurrences of every list's terms in `text`, added up.
-    pub fn count_all(&self, text: &str) -> u64 {
-        match self {
-            Self::Single(list) => list.scan(text).matches,
-            Self::PerLanguage(lists) => lists.values().map(|list| list.scan(text).matches).sum(),
-        }
-    }
-
     /// The number of terms of each list, `*` naming a single list.
     pub fn sizes(&self) -> BTreeMap<String, usize> {
         match self {

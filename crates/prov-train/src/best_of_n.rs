@@ -1,29 +1,32 @@
 //! `best-of-n`: SFT data by rejection sampling with a reward model, the reduced form of the AFM
 //! report's committee distillation (iTeC, §4.3.2). For each prompt, the completions of every
-//! source (a completions file and its `reward-model-score` rewards, from models of the
-//! recipe's choosing) are reranked by reward and the best kept as the prompt's answer.
+//! source (a completions file sampled from a model of the recipe's choosing) are scored by one
+//! reward model (input `model`) and the best kept as the prompt's answer. The stage scores
+//! them itself, so that every reward it compares comes from the same pinned reward model and
+//! belongs to the completion it is compared for.
 //!
-//! Config `sources`: names, in order; inputs `<source>-completions` and `<source>-rewards` for
-//! each, and `examples` (the chat examples the completions were sampled from, matched by id).
-//! A prompt is judged where every source holds it (by id; the others are counted), in the
-//! first source's order. Per prompt the completion with the highest reward wins, the first
-//! source and then the first completion on a tie; completions with empty text are passed
-//! over, and a prompt with none left is skipped (counted). Output `examples`: chat examples (the prompt's conversation, then an assistant
-//! message with the winner's text) with the fields `source`, `completion` and `reward` saying
-//! where each answer came from. The stage is portable.
+//! Config `sources`: names, in order; input `<source>-completions` for each, and `examples`
+//! (the chat examples the completions were sampled from, matched by id; each completions
+//! line's `reference` must be its example's answer). A prompt is judged where every source
+//! holds it (by id, in the first source's order; the prompts of any source that some other
+//! source lacks are counted). Per prompt the completion with the highest score wins, the
+//! first source and then the first completion on a tie; completions with empty text are
+//! passed over, and a prompt with none left is skipped (counted). Output `examples`: chat
+//! examples (the prompt's conversation, then an assistant message with the winner's text)
+//! with the fields `source`, `completion` and `reward` saying where each answer came from.
+//! The scoring is the worker's (`prov_worker::reward_model`), as `reward-model-score`'s; the
+//! choice is [`choose`], here.
 
 use std::collections::BTreeMap;
 
 use prov_exec::{ConfigError, InputSpec, Stage, StageContext, StageError, StageOutput, parse_params};
-use prov_manifest::{Determinism, OutputRef, OutputType};
-use prov_reward::preference::{PromptRewards, validate};
-use prov_reward::stage::{data_error, read_completions, read_lines, write_lines};
-use prov_store::ObjectKind;
+use prov_manifest::{Determinism, OutputType};
+use prov_reward::preference::PromptCompletions;
 use prov_tokenizer::chat::{Message, Role};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::post;
+use crate::post::ChatExample;
 
 /// The `best-of-n` stage's configuration.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -31,26 +34,21 @@ use crate::post;
 pub struct BestOfNConfig {
     /// The candidate sources, in tie-breaking order.
     pub sources: Vec<String>,
+    /// libtorch's intra-op threads, pinned before the stage computes.
+    #[serde(default = "default_threads")]
+    pub threads: u32,
+    /// Where libtorch computes: `cpu` or `cuda:N`.
+    #[serde(default)]
+    pub device: prov_exec::ComputeDevice,
+}
+
+fn default_threads() -> u32 {
+    1
 }
 
 /// The completions input of source `source`.
 pub fn completions_input(source: &str) -> String {
     format!("{source}-completions")
-}
-
-/// The rewards input of source `source`.
-pub fn rewards_input(source: &str) -> String {
-    format!("{source}-rewards")
-}
-
-/// One line of the output: a chat example and where its answer came from.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-struct Chosen<'a> {
-    id: &'a str,
-    messages: Vec<Message>,
-    source: &'a str,
-    completion: usize,
-    reward: f64,
 }
 
 /// The `best-of-n` stage kind.
@@ -60,14 +58,18 @@ impl Stage for BestOfNStage {
     fn kind(&self) -> &'static str {
         "best-of-n"
     }
+    // 2: scores the candidates itself with the reward model (input `model`).
     fn version(&self) -> u32 {
-        1
+        2
     }
     fn summary(&self) -> &'static str {
         "keeps the best-rewarded completion of several sources per prompt as SFT data"
     }
     fn resolve_config(&self, params: &Value) -> Result<Value, ConfigError> {
         let c: BestOfNConfig = parse_params(params)?;
+        if c.threads == 0 {
+            return Err(ConfigError::at(&["threads"], "must be at least 1"));
+        }
         if c.sources.is_empty() {
             return Err(ConfigError::at(&["sources"], "names no source"));
         }
@@ -83,18 +85,20 @@ impl Stage for BestOfNStage {
         Ok(serde_json::to_value(c).expect("the config encodes"))
     }
     fn determinism(&self, _config: &Value) -> Determinism {
-        Determinism::Portable
+        Determinism::Envelope
     }
     fn inputs(&self) -> InputSpec {
-        InputSpec::Named(vec![("examples", vec![OutputType::File, OutputType::Source])])
+        InputSpec::Named(vec![
+            ("model", vec![OutputType::Checkpoint]),
+            ("examples", vec![OutputType::File, OutputType::Source]),
+        ])
     }
     fn inputs_for(&self, config: &Value) -> InputSpec {
         let Ok(c) = serde_json::from_value::<BestOfNConfig>(config.clone()) else { return self.inputs() };
         let file = || vec![OutputType::File, OutputType::Source];
-        let mut named = vec![("examples".to_owned(), file())];
+        let mut named = vec![("model".to_owned(), vec![OutputType::Checkpoint]), ("examples".to_owned(), file())];
         for s in &c.sources {
             named.push((completions_input(s), file()));
-            named.push((rewards_input(s), file()));
         }
         InputSpec::Configured(named)
     }
@@ -102,89 +106,114 @@ impl Stage for BestOfNStage {
         vec![("examples".into(), OutputType::File)]
     }
     fn run(&self, cx: &StageContext<'_>) -> Result<StageOutput, StageError> {
-        let config: BestOfNConfig = parse_params(cx.config).map_err(StageError::Config)?;
-        let examples = post::read_examples(cx, "examples")?;
-        let prompts_by_id: BTreeMap<&str, _> = examples.iter().map(|e| (e.id.as_str(), e)).collect();
-        let mut sources = Vec::with_capacity(config.sources.len());
-        for s in &config.sources {
-            let (c_input, r_input) = (completions_input(s), rewards_input(s));
-            let prompts = read_completions(cx, &c_input)?;
-            let lines: Vec<PromptRewards> = read_lines(&cx.read_file_input(&r_input)?)
-                .map_err(|message| StageError::Input { input: r_input.clone(), message })?;
-            let rewards = validate(&prompts, &lines).map_err(|e| data_error(&r_input, &e))?;
-            sources.push((s.as_str(), c_input, prompts, rewards));
-        }
-        // Each source's prompts by id; a prompt is judged where every source has it.
-        let mut indexes = Vec::with_capacity(sources.len());
-        for (_, input, prompts, _) in &sources {
-            let mut by_id = BTreeMap::new();
-            for (i, p) in prompts.iter().enumerate() {
-                if by_id.insert(p.id.as_str(), i).is_some() {
-                    return Err(StageError::Input {
-                        input: input.clone(),
-                        message: format!("line {}: prompt `{}` appears a second time", i + 1, p.id),
-                    });
-                }
-            }
-            indexes.push(by_id);
-        }
-        let (_, first_input, first, _) = &sources[0];
-        let mut out_lines = Vec::with_capacity(first.len());
-        let mut wins: BTreeMap<&str, u64> = config.sources.iter().map(|s| (s.as_str(), 0)).collect();
-        let (mut skipped, mut not_shared) = (0u64, 0u64);
-        for (i, prompt) in first.iter().enumerate() {
-            let Some(at): Option<Vec<usize>> = indexes.iter().map(|ix| ix.get(prompt.id.as_str()).copied()).collect()
-            else {
-                not_shared += 1;
-                continue;
-            };
-            let example = prompts_by_id.get(prompt.id.as_str()).ok_or_else(|| StageError::Input {
-                input: first_input.clone(),
-                message: format!("line {}: prompt `{}` is not in `examples`", i + 1, prompt.id),
-            })?;
-            let (conversation, _) = example.prompt_and_reference().ok_or_else(|| StageError::Input {
-                input: "examples".into(),
-                message: format!("`{}` does not end with an `assistant` answer after a prompt", example.id),
-            })?;
-            // Strictly greater wins: ties go to the earlier source, then the earlier completion.
-            let mut best: Option<(&str, usize, f64, &str)> = None;
-            for ((name, _, prompts, rewards), &i) in sources.iter().zip(&at) {
-                for (j, (c, &r)) in prompts[i].completions.iter().zip(&rewards[i]).enumerate() {
-                    if !c.text.is_empty() && best.is_none_or(|(_, _, b, _)| r > b) {
-                        best = Some((name, j, r, c.text.as_str()));
-                    }
-                }
-            }
-            let Some((source, completion, reward, text)) = best else {
-                skipped += 1;
-                continue;
-            };
-            *wins.get_mut(source).expect("every source counted") += 1;
-            let mut messages = conversation.to_vec();
-            messages.push(Message::new(Role::Assistant, text));
-            out_lines.push(Chosen { id: &prompt.id, messages, source, completion, reward });
-        }
-        if out_lines.is_empty() {
-            return Err(StageError::Input {
-                input: first_input.clone(),
-                message: format!(
-                    "no answer to keep: {not_shared} prompts are not in every source, and every completion of the other {skipped} is empty"
-                ),
-            });
-        }
-        let mean = out_lines.iter().map(|l| l.reward).sum::<f64>() / out_lines.len() as f64;
-        let digest = cx.store.put_bytes(ObjectKind::Blob, &write_lines(&out_lines))?;
-        let mut out = StageOutput::default();
-        out.outputs.insert("examples".into(), OutputRef { output_type: OutputType::File, digest });
-        out.stats = BTreeMap::from([
-            ("examples".into(), json!(out_lines.len())),
-            ("prompts_without_an_answer".into(), json!(skipped)),
-            ("prompts_not_in_every_source".into(), json!(not_shared)),
-            ("wins".into(), json!(wins)),
-            ("mean_reward".into(), json!(mean)),
-        ]);
-        Ok(out)
+        prov_exec::run_in_worker(cx, self)
     }
+}
+
+/// One source's candidates: its name, its input's name, its completions and each completion's
+/// reward, prompt by prompt.
+pub struct Candidates<'a> {
+    /// The source's name.
+    pub name: &'a str,
+    /// Its completions input.
+    pub input: String,
+    /// Its completions file.
+    pub prompts: Vec<PromptCompletions>,
+    /// The reward of each completion of each prompt.
+    pub rewards: Vec<Vec<f64>>,
+}
+
+/// What [`choose`] decided: the output lines (canonical JSON Lines) and the statistics.
+pub struct Chosen {
+    /// The `examples` output.
+    pub lines: Vec<Value>,
+    /// The stage's statistics.
+    pub stats: BTreeMap<String, Value>,
+}
+
+/// Picks each prompt's answer from `sources` (the rule of the module doc), with `examples`
+/// giving each prompt's conversation. Refuses a prompt id twice in a source or in `examples`,
+/// a prompt not in `examples`, a completions line whose `reference` is not its example's
+/// answer, and an outcome with no answer at all, naming the input and line.
+pub fn choose(examples: &[ChatExample], sources: &[Candidates<'_>]) -> Result<Chosen, StageError> {
+    let bad = |input: &str, message: String| StageError::Input { input: input.to_owned(), message };
+    let mut by_id = BTreeMap::new();
+    for (i, e) in examples.iter().enumerate() {
+        if by_id.insert(e.id.as_str(), e).is_some() {
+            return Err(bad("examples", format!("line {}: example `{}` appears a second time", i + 1, e.id)));
+        }
+    }
+    // Each source's prompts by id; a prompt is judged where every source has it.
+    let mut indexes = Vec::with_capacity(sources.len());
+    for source in sources {
+        let mut index = BTreeMap::new();
+        for (i, p) in source.prompts.iter().enumerate() {
+            if index.insert(p.id.as_str(), i).is_some() {
+                return Err(bad(&source.input, format!("line {}: prompt `{}` appears a second time", i + 1, p.id)));
+            }
+            let example = by_id
+                .get(p.id.as_str())
+                .ok_or_else(|| bad(&source.input, format!("line {}: prompt `{}` is not in `examples`", i + 1, p.id)))?;
+            let (_, answer) = example.prompt_and_reference().ok_or_else(|| {
+                bad("examples", format!("`{}` does not end with an `assistant` answer after a prompt", example.id))
+            })?;
+            if answer != p.reference {
+                return Err(bad(
+                    &source.input,
+                    format!(
+                        "line {}: prompt `{}`'s reference is not the answer of its example in `examples`: the completions were sampled from other examples",
+                        i + 1,
+                        p.id
+                    ),
+                ));
+            }
+        }
+        indexes.push(index);
+    }
+    let shared = |id: &str| indexes.iter().all(|index| index.contains_key(id));
+    let not_shared = sources.iter().map(|s| s.prompts.iter().filter(|p| !shared(&p.id)).count()).sum::<usize>();
+    let mut lines = Vec::new();
+    let mut wins: BTreeMap<&str, u64> = sources.iter().map(|s| (s.name, 0)).collect();
+    let mut skipped = 0u64;
+    let mut total = 0.0;
+    for prompt in sources[0].prompts.iter().filter(|p| shared(&p.id)) {
+        // Strictly greater wins: ties go to the earlier source, then the earlier completion.
+        let mut best: Option<(&str, usize, f64, &str)> = None;
+        for (source, index) in sources.iter().zip(&indexes) {
+            let i = index[prompt.id.as_str()];
+            for (j, (c, &r)) in source.prompts[i].completions.iter().zip(&source.rewards[i]).enumerate() {
+                if !c.text.is_empty() && best.is_none_or(|(_, _, b, _)| r > b) {
+                    best = Some((source.name, j, r, c.text.as_str()));
+                }
+            }
+        }
+        let Some((source, completion, reward, text)) = best else {
+            skipped += 1;
+            continue;
+        };
+        *wins.get_mut(source).expect("every source counted") += 1;
+        total += reward;
+        let (conversation, _) = by_id[prompt.id.as_str()].prompt_and_reference().expect("checked above");
+        let mut messages = conversation.to_vec();
+        messages.push(Message::new(Role::Assistant, text));
+        lines.push(json!({ "id": prompt.id, "messages": messages, "source": source, "completion": completion, "reward": reward }));
+    }
+    if lines.is_empty() {
+        return Err(bad(
+            &sources[0].input,
+            format!(
+                "no answer to keep: {not_shared} prompts are not in every source, and every completion of the other {skipped} is empty"
+            ),
+        ));
+    }
+    let stats = BTreeMap::from([
+        ("examples".into(), json!(lines.len())),
+        ("prompts_without_an_answer".into(), json!(skipped)),
+        ("prompts_not_in_every_source".into(), json!(not_shared)),
+        ("wins".into(), json!(wins)),
+        ("mean_reward".into(), json!(total / lines.len() as f64)),
+    ]);
+    Ok(Chosen { lines, stats })
 }
 
 #[cfg(test)]
@@ -196,7 +225,7 @@ mod tests {
         let c = BestOfNStage.resolve_config(&json!({"sources": ["sft", "dpo-2"]})).unwrap();
         let InputSpec::Configured(inputs) = BestOfNStage.inputs_for(&c) else { panic!("configured inputs") };
         let names: Vec<&str> = inputs.iter().map(|(n, _)| n.as_str()).collect();
-        assert_eq!(names, ["examples", "sft-completions", "sft-rewards", "dpo-2-completions", "dpo-2-rewards"]);
+        assert_eq!(names, ["model", "examples", "sft-completions", "dpo-2-completions"]);
         assert!(BestOfNStage.resolve_config(&json!({"sources": []})).is_err());
         assert!(
             BestOfNStage.resolve_config(&json!({"sources": ["a", "a"]})).unwrap_err().to_string().contains("twice")

@@ -13,7 +13,7 @@
 //! checkpoint records and their tensors ([`checkpoint`]), and what the post-training stages
 //! share ([`post`]).
 //!
-//! Every kind here but `preference-data` and `best-of-n` (plain Rust, run in `prov`) computes
+//! Every kind here but `preference-data` (plain Rust, run in `prov`) computes
 //! with libtorch, which `prov` does not load: each such kind's
 //! [`prov_exec::Stage::run`] hands the stage to the worker executable
 //! ([`prov_exec::run_in_worker`]), where `prov-worker` runs it against the same store. See the
@@ -40,18 +40,16 @@ pub mod schedule;
 pub mod sft;
 
 /// Registers the training stage kinds: those the worker computes
-/// ([`register_libtorch_kinds`]) and AFM's `preference-data` and `best-of-n`, which `prov` runs
-/// itself.
+/// ([`register_libtorch_kinds`]) and AFM's `preference-data`, which `prov` runs itself.
 pub fn register(registry: &mut prov_exec::Registry) {
     use std::sync::Arc;
     register_libtorch_kinds(registry);
     registry.register(Arc::new(preference_data::PreferenceDataStage));
-    registry.register(Arc::new(best_of_n::BestOfNStage));
 }
 
 /// Registers the kinds computed with libtorch in the worker: `pretrain`, `sft`, `lora`,
 /// `sample-completions`, `dpo`, `qrpo`, `chrf-eval`, and AFM's `reward-model`,
-/// `reward-model-score` and `mdloo`.
+/// `reward-model-score`, `mdloo` and `best-of-n`.
 pub fn register_libtorch_kinds(registry: &mut prov_exec::Registry) {
     use std::sync::Arc;
     registry.register(Arc::new(pretrain::PretrainStage));
@@ -64,4 +62,5 @@ pub fn register_libtorch_kinds(registry: &mut prov_exec::Registry) {
     registry.register(Arc::new(reward_model::RewardModelStage));
     registry.register(Arc::new(reward_model::RewardModelScoreStage));
     registry.register(Arc::new(mdloo::MdlooStage));
+    registry.register(Arc::new(best_of_n::BestOfNStage));
 }

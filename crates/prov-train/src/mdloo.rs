@@ -7,6 +7,8 @@
 //! (`prov_worker::mdloo`); the book's "The AFM recipe" (MDLOO) states it operation by
 //! operation.
 //!
+//! Each iteration's prompts come from [`iteration_prompts`]: no prompt twice in one.
+//!
 //! Inputs: `model` (the starting policy, also the reference), `reward_model` (a
 //! `reward-model` checkpoint made with the same tokenizer) and `examples` (chat examples: their
 //! prompts). Outputs: `model`, `log` and `samples` (every iteration's responses with their
@@ -116,10 +118,17 @@ pub fn parse(params: &Value) -> Result<(LoopParams, MdlooConfig, Value), ConfigE
         return Err(ConfigError::at(&["k"], format!("must be at least 2, got {}", own.k))
             .with_hint("the leave-one-out baseline of a response is the mean of the others"));
     }
-    for (field, v) in [("beta", own.beta), ("gamma", own.gamma), ("temperature", own.temperature)] {
+    for (field, v) in [("beta", own.beta), ("gamma", own.gamma)] {
         if !(v.is_finite() && v >= 0.0) {
             return Err(ConfigError::at(&[field], format!("must be 0 or more, got {v}")));
         }
+    }
+    if !(own.temperature.is_finite() && own.temperature > 0.0) {
+        return Err(ConfigError::at(&["temperature"], format!("must be above 0, got {}", own.temperature))
+            .with_hint("at 0 the k responses of a prompt are the same, and every advantage is 0"));
+    }
+    if own.iterations.checked_mul(own.prompts).and_then(|n| n.checked_mul(own.k)).is_none() {
+        return Err(ConfigError::at(&["prompts"], "iterations × prompts × k does not fit in 64 bits"));
     }
     if own.max_new_tokens == 0 {
         return Err(ConfigError::at(&["max_new_tokens"], "must be at least 1"));
@@ -157,6 +166,28 @@ pub fn leave_one_out(rewards: &[f64]) -> Vec<f64> {
         .collect()
 }
 
+/// The prompts of each of `iterations` iterations, `prompts` each, as indices into the
+/// `eligible` prompts: permutations of `0..eligible` in turn from one `SplitMix64` stream
+/// seeded with `seed` (the `tokenize` stage's data order), each cut into runs of `prompts`,
+/// the tail of a permutation shorter than `prompts` passed over, so that no iteration holds a
+/// prompt twice. `None` when there are fewer eligible prompts than `prompts`.
+pub fn iteration_prompts(eligible: u64, prompts: u64, iterations: u64, seed: u64) -> Option<Vec<Vec<u64>>> {
+    if prompts == 0 || prompts > eligible {
+        return None;
+    }
+    let mut state = seed;
+    let mut out = Vec::with_capacity(usize::try_from(iterations).unwrap_or(0));
+    while (out.len() as u64) < iterations {
+        let permutation = prov_dataset::tokens::permutation(eligible, &mut state);
+        for chunk in permutation.chunks_exact(usize::try_from(prompts).expect("prompts fit in memory")) {
+            if (out.len() as u64) < iterations {
+                out.push(chunk.to_vec());
+            }
+        }
+    }
+    Some(out)
+}
+
 /// The `mdloo` stage kind.
 pub struct MdlooStage;
 
@@ -164,8 +195,9 @@ impl Stage for MdlooStage {
     fn kind(&self) -> &'static str {
         "mdloo"
     }
+    // 2: no iteration holds a prompt twice (`iteration_prompts`).
     fn version(&self) -> u32 {
-        1
+        2
     }
     fn summary(&self) -> &'static str {
         "online RL with a reward model: mirror descent on leave-one-out advantages (AFM's MDLOO)"
@@ -215,6 +247,22 @@ mod tests {
     }
 
     #[test]
+    fn no_iteration_holds_a_prompt_twice() {
+        let all = iteration_prompts(7, 3, 10, 9).unwrap();
+        assert_eq!(all.len(), 10);
+        for it in &all {
+            let mut sorted = it.clone();
+            sorted.sort_unstable();
+            sorted.dedup();
+            assert_eq!(sorted.len(), 3, "{it:?}");
+            assert!(it.iter().all(|&i| i < 7));
+        }
+        assert_eq!(iteration_prompts(7, 3, 10, 9), Some(all), "fixed by the seed");
+        assert_eq!(iteration_prompts(2, 3, 1, 9), None, "more prompts than there are");
+        assert_eq!(iteration_prompts(3, 3, 2, 1).unwrap().len(), 2);
+    }
+
+    #[test]
     fn steps_follow_from_the_iterations_and_cannot_be_given() {
         let (l, own, resolved) = parse(&json!({"iterations": 3, "steps_per_iteration": 2, "prompts": 4})).unwrap();
         assert_eq!((l.steps, l.batch_size, own.k), (6, 16, 4));
@@ -226,5 +274,8 @@ mod tests {
         assert_eq!(parse(&json!({"iterations": 1, "prompts": 4, "gamma": -1})).unwrap_err().path, ["gamma"]);
         assert!(parse(&json!({"iterations": 1, "prompts": 4, "delta": 1})).is_err());
         assert!(parse(&json!({"prompts": 4})).is_err(), "iterations is required");
+        assert_eq!(parse(&json!({"iterations": 1, "prompts": 4, "temperature": 0})).unwrap_err().path, ["temperature"]);
+        let huge = json!({"iterations": 4_294_967_296u64, "prompts": 4_294_967_296u64});
+        assert_eq!(parse(&huge).unwrap_err().path, ["prompts"]);
     }
 }

@@ -114,6 +114,9 @@ impl LoopParams {
                 return Err(ConfigError::at(&[field], format!("must be a positive number, got {v}")));
             }
         }
+        if self.steps.checked_mul(self.batch_size).is_none() {
+            return Err(ConfigError::at(&["steps"], "steps × batch_size does not fit in 64 bits"));
+        }
         if self.warmup_steps >= self.steps {
             return Err(ConfigError::at(&["warmup_steps"], "must be below `steps`"));
         }

@@ -101,16 +101,22 @@ pub struct GradedResponse {
     pub ids: Vec<u32>,
     /// The ids decoded.
     pub text: String,
-    /// chrF against the reference, 0 to 100.
-    pub chrf: f64,
+    /// chrF against the reference, 0 to 100 (derived data only: a file of human judgements
+    /// leaves the measurements out).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chrf: Option<f64>,
     /// Mean character n-gram precision against the reference.
-    pub precision: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub precision: Option<f64>,
     /// Mean character n-gram recall against the reference.
-    pub recall: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recall: Option<f64>,
     /// Characters of the response over characters of the reference.
-    pub length_ratio: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub length_ratio: Option<f64>,
     /// Occurrences of the pinned list's terms.
-    pub unsafe_terms: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unsafe_terms: Option<u64>,
     /// The grades.
     pub grades: Grades,
 }
@@ -313,12 +319,24 @@ impl Stage for PreferenceDataStage {
     fn run(&self, cx: &StageContext<'_>) -> Result<StageOutput, StageError> {
         let config: PreferenceDataConfig = parse_params(cx.config).map_err(StageError::Config)?;
         let prompts = read_completions(cx, "completions")?;
-        let terms = prov_terms::read_term_lists(
+        let terms = match prov_terms::read_term_lists(
             cx,
             "unsafe_terms",
             prov_terms::MatchMode::Word,
             prov_terms::CaseMode::Insensitive,
-        )?;
+        )? {
+            prov_terms::TermLists::Single(list) => list,
+            prov_terms::TermLists::PerLanguage(lists) => {
+                return Err(StageError::Input {
+                    input: "unsafe_terms".into(),
+                    message: format!(
+                        "is a directory of {} lists; the grade reads one list against every response: give one list \
+                         (every language's list together would flag ordinary words: Spanish `del` is Dutch profanity)",
+                        lists.len()
+                    ),
+                });
+            }
+        };
         let chrf = Chrf::CHRF;
         let mut lines = Vec::with_capacity(prompts.len());
         let mut levels: BTreeMap<&str, u64> = Level::ALL.iter().map(|l| (l.name(), 0)).collect();
@@ -333,28 +351,29 @@ impl Stage for PreferenceDataStage {
                 return Err(bad("`reference` is empty: nothing to grade against".into()));
             }
             let mut responses = Vec::with_capacity(p.completions.len());
+            let mut scores = Vec::with_capacity(p.completions.len());
             for c in &p.completions {
                 let stats =
                     chrf.segment_statistics(&c.text, &[p.reference.as_str()]).map_err(|e| bad(e.to_string()))?;
                 let (precision, recall) = mean_precision_recall(&stats);
                 let length_ratio = c.text.chars().count() as f64 / reference_chars as f64;
-                let unsafe_terms = terms.count_all(&c.text);
+                let unsafe_terms = terms.scan(&c.text).matches;
                 let grades = config.grades(precision, recall, length_ratio, unsafe_terms);
                 for (g, v) in GRADES.iter().zip(grades.as_array()) {
                     grade_counts.get_mut(g).expect("every grade counted")[usize::from(v)] += 1;
                 }
+                scores.push(chrf.score(&stats));
                 responses.push(GradedResponse {
                     ids: c.ids.clone(),
                     text: c.text.clone(),
-                    chrf: chrf.score(&stats),
-                    precision,
-                    recall,
-                    length_ratio,
-                    unsafe_terms,
+                    chrf: Some(chrf.score(&stats)),
+                    precision: Some(precision),
+                    recall: Some(recall),
+                    length_ratio: Some(length_ratio),
+                    unsafe_terms: Some(unsafe_terms),
                     grades,
                 });
             }
-            let scores: Vec<f64> = responses.iter().map(|r| r.chrf).collect();
             let pairs = pairs(&config, &scores);
             for pair in &pairs {
                 *levels.get_mut(pair.level.name()).expect("every level counted") += 1;

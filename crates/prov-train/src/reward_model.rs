@@ -40,9 +40,9 @@ impl RewardHeads {
     pub fn from_hf_config(config: &Value) -> Result<Option<Self>, String> {
         let Some(v) = config.get("reward_heads") else { return Ok(None) };
         let heads: Self = serde_json::from_value(v.clone()).map_err(|e| format!("`reward_heads`: {e}"))?;
-        if heads != Self::afm(heads.grade_hidden) || heads.grade_hidden < 1 {
+        if heads != Self::afm(heads.grade_hidden) || !(1..=MAX_GRADE_HIDDEN).contains(&heads.grade_hidden) {
             return Err(format!(
-                "`reward_heads` is {v}; Provenant builds the grades {GRADES:?} with {GRADE_LEVELS} levels and a positive `grade_hidden`"
+                "`reward_heads` is {v}; Provenant builds the grades {GRADES:?} with {GRADE_LEVELS} levels and a `grade_hidden` of 1 to {MAX_GRADE_HIDDEN}"
             ));
         }
         Ok(Some(heads))
@@ -67,6 +67,10 @@ fn default_grade_weight() -> f64 {
 
 /// The stage's own fields.
 pub const OWN: &[&str] = &["grade_weight", "grade_hidden"];
+
+/// The widest grade head: far beyond any model's width, small enough that the heads' matrices
+/// are allocated rather than refused by libtorch mid-run.
+pub const MAX_GRADE_HIDDEN: i64 = 1 << 16;
 
 /// The loop's defaults for `reward-model`.
 pub fn defaults() -> LoopParams {
@@ -101,8 +105,8 @@ impl Stage for RewardModelStage {
         if !(own.grade_weight.is_finite() && own.grade_weight >= 0.0) {
             return Err(ConfigError::at(&["grade_weight"], format!("must be 0 or more, got {}", own.grade_weight)));
         }
-        if own.grade_hidden.is_some_and(|h| h < 1) {
-            return Err(ConfigError::at(&["grade_hidden"], "must be at least 1"));
+        if own.grade_hidden.is_some_and(|h| !(1..=MAX_GRADE_HIDDEN).contains(&h)) {
+            return Err(ConfigError::at(&["grade_hidden"], format!("must be 1 to {MAX_GRADE_HIDDEN}")));
         }
         Ok(resolved)
     }

@@ -36,9 +36,26 @@ pub struct LoadedCheckpoint {
     pub(crate) vs: VarStore,
 }
 
-/// Loads checkpoint `digest`: its config, its weights checked tensor by tensor against the
-/// record's digests, and a model holding them.
+/// Loads the language model checkpoint `digest` ([`load_any`]); a reward model (a checkpoint
+/// with `reward_heads`) is refused: its heads are not a language model's output layer, so it
+/// cannot be sampled, scored, fine-tuned, distilled from or exported as one.
 pub fn load(store: &Store, digest: &Digest) -> Result<LoadedCheckpoint, CheckpointError> {
+    let loaded = load_any(store, digest)?;
+    if loaded.model.is_reward_model() {
+        return Err(CheckpointError::Config {
+            digest: loaded.record.config,
+            message: "it is a reward model (`reward_heads`), not a language model: its score and grade heads are not \
+                      an output layer over the vocabulary, so it is used only where a stage takes a reward model"
+                .into(),
+        });
+    }
+    Ok(loaded)
+}
+
+/// Loads checkpoint `digest`, a language model or a reward model: its config, its weights
+/// checked tensor by tensor against the record's digests, and a model holding them (with the
+/// heads its `config.json` declares).
+pub fn load_any(store: &Store, digest: &Digest) -> Result<LoadedCheckpoint, CheckpointError> {
     let record = read_record(store, digest)?;
     let config_err = |message: String| CheckpointError::Config { digest: record.config, message };
     let hf_config: Value =
@@ -218,14 +235,6 @@ fn pick(logits: &[f32], temperature: f64, u: f64) -> i64 {
 /// chat template when the tokenizer has the chat tokens.
 pub fn hf_folder(store: &Store, digest: &Digest) -> Result<BTreeMap<&'static str, Vec<u8>>, CheckpointError> {
     let loaded = load(store, digest)?;
-    if loaded.model.is_reward_model() {
-        return Err(CheckpointError::Config {
-            digest: loaded.record.config,
-            message: "it is a reward model (`reward_heads`): transformers has no class for its score and grade heads, \
-                      so it is not exported"
-                .into(),
-        });
-    }
     let tokenizer_digest = loaded.record.tokenizer.ok_or(CheckpointError::NoTokenizer(*digest))?;
     let tokenizer = store.read(&tokenizer_digest)?;
     let mut tensors = loaded.weights.clone();

@@ -60,6 +60,7 @@ pub fn runs() -> Vec<Arc<dyn StageRun>> {
         Arc::new(reward_model::RewardModelRun),
         Arc::new(reward_model::RewardModelScoreRun),
         Arc::new(mdloo::MdlooRun),
+        Arc::new(reward_model::BestOfNRun),
         Arc::new(toxicity::ToxicityTrainRun),
     ]
 }

@@ -12,7 +12,7 @@ use prov_exec::{StageContext, StageError, StageOutput, StageRun};
 use prov_manifest::{OutputRef, OutputType, derive_seed};
 use prov_reward::stage::write_lines;
 use prov_store::ObjectKind;
-use prov_train::mdloo::{leave_one_out, parse};
+use prov_train::mdloo::{iteration_prompts, leave_one_out, parse};
 use prov_train::post;
 use serde_json::json;
 use tch::{Kind, Tensor};
@@ -70,10 +70,16 @@ impl StageRun for MdlooRun {
     fn run(&self, cx: &StageContext<'_>) -> Result<StageOutput, StageError> {
         let (params, config, _) = parse(cx.config).map_err(StageError::Config)?;
         let reference = fine_tuning::load_checkpoint(cx, "model")?;
-        if reference.model.is_reward_model() {
-            return Err(StageError::Input { input: "model".into(), message: "is a reward model, not a policy".into() });
-        }
         let reward_model = load_reward_model(cx, "reward_model")?;
+        if reward_model.config.max_position_embeddings < reference.config.max_position_embeddings {
+            return Err(StageError::Input {
+                input: "reward_model".into(),
+                message: format!(
+                    "reads {} positions, fewer than the policy's {}: it could not score every response the policy samples",
+                    reward_model.config.max_position_embeddings, reference.config.max_position_embeddings
+                ),
+            });
+        }
         let (tokenizer_digest, tokenizer, template) = fine_tuning::chat_template(cx.store, "model", &reference)?;
         if reward_model.record.tokenizer != Some(tokenizer_digest) {
             return Err(StageError::Input {
@@ -91,7 +97,15 @@ impl StageRun for MdlooRun {
         let window = usize::try_from(reference.config.max_position_embeddings).expect("a window fits in memory");
         let eligible = eligible_prompts(&examples, &template, max_new, window)?;
         let (order_seed, sample_seed) = (cx.seed("order")?, cx.seed("sample")?);
-        let order = post::order(eligible.len() as u64, config.iterations * config.prompts, order_seed);
+        let order = iteration_prompts(eligible.len() as u64, config.prompts, config.iterations, order_seed)
+            .ok_or_else(|| StageError::Input {
+                input: "examples".into(),
+                message: format!(
+                    "{} prompts leave room for `max_new_tokens` {max_new} in the policy's {window} positions, fewer than `prompts` {}",
+                    eligible.len(),
+                    config.prompts
+                ),
+            })?;
         prov_torch::pin_threads(params.threads as usize);
         prov_torch::set_deterministic_algorithms(true);
         let mut trainer = Trainer::from_weights(&reference.config, &params.loop_config(), &reference.weights)
@@ -100,7 +114,7 @@ impl StageRun for MdlooRun {
         let k = usize::try_from(config.k).expect("k fits in memory");
         let mut sample_lines = Vec::new();
         let mut mean_scores = Vec::new();
-        for (t, chosen) in order.chunks(usize::try_from(config.prompts).expect("prompts fit in memory")).enumerate() {
+        for (t, chosen) in order.iter().enumerate() {
             let iteration = t + 1;
             // 1-3: sample from the policy as it stands.
             let mut groups = Vec::with_capacity(chosen.len());

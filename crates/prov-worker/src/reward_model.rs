@@ -11,9 +11,10 @@ use std::collections::BTreeMap;
 
 use prov_exec::{StageContext, StageError, StageOutput, StageRun, parse_params};
 use prov_manifest::{OutputRef, OutputType};
-use prov_reward::preference::PromptRewards;
+use prov_reward::preference::{PromptCompletions, PromptRewards};
 use prov_reward::stage::{read_completions, write_lines};
 use prov_store::ObjectKind;
+use prov_train::best_of_n::{BestOfNConfig, Candidates, choose, completions_input};
 use prov_train::post;
 use prov_train::preference_data::{PreferencePair, PromptPreferences, parse_preferences};
 use prov_train::reward_model::{OWN, RewardHeads, RewardModelConfig, ScoreConfig, defaults};
@@ -70,29 +71,101 @@ pub fn scores(model: &Decoder, rows: &[Vec<i64>], pad: i64, device: Device) -> V
     prov_torch::f32_values(&out.scores.to_kind(Kind::Float).to_device(Device::Cpu)).into_iter().map(f64::from).collect()
 }
 
-/// Refuses ids outside the model's vocabulary, naming the input, line and field: libtorch
-/// would stop the process instead.
-pub(crate) fn check_ids<'a>(
+/// One prompt's completions scored by `model` (one batch), each `prompt + completion`; a
+/// non-finite score is refused, naming the line and completion (it would be written as a
+/// missing reward).
+fn score_prompt(
+    model: &LoadedCheckpoint,
     input: &str,
-    vocab_size: i64,
-    rows: impl IntoIterator<Item = (usize, String, &'a [u32])>,
+    line: usize,
+    p: &PromptCompletions,
+    pad: i64,
+) -> Result<Vec<f64>, StageError> {
+    let rows: Vec<Vec<i64>> = p.completions.iter().map(|c| row(&p.prompt_ids, &c.ids)).collect();
+    let scored = scores(&model.model, &rows, pad, prov_torch::device());
+    if let Some(j) = scored.iter().position(|s| !s.is_finite()) {
+        return Err(StageError::Input {
+            input: "model".into(),
+            message: format!(
+                "gives a non-finite score to `{input}` line {line}, completion {j}: the reward model has diverged"
+            ),
+        });
+    }
+    Ok(scored)
+}
+
+/// A prompt as [`check_rows`] reads it: its line, its ids, and each response's field name,
+/// ids and text.
+pub(crate) type Rows<'a> = (usize, &'a [u32], Vec<(String, &'a [u32], &'a str)>);
+
+/// Checks what a reward model is about to read: every id inside its vocabulary, every row
+/// (`prompt + response`) inside its window, and every response's ids decoding (special tokens
+/// left out) to the text the file gives, which is what shows the ids were made with the reward
+/// model's tokenizer. Errors name the input, the line and the field.
+pub(crate) fn check_rows<'a>(
+    input: &str,
+    model: &LoadedCheckpoint,
+    tokenizer: &tokenizers::Tokenizer,
+    prompts: impl IntoIterator<Item = Rows<'a>>,
 ) -> Result<(), StageError> {
-    for (line, field, ids) in rows {
-        if let Some((k, id)) = ids.iter().enumerate().find(|(_, t)| i64::from(**t) >= vocab_size) {
-            return Err(StageError::Input {
-                input: input.to_owned(),
-                message: format!(
-                    "line {line}: `{field}[{k}]` is {id}, outside the model's vocabulary of {vocab_size} ids"
-                ),
-            });
+    let bad = |line: usize, message: String| StageError::Input {
+        input: input.to_owned(),
+        message: format!("line {line}: {message}"),
+    };
+    let (vocab, window) = (model.config.vocab_size, model.config.max_position_embeddings);
+    for (line, prompt, responses) in prompts {
+        let fields = std::iter::once(("prompt_ids".to_owned(), prompt))
+            .chain(responses.iter().map(|(f, ids, _)| (format!("{f}.ids"), *ids)));
+        for (field, ids) in fields {
+            if let Some((k, id)) = ids.iter().enumerate().find(|(_, t)| i64::from(**t) >= vocab) {
+                return Err(bad(
+                    line,
+                    format!("`{field}[{k}]` is {id}, outside the model's vocabulary of {vocab} ids"),
+                ));
+            }
+        }
+        for (field, ids, text) in &responses {
+            let length = prompt.len() + ids.len();
+            if length as u64 > window.unsigned_abs() {
+                return Err(bad(
+                    line,
+                    format!(
+                        "`prompt_ids` and `{field}.ids` are {length} tokens, beyond the reward model's {window} positions"
+                    ),
+                ));
+            }
+            let decoded = tokenizer.decode(ids, true).map_err(|e| bad(line, format!("`{field}.ids`: {e}")))?;
+            if decoded != *text {
+                return Err(bad(
+                    line,
+                    format!(
+                        "`{field}.ids` decode to {decoded:?} with the reward model's tokenizer, not to its `text` {text:?}: \
+                         they were made with another tokenizer"
+                    ),
+                ));
+            }
         }
     }
     Ok(())
 }
 
+/// The completions of a completions file as [`check_rows`] reads them.
+fn completion_rows(prompts: &[PromptCompletions]) -> impl Iterator<Item = Rows<'_>> {
+    prompts.iter().enumerate().map(|(i, p)| {
+        let responses = p
+            .completions
+            .iter()
+            .enumerate()
+            .map(|(j, c)| (format!("completions[{j}]"), c.ids.as_slice(), c.text.as_str()))
+            .collect();
+        (i + 1, p.prompt_ids.as_slice(), responses)
+    })
+}
+
 /// The reward model checkpoint of input `input`: refused unless it has heads.
 pub(crate) fn load_reward_model(cx: &StageContext<'_>, input: &str) -> Result<LoadedCheckpoint, StageError> {
-    let model = fine_tuning::load_checkpoint(cx, input)?;
+    let digest = cx.input(input)?.digest;
+    let model = crate::checkpoint::load_any(cx.store, &digest).map_err(|e| fine_tuning::checkpoint_error(input, e))?;
     if !model.model.is_reward_model() {
         return Err(StageError::Input {
             input: input.into(),
@@ -113,32 +186,24 @@ impl StageRun for RewardModelRun {
         let (params, own, _) =
             post::parse_stage_params::<RewardModelConfig>(cx.config, OWN, &defaults()).map_err(StageError::Config)?;
         let base = fine_tuning::load_checkpoint(cx, "model")?;
-        if base.model.is_reward_model() {
-            return Err(StageError::Input {
-                input: "model".into(),
-                message: "is already a reward model; train one from a language model checkpoint".into(),
-            });
-        }
         let prompts = parse_preferences(&cx.read_file_input("preferences")?)
             .map_err(|message| StageError::Input { input: "preferences".into(), message })?;
-        check_ids(
-            "preferences",
-            base.config.vocab_size,
-            prompts.iter().enumerate().flat_map(|(i, p)| {
-                std::iter::once((i + 1, "prompt_ids".to_owned(), p.prompt_ids.as_slice())).chain(
-                    p.responses
-                        .iter()
-                        .enumerate()
-                        .map(move |(j, r)| (i + 1, format!("responses[{j}].ids"), r.ids.as_slice())),
-                )
-            }),
-        )?;
+        let (tokenizer_digest, tokenizer, _) = fine_tuning::chat_template(cx.store, "model", &base)?;
+        let rows = prompts.iter().enumerate().map(|(i, p)| {
+            let responses = p
+                .responses
+                .iter()
+                .enumerate()
+                .map(|(j, r)| (format!("responses[{j}]"), r.ids.as_slice(), r.text.as_str()))
+                .collect();
+            (i + 1, p.prompt_ids.as_slice(), responses)
+        });
+        check_rows("preferences", &base, &tokenizer, rows)?;
         let pairs: Vec<(usize, PreferencePair)> =
             prompts.iter().enumerate().flat_map(|(i, p)| p.pairs.iter().map(move |pair| (i, *pair))).collect();
         if pairs.is_empty() {
             return Err(StageError::Input { input: "preferences".into(), message: "holds no preference pair".into() });
         }
-        let (tokenizer_digest, tokenizer, _) = fine_tuning::chat_template(cx.store, "model", &base)?;
         let pad = i64::from(prov_tokenizer::special_ids(&tokenizer)?["pad"]);
         let heads = RewardHeads::afm(own.grade_hidden.unwrap_or(base.config.hidden_size));
         let (heads_seed, order_seed) = (cx.seed("heads")?, cx.seed("order")?);
@@ -236,27 +301,14 @@ impl StageRun for RewardModelScoreRun {
         let config: ScoreConfig = parse_params(cx.config).map_err(StageError::Config)?;
         let model = load_reward_model(cx, "model")?;
         let prompts = read_completions(cx, "completions")?;
-        check_ids(
-            "completions",
-            model.config.vocab_size,
-            prompts.iter().enumerate().flat_map(|(i, p)| {
-                std::iter::once((i + 1, "prompt_ids".to_owned(), p.prompt_ids.as_slice())).chain(
-                    p.completions
-                        .iter()
-                        .enumerate()
-                        .map(move |(j, c)| (i + 1, format!("completions[{j}].ids"), c.ids.as_slice())),
-                )
-            }),
-        )?;
         let (_, tokenizer, _) = fine_tuning::chat_template(cx.store, "model", &model)?;
+        check_rows("completions", &model, &tokenizer, completion_rows(&prompts))?;
         let pad = i64::from(prov_tokenizer::special_ids(&tokenizer)?["pad"]);
         prov_torch::pin_threads(config.threads as usize);
         prov_torch::set_deterministic_algorithms(true);
-        let device = prov_torch::device();
         let mut lines = Vec::with_capacity(prompts.len());
-        for p in &prompts {
-            let rows: Vec<Vec<i64>> = p.completions.iter().map(|c| row(&p.prompt_ids, &c.ids)).collect();
-            let rewards = scores(&model.model, &rows, pad, device).into_iter().map(Some).collect();
+        for (i, p) in prompts.iter().enumerate() {
+            let rewards = score_prompt(&model, "completions", i + 1, p, pad)?.into_iter().map(Some).collect();
             lines.push(PromptRewards { id: p.id.clone(), rewards });
         }
         let values: Vec<f64> = lines.iter().flat_map(|l| l.rewards.iter().flatten().copied()).collect();
@@ -269,6 +321,43 @@ impl StageRun for RewardModelScoreRun {
             ("mean_reward".into(), json!(values.iter().sum::<f64>() / values.len() as f64)),
             ("max_reward".into(), json!(values.iter().copied().fold(f64::NEG_INFINITY, f64::max))),
         ]);
+        Ok(out)
+    }
+}
+
+/// Runs `best-of-n` stages: every source's completions scored by the reward model as
+/// `reward-model-score` scores them, then `prov_train::best_of_n::choose`.
+pub struct BestOfNRun;
+
+impl StageRun for BestOfNRun {
+    fn kind(&self) -> &'static str {
+        "best-of-n"
+    }
+    fn run(&self, cx: &StageContext<'_>) -> Result<StageOutput, StageError> {
+        let config: BestOfNConfig = parse_params(cx.config).map_err(StageError::Config)?;
+        let model = load_reward_model(cx, "model")?;
+        let (_, tokenizer, _) = fine_tuning::chat_template(cx.store, "model", &model)?;
+        let pad = i64::from(prov_tokenizer::special_ids(&tokenizer)?["pad"]);
+        let examples = post::read_examples(cx, "examples")?;
+        prov_torch::pin_threads(config.threads as usize);
+        prov_torch::set_deterministic_algorithms(true);
+        let mut sources = Vec::with_capacity(config.sources.len());
+        for name in &config.sources {
+            let input = completions_input(name);
+            let prompts = read_completions(cx, &input)?;
+            check_rows(&input, &model, &tokenizer, completion_rows(&prompts))?;
+            let rewards = prompts
+                .iter()
+                .enumerate()
+                .map(|(i, p)| score_prompt(&model, &input, i + 1, p, pad))
+                .collect::<Result<Vec<_>, _>>()?;
+            sources.push(Candidates { name, input, prompts, rewards });
+        }
+        let chosen = choose(&examples, &sources)?;
+        let digest = cx.store.put_bytes(ObjectKind::Blob, &write_lines(&chosen.lines))?;
+        let mut out = StageOutput::default();
+        out.outputs.insert("examples".into(), OutputRef { output_type: OutputType::File, digest });
+        out.stats = chosen.stats;
         Ok(out)
     }
 }
