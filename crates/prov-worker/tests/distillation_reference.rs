@@ -1,12 +1,12 @@
 //! AFM's distillation loss (§3.2.1) against `PyTorch`, bit for bit: the loss and its gradient
 //! with respect to the student's logits.
 //!
-//! `tests/python/distillation_reference.py` runs the three operations the book's "The AFM
-//! recipe" (Distillation) states. It is a transcription of that page by the same hand as the
-//! worker (the report's rule is one sentence; no released implementation exists), so what it
-//! shows is that the worker computes the stated rule on the same libtorch: argmax ties go to
-//! the first index, targets that coincide with the label sum to one, and the gradient is
-//! `softmax(student) - q` as ATen computes it.
+//! `tests/python/distillation_reference.py` was written by a helper from the book's "The AFM
+//! recipe" (Distillation) alone, without reading the worker or an earlier script: a
+//! transcription of the report's one-sentence rule as that page states it (no released
+//! implementation exists). What it shows is that the worker computes the stated rule on the
+//! same libtorch: argmax ties go to the first index, targets that coincide with the label sum
+//! to one, and the gradient is `softmax(student) - q` as ATen computes it.
 
 #![allow(clippy::unwrap_used, clippy::print_stderr, missing_docs)]
 

@@ -1,59 +1,61 @@
-"""PyTorch reference for the AFM distillation loss of Provenant's `pretrain` stage.
+"""AFM's distillation loss (report §3.2.1) as PyTorch computes it.
 
-Written from the book's specification (book/src/afm.md, "Distillation"), which states the
-loss as three PyTorch operations; it is a transcription of that page, by the same hand as the
-Rust code (the report gives one sentence of prose, and no released implementation exists).
-What agreement shows is that the worker computes exactly the stated rule: argmax ties broken
-by the first index, the targets mixed in float32, the cross-entropy with probability targets
-and mean reduction, and its gradient.
+An independent transcription of the book's "Distillation" section (book/src/afm.md),
+written from that section alone, without reading the Rust code or the earlier script.
+The operation list there is normative:
 
-Input (stdin), one JSON object:
+    t = teacher_logits.argmax(-1)                      # the first index of the largest, on a tie
+    q = F.one_hot(y, vocab).float() * (1 - w) + F.one_hot(t, vocab).float() * w
+    loss = F.cross_entropy(student_logits, q)          # probability targets, mean over n
 
-    {"n": positions, "vocab": V, "w": teacher weight,
-     "student": [u32 bit patterns of the float32 logits, n * V, row-major],
-     "teacher": [the same for the teacher's logits],
-     "labels": [n true labels]}
-
-Output (stdout), one JSON object: {"loss": u32 bits, "grad": [u32 bits of d loss / d
-student, n * V]}.
+Reads one JSON object on stdin:
+    n, vocab  the number of positions and the vocabulary size;
+    w         the teacher's weight (distillation.teacher_weight);
+    labels    the n label token ids;
+    student   the student's logits [n, vocab], row-major, as float32 bit patterns;
+    teacher   the teacher's logits [n, vocab], row-major, as float32 bit patterns.
+Writes one JSON object on stdout:
+    loss      the float32 bit pattern of the loss;
+    grad      the float32 bit patterns of d loss / d student_logits, row-major [n, vocab].
 """
 
 import json
-import struct
 import sys
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
-torch.set_num_threads(1)
+
+def float32_tensor(bits, n, vocab):
+    """A float32 [n, vocab] tensor from its values' bit patterns."""
+    values = np.array(bits, dtype=np.uint32).view(np.float32).reshape(n, vocab)
+    return torch.from_numpy(values.copy())
 
 
-def from_bits(bits, shape):
-    raw = struct.pack(f"<{len(bits)}I", *bits)
-    return torch.frombuffer(bytearray(raw), dtype=torch.float32).reshape(shape).clone()
-
-
-def to_bits(tensor):
-    values = tensor.detach().reshape(-1).to(torch.float32).tolist()
-    return list(struct.unpack(f"<{len(values)}I", struct.pack(f"<{len(values)}f", *values)))
-
-
-def distillation_loss(student, labels, teacher, w):
-    """The book's three operations."""
-    t = teacher.argmax(-1)
-    q = F.one_hot(labels, student.shape[1]).float() * (1 - w) + F.one_hot(t, student.shape[1]).float() * w
-    return F.cross_entropy(student, q)
+def tensor_bits(t):
+    """The float32 bit patterns of a tensor's values, flattened row-major."""
+    return t.detach().contiguous().numpy().astype(np.float32, copy=False).view(np.uint32).reshape(-1).tolist()
 
 
 def main():
+    torch.set_num_threads(1)
     case = json.load(sys.stdin)
-    n, vocab = case["n"], case["vocab"]
-    student = from_bits(case["student"], (n, vocab)).requires_grad_(True)
-    teacher = from_bits(case["teacher"], (n, vocab))
-    labels = torch.tensor(case["labels"], dtype=torch.int64)
-    loss = distillation_loss(student, labels, teacher, case["w"])
+    n, vocab, w = int(case["n"]), int(case["vocab"]), float(case["w"])
+    student_logits = float32_tensor(case["student"], n, vocab).requires_grad_(True)
+    teacher_logits = float32_tensor(case["teacher"], n, vocab)
+    y = torch.tensor(case["labels"], dtype=torch.int64)
+    assert y.shape == (n,)
+
+    # The teacher runs without gradients.
+    with torch.no_grad():
+        t = teacher_logits.argmax(-1)
+    q = F.one_hot(y, vocab).float() * (1 - w) + F.one_hot(t, vocab).float() * w
+    loss = F.cross_entropy(student_logits, q)
+    assert loss.dtype == torch.float32 and student_logits.dtype == torch.float32
     loss.backward()
-    json.dump({"loss": to_bits(loss)[0], "grad": to_bits(student.grad)}, sys.stdout)
+
+    json.dump({"loss": tensor_bits(loss)[0], "grad": tensor_bits(student_logits.grad)}, sys.stdout)
 
 
 if __name__ == "__main__":
