@@ -132,6 +132,16 @@ fn the_afm_post_training_stages_run_check_out_and_replay() {
         ),
     ];
     assert_eq!(chosen.len(), 8, "the same 8 prompts in both sources");
+    // The tokenizer's special tokens, from its own file: a completion holding one before its
+    // end is passed over.
+    let tokenizer: Value = serde_json::from_str(
+        &fs_err::read_to_string(p.object_file(outputs(&run, "tokenizer")["tokenizer"].as_str().unwrap())).unwrap(),
+    )
+    .unwrap();
+    let added = tokenizer["added_tokens"].as_array().unwrap();
+    let special: Vec<u64> = added.iter().filter(|t| t["special"] == true).map(|t| t["id"].as_u64().unwrap()).collect();
+    let end = added.iter().find(|t| t["content"] == "<|end|>").unwrap()["id"].as_u64().unwrap();
+    let mut passed_over = 0;
     for example in &chosen {
         let mut best: Option<(&str, usize, f64, String)> = None;
         for (name, completions, rewards) in &sources {
@@ -139,7 +149,13 @@ fn the_afm_post_training_stages_run_check_out_and_replay() {
             for (j, c) in completions[at]["completions"].as_array().unwrap().iter().enumerate() {
                 let r = rewards[at]["rewards"][j].as_f64().unwrap();
                 let text = c["text"].as_str().unwrap().to_owned();
-                if !text.is_empty() && best.as_ref().is_none_or(|b| r > b.2) {
+                let ids: Vec<u64> = c["ids"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).collect();
+                let body = ids.strip_suffix(&[end]).unwrap_or(&ids);
+                if text.is_empty() || body.iter().any(|id| special.contains(id)) {
+                    passed_over += 1;
+                    continue;
+                }
+                if best.as_ref().is_none_or(|b| r > b.2) {
                     best = Some((name, j, r, text));
                 }
             }
@@ -152,6 +168,8 @@ fn the_afm_post_training_stages_run_check_out_and_replay() {
         assert_eq!(messages.last().unwrap()["role"], "assistant");
         assert_eq!(messages.last().unwrap()["content"], text.as_str());
     }
+
+    assert_eq!(stats(&p, &run, "best-of-n")["completions_passed_over"], passed_over);
 
     // The whole run, sampling and the online loop included, replays bit for bit.
     p.prov(&["replay", "lockfiles/alignment.lock"]).success();
@@ -212,6 +230,21 @@ fn forgeries_are_refused(p: &Project, run: &[Value]) {
         "{}",
         r.describe()
     );
+
+    // Two prompts' ids swapped, ids and references kept: the reward would be for another
+    // prompt's conversation than the one written out. Refused, naming the line.
+    let mut swapped = lines_of(p, run, "completions", "completions");
+    let first = swapped[0]["prompt_ids"].clone();
+    swapped[0]["prompt_ids"] = swapped[1]["prompt_ids"].clone();
+    swapped[1]["prompt_ids"] = first;
+    let text: String = swapped.iter().map(|l| l.to_string() + "\n").collect();
+    p.write("recipes/data/post/swapped.jsonl", &text);
+    let sources = format!("{TERMS}  swapped: {{path: data/post/swapped.jsonl, license: MIT}}\n");
+    let stages = STAGES.replace("      sft-completions: completions.completions\n", "      sft-completions: swapped\n");
+    p.write("recipes/swapped.yaml", &recipe("swapped", &sources, &stages));
+    let r = p.prov(&["run", "recipes/swapped.yaml"]);
+    r.exit(1);
+    assert!(r.stderr().contains("line 1: `prompt_ids` of"), "{}", r.describe());
 
     // Candidates sampled for other examples than the ones given (the held-out split's): refused.
     let stages = STAGES.replace(

@@ -8,10 +8,12 @@
 //! Config `sources`: names, in order; input `<source>-completions` for each, and `examples`
 //! (the chat examples the completions were sampled from, matched by id; each completions
 //! line's `reference` must be its example's answer). A prompt is judged where every source
-//! holds it (by id, in the first source's order; the prompts of any source that some other
-//! source lacks are counted). Per prompt the completion with the highest score wins, the
-//! first source and then the first completion on a tie; completions with empty text are
-//! passed over, and a prompt with none left is skipped (counted). Output `examples`: chat
+//! holds it (by id, in the first source's order; the distinct prompts some source lacks are
+//! counted), and each line's `prompt_ids` must be its example's prompt as the reward model's
+//! chat template renders it (the worker checks). Per prompt the completion with the highest
+//! score wins, the first source and then the first completion on a tie; completions with
+//! empty text, or whose ids hold a special token before their end (which the text does not
+//! show), are passed over (counted), and a prompt with none left is skipped (counted). Output `examples`: chat
 //! examples (the prompt's conversation, then an assistant message with the winner's text)
 //! with the fields `source`, `completion` and `reward` saying where each answer came from.
 //! The scoring is the worker's (`prov_worker::reward_model`), as `reward-model-score`'s; the
@@ -59,8 +61,9 @@ impl Stage for BestOfNStage {
         "best-of-n"
     }
     // 2: scores the candidates itself with the reward model (input `model`).
+    // 3: passes over completions holding special tokens; checks `prompt_ids`.
     fn version(&self) -> u32 {
-        2
+        3
     }
     fn summary(&self) -> &'static str {
         "keeps the best-rewarded completion of several sources per prompt as SFT data"
@@ -121,6 +124,10 @@ pub struct Candidates<'a> {
     pub prompts: Vec<PromptCompletions>,
     /// The reward of each completion of each prompt.
     pub rewards: Vec<Vec<f64>>,
+    /// Per completion of each prompt, whether it may not be chosen: its ids hold a special
+    /// token before their end, which its text does not show (the reward would be for ids
+    /// the SFT example, tokenized again, does not hold).
+    pub passed_over: Vec<Vec<bool>>,
 }
 
 /// What [`choose`] decided: the output lines (canonical JSON Lines) and the statistics.
@@ -171,7 +178,13 @@ pub fn choose(examples: &[ChatExample], sources: &[Candidates<'_>]) -> Result<Ch
         indexes.push(index);
     }
     let shared = |id: &str| indexes.iter().all(|index| index.contains_key(id));
-    let not_shared = sources.iter().map(|s| s.prompts.iter().filter(|p| !shared(&p.id)).count()).sum::<usize>();
+    let not_shared = indexes
+        .iter()
+        .flat_map(|index| index.keys())
+        .filter(|id| !shared(id))
+        .collect::<std::collections::BTreeSet<_>>()
+        .len();
+    let mut passed_over = 0u64;
     let mut lines = Vec::new();
     let mut wins: BTreeMap<&str, u64> = sources.iter().map(|s| (s.name, 0)).collect();
     let mut skipped = 0u64;
@@ -182,7 +195,11 @@ pub fn choose(examples: &[ChatExample], sources: &[Candidates<'_>]) -> Result<Ch
         for (source, index) in sources.iter().zip(&indexes) {
             let i = index[prompt.id.as_str()];
             for (j, (c, &r)) in source.prompts[i].completions.iter().zip(&source.rewards[i]).enumerate() {
-                if !c.text.is_empty() && best.is_none_or(|(_, _, b, _)| r > b) {
+                if c.text.is_empty() || source.passed_over[i][j] {
+                    passed_over += 1;
+                    continue;
+                }
+                if best.is_none_or(|(_, _, b, _)| r > b) {
                     best = Some((source.name, j, r, c.text.as_str()));
                 }
             }
@@ -202,7 +219,7 @@ pub fn choose(examples: &[ChatExample], sources: &[Candidates<'_>]) -> Result<Ch
         return Err(bad(
             &sources[0].input,
             format!(
-                "no answer to keep: {not_shared} prompts are not in every source, and every completion of the other {skipped} is empty"
+                "no answer to keep: {not_shared} prompts are not in every source, and every completion of the other {skipped} is empty or holds a special token"
             ),
         ));
     }
@@ -210,6 +227,7 @@ pub fn choose(examples: &[ChatExample], sources: &[Candidates<'_>]) -> Result<Ch
         ("examples".into(), json!(lines.len())),
         ("prompts_without_an_answer".into(), json!(skipped)),
         ("prompts_not_in_every_source".into(), json!(not_shared)),
+        ("completions_passed_over".into(), json!(passed_over)),
         ("wins".into(), json!(wins)),
         ("mean_reward".into(), json!(total / lines.len() as f64)),
     ]);

@@ -127,8 +127,9 @@ pub fn parse(params: &Value) -> Result<(LoopParams, MdlooConfig, Value), ConfigE
         return Err(ConfigError::at(&["temperature"], format!("must be above 0, got {}", own.temperature))
             .with_hint("at 0 the k responses of a prompt are the same, and every advantage is 0"));
     }
-    if own.iterations.checked_mul(own.prompts).and_then(|n| n.checked_mul(own.k)).is_none() {
-        return Err(ConfigError::at(&["prompts"], "iterations × prompts × k does not fit in 64 bits"));
+    let max = post::MAX_EXAMPLES_SEEN;
+    if own.iterations.checked_mul(own.prompts).and_then(|n| n.checked_mul(own.k)).is_none_or(|n| n > max) {
+        return Err(ConfigError::at(&["prompts"], format!("iterations × prompts × k is more than {max} responses")));
     }
     if own.max_new_tokens == 0 {
         return Err(ConfigError::at(&["max_new_tokens"], "must be at least 1"));
@@ -176,7 +177,7 @@ pub fn iteration_prompts(eligible: u64, prompts: u64, iterations: u64, seed: u64
         return None;
     }
     let mut state = seed;
-    let mut out = Vec::with_capacity(usize::try_from(iterations).unwrap_or(0));
+    let mut out = Vec::new();
     while (out.len() as u64) < iterations {
         let permutation = prov_dataset::tokens::permutation(eligible, &mut state);
         for chunk in permutation.chunks_exact(usize::try_from(prompts).expect("prompts fit in memory")) {

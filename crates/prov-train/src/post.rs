@@ -70,6 +70,11 @@ impl PostSchedule {
     }
 }
 
+/// The most examples a post-training stage's data order holds (`steps × batch_size`): its order
+/// is materialised (8 bytes an example), so that a stage refuses a size it cannot hold at lock
+/// time instead of failing to allocate mid-run.
+pub const MAX_EXAMPLES_SEEN: u64 = 1 << 30;
+
 /// The training-loop parameters every post-training stage takes, as its recipe spells them,
 /// beside the stage's own (see [`parse_stage_params`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -114,8 +119,11 @@ impl LoopParams {
                 return Err(ConfigError::at(&[field], format!("must be a positive number, got {v}")));
             }
         }
-        if self.steps.checked_mul(self.batch_size).is_none() {
-            return Err(ConfigError::at(&["steps"], "steps × batch_size does not fit in 64 bits"));
+        if self.steps.checked_mul(self.batch_size).is_none_or(|n| n > MAX_EXAMPLES_SEEN) {
+            return Err(ConfigError::at(
+                &["steps"],
+                format!("steps × batch_size is more than {MAX_EXAMPLES_SEEN} examples, the most a data order holds"),
+            ));
         }
         if self.warmup_steps >= self.steps {
             return Err(ConfigError::at(&["warmup_steps"], "must be below `steps`"));

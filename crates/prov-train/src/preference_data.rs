@@ -293,8 +293,9 @@ impl Stage for PreferenceDataStage {
     fn kind(&self) -> &'static str {
         "preference-data"
     }
+    // 2: one term list only (a directory of lists is refused).
     fn version(&self) -> u32 {
-        1
+        2
     }
     fn summary(&self) -> &'static str {
         "derives graded preference pairs from sampled completions, chrF and a pinned term list"

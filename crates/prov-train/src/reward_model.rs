@@ -94,8 +94,9 @@ impl Stage for RewardModelStage {
     fn kind(&self) -> &'static str {
         "reward-model"
     }
+    // 2: rows are checked (ids decode to their text, fit the window) before training.
     fn version(&self) -> u32 {
-        1
+        2
     }
     fn summary(&self) -> &'static str {
         "trains AFM's reward model (a score and four grade heads) on graded preference pairs"
@@ -153,8 +154,9 @@ impl Stage for RewardModelScoreStage {
     fn kind(&self) -> &'static str {
         "reward-model-score"
     }
+    // 2: rows are checked (ids decode to their text, fit the window); non-finite scores refused.
     fn version(&self) -> u32 {
-        1
+        2
     }
     fn summary(&self) -> &'static str {
         "scores every completion of a completions file with a reward model"

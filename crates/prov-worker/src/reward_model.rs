@@ -1,7 +1,8 @@
 //! Running AFM's reward model (Appendix E.1): the `reward-model` stage, which trains a
 //! checkpoint's decoder with a score head and four grade heads on graded preference pairs
-//! (the loss is [`reward_model_loss`]), and `reward-model-score`, which scores a completions
-//! file with one. The kinds are `prov_train::reward_model`'s; the heads are
+//! (the loss is [`reward_model_loss`]), `reward-model-score`, which scores a completions file
+//! with one, and `best-of-n`, which scores several sources' completions with one and keeps
+//! each prompt's best (`prov_train::best_of_n::choose`). The kinds are `prov_train::reward_model`'s; the heads are
 //! [`crate::model::Decoder::attach_reward_heads`].
 //!
 //! A row is `prompt ids + response ids`, right-padded; the heads read the final hidden state
@@ -140,7 +141,7 @@ pub(crate) fn check_rows<'a>(
                     line,
                     format!(
                         "`{field}.ids` decode to {decoded:?} with the reward model's tokenizer, not to its `text` {text:?}: \
-                         they were made with another tokenizer"
+                         the ids were made with another tokenizer, or the text was changed"
                     ),
                 ));
             }
@@ -336,9 +337,18 @@ impl StageRun for BestOfNRun {
     fn run(&self, cx: &StageContext<'_>) -> Result<StageOutput, StageError> {
         let config: BestOfNConfig = parse_params(cx.config).map_err(StageError::Config)?;
         let model = load_reward_model(cx, "model")?;
-        let (_, tokenizer, _) = fine_tuning::chat_template(cx.store, "model", &model)?;
+        let (_, tokenizer, template) = fine_tuning::chat_template(cx.store, "model", &model)?;
         let pad = i64::from(prov_tokenizer::special_ids(&tokenizer)?["pad"]);
+        let special: std::collections::BTreeSet<u32> =
+            tokenizer.get_added_tokens_decoder().into_iter().filter(|(_, t)| t.special).map(|(id, _)| id).collect();
+        let end = template.end_id();
         let examples = post::read_examples(cx, "examples")?;
+        let rendered: BTreeMap<&str, Option<Vec<u32>>> = examples
+            .iter()
+            .map(|e| {
+                (e.id.as_str(), e.prompt_and_reference().and_then(|(prompt, _)| template.render_prompt(prompt).ok()))
+            })
+            .collect();
         prov_torch::pin_threads(config.threads as usize);
         prov_torch::set_deterministic_algorithms(true);
         let mut sources = Vec::with_capacity(config.sources.len());
@@ -346,12 +356,39 @@ impl StageRun for BestOfNRun {
             let input = completions_input(name);
             let prompts = read_completions(cx, &input)?;
             check_rows(&input, &model, &tokenizer, completion_rows(&prompts))?;
+            // The prompt scored must be the example's, as the chat template renders it.
+            for (i, p) in prompts.iter().enumerate() {
+                if let Some(Some(ids)) = rendered.get(p.id.as_str())
+                    && *ids != p.prompt_ids
+                {
+                    return Err(StageError::Input {
+                        input: input.clone(),
+                        message: format!(
+                            "line {}: `prompt_ids` of `{}` are not its example's prompt as the chat template renders it",
+                            i + 1,
+                            p.id
+                        ),
+                    });
+                }
+            }
             let rewards = prompts
                 .iter()
                 .enumerate()
                 .map(|(i, p)| score_prompt(&model, &input, i + 1, p, pad))
                 .collect::<Result<Vec<_>, _>>()?;
-            sources.push(Candidates { name, input, prompts, rewards });
+            let passed_over = prompts
+                .iter()
+                .map(|p| {
+                    p.completions
+                        .iter()
+                        .map(|c| {
+                            let body = c.ids.strip_suffix(&[end]).unwrap_or(&c.ids);
+                            body.iter().any(|id| special.contains(id))
+                        })
+                        .collect()
+                })
+                .collect();
+            sources.push(Candidates { name, input, prompts, rewards, passed_over });
         }
         let chosen = choose(&examples, &sources)?;
         let digest = cx.store.put_bytes(ObjectKind::Blob, &write_lines(&chosen.lines))?;
