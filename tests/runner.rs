@@ -44,6 +44,7 @@ mod test_recipe_errors;
 mod test_replay;
 mod test_robots;
 mod test_sandbox;
+mod test_serve;
 mod test_slurm;
 mod test_tokenizer;
 mod test_toxicity;

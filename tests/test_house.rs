@@ -43,6 +43,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("prov-audit", 7),
     ("prov-card", 7),
     ("prov-fuzz", 8),
+    ("prov-serve", 8),
     ("prov-cli", 9),
 ];
 

@@ -138,23 +138,7 @@ impl prov_exec::Observer for StageProgress {
 }
 
 /// Formats milliseconds since the Unix epoch as `YYYY-MM-DD HH:MM:SSZ` (UTC).
-pub(crate) fn format_time(ms: i64) -> String {
-    let secs = ms.div_euclid(1000);
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    // Howard Hinnant's civil_from_days.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = if m <= 2 { y + 1 } else { y };
-    format!("{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
-}
+pub(crate) use prov_store::format_utc as format_time;
 
 /// Formats a byte count for people.
 pub(crate) fn format_bytes(n: u64) -> String {
@@ -265,13 +249,6 @@ pub(crate) fn table(header: &[&str], rows: &[Vec<String>]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn times_are_utc_civil_dates() {
-        assert_eq!(format_time(0), "1970-01-01 00:00:00Z");
-        assert_eq!(format_time(951_782_400_000), "2000-02-29 00:00:00Z");
-        assert_eq!(format_time(1_795_310_000_000), "2026-11-22 01:13:20Z");
-    }
 
     #[test]
     fn pretty_json_keeps_scalar_arrays_on_one_line() {

@@ -67,7 +67,7 @@ pub struct Node {
 
 impl Node {
     /// Label lines: kind, then the name and short digest, or the short digest alone.
-    fn label_lines(&self) -> Vec<String> {
+    pub fn label_lines(&self) -> Vec<String> {
         match &self.name {
             Some(n) if self.kind == "stage" => vec![self.kind.clone(), n.clone()],
             Some(n) => vec![self.kind.clone(), n.clone(), self.digest.short()],

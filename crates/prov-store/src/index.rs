@@ -62,6 +62,26 @@ CREATE TABLE IF NOT EXISTS stage_events(
 ) WITHOUT ROWID;
 ";
 
+/// Formats milliseconds since the Unix epoch (the index's timestamps) as
+/// `YYYY-MM-DD HH:MM:SSZ` (UTC), the civil date from the day count as Howard Hinnant's
+/// `civil_from_days` computes it.
+pub fn format_utc(ms: i64) -> String {
+    let secs = ms.div_euclid(1000);
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = if m <= 2 { y + 1 } else { y };
+    format!("{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
+}
+
 /// One execution of a lockfile (a `run` or a `replay`), as logged in the index.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExecutionRow {
@@ -454,5 +474,17 @@ impl Index {
             })
             .map_err(|e| self.err(e))?;
         rows.collect::<Result<_, _>>().map_err(|e| self.err(e))
+    }
+}
+
+#[cfg(test)]
+mod format_tests {
+    use super::format_utc;
+
+    #[test]
+    fn times_are_utc_civil_dates() {
+        assert_eq!(format_utc(0), "1970-01-01 00:00:00Z");
+        assert_eq!(format_utc(951_782_400_000), "2000-02-29 00:00:00Z");
+        assert_eq!(format_utc(1_795_310_000_000), "2026-11-22 01:13:20Z");
     }
 }

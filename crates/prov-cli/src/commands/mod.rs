@@ -16,6 +16,7 @@ mod model;
 mod prove;
 mod replay;
 mod run;
+mod serve;
 mod show;
 mod status;
 mod task;
@@ -52,6 +53,7 @@ pub(crate) enum Command {
     Attest(attest::AttestArgs),
     VerifyAttestation(verify_attestation::VerifyAttestationArgs),
     Gc(gc::GcArgs),
+    Serve(serve::ServeArgs),
     #[command(hide = true)]
     Task(task::TaskArgs),
 }
@@ -81,6 +83,7 @@ pub(crate) fn dispatch(ui: &mut Ui, cx: &CommandContext, command: &Command) -> R
         Command::Attest(a) => attest::cmd_attest(ui, cx, a),
         Command::VerifyAttestation(a) => verify_attestation::cmd_verify_attestation(ui, cx, a),
         Command::Gc(a) => gc::cmd_gc(ui, cx, a),
+        Command::Serve(a) => serve::cmd_serve(ui, cx, a),
         Command::Task(a) => task::cmd_task(ui, cx, a),
     }
 }

@@ -1,0 +1,274 @@
+//! The pages. Each handler reads what the matching CLI command reads (on a blocking thread:
+//! the store is files and `SQLite`), builds a plain view model and renders a template; the
+//! templates are embedded in the binary and escape every value (minijinja's HTML escaping).
+//!
+//! - `/`: the executions the store has logged, newest first (`prov log`), each with its run
+//!   page when it completed;
+//! - `/runs/<run manifest>`: a run's stages in plan order with kind, version, determinism
+//!   class, outputs and statistics, and the envelope they ran in (`prov show`);
+//! - `/lineage/<digest>`: what an object was made from and what was made from it, drawn as SVG
+//!   on the server, every node a link to its own lineage (`prov lineage`).
+
+use std::io::Write as _;
+use std::sync::Arc;
+
+use axum::extract::{Path, State};
+use axum::http::{StatusCode, header};
+use axum::response::{Html, IntoResponse, Response};
+use minijinja::{Environment, context};
+use prov_manifest::{LineageGraph, LoadedRun};
+use prov_store::{Access, Store};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::AppState;
+use crate::guard::parse_digest;
+
+/// The templates, from the crate's `templates/` directory, compiled into the binary.
+pub fn templates() -> Environment<'static> {
+    let mut env = Environment::new();
+    for (name, source) in [
+        ("base.html", include_str!("../templates/base.html")),
+        ("runs.html", include_str!("../templates/runs.html")),
+        ("run.html", include_str!("../templates/run.html")),
+        ("lineage.html", include_str!("../templates/lineage.html")),
+        ("error.html", include_str!("../templates/error.html")),
+    ] {
+        env.add_template(name, source).expect("the embedded templates parse");
+    }
+    env
+}
+
+/// A page that could not be made: the status and what the reader is told.
+struct PageError(StatusCode, String);
+
+impl PageError {
+    fn internal(what: impl std::fmt::Display) -> Self {
+        // The reader learns that it failed; the detail goes to the server's log only.
+        let _ = writeln!(std::io::stderr().lock(), "prov serve: {what}");
+        Self(StatusCode::INTERNAL_SERVER_ERROR, "the page could not be made; the server's log says why".into())
+    }
+}
+
+fn render(state: &AppState, template: &str, ctx: minijinja::Value) -> Response {
+    match state.templates.get_template(template).and_then(|t| t.render(ctx)) {
+        Ok(html) => Html(html).into_response(),
+        Err(e) => error_page(state, PageError::internal(e)),
+    }
+}
+
+fn error_page(state: &AppState, PageError(status, message): PageError) -> Response {
+    let html = state
+        .templates
+        .get_template("error.html")
+        .and_then(|t| t.render(context! { title => status.canonical_reason().unwrap_or("error"), message }))
+        .unwrap_or_else(|_| "error".into());
+    (status, Html(html)).into_response()
+}
+
+/// Runs `f` with the store opened read-only, on a blocking thread.
+async fn with_store<T: Send + 'static>(
+    state: &Arc<AppState>,
+    f: impl FnOnce(&Store) -> Result<T, PageError> + Send + 'static,
+) -> Result<T, PageError> {
+    let dir = state.config.store_dir.clone();
+    tokio::task::spawn_blocking(move || {
+        let store = Store::open(&dir, Access::ReadOnly, true).map_err(PageError::internal)?;
+        f(&store)
+    })
+    .await
+    .map_err(PageError::internal)?
+}
+
+#[derive(Serialize)]
+struct ExecutionView {
+    mode: String,
+    status: String,
+    recipe: String,
+    run_id: String,
+    started: String,
+    seconds: Option<f64>,
+    manifest: Option<String>,
+    detail: Option<String>,
+}
+
+/// `/`: the executions of the store.
+pub async fn runs(State(state): State<Arc<AppState>>) -> Response {
+    let rows = with_store(&state, |store| {
+        let rows = store.index().executions().map_err(PageError::internal)?;
+        Ok(rows
+            .into_iter()
+            .map(|r| ExecutionView {
+                mode: r.mode,
+                status: r.status,
+                recipe: r.recipe,
+                run_id: r.run_id.to_string(),
+                started: prov_store::format_utc(r.started_ms),
+                seconds: r.finished_ms.map(|f| (f - r.started_ms) as f64 / 1000.0),
+                manifest: r.run_manifest.map(|d| d.to_string()),
+                detail: r.detail,
+            })
+            .collect::<Vec<_>>())
+    })
+    .await;
+    match rows {
+        Ok(rows) => render(&state, "runs.html", context! { title => "Runs", executions => rows }),
+        Err(e) => error_page(&state, e),
+    }
+}
+
+#[derive(Serialize)]
+struct OutputView {
+    name: String,
+    kind: String,
+    digest: String,
+}
+
+#[derive(Serialize)]
+struct StageView {
+    name: String,
+    kind: String,
+    version: u32,
+    class: String,
+    manifest: String,
+    outputs: Vec<OutputView>,
+    stats: Vec<(String, String)>,
+}
+
+/// A statistic as one short line.
+fn short(v: &Value) -> String {
+    let text = match v {
+        Value::String(s) => s.clone(),
+        Value::Object(m) => format!("{{{} entries}}", m.len()),
+        other => other.to_string(),
+    };
+    if text.chars().count() > 80 { format!("{}…", text.chars().take(80).collect::<String>()) } else { text }
+}
+
+/// `/runs/<run manifest>`: a run's stages.
+pub async fn run(State(state): State<Arc<AppState>>, Path(manifest): Path<String>) -> Response {
+    let Some(digest) = parse_digest(&manifest) else {
+        return error_page(
+            &state,
+            PageError(StatusCode::BAD_REQUEST, "a run is named by its manifest's full digest".into()),
+        );
+    };
+    let loaded = with_store(&state, move |store| {
+        if !store.contains(&digest) {
+            return Err(PageError(StatusCode::NOT_FOUND, "no such run manifest in this store".into()));
+        }
+        LoadedRun::load(store, digest)
+            .map_err(|_| PageError(StatusCode::NOT_FOUND, "that object is not a run manifest".into()))
+    })
+    .await;
+    let run = match loaded {
+        Ok(run) => run,
+        Err(e) => return error_page(&state, e),
+    };
+    let stages: Vec<StageView> = run
+        .stages()
+        .iter()
+        .map(|s| StageView {
+            name: s.name().to_owned(),
+            kind: s.kind().to_owned(),
+            version: s.record.version,
+            class: s.record.determinism.as_str().to_owned(),
+            manifest: s.manifest.to_string(),
+            outputs: s
+                .record
+                .outputs
+                .iter()
+                .map(|(name, o)| OutputView {
+                    name: name.clone(),
+                    kind: serde_json::to_value(o.output_type)
+                        .ok()
+                        .and_then(|v| v.as_str().map(str::to_owned))
+                        .unwrap_or_default(),
+                    digest: o.digest.to_string(),
+                })
+                .collect(),
+            stats: s.record.stats.iter().map(|(k, v)| (k.clone(), short(v))).collect(),
+        })
+        .collect();
+    let envelope = run.stages().first().map(|s| {
+        let e = &s.record.envelope;
+        context! { workbench => e.workbench_version, os => e.os, arch => e.arch, cpu => e.cpu_model, threads => e.threads, device => e.device, libtorch => e.libtorch }
+    });
+    render(
+        &state,
+        "run.html",
+        context! {
+            title => format!("Run of {}", run.recipe()),
+            recipe => run.recipe(),
+            manifest => run.manifest.to_string(),
+            lockfile => run.record.lockfile.to_string(),
+            root => run.record.root.to_string(),
+            stages,
+            envelope,
+        },
+    )
+}
+
+#[derive(Serialize)]
+struct NodeView {
+    digest: String,
+    kind: String,
+    name: Option<String>,
+    role: &'static str,
+}
+
+/// `/lineage/<digest>`: an object's lineage as SVG.
+pub async fn lineage(State(state): State<Arc<AppState>>, Path(target): Path<String>) -> Response {
+    let Some(digest) = parse_digest(&target) else {
+        return error_page(&state, PageError(StatusCode::BAD_REQUEST, "an object is named by its full digest".into()));
+    };
+    let drawn = with_store(&state, move |store| {
+        let graph = LineageGraph::of_store(store).map_err(PageError::internal)?;
+        if !graph.contains(&digest) && !store.contains(&digest) {
+            return Err(PageError(StatusCode::NOT_FOUND, "no such object in this store".into()));
+        }
+        graph.lineage(store, digest, None).map_err(PageError::internal)
+    })
+    .await;
+    let lineage = match drawn {
+        Ok(l) => l,
+        Err(e) => return error_page(&state, e),
+    };
+    let svg = crate::lineage_svg::draw(&lineage);
+    let nodes: Vec<NodeView> = lineage
+        .nodes
+        .iter()
+        .map(|n| NodeView {
+            digest: n.digest.to_string(),
+            kind: n.kind.clone(),
+            name: n.name.clone(),
+            role: n.role.as_str(),
+        })
+        .collect();
+    render(
+        &state,
+        "lineage.html",
+        context! { title => "Lineage", target => digest.to_string(), svg => minijinja::Value::from_safe_string(svg), nodes },
+    )
+}
+
+/// `/static/style.css`.
+pub async fn style() -> Response {
+    ([(header::CONTENT_TYPE, "text/css; charset=utf-8")], include_str!("../templates/style.css")).into_response()
+}
+
+/// Any other path.
+pub async fn not_found(State(state): State<Arc<AppState>>) -> Response {
+    error_page(&state, PageError(StatusCode::NOT_FOUND, "there is no such page".into()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_templates_parse() {
+        let env = templates();
+        assert!(env.get_template("run.html").is_ok());
+    }
+}
