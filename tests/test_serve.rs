@@ -96,6 +96,20 @@ fn get(addr: &str, path: &str, headers: &str) -> Response {
     send(addr, format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\n{headers}Connection: close\r\n\r\n").as_bytes())
 }
 
+/// The run manifest of `recipe`'s run in `p`.
+fn run_manifest(p: &Project, recipe: &str) -> String {
+    let run = p.json(&["run", recipe]);
+    run.iter().find(|l| l["type"] == "run").expect("the run ends")["data"]["run_manifest"].as_str().unwrap().to_owned()
+}
+
+/// A second run of the quickstart in `p`, its sample a quarter instead of half.
+fn quickstart_quarter(p: &Project) -> String {
+    let recipe = fs_err::read_to_string(p.path("recipes/quickstart.yaml")).unwrap();
+    assert!(recipe.contains("fraction: 0.5"));
+    p.write("recipes/quickstart-quarter.yaml", &recipe.replace("fraction: 0.5", "fraction: 0.25"));
+    run_manifest(p, "recipes/quickstart-quarter.yaml")
+}
+
 /// The quickstart run recorded in a fresh project, and its run manifest.
 fn quickstart() -> (Project, String) {
     let p = Project::with_recipes();
@@ -152,6 +166,16 @@ fn the_workbench_serves_runs_stages_and_lineage_and_refuses_what_it_should() {
     let missing = format!("blake3:{}", "0".repeat(64));
     assert_eq!(get(addr, &format!("/lineage/{missing}"), "").status, 404);
     assert_eq!(get(addr, &format!("/runs/{output}"), "").status, 404, "an object that is not a run");
+
+    // Two runs compared: the lockfiles' changed parameter, the stages whose outputs differ.
+    let quarter = quickstart_quarter(&p);
+    let diff = get(addr, &format!("/diff?a={manifest}&b={quarter}"), "");
+    assert_eq!(diff.status, 200, "{}", diff.body);
+    assert!(diff.body.contains("config.fraction") && diff.body.contains("0.25"), "{}", diff.body);
+    assert!(diff.body.contains("outputs.dataset") && diff.body.contains("documents_out"), "{}", diff.body);
+    assert!(get(addr, "/", "").body.contains("id=\"compare\""), "two runs: the compare form");
+    assert_eq!(get(addr, &format!("/diff?a={manifest}&b=..%2F..%2Fetc%2Fpasswd"), "").status, 400);
+    assert_eq!(get(addr, &format!("/diff?a={manifest}"), "").status, 400, "b missing");
 
     // A 100 MB body is refused from its headers: the answer comes before any byte of it.
     let mut s = TcpStream::connect(addr).unwrap();
@@ -335,4 +359,13 @@ fn a_reviewer_follows_a_run_to_its_lineage_in_chromium() {
     assert_ne!(browser.url(), first);
     assert!(browser.url().starts_with(&format!("{base}/lineage/blake3:")));
     assert!(!browser.find("svg a.node.target").is_empty());
+
+    // With a second run, the runs page offers to compare two; the diff names the change.
+    quickstart_quarter(&p);
+    browser.open(&format!("{base}/"));
+    browser.click("#compare button");
+    assert!(browser.url().starts_with(&format!("{base}/diff?a=blake3")), "{}", browser.url());
+    assert!(browser.text("#config").contains("config.fraction"));
+    assert!(browser.text("#outputs").contains("half"));
+    browser.screenshot(&shots, "diff");
 }

@@ -70,6 +70,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/", get(pages::runs))
         .route("/runs/{manifest}", get(pages::run))
         .route("/lineage/{digest}", get(pages::lineage))
+        .route("/diff", get(pages::diff))
         .route("/static/style.css", get(pages::style))
         .fallback(pages::not_found)
         .layer(axum::middleware::from_fn_with_state(state.clone(), guard::check))

@@ -7,16 +7,18 @@
 //! - `/runs/<run manifest>`: a run's stages in plan order with kind, version, determinism
 //!   class, outputs and statistics, and the envelope they ran in (`prov show`);
 //! - `/lineage/<digest>`: what an object was made from and what was made from it, drawn as SVG
-//!   on the server, every node a link to its own lineage (`prov lineage`).
+//!   on the server, every node a link to its own lineage (`prov lineage`);
+//! - `/diff?a=<run manifest>&b=<run manifest>`: how two runs differ, their lockfiles field by
+//!   field and their stages' outputs and statistics (`prov diff`).
 
 use std::io::Write as _;
 use std::sync::Arc;
 
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 use minijinja::{Environment, context};
-use prov_manifest::{LineageGraph, LoadedRun};
+use prov_manifest::{Change, LineageGraph, LoadedRun, Lockfile, LockfileDiff, RunOutputsDiff, get_typed};
 use prov_store::{Access, Store};
 use serde::Serialize;
 use serde_json::Value;
@@ -33,6 +35,7 @@ pub fn templates() -> Environment<'static> {
         ("run.html", include_str!("../templates/run.html")),
         ("lineage.html", include_str!("../templates/lineage.html")),
         ("error.html", include_str!("../templates/error.html")),
+        ("diff.html", include_str!("../templates/diff.html")),
     ] {
         env.add_template(name, source).expect("the embedded templates parse");
     }
@@ -249,6 +252,92 @@ pub async fn lineage(State(state): State<Arc<AppState>>, Path(target): Path<Stri
         &state,
         "lineage.html",
         context! { title => "Lineage", target => digest.to_string(), svg => minijinja::Value::from_safe_string(svg), nodes },
+    )
+}
+
+#[derive(Serialize)]
+struct ChangeView {
+    at: String,
+    path: String,
+    old: String,
+    new: String,
+}
+
+fn change_views(at: &str, changes: &[Change]) -> impl Iterator<Item = ChangeView> {
+    let shown = |v: &Option<Value>| v.as_ref().map_or_else(|| "(absent)".to_owned(), short);
+    changes.iter().map(move |c| ChangeView {
+        at: at.to_owned(),
+        path: c.path.clone(),
+        old: shown(&c.old),
+        new: shown(&c.new),
+    })
+}
+
+/// The two runs a diff compares, as the form sends them.
+#[derive(serde::Deserialize)]
+pub struct DiffQuery {
+    a: String,
+    b: String,
+}
+
+/// `/diff?a=<run manifest>&b=<run manifest>`: two runs' differences.
+pub async fn diff(State(state): State<Arc<AppState>>, Query(q): Query<DiffQuery>) -> Response {
+    let (Some(a), Some(b)) = (parse_digest(&q.a), parse_digest(&q.b)) else {
+        return error_page(
+            &state,
+            PageError(StatusCode::BAD_REQUEST, "runs are named by their manifests' full digests".into()),
+        );
+    };
+    let loaded = with_store(&state, move |store| {
+        let load = |d| {
+            if !store.contains(&d) {
+                return Err(PageError(StatusCode::NOT_FOUND, "no such run manifest in this store".into()));
+            }
+            let run = LoadedRun::load(store, d)
+                .map_err(|_| PageError(StatusCode::NOT_FOUND, "that object is not a run manifest".into()))?;
+            let lockfile = get_typed::<Lockfile>(store, &run.record.lockfile).map_err(PageError::internal)?;
+            Ok((run, lockfile))
+        };
+        Ok((load(a)?, load(b)?))
+    })
+    .await;
+    let ((ra, la), (rb, lb)) = match loaded {
+        Ok(x) => x,
+        Err(e) => return error_page(&state, e),
+    };
+    let lockfile = LockfileDiff::between(&la, &lb);
+    let mut config: Vec<ChangeView> = change_views("recipe", &lockfile.recipe).collect();
+    for named in lockfile.sources_changed.iter().chain(&lockfile.stages_changed) {
+        config.extend(change_views(&named.name, &named.changes));
+    }
+    let added: Vec<String> = lockfile
+        .sources_added
+        .iter()
+        .cloned()
+        .chain(lockfile.stages_added.iter().map(|(n, k)| format!("{n} ({k})")))
+        .collect();
+    let removed: Vec<String> = lockfile
+        .sources_removed
+        .iter()
+        .cloned()
+        .chain(lockfile.stages_removed.iter().map(|(n, k)| format!("{n} ({k})")))
+        .collect();
+    let outputs = RunOutputsDiff::between(&ra, &rb);
+    let mut changed: Vec<ChangeView> = Vec::new();
+    for stage in &outputs.stages {
+        changed.extend(change_views(&stage.name, &stage.outputs));
+        changed.extend(change_views(&stage.name, &stage.stats));
+    }
+    render(
+        &state,
+        "diff.html",
+        context! {
+            title => "Diff",
+            a => a.to_string(), b => b.to_string(),
+            recipe_a => ra.recipe(), recipe_b => rb.recipe(),
+            config, added, removed, changed,
+            differing => outputs.stages.len(), equal => outputs.equal,
+        },
     )
 }
 
