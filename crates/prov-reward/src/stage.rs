@@ -140,23 +140,31 @@ impl Stage for RewardStage {
                 })?;
             lines.push(PromptRewards { id: p.id.clone(), rewards });
         }
-        let values: Vec<f64> = lines.iter().flat_map(|l| l.rewards.iter().flatten().copied()).collect();
         let with_pair = lines
             .iter()
             .filter(|l| preference_pair(&l.rewards.iter().flatten().copied().collect::<Vec<_>>()).is_some())
             .count();
-        let digest = cx.store.put_bytes(ObjectKind::Blob, &write_lines(&lines))?;
-        let mut out = StageOutput::default();
-        out.outputs.insert("rewards".into(), OutputRef { output_type: OutputType::File, digest });
-        out.stats = BTreeMap::from([
-            ("prompts".into(), json!(lines.len())),
-            ("completions".into(), json!(values.len())),
-            ("mean_reward".into(), json!(values.iter().sum::<f64>() / values.len() as f64)),
-            ("max_reward".into(), json!(values.iter().copied().fold(f64::NEG_INFINITY, f64::max))),
-            ("prompts_with_a_preference".into(), json!(with_pair)),
-        ]);
+        let mut out = rewards_output(cx, &lines)?;
+        out.stats.insert("prompts_with_a_preference".into(), json!(with_pair));
         Ok(out)
     }
+}
+
+/// Stores a rewards file of `lines` as the output `rewards`, with the statistics every stage
+/// that writes one gives: `prompts`, `completions` (rewards computed), `mean_reward`,
+/// `max_reward`.
+pub fn rewards_output(cx: &StageContext<'_>, lines: &[PromptRewards]) -> Result<StageOutput, StageError> {
+    let values: Vec<f64> = lines.iter().flat_map(|l| l.rewards.iter().flatten().copied()).collect();
+    let digest = cx.store.put_bytes(ObjectKind::Blob, &write_lines(lines))?;
+    let mut out = StageOutput::default();
+    out.outputs.insert("rewards".into(), OutputRef { output_type: OutputType::File, digest });
+    out.stats = BTreeMap::from([
+        ("prompts".into(), json!(lines.len())),
+        ("completions".into(), json!(values.len())),
+        ("mean_reward".into(), json!(values.iter().sum::<f64>() / values.len() as f64)),
+        ("max_reward".into(), json!(values.iter().copied().fold(f64::NEG_INFINITY, f64::max))),
+    ]);
+    Ok(out)
 }
 
 #[cfg(test)]

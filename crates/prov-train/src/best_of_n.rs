@@ -37,15 +37,11 @@ pub struct BestOfNConfig {
     /// The candidate sources, in tie-breaking order.
     pub sources: Vec<String>,
     /// libtorch's intra-op threads, pinned before the stage computes.
-    #[serde(default = "default_threads")]
+    #[serde(default = "crate::post::one_thread")]
     pub threads: u32,
     /// Where libtorch computes: `cpu` or `cuda:N`.
     #[serde(default)]
     pub device: prov_exec::ComputeDevice,
-}
-
-fn default_threads() -> u32 {
-    1
 }
 
 /// The completions input of source `source`.

@@ -23,7 +23,7 @@ pub struct EvalConfig {
     pub max_new_tokens: u64,
     /// libtorch's intra-op threads, pinned before the stage computes: its bits depend on them, so
     /// they are configuration (in the stage key), beside the envelope's `ATen` capability.
-    #[serde(default = "default_threads")]
+    #[serde(default = "crate::post::one_thread")]
     pub threads: u32,
     /// Where libtorch computes: `cpu` or `cuda:N`. `prov lock` writes it into the lockfile,
     /// `cpu` when the recipe names none: a GPU is used only where a recipe names it.
@@ -33,9 +33,6 @@ pub struct EvalConfig {
 
 fn default_max_new_tokens() -> u64 {
     160
-}
-fn default_threads() -> u32 {
-    1
 }
 
 /// The `chrf-eval` stage kind.

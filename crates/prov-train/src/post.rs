@@ -45,6 +45,11 @@ pub fn read_examples(cx: &StageContext<'_>, input: &str) -> Result<Vec<ChatExamp
     Ok(examples)
 }
 
+/// The intra-op threads a post-training stage pins when its recipe names none.
+pub fn one_thread() -> u32 {
+    1
+}
+
 /// The optimizer settings of the Apertus report's SFT (and alignment): `AdEMAMix` with
 /// `b1 = 0.9`, `b2 = 0.999`, `b3 = 0.99`, `alpha = 8`, both warmups over all steps.
 pub fn fine_tuning_optimizer() -> AdEMAMixConfig {

@@ -136,15 +136,11 @@ impl Stage for RewardModelStage {
 #[serde(deny_unknown_fields)]
 pub struct ScoreConfig {
     /// libtorch's intra-op threads, pinned before the stage computes.
-    #[serde(default = "default_threads")]
+    #[serde(default = "crate::post::one_thread")]
     pub threads: u32,
     /// Where libtorch computes: `cpu` or `cuda:N`.
     #[serde(default)]
     pub device: prov_exec::ComputeDevice,
-}
-
-fn default_threads() -> u32 {
-    1
 }
 
 /// The `reward-model-score` stage kind.

@@ -312,17 +312,7 @@ impl StageRun for RewardModelScoreRun {
             let rewards = score_prompt(&model, "completions", i + 1, p, pad)?.into_iter().map(Some).collect();
             lines.push(PromptRewards { id: p.id.clone(), rewards });
         }
-        let values: Vec<f64> = lines.iter().flat_map(|l| l.rewards.iter().flatten().copied()).collect();
-        let digest = cx.store.put_bytes(ObjectKind::Blob, &write_lines(&lines))?;
-        let mut out = StageOutput::default();
-        out.outputs.insert("rewards".into(), OutputRef { output_type: OutputType::File, digest });
-        out.stats = BTreeMap::from([
-            ("prompts".into(), json!(lines.len())),
-            ("completions".into(), json!(values.len())),
-            ("mean_reward".into(), json!(values.iter().sum::<f64>() / values.len() as f64)),
-            ("max_reward".into(), json!(values.iter().copied().fold(f64::NEG_INFINITY, f64::max))),
-        ]);
-        Ok(out)
+        prov_reward::stage::rewards_output(cx, &lines)
     }
 }
 
