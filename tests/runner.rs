@@ -45,6 +45,7 @@ mod test_replay;
 mod test_robots;
 mod test_sandbox;
 mod test_serve;
+mod test_serve_review;
 mod test_slurm;
 mod test_tokenizer;
 mod test_toxicity;

@@ -22,10 +22,10 @@ use serde_json::{Value, json};
 use crate::common::Project;
 
 /// A `prov serve` child, killed when dropped.
-struct Server {
+pub(crate) struct Server {
     child: Child,
-    addr: String,
-    token: Option<String>,
+    pub(crate) addr: String,
+    pub(crate) token: Option<String>,
 }
 
 impl Drop for Server {
@@ -36,7 +36,7 @@ impl Drop for Server {
 }
 
 /// Starts `prov serve --bind <bind>` (plus `extra`) in `p` and waits for its address.
-fn serve(p: &Project, bind: &str, extra: &[&str]) -> Server {
+pub(crate) fn serve(p: &Project, bind: &str, extra: &[&str]) -> Server {
     let mut args = vec!["--json", "serve", "--bind", bind];
     args.extend_from_slice(extra);
     let mut child = p.command(&args).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().expect("prov serve starts");
@@ -52,15 +52,15 @@ fn serve(p: &Project, bind: &str, extra: &[&str]) -> Server {
 }
 
 /// A response: status, head (lower-cased) and body.
-struct Response {
-    status: u16,
-    head: String,
-    body: String,
+pub(crate) struct Response {
+    pub(crate) status: u16,
+    pub(crate) head: String,
+    pub(crate) body: String,
 }
 
 /// Sends `request` (a whole HTTP/1.1 request) to `addr` and reads the response: its head,
 /// then `Content-Length` bytes, or chunks to the last, or to the end of the connection.
-fn send(addr: &str, request: &[u8]) -> Response {
+pub(crate) fn send(addr: &str, request: &[u8]) -> Response {
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
     s.write_all(request).unwrap();
@@ -85,19 +85,19 @@ fn send(addr: &str, request: &[u8]) -> Response {
     parse(&bytes)
 }
 
-fn parse(bytes: &[u8]) -> Response {
+pub(crate) fn parse(bytes: &[u8]) -> Response {
     let text = String::from_utf8_lossy(bytes).into_owned();
     let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
     let status = head.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
     Response { status, head: head.to_ascii_lowercase(), body: body.to_owned() }
 }
 
-fn get(addr: &str, path: &str, headers: &str) -> Response {
+pub(crate) fn get(addr: &str, path: &str, headers: &str) -> Response {
     send(addr, format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\n{headers}Connection: close\r\n\r\n").as_bytes())
 }
 
 /// The run manifest of `recipe`'s run in `p`.
-fn run_manifest(p: &Project, recipe: &str) -> String {
+pub(crate) fn run_manifest(p: &Project, recipe: &str) -> String {
     let run = p.json(&["run", recipe]);
     run.iter().find(|l| l["type"] == "run").expect("the run ends")["data"]["run_manifest"].as_str().unwrap().to_owned()
 }
@@ -223,8 +223,14 @@ fn a_server_bound_beyond_loopback_needs_its_token() {
     assert!(r.stderr().contains("--token"), "{}", r.describe());
 }
 
+/// Where a browser test writes its screenshots: `$PROV_SCREENSHOTS` (the book's figures when
+/// refreshing them), else the test's project.
+pub(crate) fn screenshots(p: &Project) -> std::path::PathBuf {
+    std::env::var_os("PROV_SCREENSHOTS").map_or_else(|| p.path("screenshots"), std::path::PathBuf::from)
+}
+
 /// A minimal WebDriver client (the W3C protocol is JSON over HTTP).
-struct Browser {
+pub(crate) struct Browser {
     driver: Child,
     addr: String,
     session: String,
@@ -239,7 +245,7 @@ impl Drop for Browser {
 }
 
 impl Browser {
-    fn start(profile: &std::path::Path) -> Option<Self> {
+    pub(crate) fn start(profile: &std::path::Path) -> Option<Self> {
         let driver = prov_testkit::require(
             std::path::PathBuf::from("/usr/bin/chromedriver"),
             "Debian's chromium-driver: run `scripts/setup`",
@@ -273,8 +279,11 @@ impl Browser {
         ];
         let mut args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
         args.push(format!("--user-data-dir={}", profile.display()));
-        let caps = json!({"capabilities": {"alwaysMatch": {"browserName": "chrome",
-            "goog:chromeOptions": {"binary": "/usr/bin/chromium", "args": args}}}});
+        // An element is waited for up to 10 s (a page a click led to may still be loading).
+        let caps = json!({"capabilities": {"alwaysMatch": {"browserName": "chrome", "timeouts": {"implicit": 10_000},
+            "goog:chromeOptions": {"binary": "/usr/bin/chromium", "args": args,
+                "prefs": {"download.default_directory": profile.join("downloads"),
+                    "download.prompt_for_download": false}}}}});
         let created = browser.call("POST", "/session", &caps);
         created["value"]["sessionId"].as_str().expect("a session").clone_into(&mut browser.session);
         Some(browser)
@@ -296,11 +305,11 @@ impl Browser {
         serde_json::from_str(json).unwrap_or_else(|e| panic!("WebDriver {method} {url}: {e}: {body}"))
     }
 
-    fn open(&self, url: &str) {
+    pub(crate) fn open(&self, url: &str) {
         self.call("POST", "/url", &json!({ "url": url }));
     }
 
-    fn find(&self, css: &str) -> String {
+    pub(crate) fn find(&self, css: &str) -> String {
         let v = self.call("POST", "/element", &json!({"using": "css selector", "value": css}));
         v["value"]["element-6066-11e4-a52e-4f735466cecf"]
             .as_str()
@@ -308,21 +317,27 @@ impl Browser {
             .to_owned()
     }
 
-    fn click(&self, css: &str) {
+    pub(crate) fn click(&self, css: &str) {
         let id = self.find(css);
         self.call("POST", &format!("/element/{id}/click"), &json!({}));
     }
 
-    fn text(&self, css: &str) -> String {
+    pub(crate) fn text(&self, css: &str) -> String {
         let id = self.find(css);
         self.call("GET", &format!("/element/{id}/text"), &Value::Null)["value"].as_str().unwrap_or_default().to_owned()
     }
 
-    fn url(&self) -> String {
+    /// Types `text` into the element `css`.
+    pub(crate) fn fill(&self, css: &str, text: &str) {
+        let id = self.find(css);
+        self.call("POST", &format!("/element/{id}/value"), &json!({ "text": text }));
+    }
+
+    pub(crate) fn url(&self) -> String {
         self.call("GET", "/url", &Value::Null)["value"].as_str().unwrap_or_default().to_owned()
     }
 
-    fn screenshot(&self, dir: &std::path::Path, name: &str) {
+    pub(crate) fn screenshot(&self, dir: &std::path::Path, name: &str) {
         let v = self.call("GET", "/screenshot", &Value::Null);
         let png = base64::engine::general_purpose::STANDARD.decode(v["value"].as_str().unwrap()).unwrap();
         assert!(png.starts_with(b"\x89PNG"), "a PNG");
@@ -336,7 +351,7 @@ fn a_reviewer_follows_a_run_to_its_lineage_in_chromium() {
     let (p, manifest) = quickstart();
     let server = serve(&p, "127.0.0.1:0", &[]);
     let Some(browser) = Browser::start(&p.path("chromium-profile")) else { return };
-    let shots = std::env::var_os("PROV_SCREENSHOTS").map_or_else(|| p.path("screenshots"), std::path::PathBuf::from);
+    let shots = screenshots(&p);
     let base = format!("http://{}", server.addr);
 
     browser.open(&format!("{base}/"));

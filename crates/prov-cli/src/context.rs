@@ -118,7 +118,7 @@ impl CommandContext {
     }
 
     /// Returns the clock for the execution log.
-    pub fn clock() -> Box<dyn Fn() -> i64 + Sync> {
+    pub fn clock() -> Box<dyn Fn() -> i64 + Send + Sync> {
         match env_vars::get(env_vars::PROV_TIMESTAMP).and_then(|s| s.parse::<i64>().ok()) {
             Some(fixed) => Box::new(move || fixed),
             None => Box::new(|| {

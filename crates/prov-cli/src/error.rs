@@ -224,6 +224,47 @@ impl From<prov_license::queue::ReviewError> for CommandError {
     }
 }
 
+impl From<prov_git::GitError> for CommandError {
+    fn from(e: prov_git::GitError) -> Self {
+        let hint = e.hint();
+        let error = match e {
+            prov_git::GitError::Io(e) => e.into(),
+            other => Self::input(other.to_string()),
+        };
+        match hint {
+            Some(h) => error.with_hint(h),
+            None => error,
+        }
+    }
+}
+
+impl From<prov_review::DecideError> for CommandError {
+    fn from(e: prov_review::DecideError) -> Self {
+        use prov_review::DecideError;
+        match e {
+            DecideError::Incomplete(e) => Self::input(e.to_string()).with_hint("pass `--reason TEXT` saying why"),
+            DecideError::Outside(_) => {
+                Self::input(e.to_string()).with_hint("pass a `--verdicts` directory inside the repository")
+            }
+            DecideError::Git(e) => e.into(),
+            DecideError::Store(e) => e.into(),
+            DecideError::Stored(e) => e.into(),
+            DecideError::Io(e) => e.into(),
+        }
+    }
+}
+
+impl From<prov_review::PolicyError> for CommandError {
+    fn from(e: prov_review::PolicyError) -> Self {
+        match e {
+            prov_review::PolicyError::Read(_) => {
+                Self::input(e.to_string()).with_hint("give a license policy file (YAML) or the preset `permissive`")
+            }
+            prov_review::PolicyError::Parse(e) => e.into(),
+        }
+    }
+}
+
 impl From<std::io::Error> for CommandError {
     fn from(e: std::io::Error) -> Self {
         Self::input(e.to_string())

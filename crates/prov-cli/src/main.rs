@@ -12,7 +12,6 @@ mod env_vars;
 mod error;
 mod executor;
 mod git;
-mod inside;
 mod render;
 mod resolve;
 mod ui;

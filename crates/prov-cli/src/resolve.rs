@@ -147,7 +147,7 @@ pub(crate) fn lock_to_file(
     let locked = prov_exec::lock_recipe(&registry(), recipe, root)?;
     let path = match out {
         Some(p) => prov_exec::absolute(p),
-        None => crate::inside::project_dir(root, std::path::Path::new("lockfiles"))?
+        None => prov_git::project_dir(root, std::path::Path::new("lockfiles"))?
             .join(format!("{}.lock", locked.lockfile.recipe.name)),
     };
     let changed = fs_err::read(&path).map_or(true, |old| old != locked.bytes);

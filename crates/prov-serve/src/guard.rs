@@ -3,9 +3,14 @@
 //! - the token, when the server has one: `Authorization: Bearer <token>`, the cookie
 //!   `prov_token`, or `?token=` in the URL (which sets the cookie, so that the links of a page
 //!   work); compared in constant time; missing or wrong is 401;
+//! - the host: a server bound to loopback answers only requests whose `Host` is a loopback
+//!   name (`localhost`, `127.0.0.1`, `[::1]`), so that a page of another site whose name was
+//!   made to resolve to 127.0.0.1 (DNS rebinding) is refused (421) before any page is read;
 //! - the body: a request that declares more than [`MAX_BODY`] bytes, or sends a body of unknown
-//!   length, is refused with 413 before any of it is read (this slice has no page that takes
-//!   a body);
+//!   length, is refused with 413 before any of it is read;
+//! - the method: a `--read-only` server refuses everything but `GET` and `HEAD` (403);
+//! - a write ([`check_form`]): the form's CSRF token must be the server's, and a browser's
+//!   `Origin` and `Sec-Fetch-Site` must say the form came from this server (403);
 //! - the identifiers: a URL names objects by full digests (`blake3:` and 64 lower-case hex
 //!   digits) and nothing else, so no parameter can name a path ([`parse_digest`]).
 
@@ -13,7 +18,7 @@ use std::sync::Arc;
 
 use axum::body::Body;
 use axum::extract::{Request, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use prov_store::Digest;
@@ -58,9 +63,24 @@ fn presented(headers: &HeaderMap, query: Option<&str>) -> Option<(String, bool)>
     query.split('&').find_map(|pair| pair.strip_prefix("token=")).map(|t| (t.to_owned(), true))
 }
 
-/// The middleware: the body bound, then the token.
+/// True for a `Host` header naming a loopback address (any port).
+fn loopback_host(host: &str) -> bool {
+    let name = match host.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or_default(),
+        None => host.rsplit_once(':').map_or(host, |(name, port)| if port.is_empty() { host } else { name }),
+    };
+    name.eq_ignore_ascii_case("localhost") || name.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
+/// The middleware: the host, the body bound, the method, then the token.
 pub async fn check(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
     let headers = request.headers();
+    if state.config.bind.ip().is_loopback() {
+        let host = headers.get(header::HOST).and_then(|v| v.to_str().ok()).unwrap_or_default();
+        if !loopback_host(host) {
+            return refuse(StatusCode::MISDIRECTED_REQUEST, "this server answers only to a loopback host name");
+        }
+    }
     let declared = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).map(str::parse::<u64>);
     let chunked = headers.get(header::TRANSFER_ENCODING).is_some();
     match declared {
@@ -68,6 +88,9 @@ pub async fn check(State(state): State<Arc<AppState>>, request: Request, next: N
         Some(Err(_)) => return refuse(StatusCode::BAD_REQUEST, "the Content-Length is not a number"),
         _ if chunked => return refuse(StatusCode::PAYLOAD_TOO_LARGE, "a request body of unknown length is not read"),
         _ => {}
+    }
+    if state.config.read_only && !matches!(*request.method(), Method::GET | Method::HEAD) {
+        return refuse(StatusCode::FORBIDDEN, "this server is read-only");
     }
     let Some(token) = &state.config.token else { return next.run(request).await };
     let Some((given, in_url)) = presented(request.headers(), request.uri().query()) else {
@@ -84,6 +107,32 @@ pub async fn check(State(state): State<Arc<AppState>>, request: Request, next: N
         }
     }
     response
+}
+
+/// Checks a write: `form_token` (the form's hidden `csrf` field) must be the server's, and a
+/// browser's headers must place the form on this server: `Origin`, when sent, is this
+/// request's own `http://<Host>`, and `Sec-Fetch-Site`, when sent, is `same-origin`. A page
+/// of another site can make a browser post to this server, but cannot read a form of it, so
+/// it cannot know the token.
+///
+/// # Errors
+///
+/// The 403 response to send.
+pub fn check_form(state: &AppState, headers: &HeaderMap, form_token: &str) -> Result<(), Response> {
+    let header = |name| headers.get(name).and_then(|v: &header::HeaderValue| v.to_str().ok());
+    if let Some(origin) = header(header::ORIGIN) {
+        let own = header(header::HOST).map(|h| format!("http://{h}"));
+        if own.as_deref() != Some(origin) {
+            return Err(refuse(StatusCode::FORBIDDEN, "a form of another site cannot write here"));
+        }
+    }
+    if header(header::HeaderName::from_static("sec-fetch-site")).is_some_and(|s| s != "same-origin") {
+        return Err(refuse(StatusCode::FORBIDDEN, "a form of another site cannot write here"));
+    }
+    if !same(form_token.as_bytes(), state.csrf.as_bytes()) {
+        return Err(refuse(StatusCode::FORBIDDEN, "the form's CSRF token is not this server's: reload the page"));
+    }
+    Ok(())
 }
 
 /// A plain-text refusal.
@@ -113,6 +162,16 @@ mod tests {
             ["blake3:abc", "../etc/passwd", "/etc/passwd", "blake3:../../x", &d.to_uppercase(), &format!("{d}/..")]
         {
             assert!(parse_digest(bad).is_none(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn only_loopback_host_names_pass() {
+        for ok in ["localhost", "localhost:8787", "127.0.0.1:80", "127.1.2.3", "[::1]:8787", "[::1]", "LOCALHOST:1"] {
+            assert!(loopback_host(ok), "{ok}");
+        }
+        for bad in ["", "evil.example:8787", "localhost.evil.example", "10.0.0.1:80", "[::2]:1", "127.0.0.1.nip.io"] {
+            assert!(!loopback_host(bad), "{bad}");
         }
     }
 

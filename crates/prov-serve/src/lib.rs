@@ -5,30 +5,37 @@
 //!
 //! Owns: the server's configuration and start ([`ServeConfig`], [`serve`]); what every
 //! request passes before a page sees it ([`guard`]: the bind address's rule for tokens, the
-//! token check, the bound on request bodies, digests as the only identifiers a URL carries);
-//! the pages ([`pages`]) and the lineage drawing ([`lineage_svg`]). Does not own any pipeline
-//! logic: a page reads records and renders them.
+//! token check, the `Host` a loopback server answers to, the bound on request bodies, the
+//! CSRF check of a write, digests as the only identifiers a URL carries); the pages: runs,
+//! stages, lineage and diffs ([`pages`]), a document's fate and its proof ([`documents`]),
+//! the license review ([`review`]); and the lineage drawing ([`lineage_svg`]). Does not own
+//! any pipeline logic: a page reads records, or calls the library a command calls, and
+//! renders the result.
 //!
 //! Security model: loopback by default; any other address requires a token (generated and
 //! printed at start, or given), checked on every request; objects are named by full digests
 //! only, so no URL reaches a path of its own choosing; request bodies are bounded; an error
-//! page says what failed, never how (no backtrace, no path). This slice serves no writes.
+//! page says what failed, never how (no backtrace, no path). The one write, a reviewer's
+//! verdict, needs the server's CSRF token from its form, a same-origin request and a server
+//! not started `--read-only`; it is made by the library call `prov license decide` makes.
 
 #![deny(missing_docs)]
 
+pub mod documents;
 pub mod guard;
 pub mod lineage_svg;
 pub mod pages;
+pub mod review;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::routing::get;
+use axum::routing::{get, post};
 
 /// What `prov serve` was asked for.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct ServeConfig {
     /// The address to listen on; port 0 takes a free one.
     pub bind: SocketAddr,
@@ -38,6 +45,18 @@ pub struct ServeConfig {
     pub project_root: PathBuf,
     /// The store directory (`.prov`).
     pub store_dir: PathBuf,
+    /// Serve no page that writes (a run's evidence published for others to read).
+    pub read_only: bool,
+    /// The license policies a review may be made under, by their names; the first is the
+    /// queue's. Never empty.
+    pub policies: Vec<prov_license::Policy>,
+    /// The reviewer verdicts directory (inside the git work tree, for a decision to commit).
+    pub verdicts: PathBuf,
+    /// The key that signs verdicts decided in the workbench, as `prov license decide --key`.
+    pub key: Option<Arc<prov_attest::SigningKey>>,
+    /// Milliseconds since the epoch, for a verdict's `decided_at` (the CLI's clock, which a
+    /// test may fix).
+    pub clock: Arc<dyn Fn() -> i64 + Send + Sync>,
 }
 
 /// Why the server could not start or stopped.
@@ -46,6 +65,9 @@ pub enum ServeError {
     /// A non-loopback address without a token.
     #[error("binding {0} (not loopback) needs a token")]
     TokenRequired(SocketAddr),
+    /// Two license policies with one name: a page names a policy by its name.
+    #[error("two license policies are named `{0}`")]
+    DuplicatePolicy(String),
     /// The address could not be bound, or the server failed.
     #[error("serving on {addr}: {source}")]
     Io {
@@ -56,12 +78,18 @@ pub enum ServeError {
     },
 }
 
-/// What every handler shares: the configuration and the templates.
+/// What every handler shares.
 pub struct AppState {
     /// The configuration.
     pub config: ServeConfig,
     /// The page templates.
     pub templates: minijinja::Environment<'static>,
+    /// The token every form that writes carries and every write must present
+    /// ([`guard::check_form`]): random per server, so that a page of another site cannot
+    /// know it.
+    pub csrf: String,
+    /// Held while a write is made: one verdict and its commit at a time.
+    pub writing: tokio::sync::Mutex<()>,
 }
 
 /// The router: every page, behind [`guard::check`].
@@ -71,6 +99,11 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/runs/{manifest}", get(pages::run))
         .route("/lineage/{digest}", get(pages::lineage))
         .route("/diff", get(pages::diff))
+        .route("/runs/{manifest}/document", get(documents::document))
+        .route("/runs/{manifest}/proof", get(documents::proof))
+        .route("/runs/{manifest}/licenses", get(review::queue))
+        .route("/runs/{manifest}/licenses/decide", post(review::decide))
+        .route("/runs/{manifest}/licenses/diff", get(review::policy_diff))
         .route("/static/style.css", get(pages::style))
         .fallback(pages::not_found)
         .layer(axum::middleware::from_fn_with_state(state.clone(), guard::check))
@@ -89,13 +122,24 @@ pub fn serve(config: ServeConfig, ready: impl FnOnce(SocketAddr, Option<&str>)) 
     if !addr.ip().is_loopback() && config.token.is_none() {
         return Err(ServeError::TokenRequired(addr));
     }
+    if let Some(name) = duplicate_policy(&config.policies) {
+        return Err(ServeError::DuplicatePolicy(name));
+    }
     let io = |source| ServeError::Io { addr, source };
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(io)?;
     runtime.block_on(async move {
         let listener = tokio::net::TcpListener::bind(addr).await.map_err(io)?;
         let bound = listener.local_addr().map_err(io)?;
         ready(bound, config.token.as_deref());
-        let state = Arc::new(AppState { templates: pages::templates(), config });
+        let csrf = guard::new_token().map_err(io)?;
+        let state =
+            Arc::new(AppState { templates: pages::templates(), config, csrf, writing: tokio::sync::Mutex::default() });
         axum::serve(listener, router(state)).await.map_err(io)
     })
+}
+
+/// The first name two policies share.
+fn duplicate_policy(policies: &[prov_license::Policy]) -> Option<String> {
+    let mut seen = std::collections::BTreeSet::new();
+    policies.iter().map(prov_license::Policy::name).find(|n| !seen.insert(*n)).map(str::to_owned)
 }

@@ -18,7 +18,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 use minijinja::{Environment, context};
-use prov_manifest::{Change, LineageGraph, LoadedRun, Lockfile, LockfileDiff, RunOutputsDiff, get_typed};
+use prov_manifest::{Change, LineageGraph, LoadedRun, Lockfile, LockfileDiff, OutputType, RunOutputsDiff, get_typed};
 use prov_store::{Access, Store};
 use serde::Serialize;
 use serde_json::Value;
@@ -36,6 +36,10 @@ pub fn templates() -> Environment<'static> {
         ("lineage.html", include_str!("../templates/lineage.html")),
         ("error.html", include_str!("../templates/error.html")),
         ("diff.html", include_str!("../templates/diff.html")),
+        ("document.html", include_str!("../templates/document.html")),
+        ("licenses.html", include_str!("../templates/licenses.html")),
+        ("decided.html", include_str!("../templates/decided.html")),
+        ("policy_diff.html", include_str!("../templates/policy_diff.html")),
     ] {
         env.add_template(name, source).expect("the embedded templates parse");
     }
@@ -43,24 +47,24 @@ pub fn templates() -> Environment<'static> {
 }
 
 /// A page that could not be made: the status and what the reader is told.
-struct PageError(StatusCode, String);
+pub(crate) struct PageError(pub(crate) StatusCode, pub(crate) String);
 
 impl PageError {
-    fn internal(what: impl std::fmt::Display) -> Self {
+    pub(crate) fn internal(what: impl std::fmt::Display) -> Self {
         // The reader learns that it failed; the detail goes to the server's log only.
         let _ = writeln!(std::io::stderr().lock(), "prov serve: {what}");
         Self(StatusCode::INTERNAL_SERVER_ERROR, "the page could not be made; the server's log says why".into())
     }
 }
 
-fn render(state: &AppState, template: &str, ctx: minijinja::Value) -> Response {
+pub(crate) fn render(state: &AppState, template: &str, ctx: minijinja::Value) -> Response {
     match state.templates.get_template(template).and_then(|t| t.render(ctx)) {
         Ok(html) => Html(html).into_response(),
         Err(e) => error_page(state, PageError::internal(e)),
     }
 }
 
-fn error_page(state: &AppState, PageError(status, message): PageError) -> Response {
+pub(crate) fn error_page(state: &AppState, PageError(status, message): PageError) -> Response {
     let html = state
         .templates
         .get_template("error.html")
@@ -70,7 +74,7 @@ fn error_page(state: &AppState, PageError(status, message): PageError) -> Respon
 }
 
 /// Runs `f` with the store opened read-only, on a blocking thread.
-async fn with_store<T: Send + 'static>(
+pub(crate) async fn with_store<T: Send + 'static>(
     state: &Arc<AppState>,
     f: impl FnOnce(&Store) -> Result<T, PageError> + Send + 'static,
 ) -> Result<T, PageError> {
@@ -81,6 +85,23 @@ async fn with_store<T: Send + 'static>(
     })
     .await
     .map_err(PageError::internal)?
+}
+
+/// The run whose manifest is `digest`: 404 for an object that is not there or not a run.
+pub(crate) fn load_run(store: &Store, digest: prov_store::Digest) -> Result<LoadedRun, PageError> {
+    if !store.contains(&digest) {
+        return Err(PageError(StatusCode::NOT_FOUND, "no such run manifest in this store".into()));
+    }
+    LoadedRun::load(store, digest)
+        .map_err(|_| PageError(StatusCode::NOT_FOUND, "that object is not a run manifest".into()))
+}
+
+/// The run named by a URL's `manifest` segment.
+pub(crate) async fn run_of(state: &Arc<AppState>, manifest: &str) -> Result<LoadedRun, PageError> {
+    let Some(digest) = parse_digest(manifest) else {
+        return Err(PageError(StatusCode::BAD_REQUEST, "a run is named by its manifest's full digest".into()));
+    };
+    with_store(state, move |store| load_run(store, digest)).await
 }
 
 #[derive(Serialize)]
@@ -150,21 +171,7 @@ fn short(v: &Value) -> String {
 
 /// `/runs/<run manifest>`: a run's stages.
 pub async fn run(State(state): State<Arc<AppState>>, Path(manifest): Path<String>) -> Response {
-    let Some(digest) = parse_digest(&manifest) else {
-        return error_page(
-            &state,
-            PageError(StatusCode::BAD_REQUEST, "a run is named by its manifest's full digest".into()),
-        );
-    };
-    let loaded = with_store(&state, move |store| {
-        if !store.contains(&digest) {
-            return Err(PageError(StatusCode::NOT_FOUND, "no such run manifest in this store".into()));
-        }
-        LoadedRun::load(store, digest)
-            .map_err(|_| PageError(StatusCode::NOT_FOUND, "that object is not a run manifest".into()))
-    })
-    .await;
-    let run = match loaded {
+    let run = match run_of(&state, &manifest).await {
         Ok(run) => run,
         Err(e) => return error_page(&state, e),
     };
@@ -208,6 +215,8 @@ pub async fn run(State(state): State<Arc<AppState>>, Path(manifest): Path<String
             root => run.record.root.to_string(),
             stages,
             envelope,
+            has_ledger => run.stages().iter().any(|s| s.record.outputs.values().any(|o| o.output_type == OutputType::Ledger)),
+            has_license => run.stages().iter().any(|s| s.kind() == "license"),
         },
     )
 }
@@ -290,11 +299,7 @@ pub async fn diff(State(state): State<Arc<AppState>>, Query(q): Query<DiffQuery>
     };
     let loaded = with_store(&state, move |store| {
         let load = |d| {
-            if !store.contains(&d) {
-                return Err(PageError(StatusCode::NOT_FOUND, "no such run manifest in this store".into()));
-            }
-            let run = LoadedRun::load(store, d)
-                .map_err(|_| PageError(StatusCode::NOT_FOUND, "that object is not a run manifest".into()))?;
+            let run = load_run(store, d)?;
             let lockfile = get_typed::<Lockfile>(store, &run.record.lockfile).map_err(PageError::internal)?;
             Ok((run, lockfile))
         };

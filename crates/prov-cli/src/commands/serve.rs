@@ -1,6 +1,8 @@
 //! `prov serve`.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
 
 use serde_json::json;
 
@@ -8,17 +10,24 @@ use crate::context::CommandContext;
 use crate::error::CommandError;
 use crate::ui::Ui;
 
-/// Serve the web workbench: runs, their stages and lineage, as pages
+/// Serve the web workbench: runs, lineage, document proofs and license review, as pages
 ///
-/// Starts an HTTP server on the project's store, read-only, whose pages show what `prov log`,
-/// `prov show` and `prov lineage` show: the runs, each run's stages, outputs and envelope, and
-/// every object's lineage drawn as a clickable graph. Every asset is in the binary.
+/// Starts an HTTP server on the project's store whose pages show what `prov log`, `prov show`,
+/// `prov lineage`, `prov diff`, `prov prove` and `prov license queue | diff` show: the runs,
+/// each run's stages, outputs and envelope, every object's lineage drawn as a clickable graph,
+/// two runs compared, a document's fate through every filter with a proof to download, and
+/// the license review queue with its evidence. A reviewer allows or denies a subject with a
+/// reason on the queue's page, and the verdict is written as `prov license decide` writes it
+/// (a verdict manifest, the verdict file, its signature with `--key`, a git commit). Every
+/// asset is in the binary.
 ///
-/// It binds loopback (127.0.0.1) by default. Binding any other address requires a token:
-/// `--token`, or one generated and printed at start; every request must carry it
-/// (`Authorization: Bearer`, or `?token=` once, which sets a cookie). The first line on
-/// stdout is the address served (with `--json`, a `serve` message), once the socket is bound.
-/// Runs until interrupted.
+/// It binds loopback (127.0.0.1) by default and then answers only to a loopback host name.
+/// Binding any other address requires a token: `--token`, or one generated and printed at
+/// start; every request must carry it (`Authorization: Bearer`, or `?token=` once, which sets
+/// a cookie). A verdict form carries a per-server CSRF token and must come from the server's
+/// own pages. `--read-only` serves no form and refuses every write. The first line on stdout
+/// is the address served (with `--json`, a `serve` message), once the socket is bound. Runs
+/// until interrupted.
 #[derive(Debug, clap::Args)]
 pub(crate) struct ServeArgs {
     /// Address and port to listen on (port 0: any free port)
@@ -27,6 +36,21 @@ pub(crate) struct ServeArgs {
     /// The token requests must carry (generated when binding a non-loopback address without one)
     #[arg(long, value_name = "TOKEN")]
     token: Option<String>,
+    /// Serve no page that writes: for publishing a run's evidence
+    #[arg(long)]
+    read_only: bool,
+    /// A license policy file (YAML) or the preset `permissive` the review may use; repeat it
+    /// to offer several (the first is the queue's, and the policy diff compares any two);
+    /// default: `permissive`
+    #[arg(long = "policy", value_name = "FILE")]
+    policies: Vec<String>,
+    /// The verdicts directory (default: `verdicts/` at the top of the git work tree)
+    #[arg(long, value_name = "DIR")]
+    verdicts: Option<PathBuf>,
+    /// Sign the verdicts decided in the workbench with this private key (PEM or OpenSSH), as
+    /// `prov license decide --key` does
+    #[arg(long, value_name = "KEY")]
+    key: Option<PathBuf>,
 }
 
 pub(crate) fn cmd_serve(ui: &mut Ui, cx: &CommandContext, args: &ServeArgs) -> Result<(), CommandError> {
@@ -43,7 +67,21 @@ pub(crate) fn cmd_serve(ui: &mut Ui, cx: &CommandContext, args: &ServeArgs) -> R
         (None, true) => None,
         (None, false) => Some(prov_serve::guard::new_token()?),
     };
-    let config = prov_serve::ServeConfig { bind: args.bind, token, project_root, store_dir };
+    let names: Vec<&str> =
+        if args.policies.is_empty() { vec!["permissive"] } else { args.policies.iter().map(String::as_str).collect() };
+    let policies = names.iter().map(|n| prov_review::read_policy(&cx.cwd, n)).collect::<Result<Vec<_>, _>>()?;
+    let key = args.key.as_ref().map(|k| prov_attest::SigningKey::read(&cx.cwd.join(k))).transpose()?;
+    let config = prov_serve::ServeConfig {
+        bind: args.bind,
+        token,
+        verdicts: prov_review::verdicts_dir(&project_root, args.verdicts.as_deref()),
+        project_root,
+        store_dir,
+        read_only: args.read_only,
+        policies,
+        key: key.map(Arc::new),
+        clock: Arc::from(CommandContext::clock()),
+    };
     let mut announced = Ok(());
     prov_serve::serve(config, |addr, token| {
         let url = format!("http://{addr}/");

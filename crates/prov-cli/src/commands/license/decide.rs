@@ -1,14 +1,13 @@
 //! `prov license decide`.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use prov_license::queue::{Kind, find_subject, gather};
-use prov_license::{Decision, Review, reviewer_verdict, verdict_path};
-use prov_manifest::{Record, put_record};
+use prov_license::Decision;
+use prov_license::queue::{find_subject, gather};
 use prov_store::Access;
 use serde_json::json;
 
-use super::resolve::{load_policy, load_run, verdicts_dir};
+use super::resolve::{load_policy, load_run};
 use crate::context::CommandContext;
 use crate::error::CommandError;
 use crate::ui::{Ui, format_time};
@@ -65,94 +64,50 @@ pub(crate) fn cmd_license_decide(ui: &mut Ui, cx: &CommandContext, args: &Decide
     let (store, root) = cx.open_store(Access::Shared, true)?;
     let policy = load_policy(&cx.cwd, args.policy.as_deref().unwrap_or("permissive"))?;
     let run = load_run(&store, args.run.as_deref())?;
-    let dir = verdicts_dir(&root, args.verdicts.as_deref());
+    let dir = prov_review::verdicts_dir(&root, args.verdicts.as_deref());
     let review = gather(&store, &run, &policy, &dir)?;
     let subject = find_subject(&review, &args.subject)?;
-    let (repo, workdir) = crate::git::open_repo(&root, "`prov license decide`")?;
-    let reviewer = crate::git::identity(&repo)?;
+    let (repo, workdir) = prov_git::open_repo(&root, "`prov license decide`")?;
     let decided_at = format_time(CommandContext::clock()()).replacen(' ', "T", 1);
     let decision = if args.allow { Decision::Allow } else { Decision::Deny };
-    let verdict = reviewer_verdict(
-        subject.digest,
-        &Review {
-            license: &subject.license,
-            record: (subject.kind == Kind::Record).then_some(subject.name.as_str()),
+    let decided = prov_review::record_decision(
+        &store,
+        &repo,
+        &workdir,
+        &dir,
+        subject,
+        &prov_review::Decide {
             decision,
-            policy: &policy,
-            reviewer: &reviewer,
             reason: &args.reason,
+            policy: &policy,
             decided_at: &decided_at,
+            key: key.as_ref(),
         },
-    )
-    .map_err(|e| CommandError::input(e.to_string()).with_hint("pass `--reason TEXT` saying why"))?;
-    let record = Record::Verdict(verdict.clone());
-    let digest = put_record(&store, &record)?;
-    let bytes = store.read(&digest)?;
-
-    // Compared lexically (`x/../..` leaves), then created without following a link out.
-    let outside = || {
-        CommandError::input(format!("the verdicts directory `{}` is outside the git work tree", dir.display()))
-            .with_hint("pass a `--verdicts` directory inside the repository")
-    };
-    let rel_dir =
-        prov_exec::absolute(&dir).strip_prefix(prov_exec::absolute(&workdir)).map_err(|_| outside())?.to_owned();
-    let rel = rel_dir.join(verdict_path(&verdict));
-    let parent = rel.parent().unwrap_or(Path::new(""));
-    let file = crate::inside::project_dir(&workdir, parent)?.join(rel.file_name().unwrap_or_default());
-    let rel = rel.to_string_lossy().replace('\\', "/");
-    let replaced = fs_err::read(&file).ok().map(|b| prov_store::Digest::of(&b)).filter(|d| *d != digest);
-    prov_store::write_atomically(&store.root().join("tmp"), &file, &bytes)?;
-    let mut paths = vec![rel.clone()];
-    if let Some(key) = &key {
-        let signature = prov_attest::sign_verdict(&verdict_path(&verdict), &bytes, &verdict, key);
-        let sig_rel = prov_attest::verdict_signature_path(&rel);
-        let sig_file = file.with_file_name(prov_attest::verdict_signature_path(
-            &file.file_name().unwrap_or_default().to_string_lossy(),
-        ));
-        prov_store::write_atomically(&store.root().join("tmp"), &sig_file, &signature)?;
-        paths.push(sig_rel);
-    } else {
-        // A signature of an earlier verdict on this subject no longer signs this one.
-        let stale = file.with_file_name(prov_attest::verdict_signature_path(
-            &file.file_name().unwrap_or_default().to_string_lossy(),
-        ));
-        if stale.exists() {
-            fs_err::remove_file(&stale)?;
-            paths.push(prov_attest::verdict_signature_path(&rel));
-        }
-    }
-    let word = if args.allow { "allow" } else { "deny" };
-    let message = format!(
-        "prov license decide: {word} {}\n\nsubject: {}\ndecision: {word}\nreviewer: {reviewer}\npolicy: {}\nverdict: {digest}\nfile: {rel}\n\n{}\n",
-        subject.id(),
-        subject.id(),
-        verdict.policy_version,
-        args.reason.trim()
-    );
-    let commit = crate::git::commit_paths(&repo, &workdir, &paths, None, &message)?;
+    )?;
+    let word = prov_review::decision_word(decision);
     ui.json(
         "verdict",
         json!({
             "subject": subject.id(),
             "decision": word,
-            "reviewer": reviewer,
+            "reviewer": decided.reviewer,
             "decided_at": decided_at,
-            "policy": verdict.policy_version,
-            "verdict": digest.to_string(),
-            "replaces": replaced.map(|d| d.to_string()),
-            "file": rel,
-            "commit": commit.to_string(),
-            "signed_by": key.as_ref().map(|k| k.public().keyid()),
+            "policy": decided.verdict.policy_version,
+            "verdict": decided.digest.to_string(),
+            "replaces": decided.replaced.map(|d| d.to_string()),
+            "file": decided.file,
+            "commit": decided.commit,
+            "signed_by": decided.signed_by,
         }),
     )?;
-    ui.line(format!("{word} {} by {reviewer} at {decided_at}", subject.id()))?;
-    ui.line(format!("verdict {digest}"))?;
-    if let Some(old) = replaced {
+    ui.line(format!("{word} {} by {} at {decided_at}", subject.id(), decided.reviewer))?;
+    ui.line(format!("verdict {}", decided.digest))?;
+    if let Some(old) = decided.replaced {
         ui.line(format!("replaces verdict {old}"))?;
     }
     if let Some(k) = &key {
         ui.line(format!("signed by {} key {}", k.public().algorithm().name(), k.public().keyid()))?;
     }
-    ui.line(format!("wrote {} and committed in {commit}", paths.join(" and ")))?;
+    ui.line(format!("wrote {} and committed in {}", decided.paths.join(" and "), decided.commit))?;
     Ok(())
 }

@@ -2,11 +2,11 @@
 
 use std::path::PathBuf;
 
-use prov_license::queue::{Kind, gather};
+use prov_license::queue::gather;
 use prov_store::Access;
 use serde_json::json;
 
-use super::resolve::{load_policy, load_run, verdicts_dir};
+use super::resolve::{load_policy, load_run};
 use crate::context::CommandContext;
 use crate::error::CommandError;
 use crate::ui::{Ui, table};
@@ -42,21 +42,12 @@ pub(crate) fn cmd_license_diff(ui: &mut Ui, cx: &CommandContext, args: &DiffArgs
     let b = load_policy(&cx.cwd, &args.policy_b)?;
     let (store, root) = cx.open_store(Access::ReadOnly, true)?;
     let run = load_run(&store, args.run.as_deref())?;
-    let review = gather(&store, &run, &a, &verdicts_dir(&root, args.verdicts.as_deref()))?;
-    let licenses: Vec<&str> = review
-        .subjects
-        .iter()
-        .filter(|s| s.kind != Kind::Record)
-        .flat_map(|s| match s.kind {
-            Kind::Source => vec![s.license.as_str()],
-            _ => s.declared.keys().map(String::as_str).collect(),
-        })
-        .collect();
-    let comparisons = prov_license::diff(&a, &b, licenses);
+    let review = gather(&store, &run, &a, &prov_review::verdicts_dir(&root, args.verdicts.as_deref()))?;
+    let comparisons = prov_review::policy_diff(&review, &a, &b);
     let mut rows = Vec::new();
     let mut flips = 0;
-    for c in &comparisons {
-        let verdict = review.verdicts.for_license(&c.key).map(|r| (r.id, r.verdict.decision));
+    for prov_review::PolicyFlip { comparison: c, verdict } in &comparisons {
+        let verdict = *verdict;
         if c.flips() {
             flips += 1;
         } else if !args.all {

@@ -6,7 +6,7 @@ use prov_license::queue::{Kind, ReviewSubject, gather, reading};
 use prov_store::Access;
 use serde_json::json;
 
-use super::resolve::{load_policy, load_run, verdicts_dir};
+use super::resolve::{load_policy, load_run};
 use crate::context::CommandContext;
 use crate::error::CommandError;
 use crate::ui::Ui;
@@ -43,7 +43,7 @@ pub(crate) fn cmd_license_queue(ui: &mut Ui, cx: &CommandContext, args: &QueueAr
     let (store, root) = cx.open_store(Access::ReadOnly, true)?;
     let policy = load_policy(&cx.cwd, args.policy.as_deref().unwrap_or("permissive"))?;
     let run = load_run(&store, args.run.as_deref())?;
-    let review = gather(&store, &run, &policy, &verdicts_dir(&root, args.verdicts.as_deref()))?;
+    let review = gather(&store, &run, &policy, &prov_review::verdicts_dir(&root, args.verdicts.as_deref()))?;
     ui.line(format!(
         "license review of run {} (recipe `{}`), policy `{}` {}",
         run.manifest,

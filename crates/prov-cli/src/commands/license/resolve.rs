@@ -2,7 +2,7 @@
 //! the run (an argument or the store's latest), the policy (a file or the preset) and the
 //! verdicts directory (at the top of the git work tree).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use prov_license::Policy;
 use prov_manifest::LoadedRun;
@@ -39,27 +39,5 @@ pub(crate) fn load_run(store: &Store, arg: Option<&str>) -> Result<LoadedRun, Co
 
 /// Returns a policy: the preset `permissive`, or a license policy file (YAML).
 pub(crate) fn load_policy(cwd: &Path, arg: &str) -> Result<Policy, CommandError> {
-    if arg == "permissive" {
-        return Ok(Policy::permissive());
-    }
-    let path = cwd.join(arg);
-    let text = fs_err::read_to_string(&path).map_err(|e| {
-        CommandError::input(format!("reading the license policy: {e}"))
-            .with_hint("give a license policy file (YAML) or the preset `permissive`")
-    })?;
-    Ok(prov_license::parse_policy(Path::new(arg), &text)?)
-}
-
-/// Where reviewer verdicts live: `verdicts/` at the top of the git work tree enclosing the
-/// project, or of the project when it is not in a git repository.
-pub(crate) fn verdicts_dir(root: &Path, flag: Option<&Path>) -> PathBuf {
-    let top = git2::Repository::discover(root)
-        .ok()
-        .and_then(|r| r.workdir().map(Path::to_path_buf))
-        .unwrap_or_else(|| root.to_path_buf());
-    match flag {
-        Some(f) if f.is_absolute() => f.to_path_buf(),
-        Some(f) => top.join(f),
-        None => top.join("verdicts"),
-    }
+    Ok(prov_review::read_policy(cwd, arg)?)
 }

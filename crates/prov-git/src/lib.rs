@@ -1,0 +1,290 @@
+//! The project's git repository, as Provenant writes into it: `prov run --commit` (a lockfile
+//! and the run's manifests), `prov license decide` and the workbench's verdict form (one
+//! reviewer verdict file and its signature).
+//!
+//! Owns: finding the repository that encloses a project ([`open_repo`]); the identity a
+//! reviewer is recorded under ([`identity`]); the directories Provenant writes into, reached
+//! lexically inside the work tree and never through a symbolic link ([`project_dir`]); and a
+//! commit of exactly the paths Provenant wrote, leaving whatever else the user changed out of
+//! it ([`commit_paths`]). Does not own what is written: callers write the files first.
+
+#![deny(missing_docs)]
+
+use std::path::{Component, Path, PathBuf};
+
+pub use git2::Repository;
+
+/// Why a repository could not be used or written.
+#[derive(Debug, thiserror::Error)]
+pub enum GitError {
+    /// No repository encloses the project.
+    #[error("{what} needs a git repository: {message}")]
+    NoRepository {
+        /// What needed it (`--commit`, `prov license decide`).
+        what: String,
+        /// git's message.
+        message: String,
+    },
+    /// A bare repository.
+    #[error("{what} needs a repository with a work tree")]
+    NoWorkTree {
+        /// What needed it.
+        what: String,
+    },
+    /// git's configuration names no reviewer.
+    #[error("git has no {0} to record as the reviewer")]
+    NoIdentity(&'static str),
+    /// git has no identity to commit with.
+    #[error("git has no identity to commit with: {0}")]
+    NoCommitter(String),
+    /// A directory to write into would be outside the work tree.
+    #[error("`{rel}` is outside `{base}`: prov writes only inside the project")]
+    Outside {
+        /// The directory asked for.
+        rel: PathBuf,
+        /// The work tree.
+        base: PathBuf,
+    },
+    /// A directory to write into is a symbolic link.
+    #[error("`{dir}` is a symbolic link (to `{target}`): prov does not write through links out of the project")]
+    Link {
+        /// The link.
+        dir: PathBuf,
+        /// Where it points.
+        target: String,
+    },
+    /// A directory to write into is a file.
+    #[error("`{0}` is not a directory")]
+    NotADirectory(PathBuf),
+    /// A file could not be read or a directory made.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    /// git failed.
+    #[error("git: {0}")]
+    Git(String),
+}
+
+impl GitError {
+    /// What the user can do about it, when there is something.
+    pub fn hint(&self) -> Option<&'static str> {
+        match self {
+            Self::NoRepository { .. } => Some("run `git init` in the project root"),
+            Self::NoIdentity(_) => {
+                Some("set `git config user.name \"Your Name\"` and `git config user.email you@example.org`")
+            }
+            Self::NoCommitter(_) => Some("set `git config user.name` and `git config user.email`"),
+            Self::Link { .. } => Some("replace the link by a directory"),
+            _ => None,
+        }
+    }
+}
+
+fn git_err(e: &git2::Error) -> GitError {
+    GitError::Git(e.message().to_owned())
+}
+
+/// Returns the git repository enclosing `root` and its work tree; `what` names the command
+/// that needs it, for the error.
+///
+/// # Errors
+///
+/// [`GitError::NoRepository`] and [`GitError::NoWorkTree`].
+pub fn open_repo(root: &Path, what: &str) -> Result<(git2::Repository, PathBuf), GitError> {
+    let repo = git2::Repository::discover(root)
+        .map_err(|e| GitError::NoRepository { what: what.to_owned(), message: e.message().to_owned() })?;
+    let workdir = repo.workdir().ok_or_else(|| GitError::NoWorkTree { what: what.to_owned() })?.to_path_buf();
+    Ok((repo, workdir))
+}
+
+/// The top of the work tree of the repository enclosing `root`, or `root` when there is none:
+/// where the reviewer verdicts directory lives by default.
+pub fn work_tree_top(root: &Path) -> PathBuf {
+    git2::Repository::discover(root)
+        .ok()
+        .and_then(|r| r.workdir().map(Path::to_path_buf))
+        .unwrap_or_else(|| root.to_path_buf())
+}
+
+/// `dir` relative to `workdir` when it lies inside it, both taken lexically (made absolute
+/// against the current directory, `.` and `..` resolved without following links), so that
+/// `verdicts/../..` is outside however the directories are linked.
+pub fn relative_inside(dir: &Path, workdir: &Path) -> Option<PathBuf> {
+    let lexical = |p: &Path| {
+        let cwd = if p.is_absolute() { PathBuf::new() } else { std::env::current_dir().ok()? };
+        let mut out = PathBuf::new();
+        for c in cwd.join(p).components() {
+            match c {
+                Component::ParentDir => {
+                    out.pop();
+                }
+                Component::CurDir => {}
+                other => out.push(other.as_os_str()),
+            }
+        }
+        Some(out)
+    };
+    lexical(dir)?.strip_prefix(lexical(workdir)?).ok().map(Path::to_path_buf)
+}
+
+/// Returns `Name <email>` from git's configuration (repository, then global).
+///
+/// # Errors
+///
+/// [`GitError::NoIdentity`] when `user.name` or `user.email` is unset or blank.
+pub fn identity(repo: &git2::Repository) -> Result<String, GitError> {
+    let config = repo.config().map_err(|e| git_err(&e))?;
+    let get = |key: &'static str| {
+        config.get_string(key).ok().filter(|v| !v.trim().is_empty()).ok_or(GitError::NoIdentity(key))
+    };
+    let (name, email) = (get("user.name")?, get("user.email")?);
+    Ok(format!("{} <{}>", name.trim(), email.trim()))
+}
+
+/// Returns `base/rel` as a directory inside `base`, creating what is missing. `rel` is taken
+/// lexically (`a/../b` is `b`) and must stay inside `base`; every component that exists must
+/// be a directory, not a symbolic link: a committed link named `manifests` must not make
+/// Provenant write, or delete, outside the repository.
+///
+/// # Errors
+///
+/// [`GitError::Outside`], [`GitError::Link`], [`GitError::NotADirectory`], or
+/// [`GitError::Io`] when a directory cannot be made.
+pub fn project_dir(base: &Path, rel: &Path) -> Result<PathBuf, GitError> {
+    let mut parts: Vec<&std::ffi::OsStr> = Vec::new();
+    for c in rel.components() {
+        match c {
+            Component::Normal(p) => parts.push(p),
+            Component::CurDir => {}
+            Component::ParentDir if parts.pop().is_some() => {}
+            _ => return Err(GitError::Outside { rel: rel.to_path_buf(), base: base.to_path_buf() }),
+        }
+    }
+    let mut dir = base.to_path_buf();
+    for part in parts {
+        dir.push(part);
+        match fs_err::symlink_metadata(&dir) {
+            Ok(m) if m.file_type().is_symlink() => {
+                let target = fs_err::read_link(&dir).map(|t| t.display().to_string()).unwrap_or_default();
+                return Err(GitError::Link { dir, target });
+            }
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => return Err(GitError::NotADirectory(dir)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => fs_err::create_dir(&dir)?,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(dir)
+}
+
+/// Commits HEAD's tree plus exactly `paths` (relative to `workdir`, read from the work tree;
+/// one no longer there is committed as removed), with `remove_dir` first removed from the
+/// tree. Whatever else the user changed or staged stays out of the commit; the work tree's
+/// index is kept in step for these paths. Returns the commit's id.
+///
+/// # Errors
+///
+/// [`GitError::Git`] when git fails, [`GitError::NoCommitter`] without an identity, and
+/// [`GitError::Io`] when a path cannot be read.
+pub fn commit_paths(
+    repo: &git2::Repository,
+    workdir: &Path,
+    paths: &[String],
+    remove_dir: Option<&str>,
+    message: &str,
+) -> Result<git2::Oid, GitError> {
+    let head_tree = repo.head().ok().and_then(|h| h.peel_to_tree().ok());
+    let mut staging = git2::Index::new().map_err(|e| git_err(&e))?;
+    if let Some(t) = &head_tree {
+        staging.read_tree(t).map_err(|e| git_err(&e))?;
+    }
+    if let Some(d) = remove_dir {
+        staging.remove_dir(Path::new(d), 0).map_err(|e| git_err(&e))?;
+    }
+    for p in paths {
+        if !workdir.join(p).exists() {
+            let _ = staging.remove_path(Path::new(p));
+            continue;
+        }
+        let bytes = fs_err::read(workdir.join(p))?;
+        let blob = repo.blob(&bytes).map_err(|e| git_err(&e))?;
+        // The entry is built from the bytes alone: no timestamps or inode of this machine.
+        let entry = git2::IndexEntry {
+            ctime: git2::IndexTime::new(0, 0),
+            mtime: git2::IndexTime::new(0, 0),
+            dev: 0,
+            ino: 0,
+            mode: 0o100_644,
+            uid: 0,
+            gid: 0,
+            file_size: u32::try_from(bytes.len()).unwrap_or(u32::MAX),
+            id: blob,
+            flags: 0,
+            flags_extended: 0,
+            path: p.as_bytes().to_vec(),
+        };
+        staging.add(&entry).map_err(|e| git_err(&e))?;
+    }
+    let tree_id = staging.write_tree_to(repo).map_err(|e| git_err(&e))?;
+    let mut index = repo.index().map_err(|e| git_err(&e))?;
+    if let Some(d) = remove_dir {
+        index.remove_dir(Path::new(d), 0).map_err(|e| git_err(&e))?;
+    }
+    for p in paths {
+        if workdir.join(p).exists() {
+            index.add_path(Path::new(p)).map_err(|e| git_err(&e))?;
+        } else {
+            let _ = index.remove_path(Path::new(p));
+        }
+    }
+    index.write().map_err(|e| git_err(&e))?;
+    let tree = repo.find_tree(tree_id).map_err(|e| git_err(&e))?;
+    let sig = repo.signature().map_err(|e| GitError::NoCommitter(e.message().to_owned()))?;
+    let parent = match repo.head() {
+        Ok(h) => Some(h.peel_to_commit().map_err(|e| git_err(&e))?),
+        Err(_) => None,
+    };
+    let parents: Vec<&git2::Commit<'_>> = parent.iter().collect();
+    repo.commit(Some("HEAD"), &sig, &sig, message, &tree, &parents).map_err(|e| git_err(&e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn project_dirs_stay_inside_and_never_follow_links() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path();
+        assert_eq!(project_dir(base, Path::new("a/./b/../c")).unwrap(), base.join("a/c"));
+        assert!(base.join("a/c").is_dir());
+        for outside in ["../x", "a/../../x", "/etc"] {
+            assert!(matches!(project_dir(base, Path::new(outside)), Err(GitError::Outside { .. })), "{outside}");
+        }
+        std::os::unix::fs::symlink("/tmp", base.join("link")).unwrap();
+        assert!(matches!(project_dir(base, Path::new("link/x")), Err(GitError::Link { .. })));
+        assert_eq!(relative_inside(&base.join("v/x"), base), Some(PathBuf::from("v/x")));
+        assert_eq!(relative_inside(&base.join("v/../../x"), base), None);
+        fs_err::write(base.join("file"), "x").unwrap();
+        assert!(matches!(project_dir(base, Path::new("file/x")), Err(GitError::NotADirectory(_))));
+    }
+
+    #[test]
+    fn a_commit_holds_exactly_the_paths_given() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = git2::Repository::init(dir.path()).unwrap();
+        let mut config = repo.config().unwrap();
+        config.set_str("user.name", "Rita Reviewer").unwrap();
+        config.set_str("user.email", "rita@example.org").unwrap();
+        assert_eq!(identity(&repo).unwrap(), "Rita Reviewer <rita@example.org>");
+        fs_err::write(dir.path().join("mine.json"), "{}").unwrap();
+        fs_err::write(dir.path().join("theirs.txt"), "work in progress").unwrap();
+        let oid = commit_paths(&repo, dir.path(), &["mine.json".into()], None, "one file").unwrap();
+        let tree = repo.find_commit(oid).unwrap().tree().unwrap();
+        let names: Vec<String> = tree.iter().map(|e| e.name().unwrap().to_owned()).collect();
+        assert_eq!(names, ["mine.json"], "the user's other file stays out");
+        // A path gone from the work tree is committed as removed.
+        fs_err::remove_file(dir.path().join("mine.json")).unwrap();
+        let oid = commit_paths(&repo, dir.path(), &["mine.json".into()], None, "removed").unwrap();
+        assert_eq!(repo.find_commit(oid).unwrap().tree().unwrap().len(), 0);
+    }
+}

@@ -1,0 +1,304 @@
+//! The workbench's document and license pages as a reviewer and an attacker use them, on the
+//! quickstart's UDHR articles, each declaring a license by language (German, Dutch, Polish,
+//! Portuguese and Spanish MIT; English CC BY-SA 4.0; French CC BY-NC 4.0; Italian
+//! "Unspecified") while their source declares MIT, through a URL index, the license filter
+//! with a reviewer verdicts directory, PII redaction and tokenisation, in a git repository.
+//!
+//! In Chromium: find a French article the license filter removed, read its fate, download
+//! its proof (then `prov verify-proof`, in a directory without the store, accepts it pinned
+//! to the run); open the license review, allow CC BY-NC 4.0 with a reason (then the verdict
+//! manifest, the verdict file and the git commit exist, as `prov license decide` writes
+//! them); the next run keeps the French articles by the reviewer's verdict, and the document
+//! page of that run says the article reached the training data. Over HTTP: the policy diff
+//! names the license a share-alike policy flips; a cross-site form post, a post without the
+//! server's CSRF token, a request for another host name (DNS rebinding), a policy named by a
+//! path and a 100 MB body are refused; a `--read-only` server shows no form and refuses the
+//! post that a normal server accepts.
+
+use serde_json::Value;
+
+use crate::common::{Project, repo_root};
+use crate::test_serve::{Browser, get, parse, run_manifest, screenshots, send, serve};
+
+const RECIPE: &str = "\
+schema: 1
+name: workbench
+seed: 20250131
+sources:
+  udhr:
+    path: data/workbench/udhr.jsonl
+    license: MIT
+  reviewed: {path: ../verdicts}
+stages:
+  shards:
+    kind: shard
+    inputs: {docs: udhr}
+    params: {shards: 4}
+  urls:
+    kind: url-index
+    inputs: {docs: shards}
+  license:
+    kind: license
+    inputs: {docs: shards, verdicts: reviewed}
+    params: {policy: permissive}
+  pii:
+    kind: pii
+    inputs: {docs: license.dataset}
+  tokenizer:
+    kind: tokenizer
+    inputs: {docs: pii.dataset}
+    params: {vocab_size: 400}
+  tokens:
+    kind: tokenize
+    inputs: {docs: pii.dataset, tokenizer: tokenizer.tokenizer}
+    params: {seq_len: 64}
+";
+
+const FRENCH_ID: &str = "udhr-fra-01";
+
+/// The license each language's articles declare.
+fn license_of(id: &str) -> &'static str {
+    match id.split('-').nth(1) {
+        Some("fra") => "CC BY-NC 4.0",
+        Some("eng") => "CC BY-SA 4.0",
+        Some("ita") => "Unspecified",
+        _ => "MIT",
+    }
+}
+
+/// The project in a git repository, its data written, its first run made; the run manifest.
+fn project() -> (Project, String) {
+    let p = Project::with_recipes();
+    p.git_init("Rita Reviewer", "rita@example.org");
+    let sample = fs_err::read_to_string(p.path("recipes/data/quickstart/udhr-sample.jsonl")).unwrap();
+    let mut lines = String::new();
+    for line in sample.lines() {
+        let mut doc: Value = serde_json::from_str(line).unwrap();
+        let license = license_of(doc["id"].as_str().unwrap());
+        doc["license"] = Value::from(license);
+        lines.push_str(&doc.to_string());
+        lines.push('\n');
+    }
+    p.write("recipes/data/workbench/udhr.jsonl", &lines);
+    p.write("verdicts/README.md", "Reviewer verdicts, written by `prov license decide` and the workbench.\n");
+    p.write("recipes/workbench.yaml", RECIPE);
+    p.git(&["add", "."]);
+    p.git(&["commit", "-q", "-m", "the workbench's project"]);
+    let manifest = run_manifest(&p, "recipes/workbench.yaml");
+    (p, manifest)
+}
+
+/// The `license` stage's statistics in the run `manifest`.
+fn license_stats(p: &Project, manifest: &str) -> Value {
+    let run = p.json(&["show", manifest]);
+    let stages = run[0]["data"]["record"]["stages"].as_array().unwrap().clone();
+    let license = stages.iter().find(|s| s["name"] == "license").expect("a license stage");
+    let shown = p.json(&["show", license["manifest"].as_str().unwrap()]);
+    shown[0]["data"]["record"]["stats"].clone()
+}
+
+/// A form post to `path` with `headers` (each ending in CRLF) and `body`.
+fn post(addr: &str, path: &str, headers: &str, body: &str) -> crate::test_serve::Response {
+    send(
+        addr,
+        format!(
+            "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n{headers}Connection: close\r\n\r\n{body}",
+            body.len()
+        )
+        .as_bytes(),
+    )
+}
+
+/// The server's CSRF token, from a form of the queue's page.
+fn csrf(addr: &str, manifest: &str) -> String {
+    let page = get(addr, &format!("/runs/{manifest}/licenses"), "");
+    assert_eq!(page.status, 200, "{}", page.body);
+    page.body.split("name=\"csrf\" value=\"").nth(1).expect("a verdict form").split('"').next().unwrap().to_owned()
+}
+
+#[test]
+fn a_reviewer_proves_a_removed_document_and_decides_its_license_in_chromium() {
+    let (p, manifest) = project();
+    let server = serve(&p, "127.0.0.1:0", &[]);
+    let profile = p.path("chromium-profile");
+    let Some(browser) = Browser::start(&profile) else { return };
+    let shots = screenshots(&p);
+    let base = format!("http://{}", server.addr);
+
+    // A French article: removed by the license filter, so it never reached the training data.
+    browser.open(&format!("{base}/runs/{manifest}"));
+    browser.fill("#find input[name=q]", FRENCH_ID);
+    browser.click("#find button");
+    assert!(browser.url().starts_with(&format!("{base}/runs/{manifest}/document?q=udhr-fra-01")), "{}", browser.url());
+    let license_row = browser.text("#fate-license");
+    assert!(license_row.contains("removed") && license_row.contains("license:"), "{license_row}");
+    assert!(browser.text("#fate-pii").contains("absent"));
+    assert!(browser.text("#training").contains("did not reach the training data"));
+    browser.screenshot(&shots, "document");
+
+    // The proof it downloads is the one `prov prove` builds, and verifies alone.
+    browser.click("#download");
+    let downloads = profile.join("downloads");
+    let mut file = None;
+    for _ in 0..100 {
+        file = fs_err::read_dir(&downloads)
+            .ok()
+            .and_then(|mut d| d.find_map(|e| e.ok().map(|e| e.path())))
+            .filter(|f| f.extension().is_some_and(|x| x == "proof"));
+        if file.is_some() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let file = file.expect("the proof was downloaded");
+    let alone = tempfile::tempdir().unwrap();
+    fs_err::copy(&file, alone.path().join("x.proof")).unwrap();
+    let verified = p
+        .command(&["verify-proof", "x.proof", "--run", &manifest])
+        .current_dir(alone.path())
+        .output()
+        .expect("prov starts");
+    let stdout = String::from_utf8_lossy(&verified.stdout);
+    assert!(verified.status.success(), "{stdout}{}", String::from_utf8_lossy(&verified.stderr));
+    assert!(stdout.contains("proof valid") && stdout.contains("did not reach the training data"), "{stdout}");
+    let cli = p.prov(&["prove", "lockfiles/workbench.lock", "--doc", FRENCH_ID, "--out", "cli.proof"]);
+    cli.success();
+    assert_eq!(
+        fs_err::read(&file).unwrap(),
+        fs_err::read(p.path("cli.proof")).unwrap(),
+        "the CLI's proof, byte for byte"
+    );
+
+    // A URL is read as a URL, through the run's URL index.
+    let url = "https://www.ohchr.org/en/human-rights/universal-declaration/translations/french#article-01";
+    browser.open(&format!("{base}/runs/{manifest}"));
+    browser.fill("#find input[name=q]", url);
+    browser.click("#find button");
+    assert!(browser.text("#url-ids").contains(FRENCH_ID), "{}", browser.text("#url-ids"));
+
+    // The review: the three licenses the permissive policy denies or cannot judge, and the
+    // source, which declares MIT while its documents declare licenses MIT cannot carry.
+    browser.open(&format!("{base}/runs/{manifest}"));
+    browser.click("#license-review");
+    let summary = browser.text("#summary");
+    assert!(summary.starts_with("4 of 5 subjects"), "{summary}");
+    let source = browser.text("section[data-subject=\"source:udhr\"]");
+    assert!(source.contains("forbids commercial use, which the mixture's `MIT` allows"), "{source}");
+    let nc = "section[data-subject=\"license:CC-BY-NC-4.0\"]";
+    assert!(browser.text(nc).contains("CC BY-NC 4.0 (31 documents)"), "{}", browser.text(nc));
+    assert!(browser.text(nc).contains("non-commercial"), "{}", browser.text(nc));
+    browser.fill(&format!("{nc} input[name=reason]"), "the model is for non-commercial research only");
+    browser.screenshot(&shots, "licenses");
+    browser.click(&format!("{nc} button.allow"));
+
+    // Written as `prov license decide` writes it: the manifest, the file, one commit.
+    let commit = browser.text("#commit");
+    let verdict = browser.text("#verdict");
+    assert_eq!(browser.text("#file"), "verdicts/licenses/CC-BY-NC-4.0.json");
+    browser.screenshot(&shots, "decided");
+    let log = p.git(&["log", "-1", "--format=%H%n%s%n%b"]);
+    assert!(log.starts_with(&commit), "{log}");
+    assert!(log.contains("prov license decide: allow license:CC-BY-NC-4.0"), "{log}");
+    assert!(log.contains("reviewer: Rita Reviewer <rita@example.org>") && log.contains("non-commercial research"));
+    assert_eq!(p.git(&["show", "--name-only", "--format=", "HEAD"]).trim(), "verdicts/licenses/CC-BY-NC-4.0.json");
+    let file = fs_err::read(p.path("verdicts/licenses/CC-BY-NC-4.0.json")).unwrap();
+    assert_eq!(file, fs_err::read(p.object_file(&verdict)).unwrap(), "the file is the verdict manifest");
+    let shown = p.json(&["show", &verdict]);
+    let record = &shown[0]["data"]["record"];
+    assert_eq!((record["kind"].as_str(), record["decision"].as_str()), (Some("verdict"), Some("allow")), "{record}");
+    assert_eq!(record["reviewer"], "Rita Reviewer <rita@example.org>");
+    // The queue no longer lists it; `prov license queue` agrees.
+    browser.click("#back");
+    assert!(browser.text("#summary").starts_with("3 of 5"), "{}", browser.text("#summary"));
+    let queue = p.json(&["license", "queue", "lockfiles/workbench.lock"]);
+    assert!(queue.iter().all(|l| l["data"]["subject"] != "license:CC-BY-NC-4.0"), "{queue:?}");
+
+    // The next run uses the verdict: the French articles are kept by the reviewer.
+    let second = run_manifest(&p, "recipes/workbench.yaml");
+    assert_ne!(second, manifest);
+    let stats = license_stats(&p, &second);
+    assert_eq!(stats["by_rule"]["license:reviewer-allowed"]["documents"], 31, "{stats}");
+    browser.open(&format!("{base}/runs/{second}/document?q={FRENCH_ID}"));
+    assert!(browser.text("#fate-license").contains("kept"), "{}", browser.text("#fate-license"));
+    assert!(browser.text("#training").contains("reached the training data"));
+}
+
+#[test]
+fn policy_diffs_and_the_refusals_of_a_server_that_writes() {
+    let (p, manifest) = project();
+    let share_alike = repo_root().join("recipes/license-policies/share-alike.yaml");
+    let share_alike = share_alike.to_str().unwrap();
+    let server = serve(&p, "127.0.0.1:0", &["--policy", "permissive", "--policy", share_alike]);
+    let addr = &server.addr;
+
+    // The policy diff: CC BY-SA 4.0 is denied by the permissive policy, allowed by share-alike.
+    let diff = get(addr, &format!("/runs/{manifest}/licenses/diff?a=permissive&b=share-alike"), "");
+    assert_eq!(diff.status, 200, "{}", diff.body);
+    let flips = diff.body.split("<tbody>").nth(1).unwrap();
+    assert!(flips.contains("CC-BY-SA-4.0") && !flips.contains("CC-BY-NC-4.0"), "{flips}");
+    let cli = p.json(&["license", "diff", "permissive", share_alike]);
+    let flipped: Vec<&str> =
+        cli.iter().filter(|l| l["type"] == "license").map(|l| l["data"]["key"].as_str().unwrap()).collect();
+    assert_eq!(flipped, ["CC-BY-SA-4.0"], "the page and `prov license diff` agree");
+    for bad in ["a=../../etc/passwd&b=permissive", "a=permissive&b=%2Fetc%2Fpasswd", "a=permissive&b=nope"] {
+        assert_eq!(get(addr, &format!("/runs/{manifest}/licenses/diff?{bad}"), "").status, 400, "{bad}");
+    }
+    assert_eq!(get(addr, &format!("/runs/{manifest}/licenses?policy=..%2Fpolicy.yaml"), "").status, 400);
+
+    // Writes: only with the server's CSRF token, from the server's own pages.
+    let token = csrf(addr, &manifest);
+    let path = format!("/runs/{manifest}/licenses/decide");
+    let form = |t: &str| {
+        format!("csrf={t}&subject=license%3AUnspecified&decision=deny&reason=unknown+terms&policy=permissive")
+    };
+    let head_before = p.git(&["rev-parse", "HEAD"]);
+    let refused = [
+        post(addr, &path, "", &form("")),
+        post(addr, &path, "", &form(&"0".repeat(64))),
+        post(addr, &path, "Origin: http://evil.example\r\n", &form(&token)),
+        post(addr, &path, "Sec-Fetch-Site: cross-site\r\n", &form(&token)),
+    ];
+    for r in &refused {
+        assert_eq!(r.status, 403, "{}", r.body);
+    }
+    // A page of another name that resolves to this server (DNS rebinding) reads nothing.
+    let rebound = send(
+        addr,
+        format!("GET /runs/{manifest}/licenses HTTP/1.1\r\nHost: evil.example\r\nConnection: close\r\n\r\n").as_bytes(),
+    );
+    assert_eq!(rebound.status, 421);
+    assert!(!rebound.body.contains(&token));
+    // A 100 MB body is refused before any of it is read.
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    std::io::Write::write_all(
+        &mut s,
+        format!("POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: {}\r\n\r\n", 100 * 1024 * 1024).as_bytes(),
+    )
+    .unwrap();
+    let mut answer = [0u8; 512];
+    let n = std::io::Read::read(&mut s, &mut answer).unwrap();
+    assert_eq!(parse(&answer[..n]).status, 413);
+    assert_eq!(p.git(&["rev-parse", "HEAD"]), head_before, "nothing was committed");
+    // Without a reason there is no verdict; a subject not in the queue is named.
+    let blank = post(addr, &path, "", &form(&token).replace("reason=unknown+terms", "reason=+"));
+    assert_eq!(blank.status, 400, "{}", blank.body);
+    let unknown = post(addr, &path, "", &form(&token).replace("Unspecified", "GPL-9.0"));
+    assert_eq!(unknown.status, 422, "{}", unknown.body);
+    assert_eq!(p.git(&["rev-parse", "HEAD"]), head_before, "nothing was committed");
+
+    // The same post from the page's own origin is a verdict.
+    let origin = format!("Origin: http://{addr}\r\nSec-Fetch-Site: same-origin\r\n");
+    let ok = post(addr, &path, &origin, &form(&token));
+    assert_eq!(ok.status, 200, "{}", ok.body);
+    assert!(p.git(&["log", "-1", "--format=%s"]).contains("deny license:Unspecified"));
+
+    // A read-only server of the same project: no form, and the same post is refused.
+    let published = serve(&p, "127.0.0.1:0", &["--read-only"]);
+    let page = get(&published.addr, &format!("/runs/{manifest}/licenses?all=1"), "");
+    assert_eq!(page.status, 200);
+    assert!(!page.body.contains("<form class=\"decide\"") && page.body.contains("read-only"), "{}", page.body);
+    let head = p.git(&["rev-parse", "HEAD"]);
+    let refused = post(&published.addr, &path, "", &form(&token));
+    assert_eq!(refused.status, 403);
+    assert_eq!(p.git(&["rev-parse", "HEAD"]), head);
+}
