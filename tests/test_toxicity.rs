@@ -140,7 +140,7 @@ fn the_aten_capability_is_pinned_recorded_and_enforced() {
     let shown = p.json(&["show", stage(&lines, "classifier")["data"]["manifest"].as_str().unwrap()]);
     let envelope = &shown[0]["data"]["record"]["envelope"];
     assert_eq!(envelope["aten_cpu_capability"], "default", "{envelope}");
-    // MKL's branch and oneDNN's instruction set are pinned with the capability.
+    // MKL's branch is `COMPATIBLE` on every CPU; oneDNN's instruction set follows the capability.
     assert_eq!(
         (&envelope["mkl_cbwr"], &envelope["onednn_max_cpu_isa"]),
         (&serde_json::json!("COMPATIBLE"), &serde_json::json!("SSE41"))

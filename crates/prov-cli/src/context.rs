@@ -150,9 +150,9 @@ pub(crate) fn torch_facts() -> TorchFacts {
 /// Decides the `ATen` CPU capability and pins it in this process's environment, which every
 /// worker it starts inherits before libtorch loads: the user's `ATEN_CPU_CAPABILITY` if this
 /// CPU can run it, else the portable default. Pinning it explicitly makes the envelope record
-/// what libtorch really uses (the worker refuses to compute under another). MKL's branch and
-/// oneDNN's instruction set are pinned with it, to the same instruction set, unless the user
-/// set them.
+/// what libtorch really uses (the worker refuses to compute under another). MKL's branch
+/// (`COMPATIBLE`, the same on every x86 CPU) and oneDNN's instruction set (the capability's)
+/// are pinned with it, unless the user set them.
 pub(crate) fn pin_aten_capability() -> Result<(), CommandError> {
     let flags = prov_exec::capture_envelope(1, &TorchFacts::default()).cpu_flags;
     let requested = env_vars::get(env_vars::ATEN_CPU_CAPABILITY);

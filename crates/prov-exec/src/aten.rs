@@ -82,24 +82,29 @@ pub unsafe fn pin_capability(capability: &str) {
 }
 
 /// The environment variable MKL reads to fix its code branch (conditional numerical
-/// reproducibility): with it, MKL takes the same branch on every CPU that runs it, and
-/// reduces in a fixed order.
+/// reproducibility): with it, MKL takes one branch and reduces in a fixed order.
 pub const MKL_CBWR: &str = "MKL_CBWR";
 
 /// The environment variable oneDNN reads for the most capable instruction set its JIT may
 /// generate code for.
 pub const ONEDNN_MAX_CPU_ISA: &str = "ONEDNN_MAX_CPU_ISA";
 
-/// The MKL branch and the oneDNN ISA that go with an `ATen` capability: the same instruction
-/// set, so that the three libraries libtorch computes with run one code path per capability
-/// on every CPU that has it. `default` goes with MKL's `COMPATIBLE` branch (SSE2) and
-/// oneDNN's `SSE41`.
+/// MKL's branch, the same on every CPU: `COMPATIBLE`, the one branch Intel documents as
+/// computing the same results on Intel and non-Intel processors. Any other branch (`AVX2`,
+/// `AVX512`) holds only on Intel CPUs: on others MKL runs its `AUTO` branch whatever the
+/// variable says, so a run recorded on an AMD CPU under `AVX2` did not reproduce on an Intel
+/// one under `AVX2` (the toxicity classifier's first epoch differed in its ninth digit).
+pub const MKL_BRANCH: &str = "COMPATIBLE";
+
+/// The MKL branch ([`MKL_BRANCH`], whatever the capability) and the oneDNN instruction set
+/// that go with an `ATen` capability (the same instruction set).
 pub fn math_library_pins(capability: &str) -> (&'static str, &'static str) {
-    match capability {
-        "avx512" => ("AVX512", "AVX512_CORE"),
-        "avx2" => ("AVX2", "AVX2"),
-        _ => ("COMPATIBLE", "SSE41"),
-    }
+    let onednn = match capability {
+        "avx512" => "AVX512_CORE",
+        "avx2" => "AVX2",
+        _ => "SSE41",
+    };
+    (MKL_BRANCH, onednn)
 }
 
 /// Pins `MKL_CBWR` and `ONEDNN_MAX_CPU_ISA` for this process (and the workers it starts) to
@@ -153,9 +158,9 @@ mod tests {
     }
 
     #[test]
-    fn math_libraries_follow_the_capability() {
-        assert_eq!(math_library_pins("avx2"), ("AVX2", "AVX2"));
-        assert_eq!(math_library_pins("avx512"), ("AVX512", "AVX512_CORE"));
+    fn onednn_follows_the_capability_and_mkl_is_compatible_everywhere() {
+        assert_eq!(math_library_pins("avx2"), ("COMPATIBLE", "AVX2"));
+        assert_eq!(math_library_pins("avx512"), ("COMPATIBLE", "AVX512_CORE"));
         assert_eq!(math_library_pins("default"), ("COMPATIBLE", "SSE41"));
         // Every capability `ATen` knows has a pair.
         for c in CAPABILITIES {

@@ -265,7 +265,11 @@ fn render_machine(ui: &mut Ui, r: &Report) -> Result<(), CommandError> {
             &r.aten,
             "pinned before libtorch starts: as set if this CPU runs it, else the best it runs",
         ),
-        (env_vars::MKL_CBWR, &r.mkl, "pinned with the ATen capability's instruction set unless set"),
+        (
+            env_vars::MKL_CBWR,
+            &r.mkl,
+            "pinned to COMPATIBLE unless set: the one branch that is the same on Intel and other CPUs",
+        ),
         (env_vars::ONEDNN_MAX_CPU_ISA, &r.onednn, "pinned with the ATen capability's instruction set unless set"),
     ];
     let rows: Vec<Vec<String>> =
