@@ -5,6 +5,7 @@
 #   make demo          run and replay the reference recipes on the default store
 #   make bench-verify  prov verify vs b3sum over a 2.2 GB store
 #   make bench-train   a training step in tch vs transformers' ApertusForCausalLM, and checkpoint cost
+#   make bench-serve   the workbench's pages of the main job under 50 concurrent clients vs a static server
 #   make book          build the book into book/build
 #   make clippy        lints, warnings as errors
 
@@ -17,7 +18,7 @@ export PATH := $(CURDIR)/.venv/bin:$(PATH)
 
 CARGO ?= cargo
 
-.PHONY: all setup test demo bench-verify bench-memory bench-train book clippy release
+.PHONY: all setup test demo bench-verify bench-memory bench-train bench-serve book clippy release
 
 all: test
 
@@ -54,6 +55,9 @@ bench-verify: release
 
 bench-memory: release
 	scripts/bench-memory
+
+bench-serve: release
+	scripts/bench-serve
 
 bench-train: release
 	$(CARGO) build --release --locked -p prov-worker --example bench_step

@@ -384,3 +384,31 @@ fn a_reviewer_follows_a_run_to_its_lineage_in_chromium() {
     assert!(browser.text("#outputs").contains("half"));
     browser.screenshot(&shots, "diff");
 }
+
+/// The short version of `scripts/bench-serve` (which measures; this only counts): 50 clients
+/// at once, 400 requests over the quickstart's pages, every one answered 200 with its page.
+/// No time is asserted.
+#[test]
+fn fifty_clients_at_once_are_all_answered() {
+    let (p, manifest) = quickstart();
+    let server = serve(&p, "127.0.0.1:0", &[]);
+    let run = get(&server.addr, &format!("/runs/{manifest}"), "");
+    let output = run.body.split("class=\"output\" href=\"/lineage/").nth(1).unwrap().split('"').next().unwrap();
+    let pages = ["/".to_owned(), format!("/runs/{manifest}"), format!("/lineage/{output}"), "/static/style.css".into()];
+    let answered = std::sync::atomic::AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        for client in 0..50 {
+            let (pages, addr, answered) = (&pages, &server.addr, &answered);
+            s.spawn(move || {
+                for i in 0..8 {
+                    let page = &pages[(client + i) % pages.len()];
+                    let r = get(addr, page, "");
+                    assert_eq!(r.status, 200, "{page}: {}", r.body);
+                    assert!(!r.body.is_empty(), "{page}");
+                    answered.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+            });
+        }
+    });
+    assert_eq!(answered.into_inner(), 400);
+}

@@ -13,7 +13,10 @@
 //! names the license a share-alike policy flips; a cross-site form post, a post without the
 //! server's CSRF token, a request for another host name (DNS rebinding), a policy named by a
 //! path and a 100 MB body are refused; a `--read-only` server shows no form and refuses the
-//! post that a normal server accepts.
+//! post that a normal server accepts; paths in a card's or an audit's name are refused; every
+//! answer forbids scripts. Then the audit of the second run, started from its page and shown
+//! with its progress, holds as `prov audit` says, and its evidence links the objects it
+//! cites; the data card's page shows the card `prov card` writes, byte for byte, with plots.
 
 use serde_json::Value;
 
@@ -54,6 +57,11 @@ stages:
     params: {seq_len: 64}
 ";
 
+/// The audit policy the workbench offers: the license filter kept only what the policy or a
+/// reviewer allowed, and no kept document holds PII.
+const AUDIT: &str =
+    "schema: 1\nname: workbench-audit\nclaims:\n  - kind: license\n    policy: permissive\n  - kind: pii\n";
+
 const FRENCH_ID: &str = "udhr-fra-01";
 
 /// The license each language's articles declare.
@@ -82,6 +90,7 @@ fn project() -> (Project, String) {
     p.write("recipes/data/workbench/udhr.jsonl", &lines);
     p.write("verdicts/README.md", "Reviewer verdicts, written by `prov license decide` and the workbench.\n");
     p.write("recipes/workbench.yaml", RECIPE);
+    p.write("audit.yaml", AUDIT);
     p.git(&["add", "."]);
     p.git(&["commit", "-q", "-m", "the workbench's project"]);
     let manifest = run_manifest(&p, "recipes/workbench.yaml");
@@ -119,7 +128,7 @@ fn csrf(addr: &str, manifest: &str) -> String {
 #[test]
 fn a_reviewer_proves_a_removed_document_and_decides_its_license_in_chromium() {
     let (p, manifest) = project();
-    let server = serve(&p, "127.0.0.1:0", &[]);
+    let server = serve(&p, "127.0.0.1:0", &["--audit-policy", "audit.yaml"]);
     let profile = p.path("chromium-profile");
     let Some(browser) = Browser::start(&profile) else { return };
     let shots = screenshots(&p);
@@ -221,6 +230,38 @@ fn a_reviewer_proves_a_removed_document_and_decides_its_license_in_chromium() {
     browser.open(&format!("{base}/runs/{second}/document?q={FRENCH_ID}"));
     assert!(browser.text("#fate-license").contains("kept"), "{}", browser.text("#fate-license"));
     assert!(browser.text("#training").contains("reached the training data"));
+
+    audit_and_card(&p, &browser, &server.addr, &second, &shots);
+}
+
+/// The audit of the run `second`, started from its page and shown with its progress until the
+/// report is there, each claim's evidence linking the objects it cites; then its data card.
+fn audit_and_card(p: &Project, browser: &Browser, addr: &str, second: &str, shots: &std::path::Path) {
+    let base = format!("http://{addr}");
+    browser.open(&format!("{base}/runs/{second}"));
+    browser.click("#audit");
+    browser.click("a.audit-link");
+    assert!(browser.text("#verdict").starts_with("Every claim holds"), "{}", browser.text("#verdict"));
+    let license = browser.text("section[data-kind=\"license\"]");
+    assert!(license.starts_with("holds"), "{license}");
+    let cli = p.prov(&["audit", "lockfiles/workbench.lock", "--policy", "audit.yaml"]);
+    cli.success();
+    assert!(cli.stdout().contains("license: HOLDS"), "the page and `prov audit` agree: {}", cli.describe());
+    browser.screenshot(shots, "audit");
+    browser.click("section[data-kind=\"license\"] a[href^=\"/lineage/blake3:\"]");
+    assert!(browser.url().starts_with(&format!("{base}/lineage/blake3:")), "{}", browser.url());
+
+    // The data card, with its plots, as `prov card` writes it.
+    browser.open(&format!("{base}/runs/{second}"));
+    browser.click("#card-link");
+    assert!(browser.text("#card").contains("workbench"), "{}", browser.text("#card"));
+    browser.screenshot(shots, "card");
+    p.prov(&["card", "lockfiles/workbench.lock", "--out", "card"]).success();
+    let page = get(addr, &format!("/runs/{second}/card/README.md"), "");
+    assert_eq!(page.body.as_bytes(), fs_err::read(p.path("card/README.md")).unwrap(), "the CLI's card, byte for byte");
+    let plot = page.body.split("](plots/").nth(1).expect("a plot").split(')').next().unwrap().to_owned();
+    let png = get(addr, &format!("/runs/{second}/card/plots/{plot}"), "");
+    assert!(png.status == 200 && png.head.contains("image/png"), "{}", png.head);
 }
 
 #[test]
@@ -244,6 +285,17 @@ fn policy_diffs_and_the_refusals_of_a_server_that_writes() {
         assert_eq!(get(addr, &format!("/runs/{manifest}/licenses/diff?{bad}"), "").status, 400, "{bad}");
     }
     assert_eq!(get(addr, &format!("/runs/{manifest}/licenses?policy=..%2Fpolicy.yaml"), "").status, 400);
+    for path in
+        ["card/..%2F..%2FCargo.toml", "card/../../.prov/VERSION", "card/%2Fetc%2Fpasswd", "audit/..%2Faudit.yaml"]
+    {
+        let r = get(addr, &format!("/runs/{manifest}/{path}"), "");
+        assert!(matches!(r.status, 400 | 404), "{path}: {}", r.status);
+        assert!(!r.body.contains("[package]") && !r.body.contains("claims:"), "{path}: {}", r.body);
+    }
+    // Every answer forbids scripts and framing.
+    let page = get(addr, &format!("/runs/{manifest}"), "");
+    assert!(page.head.contains("content-security-policy: default-src 'self'; script-src 'none'"), "{}", page.head);
+    assert!(page.head.contains("x-content-type-options: nosniff"), "{}", page.head);
 
     // Writes: only with the server's CSRF token, from the server's own pages.
     let token = csrf(addr, &manifest);

@@ -55,7 +55,8 @@ pub mod report;
 mod stage_rescan;
 
 pub use claims::{
-    AuditOptions, ClaimResult, Evidence, Outcome, PiiMatcher, Rescan, RobotsDecider, RunContext, check_ledger, evaluate,
+    AuditOptions, ClaimResult, Evidence, Outcome, PiiMatcher, Rescan, RobotsDecider, RunContext, check_ledger,
+    evaluate, evaluate_claim,
 };
 pub use policy::{AuditPolicy, Claim, POLICY_SCHEMA};
 pub use proof::{

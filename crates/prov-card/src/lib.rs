@@ -190,57 +190,86 @@ pub struct Written {
     pub bytes: u64,
 }
 
-fn write(dir: &Path, rel: &str, bytes: &[u8], out: &mut Vec<Written>) -> Result<(), CardError> {
-    let dest = dir.join(rel);
-    let parent = dest.parent().map_or_else(|| dir.to_path_buf(), Path::to_path_buf);
-    fs_create(&parent)?;
-    prov_store::write_atomically(&parent, &dest, bytes)?;
-    out.push(Written { path: rel.to_owned(), bytes: bytes.len() as u64 });
-    Ok(())
-}
-
 fn fs_create(dir: &Path) -> Result<(), CardError> {
     fs_err::create_dir_all(dir).map_err(CardError::Io)
 }
 
-/// Writes a card for the run `run_manifest` into `dir`, and returns the files written.
+/// One file of a card: its path (relative to the card's directory) and its bytes.
+#[derive(Debug, Clone)]
+pub struct CardFile {
+    /// The path, `/`-separated (`README.md`, `plots/<stem>.svg`, `croissant.json`).
+    pub path: String,
+    /// The bytes.
+    pub bytes: Vec<u8>,
+}
+
+/// The files of a card for the run `run_manifest`, in memory: what [`write_card`] writes,
+/// except the data shards of `with_data` (a corpus is not held in memory).
+///
+/// # Errors
+///
+/// [`CardError`] when a record, a shard or a plot cannot be read or drawn.
+pub fn card_files(store: &Store, run_manifest: &Digest, options: &CardOptions) -> Result<Vec<CardFile>, CardError> {
+    let ev = CardInputs::read_output(store, run_manifest, options.dataset.as_deref())?;
+    let mut out = Vec::new();
+    let mut add = |path: String, bytes: Vec<u8>| out.push(CardFile { path, bytes });
+    match options.format {
+        Format::Hf => {
+            let plots = plots::plots(&ev, options.top_languages);
+            let mut listed = Vec::new();
+            for p in &plots {
+                add(format!("plots/{}.svg", p.stem), p.svg.clone().into_bytes());
+                add(format!("plots/{}.png", p.stem), plots::png(p.stem, &p.svg)?);
+                listed.push((format!("plots/{}.png", p.stem), p.caption.clone()));
+            }
+            add("README.md".into(), hf::render(&ev, &listed).into_bytes());
+        }
+        Format::Croissant => {
+            let mut sha = Vec::new();
+            for shard in &ev.output.record.shards {
+                sha.push(croissant::sha256_of(store, &shard.digest)?);
+            }
+            let doc = croissant::build(&ev, &sha);
+            let mut text = serde_json::to_string_pretty(&doc).expect("JSON serialises");
+            text.push('\n');
+            add("croissant.json".into(), text.into_bytes());
+        }
+    }
+    Ok(out)
+}
+
+/// Writes a card for the run `run_manifest` into `dir` ([`card_files`]), each file
+/// atomically, and returns the files written.
+///
+/// # Errors
+///
+/// [`CardError`] as [`card_files`], and when a file cannot be written.
 pub fn write_card(
     store: &Store,
     run_manifest: &Digest,
     dir: &Path,
     options: &CardOptions,
 ) -> Result<Vec<Written>, CardError> {
-    let ev = CardInputs::read_output(store, run_manifest, options.dataset.as_deref())?;
-    let mut out = Vec::new();
-    match options.format {
-        Format::Hf => {
-            let plots = plots::plots(&ev, options.top_languages);
-            let mut listed = Vec::new();
-            for p in &plots {
-                write(dir, &format!("plots/{}.svg", p.stem), p.svg.as_bytes(), &mut out)?;
-                let png = plots::png(p.stem, &p.svg)?;
-                write(dir, &format!("plots/{}.png", p.stem), &png, &mut out)?;
-                listed.push((format!("plots/{}.png", p.stem), p.caption.clone()));
-            }
-            let card = hf::render(&ev, &listed);
-            write(dir, "README.md", card.as_bytes(), &mut out)?;
-        }
-        Format::Croissant => {
-            let mut sha = Vec::new();
-            for (i, shard) in ev.output.record.shards.iter().enumerate() {
-                sha.push(croissant::sha256_of(store, &shard.digest)?);
-                if options.with_data {
-                    let bytes = store.read(&shard.digest)?;
-                    write(dir, &croissant::shard_path(i), &bytes, &mut out)?;
-                }
-            }
-            let doc = croissant::build(&ev, &sha);
-            let mut text = serde_json::to_string_pretty(&doc).expect("JSON serialises");
-            text.push('\n');
-            write(dir, "croissant.json", text.as_bytes(), &mut out)?;
+    let mut written = Vec::new();
+    let mut write = |path: String, bytes: &[u8]| -> Result<(), CardError> {
+        let dest = dir.join(&path);
+        let parent = dest.parent().map_or_else(|| dir.to_path_buf(), Path::to_path_buf);
+        fs_create(&parent)?;
+        prov_store::write_atomically(&parent, &dest, bytes)?;
+        written.push(Written { path, bytes: bytes.len() as u64 });
+        Ok(())
+    };
+    if matches!(options.format, Format::Croissant) && options.with_data {
+        // The shards one at a time, each read from the store and written before the next.
+        let ev = CardInputs::read_output(store, run_manifest, options.dataset.as_deref())?;
+        for (i, shard) in ev.output.record.shards.iter().enumerate() {
+            write(croissant::shard_path(i), &store.read(&shard.digest)?)?;
         }
     }
-    Ok(out)
+    for file in card_files(store, run_manifest, options)? {
+        write(file.path, &file.bytes)?;
+    }
+    Ok(written)
 }
 
 #[cfg(test)]

@@ -21,6 +21,8 @@
 
 #![deny(missing_docs)]
 
+pub mod audit;
+pub mod card;
 pub mod documents;
 pub mod guard;
 pub mod lineage_svg;
@@ -52,6 +54,8 @@ pub struct ServeConfig {
     pub policies: Vec<prov_license::Policy>,
     /// The reviewer verdicts directory (inside the git work tree, for a decision to commit).
     pub verdicts: PathBuf,
+    /// The audit policies the audit pages offer, by their names.
+    pub audit_policies: Arc<Vec<audit::LoadedAuditPolicy>>,
     /// The key that signs verdicts decided in the workbench, as `prov license decide --key`.
     pub key: Option<Arc<prov_attest::SigningKey>>,
     /// Milliseconds since the epoch, for a verdict's `decided_at` (the CLI's clock, which a
@@ -65,8 +69,9 @@ pub enum ServeError {
     /// A non-loopback address without a token.
     #[error("binding {0} (not loopback) needs a token")]
     TokenRequired(SocketAddr),
-    /// Two license policies with one name: a page names a policy by its name.
-    #[error("two license policies are named `{0}`")]
+    /// Two license policies, or two audit policies, with one name: a page names a policy by
+    /// its name.
+    #[error("two policies are named `{0}`")]
     DuplicatePolicy(String),
     /// The address could not be bound, or the server failed.
     #[error("serving on {addr}: {source}")]
@@ -90,6 +95,10 @@ pub struct AppState {
     pub csrf: String,
     /// Held while a write is made: one verdict and its commit at a time.
     pub writing: tokio::sync::Mutex<()>,
+    /// The audits started, under way or done.
+    pub audits: audit::Audits,
+    /// The data cards made.
+    pub cards: card::Cards,
 }
 
 /// The router: every page, behind [`guard::check`].
@@ -104,6 +113,10 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/runs/{manifest}/licenses", get(review::queue))
         .route("/runs/{manifest}/licenses/decide", post(review::decide))
         .route("/runs/{manifest}/licenses/diff", get(review::policy_diff))
+        .route("/runs/{manifest}/audit", get(audit::policies))
+        .route("/runs/{manifest}/audit/{policy}", get(audit::report))
+        .route("/runs/{manifest}/card/", get(card::card))
+        .route("/runs/{manifest}/card/{*file}", get(card::file))
         .route("/static/style.css", get(pages::style))
         .fallback(pages::not_found)
         .layer(axum::middleware::from_fn_with_state(state.clone(), guard::check))
@@ -122,7 +135,10 @@ pub fn serve(config: ServeConfig, ready: impl FnOnce(SocketAddr, Option<&str>)) 
     if !addr.ip().is_loopback() && config.token.is_none() {
         return Err(ServeError::TokenRequired(addr));
     }
-    if let Some(name) = duplicate_policy(&config.policies) {
+    if let Some(name) = duplicate(config.policies.iter().map(prov_license::Policy::name)) {
+        return Err(ServeError::DuplicatePolicy(name));
+    }
+    if let Some(name) = duplicate(config.audit_policies.iter().map(|p| p.policy.name.as_str())) {
         return Err(ServeError::DuplicatePolicy(name));
     }
     let io = |source| ServeError::Io { addr, source };
@@ -132,14 +148,20 @@ pub fn serve(config: ServeConfig, ready: impl FnOnce(SocketAddr, Option<&str>)) 
         let bound = listener.local_addr().map_err(io)?;
         ready(bound, config.token.as_deref());
         let csrf = guard::new_token().map_err(io)?;
-        let state =
-            Arc::new(AppState { templates: pages::templates(), config, csrf, writing: tokio::sync::Mutex::default() });
+        let state = Arc::new(AppState {
+            templates: pages::templates(),
+            config,
+            csrf,
+            writing: tokio::sync::Mutex::default(),
+            audits: audit::Audits::default(),
+            cards: card::Cards::default(),
+        });
         axum::serve(listener, router(state)).await.map_err(io)
     })
 }
 
 /// The first name two policies share.
-fn duplicate_policy(policies: &[prov_license::Policy]) -> Option<String> {
+fn duplicate<'a>(mut names: impl Iterator<Item = &'a str>) -> Option<String> {
     let mut seen = std::collections::BTreeSet::new();
-    policies.iter().map(prov_license::Policy::name).find(|n| !seen.insert(*n)).map(str::to_owned)
+    names.find(|n| !seen.insert(*n)).map(str::to_owned)
 }

@@ -40,6 +40,10 @@ pub fn templates() -> Environment<'static> {
         ("licenses.html", include_str!("../templates/licenses.html")),
         ("decided.html", include_str!("../templates/decided.html")),
         ("policy_diff.html", include_str!("../templates/policy_diff.html")),
+        ("audits.html", include_str!("../templates/audits.html")),
+        ("audit_progress.html", include_str!("../templates/audit_progress.html")),
+        ("audit.html", include_str!("../templates/audit.html")),
+        ("card.html", include_str!("../templates/card.html")),
     ] {
         env.add_template(name, source).expect("the embedded templates parse");
     }
@@ -52,9 +56,14 @@ pub(crate) struct PageError(pub(crate) StatusCode, pub(crate) String);
 impl PageError {
     pub(crate) fn internal(what: impl std::fmt::Display) -> Self {
         // The reader learns that it failed; the detail goes to the server's log only.
-        let _ = writeln!(std::io::stderr().lock(), "prov serve: {what}");
+        log_error(&what);
         Self(StatusCode::INTERNAL_SERVER_ERROR, "the page could not be made; the server's log says why".into())
     }
+}
+
+/// Writes what failed to the server's standard error, its log.
+pub(crate) fn log_error(what: &dyn std::fmt::Display) {
+    let _ = writeln!(std::io::stderr().lock(), "prov serve: {what}");
 }
 
 pub(crate) fn render(state: &AppState, template: &str, ctx: minijinja::Value) -> Response {

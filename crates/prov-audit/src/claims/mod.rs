@@ -748,47 +748,52 @@ fn no_stage(result: &mut ClaimResult, kind: &str, stage: Option<&str>) {
 
 /// Evaluates every claim of `policy` against a run.
 pub fn evaluate(cx: &RunContext<'_>, policy: &AuditPolicy, options: &AuditOptions<'_>) -> Vec<ClaimResult> {
-    policy
-        .claims
-        .iter()
-        .map(|claim| match claim {
-            Claim::Robots { stage, agents, max_default_share } => {
-                robots::robots(cx, stage.as_deref(), agents, *max_default_share, options)
-            }
-            Claim::RobotsLoss { stage, groups, tolerance } => {
-                robots::robots_loss(cx, stage.as_deref(), groups, *tolerance)
-            }
-            Claim::Pii { stage } => pii::pii(cx, stage.as_deref(), options),
-            Claim::Toxicity { stage, removed_share, tolerance } => {
-                toxicity::toxicity(cx, stage.as_deref(), *removed_share, *tolerance)
-            }
-            Claim::License { stage, policy: license_policy, verdict_signers } => {
-                license::license(cx, stage.as_deref(), license_policy, &policy.keys_of(verdict_signers))
-            }
-            Claim::CompoundLicense { stage } => license::compound_license(cx, stage.as_deref()),
-            Claim::Decontamination { stage, benchmark } => {
-                decontamination::decontamination(cx, stage.as_deref(), benchmark.as_ref(), options)
-            }
-            Claim::BitsPerWeight { stage, max } => palette::bits_per_weight(cx, stage.as_deref(), *max),
-            Claim::CodeLicenses { stage, policy: license_policy } => {
-                code_licenses::code_licenses(cx, stage.as_deref(), license_policy)
-            }
-            Claim::CommonUsageDecontamination { stage, benchmark, min_n, max_n, threshold, count } => {
-                let rule = common_usage::ClaimedRule { min_n: *min_n, max_n: *max_n, threshold: *threshold, count };
-                common_usage::common_usage(cx, stage.as_deref(), benchmark.as_ref(), &rule, options)
-            }
-            Claim::Heuristics { stage, languages, thresholds } => {
-                heuristics::heuristics(cx, stage.as_deref(), languages, thresholds, options)
-            }
-            Claim::TiersByPhase { stage, phases, cutoffs } => {
-                tiers::tiers_by_phase(cx, stage.as_deref(), phases, cutoffs.as_ref(), options)
-            }
-            Claim::PairScore { stage, bicleaner, cometkiwi } => {
-                pair_score::pair_score(cx, stage.as_deref(), bicleaner, *cometkiwi, options)
-            }
-            Claim::Replay { replayers, min_signed_replays } => {
-                replay::replay(cx, &policy.keys_of(replayers), *min_signed_replays)
-            }
-        })
-        .collect()
+    policy.claims.iter().map(|claim| evaluate_claim(cx, policy, claim, options)).collect()
+}
+
+/// Evaluates one claim of `policy` (its keys are the policy's): what [`evaluate`] does for
+/// each, for a caller that reports progress between claims.
+pub fn evaluate_claim(
+    cx: &RunContext<'_>,
+    policy: &AuditPolicy,
+    claim: &Claim,
+    options: &AuditOptions<'_>,
+) -> ClaimResult {
+    match claim {
+        Claim::Robots { stage, agents, max_default_share } => {
+            robots::robots(cx, stage.as_deref(), agents, *max_default_share, options)
+        }
+        Claim::RobotsLoss { stage, groups, tolerance } => robots::robots_loss(cx, stage.as_deref(), groups, *tolerance),
+        Claim::Pii { stage } => pii::pii(cx, stage.as_deref(), options),
+        Claim::Toxicity { stage, removed_share, tolerance } => {
+            toxicity::toxicity(cx, stage.as_deref(), *removed_share, *tolerance)
+        }
+        Claim::License { stage, policy: license_policy, verdict_signers } => {
+            license::license(cx, stage.as_deref(), license_policy, &policy.keys_of(verdict_signers))
+        }
+        Claim::CompoundLicense { stage } => license::compound_license(cx, stage.as_deref()),
+        Claim::Decontamination { stage, benchmark } => {
+            decontamination::decontamination(cx, stage.as_deref(), benchmark.as_ref(), options)
+        }
+        Claim::BitsPerWeight { stage, max } => palette::bits_per_weight(cx, stage.as_deref(), *max),
+        Claim::CodeLicenses { stage, policy: license_policy } => {
+            code_licenses::code_licenses(cx, stage.as_deref(), license_policy)
+        }
+        Claim::CommonUsageDecontamination { stage, benchmark, min_n, max_n, threshold, count } => {
+            let rule = common_usage::ClaimedRule { min_n: *min_n, max_n: *max_n, threshold: *threshold, count };
+            common_usage::common_usage(cx, stage.as_deref(), benchmark.as_ref(), &rule, options)
+        }
+        Claim::Heuristics { stage, languages, thresholds } => {
+            heuristics::heuristics(cx, stage.as_deref(), languages, thresholds, options)
+        }
+        Claim::TiersByPhase { stage, phases, cutoffs } => {
+            tiers::tiers_by_phase(cx, stage.as_deref(), phases, cutoffs.as_ref(), options)
+        }
+        Claim::PairScore { stage, bicleaner, cometkiwi } => {
+            pair_score::pair_score(cx, stage.as_deref(), bicleaner, *cometkiwi, options)
+        }
+        Claim::Replay { replayers, min_signed_replays } => {
+            replay::replay(cx, &policy.keys_of(replayers), *min_signed_replays)
+        }
+    }
 }

@@ -44,6 +44,10 @@ pub(crate) struct ServeArgs {
     /// default: `permissive`
     #[arg(long = "policy", value_name = "FILE")]
     policies: Vec<String>,
+    /// An audit policy file (YAML) the audit pages offer, by its name; repeat it to offer
+    /// several
+    #[arg(long = "audit-policy", value_name = "FILE")]
+    audit_policies: Vec<PathBuf>,
     /// The verdicts directory (default: `verdicts/` at the top of the git work tree)
     #[arg(long, value_name = "DIR")]
     verdicts: Option<PathBuf>,
@@ -70,6 +74,15 @@ pub(crate) fn cmd_serve(ui: &mut Ui, cx: &CommandContext, args: &ServeArgs) -> R
     let names: Vec<&str> =
         if args.policies.is_empty() { vec!["permissive"] } else { args.policies.iter().map(String::as_str).collect() };
     let policies = names.iter().map(|n| prov_review::read_policy(&cx.cwd, n)).collect::<Result<Vec<_>, _>>()?;
+    let mut audit_policies = Vec::new();
+    for file in &args.audit_policies {
+        let bytes = fs_err::read(cx.cwd.join(file))
+            .map_err(|e| CommandError::input(format!("reading the audit policy: {e}")))?;
+        let text = String::from_utf8(bytes.clone())
+            .map_err(|_| CommandError::input(format!("{}: not UTF-8", file.display())))?;
+        let policy = prov_audit::AuditPolicy::parse(file, &text)?;
+        audit_policies.push(prov_serve::audit::LoadedAuditPolicy { policy, digest: prov_store::Digest::of(&bytes) });
+    }
     let key = args.key.as_ref().map(|k| prov_attest::SigningKey::read(&cx.cwd.join(k))).transpose()?;
     let config = prov_serve::ServeConfig {
         bind: args.bind,
@@ -78,6 +91,7 @@ pub(crate) fn cmd_serve(ui: &mut Ui, cx: &CommandContext, args: &ServeArgs) -> R
         project_root,
         store_dir,
         read_only: args.read_only,
+        audit_policies: Arc::new(audit_policies),
         policies,
         key: key.map(Arc::new),
         clock: Arc::from(CommandContext::clock()),
