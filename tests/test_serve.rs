@@ -359,18 +359,24 @@ fn a_reviewer_follows_a_run_to_its_lineage_in_chromium() {
     browser.screenshot(&shots, "runs");
 
     browser.click("a.run-link");
-    assert_eq!(browser.url(), format!("{base}/runs/{manifest}"));
     assert!(browser.text("#stages").contains("checksums"));
+    assert_eq!(browser.url(), format!("{base}/runs/{manifest}"));
     browser.screenshot(&shots, "run");
 
     browser.click("#stage-half a.output");
+    assert!(browser.text("#nodes").contains("upstream"));
     assert!(browser.url().starts_with(&format!("{base}/lineage/blake3:")));
     let first = browser.url();
-    assert!(browser.text("#nodes").contains("upstream"));
     browser.screenshot(&shots, "lineage");
 
     // A box of the graph leads to that object's own lineage.
     browser.click("svg a.node.upstream");
+    for _ in 0..100 {
+        if browser.url() != first {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
     assert_ne!(browser.url(), first);
     assert!(browser.url().starts_with(&format!("{base}/lineage/blake3:")));
     assert!(!browser.find("svg a.node.target").is_empty());
@@ -379,8 +385,8 @@ fn a_reviewer_follows_a_run_to_its_lineage_in_chromium() {
     quickstart_quarter(&p);
     browser.open(&format!("{base}/"));
     browser.click("#compare button");
-    assert!(browser.url().starts_with(&format!("{base}/diff?a=blake3")), "{}", browser.url());
     assert!(browser.text("#config").contains("config.fraction"));
+    assert!(browser.url().starts_with(&format!("{base}/diff?a=blake3")), "{}", browser.url());
     assert!(browser.text("#outputs").contains("half"));
     browser.screenshot(&shots, "diff");
 }

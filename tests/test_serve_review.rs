@@ -138,8 +138,9 @@ fn a_reviewer_proves_a_removed_document_and_decides_its_license_in_chromium() {
     browser.open(&format!("{base}/runs/{manifest}"));
     browser.fill("#find input[name=q]", FRENCH_ID);
     browser.click("#find button");
-    assert!(browser.url().starts_with(&format!("{base}/runs/{manifest}/document?q=udhr-fra-01")), "{}", browser.url());
+    // Read first: finding an element waits for the page the click led to.
     let license_row = browser.text("#fate-license");
+    assert!(browser.url().starts_with(&format!("{base}/runs/{manifest}/document?q=udhr-fra-01")), "{}", browser.url());
     assert!(license_row.contains("removed") && license_row.contains("license:"), "{license_row}");
     assert!(browser.text("#fate-pii").contains("absent"));
     assert!(browser.text("#training").contains("did not reach the training data"));
@@ -249,6 +250,7 @@ fn audit_and_card(p: &Project, browser: &Browser, addr: &str, second: &str, shot
     assert!(cli.stdout().contains("license: HOLDS"), "the page and `prov audit` agree: {}", cli.describe());
     browser.screenshot(shots, "audit");
     browser.click("section[data-kind=\"license\"] a[href^=\"/lineage/blake3:\"]");
+    browser.find("#nodes");
     assert!(browser.url().starts_with(&format!("{base}/lineage/blake3:")), "{}", browser.url());
 
     // The data card, with its plots, as `prov card` writes it.
@@ -320,6 +322,7 @@ fn policy_diffs_and_the_refusals_of_a_server_that_writes() {
     );
     assert_eq!(rebound.status, 421);
     assert!(!rebound.body.contains(&token));
+    assert!(rebound.head.contains("content-security-policy:"), "a refusal carries the headers too: {}", rebound.head);
     // A 100 MB body is refused before any of it is read.
     let mut s = std::net::TcpStream::connect(addr).unwrap();
     std::io::Write::write_all(
@@ -353,4 +356,46 @@ fn policy_diffs_and_the_refusals_of_a_server_that_writes() {
     let refused = post(&published.addr, &path, "", &form(&token));
     assert_eq!(refused.status, 403);
     assert_eq!(p.git(&["rev-parse", "HEAD"]), head);
+}
+
+#[test]
+fn a_verdict_that_cannot_be_committed_is_not_left_behind_and_errors_name_no_path() {
+    let (p, manifest) = project();
+    let server = serve(&p, "127.0.0.1:0", &[]);
+    let addr = &server.addr;
+    let token = csrf(addr, &manifest);
+    let path = format!("/runs/{manifest}/licenses/decide");
+    let form = format!("csrf={token}&subject=license%3AUnspecified&decision=allow&reason=checked&policy=permissive");
+    let verdict = p.path("verdicts/licenses/Unspecified.json");
+    let head = p.git(&["rev-parse", "HEAD"]);
+
+    // git is busy (another process holds its index): the commit fails, and the verdict file,
+    // which the next run would read, is not left written.
+    p.write(".git/index.lock", "");
+    let busy = post(addr, &path, "", &form);
+    assert_eq!(busy.status, 500, "{}", busy.body);
+    assert!(!verdict.exists(), "a verdict the page reported as failed would decide the next run");
+    fs_err::remove_file(p.path(".git/index.lock")).unwrap();
+    // A name git cannot sign a commit with is said before anything is written.
+    p.git(&["config", "user.name", "Rita <Reviewer>"]);
+    let unsigned = post(addr, &path, "", &form);
+    assert_eq!(unsigned.status, 400, "{}", unsigned.body);
+    assert!(!verdict.exists());
+    assert_eq!(p.git(&["rev-parse", "HEAD"]), head);
+    p.git(&["config", "user.name", "Rita Reviewer"]);
+
+    // A malformed verdict file is the reader's to fix: said, with the project's paths made
+    // relative to it.
+    p.write("verdicts/licenses/broken.json", "{");
+    let page = get(addr, &format!("/runs/{manifest}/licenses"), "");
+    assert_eq!(page.status, 422, "{}", page.body);
+    assert!(page.body.contains("broken.json"), "{}", page.body);
+    assert!(!page.body.contains(&p.root.display().to_string()), "{}", page.body);
+    fs_err::remove_file(p.path("verdicts/licenses/broken.json")).unwrap();
+
+    // With git free again the same post commits.
+    let ok = post(addr, &path, "", &form);
+    assert_eq!(ok.status, 200, "{}", ok.body);
+    assert!(verdict.exists());
+    assert!(p.git(&["log", "-1", "--format=%s"]).contains("allow license:Unspecified"));
 }

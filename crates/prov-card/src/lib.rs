@@ -259,6 +259,8 @@ pub fn write_card(
         written.push(Written { path, bytes: bytes.len() as u64 });
         Ok(())
     };
+    // Made first: a shard missing from the store fails here, before anything is written.
+    let files = card_files(store, run_manifest, options)?;
     if matches!(options.format, Format::Croissant) && options.with_data {
         // The shards one at a time, each read from the store and written before the next.
         let ev = CardInputs::read_output(store, run_manifest, options.dataset.as_deref())?;
@@ -266,7 +268,7 @@ pub fn write_card(
             write(croissant::shard_path(i), &store.read(&shard.digest)?)?;
         }
     }
-    for file in card_files(store, run_manifest, options)? {
+    for file in files {
         write(file.path, &file.bytes)?;
     }
     Ok(written)

@@ -126,6 +126,16 @@ pub fn relative_inside(dir: &Path, workdir: &Path) -> Option<PathBuf> {
     lexical(dir)?.strip_prefix(lexical(workdir)?).ok().map(Path::to_path_buf)
 }
 
+/// Checks that git can sign a commit with its configured identity (a name with `<` in it, say,
+/// cannot), so that a caller can refuse before it writes anything.
+///
+/// # Errors
+///
+/// [`GitError::NoCommitter`].
+pub fn check_committer(repo: &git2::Repository) -> Result<(), GitError> {
+    repo.signature().map(drop).map_err(|e| GitError::NoCommitter(e.message().to_owned()))
+}
+
 /// Returns `Name <email>` from git's configuration (repository, then global).
 ///
 /// # Errors

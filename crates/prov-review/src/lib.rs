@@ -139,6 +139,7 @@ pub fn record_decision(
     decide: &Decide<'_>,
 ) -> Result<Decided, DecideError> {
     let reviewer = prov_git::identity(repo)?;
+    prov_git::check_committer(repo)?;
     let verdict = reviewer_verdict(
         subject.digest,
         &prov_license::Review {
@@ -160,11 +161,14 @@ pub fn record_decision(
     let name = rel.file_name().unwrap_or_default().to_string_lossy().into_owned();
     let file = prov_git::project_dir(workdir, parent)?.join(&name);
     let rel = rel.to_string_lossy().replace('\\', "/");
-    let replaced = fs_err::read(&file).ok().map(|b| Digest::of(&b)).filter(|d| *d != digest);
+    let signature_file = file.with_file_name(prov_attest::verdict_signature_path(&name));
+    // What the directory held, to put back if the commit fails: a verdict left written but
+    // not committed would still decide the next run.
+    let before = Before { file: fs_err::read(&file).ok(), signature: fs_err::read(&signature_file).ok() };
+    let replaced = before.file.as_deref().map(Digest::of).filter(|d| *d != digest);
     let tmp = store.root().join("tmp");
     prov_store::write_atomically(&tmp, &file, &bytes)?;
     let mut paths = vec![rel.clone()];
-    let signature_file = file.with_file_name(prov_attest::verdict_signature_path(&name));
     if let Some(key) = decide.key {
         let signature = prov_attest::sign_verdict(&verdict_path(&verdict), &bytes, &verdict, key);
         prov_store::write_atomically(&tmp, &signature_file, &signature)?;
@@ -181,7 +185,13 @@ pub fn record_decision(
         decide.reason.trim(),
         id = subject.id(),
     );
-    let commit = prov_git::commit_paths(repo, workdir, &paths, None, &message)?;
+    let commit = match prov_git::commit_paths(repo, workdir, &paths, None, &message) {
+        Ok(c) => c,
+        Err(e) => {
+            before.restore(&tmp, &file, &signature_file)?;
+            return Err(e.into());
+        }
+    };
     Ok(Decided {
         verdict,
         digest,
@@ -192,6 +202,26 @@ pub fn record_decision(
         commit: commit.to_string(),
         signed_by: decide.key.map(|k| k.public().keyid()),
     })
+}
+
+/// A verdict file and its signature as they were before a decision.
+struct Before {
+    file: Option<Vec<u8>>,
+    signature: Option<Vec<u8>>,
+}
+
+impl Before {
+    /// Puts both back as they were (written again, or removed when they were not there).
+    fn restore(&self, tmp: &Path, file: &Path, signature: &Path) -> std::io::Result<()> {
+        for (path, bytes) in [(file, &self.file), (signature, &self.signature)] {
+            match bytes {
+                Some(b) => prov_store::write_atomically(tmp, path, b).map_err(std::io::Error::other)?,
+                None if path.exists() => fs_err::remove_file(path)?,
+                None => {}
+            }
+        }
+        Ok(())
+    }
 }
 
 /// `allow` or `deny`.

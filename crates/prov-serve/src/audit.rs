@@ -123,11 +123,11 @@ fn linked(text: &str) -> Linked {
     while let Some(at) = rest.find("blake3:") {
         let candidate = &rest[at..];
         let end = "blake3:".len() + 64;
-        if candidate.len() >= end && crate::guard::parse_digest(&candidate[..end]).is_some() {
+        // `get`: the 71st byte may fall inside a character of the text (data can be anything).
+        if let Some(digest) = candidate.get(..end).filter(|d| crate::guard::parse_digest(d).is_some()) {
             if at > 0 {
                 out.push((rest[..at].to_owned(), None));
             }
-            let digest = &candidate[..end];
             out.push((digest.to_owned(), Some(format!("/lineage/{digest}"))));
             rest = &candidate[end..];
         } else {
@@ -249,6 +249,9 @@ mod tests {
     #[test]
     fn full_digests_in_a_text_become_links_and_nothing_else_does() {
         let d = format!("blake3:{}", "ab".repeat(32));
+        // A text that is not a digest where one could end: no character is cut.
+        let odd = format!("blake3:a{}", "é".repeat(40));
+        assert_eq!(linked(&odd), [("blake3:".to_owned(), None), (odd["blake3:".len()..].to_owned(), None)]);
         let pieces = linked(&format!("ledger {d} row 3; blake3:abc and {d}"));
         let links: Vec<_> = pieces.iter().filter_map(|(_, l)| l.clone()).collect();
         assert_eq!(links, [format!("/lineage/{d}"), format!("/lineage/{d}")]);

@@ -27,16 +27,25 @@ use crate::pages::{PageError, error_page, render, run_of, with_store};
 /// How many runs' cards are kept.
 const KEPT: usize = 8;
 
-/// The cards made so far: both formats of a run.
+/// The cards made so far (both formats of a run), and the lock one is made under: requests
+/// for a card not yet made wait for the one being made instead of each making it again.
 #[derive(Default)]
-pub struct Cards(Mutex<BTreeMap<Digest, Arc<Vec<CardFile>>>>);
+pub struct Cards {
+    made: Mutex<BTreeMap<Digest, Arc<Vec<CardFile>>>>,
+    making: tokio::sync::Mutex<()>,
+}
 
 /// The card's files of the run `manifest`: the Hugging Face card and its plots, then the
 /// Croissant description, made once.
 async fn files(state: &Arc<AppState>, manifest: &str) -> Result<(Digest, String, Arc<Vec<CardFile>>), PageError> {
     let run = run_of(state, manifest).await?;
     let (digest, recipe) = (run.manifest, run.recipe().to_owned());
-    if let Some(f) = state.cards.0.lock().ok().and_then(|c| c.get(&digest).cloned()) {
+    let kept = || state.cards.made.lock().ok().and_then(|c| c.get(&digest).cloned());
+    if let Some(f) = kept() {
+        return Ok((digest, recipe, f));
+    }
+    let _making = state.cards.making.lock().await;
+    if let Some(f) = kept() {
         return Ok((digest, recipe, f));
     }
     let made = with_store(state, move |store| {
@@ -55,7 +64,7 @@ async fn files(state: &Arc<AppState>, manifest: &str) -> Result<(Digest, String,
         Ok(Arc::new(all))
     })
     .await?;
-    if let Ok(mut cards) = state.cards.0.lock() {
+    if let Ok(mut cards) = state.cards.made.lock() {
         if cards.len() >= KEPT {
             let first = cards.keys().next().copied();
             if let Some(k) = first {

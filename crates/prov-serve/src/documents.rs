@@ -10,7 +10,6 @@
 //! manifest: what it shows is what the downloaded file proves, and nothing else. A query
 //! that starts `http://` or `https://` is read as a URL unless `by=id` says otherwise.
 
-use std::fmt::Write as _;
 use std::sync::Arc;
 
 use axum::extract::{Path, Query, State};
@@ -101,13 +100,7 @@ fn reading(subject: &Subject) -> (&'static str, &str) {
 fn query_string(subject: &Subject) -> String {
     let (by, text) = reading(subject);
     let mut out = String::from("q=");
-    for b in text.bytes() {
-        if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
-            out.push(char::from(b));
-        } else {
-            let _ = write!(out, "%{b:02X}");
-        }
-    }
+    out.push_str(&crate::pages::percent_encode(text));
     out.push_str("&by=");
     out.push_str(by);
     out

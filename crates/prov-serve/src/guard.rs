@@ -162,7 +162,10 @@ fn protect(response: &mut Response) {
 /// A plain-text refusal.
 fn refuse(status: StatusCode, message: &'static str) -> Response {
     let mut response = (status, Body::from(format!("{message}\n"))).into_response();
-    response.headers_mut().insert(header::CONNECTION, header::HeaderValue::from_static("close"));
+    let headers = response.headers_mut();
+    headers.insert(header::CONNECTION, header::HeaderValue::from_static("close"));
+    headers.insert(header::CONTENT_TYPE, header::HeaderValue::from_static("text/plain; charset=utf-8"));
+    protect(&mut response);
     response
 }
 

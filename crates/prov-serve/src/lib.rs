@@ -58,6 +58,8 @@ pub struct ServeConfig {
     pub audit_policies: Arc<Vec<audit::LoadedAuditPolicy>>,
     /// The key that signs verdicts decided in the workbench, as `prov license decide --key`.
     pub key: Option<Arc<prov_attest::SigningKey>>,
+    /// How many connections at once, and how long a client may take over its headers.
+    pub limits: ConnectionLimits,
     /// Milliseconds since the epoch, for a verdict's `decided_at` (the CLI's clock, which a
     /// test may fix).
     pub clock: Arc<dyn Fn() -> i64 + Send + Sync>,
@@ -141,6 +143,7 @@ pub fn serve(config: ServeConfig, ready: impl FnOnce(SocketAddr, Option<&str>)) 
     if let Some(name) = duplicate(config.audit_policies.iter().map(|p| p.policy.name.as_str())) {
         return Err(ServeError::DuplicatePolicy(name));
     }
+    let limits = config.limits;
     let io = |source| ServeError::Io { addr, source };
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(io)?;
     runtime.block_on(async move {
@@ -156,8 +159,53 @@ pub fn serve(config: ServeConfig, ready: impl FnOnce(SocketAddr, Option<&str>)) 
             audits: audit::Audits::default(),
             cards: card::Cards::default(),
         });
-        axum::serve(listener, router(state)).await.map_err(io)
+        accept(listener, router(state), limits).await;
+        Ok(())
     })
+}
+
+/// How many connections are served at once, and how long a client may take to send a
+/// request's headers (also while a kept-alive connection waits for its next request): a
+/// client that opens connections and sends nothing, or a header a byte at a time, holds a
+/// slot for at most that long, and never more than `max_connections` of them.
+#[derive(Debug, Clone, Copy)]
+pub struct ConnectionLimits {
+    /// Connections served at once; further ones wait in the listen queue.
+    pub max_connections: usize,
+    /// The time a client has to send a request's headers.
+    pub header_timeout: std::time::Duration,
+}
+
+impl Default for ConnectionLimits {
+    fn default() -> Self {
+        Self { max_connections: 256, header_timeout: std::time::Duration::from_secs(30) }
+    }
+}
+
+/// Accepts connections while a slot is free and serves each with HTTP/1.1 under the header
+/// timeout. (axum's own `serve` sets neither, so a silent client held a connection forever.)
+async fn accept(listener: tokio::net::TcpListener, app: Router, limits: ConnectionLimits) {
+    let slots = Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
+    loop {
+        let Ok(slot) = slots.clone().acquire_owned().await else { return };
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => stream,
+            Err(e) => {
+                // Out of descriptors, or a connection reset before it was taken: wait a little.
+                pages::log_error(&format!("accepting a connection: {e}"));
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let service = hyper_util::service::TowerToHyperService::new(app.clone());
+        tokio::spawn(async move {
+            let mut http = hyper::server::conn::http1::Builder::new();
+            http.timer(hyper_util::rt::TokioTimer::new()).header_read_timeout(limits.header_timeout);
+            // A connection that fails (reset, timed out) ends here; the server goes on.
+            let _ = http.serve_connection(hyper_util::rt::TokioIo::new(stream), service).await;
+            drop(slot);
+        });
+    }
 }
 
 /// The first name two policies share.

@@ -29,6 +29,8 @@ use crate::guard::parse_digest;
 /// The templates, from the crate's `templates/` directory, compiled into the binary.
 pub fn templates() -> Environment<'static> {
     let mut env = Environment::new();
+    // `urlencode` leaves `/` as it is; a name in a path segment needs it encoded.
+    env.add_filter("segment", |text: String| percent_encode(&text));
     for (name, source) in [
         ("base.html", include_str!("../templates/base.html")),
         ("runs.html", include_str!("../templates/runs.html")),
@@ -59,6 +61,21 @@ impl PageError {
         log_error(&what);
         Self(StatusCode::INTERNAL_SERVER_ERROR, "the page could not be made; the server's log says why".into())
     }
+}
+
+/// Every byte of `text` but the unreserved ones (RFC 3986: letters, digits, `-_.~`) as `%XX`:
+/// a value that fits in a path segment or a query parameter whatever it holds (`/`, `&`).
+pub(crate) fn percent_encode(text: &str) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::with_capacity(text.len());
+    for b in text.bytes() {
+        if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
+            out.push(char::from(b));
+        } else {
+            let _ = write!(out, "%{b:02X}");
+        }
+    }
+    out
 }
 
 /// Writes what failed to the server's standard error, its log.

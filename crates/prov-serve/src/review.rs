@@ -47,17 +47,32 @@ fn policy<'s>(state: &'s AppState, name: Option<&str>) -> Result<&'s Policy, Pag
     }
 }
 
-fn review_error(e: ReviewError) -> PageError {
+/// A review that could not be gathered: what the reader may fix is said (422), with every
+/// absolute path of the project made relative to it (an error page names no path of the
+/// server's); anything else goes to the log (500).
+fn review_error(e: ReviewError, roots: &[std::path::PathBuf]) -> PageError {
     match e {
-        ReviewError::Input { message, hint } => PageError(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            match hint {
+        ReviewError::Input { message, hint } => {
+            let mut text = match hint {
                 Some(h) => format!("{message} ({h})"),
                 None => message,
-            },
-        ),
+            };
+            for root in roots {
+                let root = root.display().to_string();
+                text = text.replace(&format!("{root}/"), "").replace(&root, ".");
+            }
+            PageError(StatusCode::UNPROCESSABLE_ENTITY, text)
+        }
         other => PageError::internal(other),
     }
+}
+
+/// The directories an error message may name absolutely: the verdicts directory's parent (the
+/// work tree) and the project.
+fn roots(config: &crate::ServeConfig) -> Vec<std::path::PathBuf> {
+    let mut out: Vec<std::path::PathBuf> = config.verdicts.parent().into_iter().map(Into::into).collect();
+    out.push(config.project_root.clone());
+    out
 }
 
 /// What the queue page sends.
@@ -159,12 +174,12 @@ pub async fn queue(
         Ok(r) => r,
         Err(e) => return error_page(&state, e),
     };
-    let verdicts = state.config.verdicts.clone();
+    let (verdicts, roots) = (state.config.verdicts.clone(), roots(&state.config));
     let (recipe, manifest) = (run.recipe().to_owned(), run.manifest.to_string());
     let gathered = {
         let policy = policy.clone();
         with_store(&state, move |store| {
-            let review = gather(store, &run, &policy, &verdicts).map_err(review_error)?;
+            let review = gather(store, &run, &policy, &verdicts).map_err(|e| review_error(e, &roots))?;
             let views: Vec<(bool, SubjectView)> =
                 review.subjects.iter().map(|s| (s.pending().is_some(), subject_view(s, &review, &policy))).collect();
             Ok((views, review.refused))
@@ -239,8 +254,9 @@ pub async fn decide(
     let decided = tokio::task::spawn_blocking(move || {
         let store = prov_store::Store::open(&config.store_dir, prov_store::Access::Shared, true)
             .map_err(PageError::internal)?;
-        let review = gather(&store, &run, &policy, &config.verdicts).map_err(review_error)?;
-        let subject = find_subject(&review, &form.subject).map_err(review_error)?;
+        let roots = roots(&config);
+        let review = gather(&store, &run, &policy, &config.verdicts).map_err(|e| review_error(e, &roots))?;
+        let subject = find_subject(&review, &form.subject).map_err(|e| review_error(e, &roots))?;
         let (repo, workdir) =
             prov_git::open_repo(&config.project_root, "the workbench's verdict form").map_err(|_| {
                 bad("the project is not in a git repository, so a verdict cannot be committed: run `git init`")
@@ -256,7 +272,7 @@ pub async fn decide(
         let decided = prov_review::record_decision(&store, &repo, &workdir, &config.verdicts, subject, &decide)
             .map_err(|e| match e {
                 DecideError::Incomplete(e) => bad(&format!("{e}: say why in the reason field")),
-                DecideError::Git(e @ prov_git::GitError::NoIdentity(_)) => {
+                DecideError::Git(e @ (prov_git::GitError::NoIdentity(_) | prov_git::GitError::NoCommitter(_))) => {
                     bad(&format!("{e}: {}", e.hint().unwrap_or_default()))
                 }
                 other => PageError::internal(other),
@@ -326,10 +342,10 @@ pub async fn policy_diff(
         Err(e) => return error_page(&state, e),
     };
     let (recipe, manifest) = (run.recipe().to_owned(), run.manifest.to_string());
-    let verdicts = state.config.verdicts.clone();
+    let (verdicts, roots) = (state.config.verdicts.clone(), roots(&state.config));
     let names = (format!("{} {}", a.name(), a.version()), format!("{} {}", b.name(), b.version()));
     let compared = with_store(&state, move |store| {
-        let review = gather(store, &run, &a, &verdicts).map_err(review_error)?;
+        let review = gather(store, &run, &a, &verdicts).map_err(|e| review_error(e, &roots))?;
         Ok(prov_review::policy_diff(&review, &a, &b))
     })
     .await;

@@ -92,6 +92,7 @@ pub(crate) fn cmd_serve(ui: &mut Ui, cx: &CommandContext, args: &ServeArgs) -> R
         store_dir,
         read_only: args.read_only,
         audit_policies: Arc::new(audit_policies),
+        limits: prov_serve::ConnectionLimits::default(),
         policies,
         key: key.map(Arc::new),
         clock: Arc::from(CommandContext::clock()),
