@@ -10,13 +10,16 @@
 //! manifest: what it shows is what the downloaded file proves, and nothing else. A query
 //! that starts `http://` or `https://` is read as a URL unless `by=id` says otherwise.
 
-use std::sync::Arc;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 
 use axum::extract::{Path, Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use minijinja::context;
 use prov_audit::{Pins, ProveError, Subject, Verified, prove, verify};
+use prov_manifest::LoadedRun;
+use prov_store::Digest;
 use serde::{Deserialize, Serialize};
 
 use crate::AppState;
@@ -50,9 +53,43 @@ fn subject(q: &DocumentQuery) -> Result<Subject, PageError> {
     Ok(if as_url { Subject::Url(text.to_owned()) } else { Subject::Doc(text.to_owned()) })
 }
 
-/// Builds the proof of `subject` in the run, and checks it pinned to the run's manifest.
-async fn proven(state: &Arc<AppState>, manifest: &str, subject: Subject) -> Result<(Vec<u8>, Verified), PageError> {
+/// How many proofs are kept.
+const KEPT: usize = 64;
+
+/// The proofs made, by run manifest and subject: a recorded run's proof of a document does
+/// not change, and building one reads and hashes the ledger shards on the document's path.
+#[derive(Default)]
+pub struct Proofs(Mutex<BTreeMap<ProofKey, Arc<Proven>>>);
+
+/// A proof's bytes (with its final newline) and what checking them shows.
+type Proven = (Vec<u8>, Verified);
+
+/// A proof's run manifest, and its subject read as an `id` or a `url` with its text.
+type ProofKey = (Digest, &'static str, String);
+
+/// The proof of `subject` in the run, made once and kept ([`Proofs`]).
+async fn proven(state: &Arc<AppState>, manifest: &str, subject: Subject) -> Result<Arc<Proven>, PageError> {
     let run = run_of(state, manifest).await?;
+    let (by, text) = reading(&subject);
+    let key = (run.manifest, by, text.to_owned());
+    if let Some(kept) = state.proofs.0.lock().ok().and_then(|p| p.get(&key).cloned()) {
+        return Ok(kept);
+    }
+    let made = Arc::new(build(state, run, subject).await?);
+    if let Ok(mut kept) = state.proofs.0.lock() {
+        if kept.len() >= KEPT {
+            let first = kept.keys().next().cloned();
+            if let Some(k) = first {
+                kept.remove(&k);
+            }
+        }
+        kept.insert(key, made.clone());
+    }
+    Ok(made)
+}
+
+/// Builds the proof of `subject` in `run`, and checks it pinned to the run's manifest.
+async fn build(state: &Arc<AppState>, run: LoadedRun, subject: Subject) -> Result<Proven, PageError> {
     with_store(state, move |store| {
         let proof = prove(store, &run, &subject).map_err(|e| match e {
             ProveError::NoLedger { .. } | ProveError::NoUrlIndex { .. } | ProveError::BrokenChain { .. } => {
@@ -119,10 +156,11 @@ pub async fn document(
     let query = query_string(&subject);
     let (by, text) = reading(&subject);
     let text = text.to_owned();
-    let (bytes, v) = match proven(&state, &manifest, subject).await {
+    let proof = match proven(&state, &manifest, subject).await {
         Ok(x) => x,
         Err(e) => return error_page(&state, e),
     };
+    let (bytes, v) = (&proof.0, &proof.1);
     let stages: Vec<StageView> = v
         .stages
         .iter()
@@ -158,12 +196,12 @@ pub async fn document(
             title => format!("Document {text}"),
             text, by,
             manifest => v.run_manifest.to_string(),
-            recipe => v.recipe,
-            path => v.path,
-            url_index => v.url_index,
-            ids => v.ids,
+            recipe => v.recipe.clone(),
+            path => v.path.clone(),
+            url_index => v.url_index.clone(),
+            ids => v.ids.clone(),
             stages, training,
-            target => v.target.0,
+            target => v.target.0.clone(),
             proof_href => format!("/runs/{}/proof?{query}", v.run_manifest),
             proof_bytes => bytes.len(),
         },
@@ -187,9 +225,12 @@ pub async fn proof(
         .take(80)
         .collect();
     match proven(&state, &manifest, subject).await {
-        Ok((bytes, v)) => {
-            let file = format!("attachment; filename=\"{}-{name}.proof\"", &v.run_manifest.to_hex()[..12]);
-            ([(header::CONTENT_TYPE, "application/json".to_owned()), (header::CONTENT_DISPOSITION, file)], bytes)
+        Ok(proof) => {
+            let file = format!("attachment; filename=\"{}-{name}.proof\"", &proof.1.run_manifest.to_hex()[..12]);
+            (
+                [(header::CONTENT_TYPE, "application/json".to_owned()), (header::CONTENT_DISPOSITION, file)],
+                proof.0.clone(),
+            )
                 .into_response()
         }
         Err(e) => error_page(&state, e),

@@ -97,6 +97,10 @@ pub struct AppState {
     pub csrf: String,
     /// Held while a write is made: one verdict and its commit at a time.
     pub writing: tokio::sync::Mutex<()>,
+    /// The store's lineage graph and the digest of the manifest list it was made from.
+    pub lineage: std::sync::Mutex<Option<(blake3::Hash, Arc<prov_manifest::LineageGraph>)>>,
+    /// Proofs made, by run manifest and subject (see [`documents`]).
+    pub proofs: documents::Proofs,
     /// The audits started, under way or done.
     pub audits: audit::Audits,
     /// The data cards made.
@@ -157,6 +161,8 @@ pub fn serve(config: ServeConfig, ready: impl FnOnce(SocketAddr, Option<&str>)) 
             csrf,
             writing: tokio::sync::Mutex::default(),
             audits: audit::Audits::default(),
+            lineage: std::sync::Mutex::default(),
+            proofs: documents::Proofs::default(),
             cards: card::Cards::default(),
         });
         accept(listener, router(state), limits).await;

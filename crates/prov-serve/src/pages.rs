@@ -255,13 +255,37 @@ struct NodeView {
     role: &'static str,
 }
 
+/// The store's lineage graph, made again only when the store's manifests are not those it was
+/// made from: reading every manifest is the page's cost, and a store only gains manifests when
+/// something runs.
+fn lineage_graph(state: &AppState, store: &Store) -> Result<Arc<LineageGraph>, PageError> {
+    let manifests = store.index().objects_of_kind("manifest").map_err(PageError::internal)?;
+    let mut listed = blake3::Hasher::new();
+    for d in &manifests {
+        listed.update(d.to_string().as_bytes());
+    }
+    let stamp = listed.finalize();
+    if let Ok(kept) = state.lineage.lock()
+        && let Some((s, graph)) = kept.as_ref()
+        && *s == stamp
+    {
+        return Ok(graph.clone());
+    }
+    let graph = Arc::new(LineageGraph::of_store(store).map_err(PageError::internal)?);
+    if let Ok(mut kept) = state.lineage.lock() {
+        *kept = Some((stamp, graph.clone()));
+    }
+    Ok(graph)
+}
+
 /// `/lineage/<digest>`: an object's lineage as SVG.
 pub async fn lineage(State(state): State<Arc<AppState>>, Path(target): Path<String>) -> Response {
     let Some(digest) = parse_digest(&target) else {
         return error_page(&state, PageError(StatusCode::BAD_REQUEST, "an object is named by its full digest".into()));
     };
+    let shared = state.clone();
     let drawn = with_store(&state, move |store| {
-        let graph = LineageGraph::of_store(store).map_err(PageError::internal)?;
+        let graph = lineage_graph(&shared, store)?;
         if !graph.contains(&digest) && !store.contains(&digest) {
             return Err(PageError(StatusCode::NOT_FOUND, "no such object in this store".into()));
         }
