@@ -399,3 +399,29 @@ fn a_verdict_that_cannot_be_committed_is_not_left_behind_and_errors_name_no_path
     assert!(verdict.exists());
     assert!(p.git(&["log", "-1", "--format=%s"]).contains("allow license:Unspecified"));
 }
+
+#[test]
+fn the_runs_page_lists_committed_runs_with_their_replay_state() {
+    let (p, manifest) = project();
+    p.prov(&["run", "--commit", "lockfiles/workbench.lock"]).success();
+    // Another recipe's committed run this store never saw, and a RUN file that names nothing.
+    let elsewhere = format!("blake3:{}", "7".repeat(64));
+    p.write("manifests/elsewhere/RUN", &format!("{elsewhere}\n"));
+    p.write("manifests/garbled/RUN", "../../etc/passwd\n");
+    let server = serve(&p, "127.0.0.1:0", &[]);
+    let row = |page: &str, recipe: &str| {
+        let start = page.find(&format!("id=\"committed-{recipe}\"")).unwrap_or_else(|| panic!("{recipe}: {page}"));
+        page[start..].split("</tr>").next().unwrap().to_owned()
+    };
+    let page = get(&server.addr, "/", "").body;
+    let workbench = row(&page, "workbench");
+    assert!(workbench.contains(&format!("href=\"/runs/{manifest}\"")), "{workbench}");
+    assert!(workbench.contains("never replayed here"), "{workbench}");
+    assert!(row(&page, "elsewhere").contains("not in this store"));
+    assert!(!page.contains("committed-garbled") && !page.contains("passwd"), "{page}");
+
+    // Replayed against the committed manifests: the row says so.
+    p.prov(&["replay", "lockfiles/workbench.lock", "--against", "manifests/workbench"]).success();
+    let workbench = row(&get(&server.addr, "/", "").body, "workbench");
+    assert!(workbench.contains("badge ok"), "{workbench}");
+}

@@ -130,7 +130,7 @@ pub(crate) async fn run_of(state: &Arc<AppState>, manifest: &str) -> Result<Load
     with_store(state, move |store| load_run(store, digest)).await
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, Clone)]
 struct ExecutionView {
     mode: String,
     status: String,
@@ -142,11 +142,41 @@ struct ExecutionView {
     detail: Option<String>,
 }
 
-/// `/`: the executions of the store.
+#[derive(Serialize)]
+struct CommittedView {
+    recipe: String,
+    manifest: String,
+    in_store: bool,
+    replay: Option<ExecutionView>,
+}
+
+/// The runs committed under `manifests/<recipe>/RUN` (by `prov run --commit`), in recipe order,
+/// each with whether the store holds it and its latest replay there. Directory names come from
+/// listing `manifests/`, never from a request.
+fn committed_runs(root: &std::path::Path, store: &Store, executions: &[ExecutionView]) -> Vec<CommittedView> {
+    let Ok(dirs) = fs_err::read_dir(root.join("manifests")) else { return Vec::new() };
+    let mut out: Vec<CommittedView> = dirs
+        .filter_map(Result::ok)
+        .filter_map(|dir| {
+            let text = fs_err::read_to_string(dir.path().join("RUN")).ok()?;
+            let manifest = parse_digest(text.trim())?;
+            let recipe = dir.file_name().to_string_lossy().into_owned();
+            let d = manifest.to_string();
+            let replay =
+                executions.iter().find(|e| e.mode == "replay" && e.manifest.as_deref() == Some(d.as_str())).cloned();
+            Some(CommittedView { recipe, manifest: d, in_store: store.contains(&manifest), replay })
+        })
+        .collect();
+    out.sort_by(|a, b| a.recipe.cmp(&b.recipe));
+    out
+}
+
+/// `/`: the executions of the store, and the runs committed in the project.
 pub async fn runs(State(state): State<Arc<AppState>>) -> Response {
-    let rows = with_store(&state, |store| {
+    let root = state.config.project_root.clone();
+    let rows = with_store(&state, move |store| {
         let rows = store.index().executions().map_err(PageError::internal)?;
-        Ok(rows
+        let executions: Vec<ExecutionView> = rows
             .into_iter()
             .map(|r| ExecutionView {
                 mode: r.mode,
@@ -158,11 +188,15 @@ pub async fn runs(State(state): State<Arc<AppState>>) -> Response {
                 manifest: r.run_manifest.map(|d| d.to_string()),
                 detail: r.detail,
             })
-            .collect::<Vec<_>>())
+            .collect();
+        let committed = committed_runs(&root, store, &executions);
+        Ok((executions, committed))
     })
     .await;
     match rows {
-        Ok(rows) => render(&state, "runs.html", context! { title => "Runs", executions => rows }),
+        Ok((rows, committed)) => {
+            render(&state, "runs.html", context! { title => "Runs", executions => rows, committed })
+        }
         Err(e) => error_page(&state, e),
     }
 }
