@@ -138,6 +138,8 @@ fn the_workbench_serves_runs_stages_and_lineage_and_refuses_what_it_should() {
     for stage in ["shards", "half", "checksums"] {
         assert!(run.body.contains(&format!("id=\"stage-{stage}\"")), "{stage}: {}", run.body);
     }
+    // Each stage's time in the execution that recorded the run.
+    assert_eq!(run.body.matches(", executed</td>").count(), 4, "the source and three stages: {}", run.body);
     let output = run.body.split("class=\"output\" href=\"/lineage/").nth(1).unwrap().split('"').next().unwrap();
     let lineage = get(addr, &format!("/lineage/{output}"), "");
     assert_eq!(lineage.status, 200);

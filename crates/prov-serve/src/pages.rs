@@ -11,6 +11,7 @@
 //! - `/diff?a=<run manifest>&b=<run manifest>`: how two runs differ, their lockfiles field by
 //!   field and their stages' outputs and statistics (`prov diff`).
 
+use std::collections::BTreeMap;
 use std::io::Write as _;
 use std::sync::Arc;
 
@@ -217,6 +218,7 @@ struct StageView {
     manifest: String,
     outputs: Vec<OutputView>,
     stats: Vec<(String, String)>,
+    time: Option<String>,
 }
 
 /// A statistic as one short line.
@@ -235,10 +237,31 @@ pub async fn run(State(state): State<Arc<AppState>>, Path(manifest): Path<String
         Ok(run) => run,
         Err(e) => return error_page(&state, e),
     };
+    // How long each stage took in the latest execution that recorded this run.
+    let digest = run.manifest;
+    let timings = with_store(&state, move |store| {
+        let index = store.index();
+        let latest =
+            index.executions().map_err(PageError::internal)?.into_iter().find(|e| e.run_manifest == Some(digest));
+        let events = match latest {
+            Some(e) => index.stage_events(e.id).map_err(PageError::internal)?,
+            None => Vec::new(),
+        };
+        Ok(events.into_iter().map(|e| (e.stage, (e.status, e.millis))).collect::<BTreeMap<_, _>>())
+    })
+    .await
+    .unwrap_or_default();
     let stages: Vec<StageView> = run
         .stages()
         .iter()
         .map(|s| StageView {
+            time: timings.get(s.name()).map(|(status, ms)| {
+                if *ms < 1000 {
+                    format!("{ms} ms, {status}")
+                } else {
+                    format!("{:.1} s, {status}", *ms as f64 / 1000.0)
+                }
+            }),
             name: s.name().to_owned(),
             kind: s.kind().to_owned(),
             version: s.record.version,
