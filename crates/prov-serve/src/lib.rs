@@ -101,6 +101,12 @@ pub struct AppState {
     pub lineage: std::sync::Mutex<Option<(blake3::Hash, Arc<prov_manifest::LineageGraph>)>>,
     /// Proofs made, by run manifest and subject (see [`documents`]).
     pub proofs: documents::Proofs,
+    /// The review queues gathered (see [`review`]).
+    pub queues: review::Queues,
+    /// The runs read, by run manifest: a run manifest's records never change.
+    pub runs: std::sync::Mutex<std::collections::BTreeMap<prov_store::Digest, Arc<prov_manifest::LoadedRun>>>,
+    /// The lineage pages drawn, by object and the lineage graph's stamp.
+    pub lineage_pages: std::sync::Mutex<std::collections::BTreeMap<prov_store::Digest, (blake3::Hash, Arc<String>)>>,
     /// The audits started, under way or done.
     pub audits: audit::Audits,
     /// The data cards made.
@@ -162,6 +168,9 @@ pub fn serve(config: ServeConfig, ready: impl FnOnce(SocketAddr, Option<&str>)) 
             writing: tokio::sync::Mutex::default(),
             audits: audit::Audits::default(),
             lineage: std::sync::Mutex::default(),
+            queues: std::sync::Mutex::default(),
+            runs: std::sync::Mutex::default(),
+            lineage_pages: std::sync::Mutex::default(),
             proofs: documents::Proofs::default(),
             cards: card::Cards::default(),
         });

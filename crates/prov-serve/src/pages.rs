@@ -128,7 +128,17 @@ pub(crate) async fn run_of(state: &Arc<AppState>, manifest: &str) -> Result<Load
     let Some(digest) = parse_digest(manifest) else {
         return Err(PageError(StatusCode::BAD_REQUEST, "a run is named by its manifest's full digest".into()));
     };
-    with_store(state, move |store| load_run(store, digest)).await
+    if let Some(run) = state.runs.lock().ok().and_then(|r| r.get(&digest).cloned()) {
+        return Ok((*run).clone());
+    }
+    let run = with_store(state, move |store| load_run(store, digest)).await?;
+    if let Ok(mut runs) = state.runs.lock() {
+        if runs.len() >= 32 {
+            runs.clear();
+        }
+        runs.insert(digest, Arc::new(run.clone()));
+    }
+    Ok(run)
 }
 
 #[derive(Serialize, Clone)]
@@ -315,7 +325,7 @@ struct NodeView {
 /// The store's lineage graph, made again only when the store's manifests are not those it was
 /// made from: reading every manifest is the page's cost, and a store only gains manifests when
 /// something runs.
-fn lineage_graph(state: &AppState, store: &Store) -> Result<Arc<LineageGraph>, PageError> {
+fn lineage_graph(state: &AppState, store: &Store) -> Result<(blake3::Hash, Arc<LineageGraph>), PageError> {
     let manifests = store.index().objects_of_kind("manifest").map_err(PageError::internal)?;
     let mut listed = blake3::Hasher::new();
     for d in &manifests {
@@ -326,13 +336,13 @@ fn lineage_graph(state: &AppState, store: &Store) -> Result<Arc<LineageGraph>, P
         && let Some((s, graph)) = kept.as_ref()
         && *s == stamp
     {
-        return Ok(graph.clone());
+        return Ok((stamp, graph.clone()));
     }
     let graph = Arc::new(LineageGraph::of_store(store).map_err(PageError::internal)?);
     if let Ok(mut kept) = state.lineage.lock() {
         *kept = Some((stamp, graph.clone()));
     }
-    Ok(graph)
+    Ok((stamp, graph))
 }
 
 /// `/lineage/<digest>`: an object's lineage as SVG.
@@ -342,15 +352,22 @@ pub async fn lineage(State(state): State<Arc<AppState>>, Path(target): Path<Stri
     };
     let shared = state.clone();
     let drawn = with_store(&state, move |store| {
-        let graph = lineage_graph(&shared, store)?;
+        let (stamp, graph) = lineage_graph(&shared, store)?;
+        // The page drawn for this object from this graph, when it was drawn before.
+        if let Some(page) = shared.lineage_pages.lock().ok().and_then(|p| p.get(&digest).cloned())
+            && page.0 == stamp
+        {
+            return Ok(Err(page.1));
+        }
         if !graph.contains(&digest) && !store.contains(&digest) {
             return Err(PageError(StatusCode::NOT_FOUND, "no such object in this store".into()));
         }
-        graph.lineage(store, digest, None).map_err(PageError::internal)
+        Ok(Ok((stamp, graph.lineage(store, digest, None).map_err(PageError::internal)?)))
     })
     .await;
-    let lineage = match drawn {
-        Ok(l) => l,
+    let (stamp, lineage) = match drawn {
+        Ok(Ok(l)) => l,
+        Ok(Err(page)) => return Html((*page).clone()).into_response(),
         Err(e) => return error_page(&state, e),
     };
     let svg = crate::lineage_svg::draw(&lineage);
@@ -364,11 +381,19 @@ pub async fn lineage(State(state): State<Arc<AppState>>, Path(target): Path<Stri
             role: n.role.as_str(),
         })
         .collect();
-    render(
-        &state,
-        "lineage.html",
-        context! { title => "Lineage", target => digest.to_string(), svg => minijinja::Value::from_safe_string(svg), nodes },
-    )
+    let ctx = context! { title => "Lineage", target => digest.to_string(), svg => minijinja::Value::from_safe_string(svg), nodes };
+    match state.templates.get_template("lineage.html").and_then(|t| t.render(ctx)) {
+        Ok(html) => {
+            if let Ok(mut pages) = state.lineage_pages.lock() {
+                if pages.len() >= 64 {
+                    pages.clear();
+                }
+                pages.insert(digest, (stamp, Arc::new(html.clone())));
+            }
+            Html(html).into_response()
+        }
+        Err(e) => error_page(&state, PageError::internal(e)),
+    }
 }
 
 #[derive(Serialize)]

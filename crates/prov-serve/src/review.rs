@@ -75,6 +75,36 @@ fn roots(config: &crate::ServeConfig) -> Vec<std::path::PathBuf> {
     out
 }
 
+/// A run's review queue under a policy, as the page shows it.
+pub struct Gathered {
+    views: Vec<(bool, SubjectView)>,
+    refused: Vec<(String, String)>,
+}
+
+/// The gathered queues, by run manifest, policy name and [`verdicts_stamp`].
+pub type Queues = std::sync::Mutex<std::collections::BTreeMap<(prov_store::Digest, String, String), Arc<Gathered>>>;
+
+/// What the verdicts directory holds, in short: every file's path, size and modification
+/// time, hashed. A verdict written, replaced or removed changes it.
+fn verdicts_stamp(dir: &std::path::Path) -> String {
+    let mut files = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        let Ok(entries) = fs_err::read_dir(&d) else { continue };
+        for e in entries.filter_map(Result::ok) {
+            let Ok(meta) = e.metadata() else { continue };
+            if meta.is_dir() {
+                todo.push(e.path());
+            } else {
+                let modified = meta.modified().ok().and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok());
+                files.push(format!("{}\t{}\t{:?}", e.path().display(), meta.len(), modified));
+            }
+        }
+    }
+    files.sort();
+    blake3::hash(files.join("\n").as_bytes()).to_hex().to_string()
+}
+
 /// What the queue page sends.
 #[derive(Deserialize)]
 pub struct QueueQuery {
@@ -82,8 +112,9 @@ pub struct QueueQuery {
     all: Option<String>,
 }
 
+/// One subject of the queue as its page shows it.
 #[derive(Serialize)]
-struct SubjectView {
+pub struct SubjectView {
     id: String,
     kind: &'static str,
     state: &'static str,
@@ -176,24 +207,37 @@ pub async fn queue(
     };
     let (verdicts, roots) = (state.config.verdicts.clone(), roots(&state.config));
     let (recipe, manifest) = (run.recipe().to_owned(), run.manifest.to_string());
-    let gathered = {
+    // A queue is gathered again only when the verdicts directory changed (a verdict decided
+    // here or with `prov license decide`): gathering reads the run's license ledgers.
+    let key = (run.manifest, policy.name().to_owned(), verdicts_stamp(&verdicts));
+    let kept = state.queues.lock().ok().and_then(|q| q.get(&key).cloned());
+    let gathered = if let Some(k) = kept {
+        Ok(k)
+    } else {
         let policy = policy.clone();
         with_store(&state, move |store| {
             let review = gather(store, &run, &policy, &verdicts).map_err(|e| review_error(e, &roots))?;
             let views: Vec<(bool, SubjectView)> =
                 review.subjects.iter().map(|s| (s.pending().is_some(), subject_view(s, &review, &policy))).collect();
-            Ok((views, review.refused))
+            Ok(Arc::new(Gathered { views, refused: review.refused }))
         })
         .await
     };
-    let (views, refused) = match gathered {
+    let gathered = match gathered {
         Ok(x) => x,
         Err(e) => return error_page(&state, e),
     };
+    if let Ok(mut queues) = state.queues.lock() {
+        if queues.len() >= 16 && !queues.contains_key(&key) {
+            queues.clear();
+        }
+        queues.insert(key, gathered.clone());
+    }
+    let (views, refused) = (&gathered.views, &gathered.refused);
     let total = views.len();
     let queued = views.iter().filter(|(p, _)| *p).count();
     let decided = views.iter().filter(|(_, v)| v.verdict.is_some()).count();
-    let subjects: Vec<SubjectView> = views.into_iter().filter(|(p, _)| *p || all).map(|(_, v)| v).collect();
+    let subjects: Vec<&SubjectView> = views.iter().filter(|(p, _)| *p || all).map(|(_, v)| v).collect();
     let policies: Vec<String> = state.config.policies.iter().map(|p| p.name().to_owned()).collect();
     render(
         &state,
