@@ -425,3 +425,35 @@ fn the_runs_page_lists_committed_runs_with_their_replay_state() {
     let workbench = row(&get(&server.addr, "/", "").body, "workbench");
     assert!(workbench.contains("badge ok"), "{workbench}");
 }
+
+#[test]
+fn a_server_with_a_key_signs_the_verdicts_decided_on_its_pages() {
+    let (p, manifest) = project();
+    p.prov(&["attest", "--generate-key", "rita.key"]).success();
+    p.write("signed.yaml", "schema: 1\nname: signed\nversion: \"1\"\nallow: [MIT]\nsigned_verdicts: [rita.key.pub]\n");
+    // Without the key, the page says that verdicts decided here would be refused.
+    let unsigned = serve(&p, "127.0.0.1:0", &["--policy", "signed.yaml"]);
+    let page = get(&unsigned.addr, &format!("/runs/{manifest}/licenses"), "").body;
+    assert!(page.contains("start <code>prov serve --key KEY</code>"), "{page}");
+    drop(unsigned);
+
+    let server = serve(&p, "127.0.0.1:0", &["--policy", "signed.yaml", "--key", "rita.key"]);
+    let addr = &server.addr;
+    let token = csrf(addr, &manifest);
+    let form = format!("csrf={token}&subject=license%3AUnspecified&decision=allow&reason=checked&policy=signed");
+    let ok = post(addr, &format!("/runs/{manifest}/licenses/decide"), "", &form);
+    assert_eq!(ok.status, 200, "{}", ok.body);
+    assert!(ok.body.contains("signed by"), "{}", ok.body);
+    let committed = p.git(&["show", "--name-only", "--format=", "HEAD"]);
+    assert_eq!(
+        committed.lines().collect::<Vec<_>>(),
+        ["verdicts/licenses/Unspecified.json", "verdicts/licenses/Unspecified.json.sig"],
+        "the verdict and its signature, in one commit"
+    );
+    // The queue checks the signature against the policy's reviewer key, as the CLI's does.
+    let cli = p.json(&["license", "queue", "--all", "--policy", "signed.yaml"]);
+    let subject = cli.iter().find(|l| l["data"]["subject"] == "license:Unspecified").unwrap();
+    assert_eq!(subject["data"]["verdict"]["signature"], "signed by rita.key.pub", "{subject}");
+    let page = get(addr, &format!("/runs/{manifest}/licenses?all=1"), "").body;
+    assert!(page.contains("signed by rita.key.pub"), "{page}");
+}
