@@ -96,7 +96,7 @@ fn audit(
     let mut claims = Vec::new();
     for claim in &policy.policy.claims {
         if let Ok(mut c) = job.current.lock() {
-            c.clone_from(&claim_kind(claim));
+            claim.kind().clone_into(&mut *c);
         }
         claims.push(evaluate_claim(&context, &policy.policy, claim, &options));
         job.done.fetch_add(1, Ordering::Relaxed);
@@ -109,11 +109,6 @@ fn audit(
         run_root: run.record.root,
         claims,
     })
-}
-
-/// A claim's kind, as the policy file spells it.
-fn claim_kind(claim: &prov_audit::Claim) -> String {
-    serde_json::to_value(claim).ok().and_then(|v| v["kind"].as_str().map(str::to_owned)).unwrap_or_default()
 }
 
 /// A text in pieces, each full digest in it a link to its lineage.

@@ -55,13 +55,17 @@ enum Format {
     Html,
 }
 
+/// Reads and parses an audit policy file (relative to the working directory), with the digest
+/// of its bytes, which a report records: `prov audit` and `prov serve --audit-policy`.
+pub(crate) fn read_policy(cx: &CommandContext, file: &std::path::Path) -> Result<(AuditPolicy, Digest), CommandError> {
+    let bytes = fs_err::read(cx.cwd.join(file)).map_err(|e| CommandError::input(format!("reading the policy: {e}")))?;
+    let text =
+        std::str::from_utf8(&bytes).map_err(|_| CommandError::input(format!("{}: not UTF-8", file.display())))?;
+    Ok((AuditPolicy::parse(file, text)?, Digest::of(&bytes)))
+}
+
 pub(crate) fn cmd_audit(ui: &mut Ui, cx: &CommandContext, args: &AuditArgs) -> Result<(), CommandError> {
-    let policy_path = cx.cwd.join(&args.policy);
-    let policy_bytes =
-        fs_err::read(&policy_path).map_err(|e| CommandError::input(format!("reading the policy: {e}")))?;
-    let text = String::from_utf8(policy_bytes.clone())
-        .map_err(|_| CommandError::input(format!("{}: not UTF-8", args.policy.display())))?;
-    let policy = AuditPolicy::parse(&args.policy, &text)?;
+    let (policy, policy_digest) = read_policy(cx, &args.policy)?;
 
     // An audit without `--replay` only reads: it works on a read-only copy of a store.
     let access = if args.replay { Access::Shared } else { Access::ReadOnly };
@@ -88,7 +92,7 @@ pub(crate) fn cmd_audit(ui: &mut Ui, cx: &CommandContext, args: &AuditArgs) -> R
     let options = AuditOptions { sample: args.sample.map(|n| (n, args.seed)), rescan: Some(&prov_audit::StageRescan) };
     let report = Report {
         policy: policy.name.clone(),
-        policy_digest: Digest::of(&policy_bytes),
+        policy_digest,
         recipe: run.recipe.clone(),
         run_manifest,
         run_root: run.root,

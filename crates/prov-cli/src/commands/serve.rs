@@ -76,12 +76,8 @@ pub(crate) fn cmd_serve(ui: &mut Ui, cx: &CommandContext, args: &ServeArgs) -> R
     let policies = names.iter().map(|n| prov_review::read_policy(&cx.cwd, n)).collect::<Result<Vec<_>, _>>()?;
     let mut audit_policies = Vec::new();
     for file in &args.audit_policies {
-        let bytes = fs_err::read(cx.cwd.join(file))
-            .map_err(|e| CommandError::input(format!("reading the audit policy: {e}")))?;
-        let text = String::from_utf8(bytes.clone())
-            .map_err(|_| CommandError::input(format!("{}: not UTF-8", file.display())))?;
-        let policy = prov_audit::AuditPolicy::parse(file, &text)?;
-        audit_policies.push(prov_serve::audit::LoadedAuditPolicy { policy, digest: prov_store::Digest::of(&bytes) });
+        let (policy, digest) = super::audit::read_policy(cx, file)?;
+        audit_policies.push(prov_serve::audit::LoadedAuditPolicy { policy, digest });
     }
     let key = args.key.as_ref().map(|k| prov_attest::SigningKey::read(&cx.cwd.join(k))).transpose()?;
     let config = prov_serve::ServeConfig {
