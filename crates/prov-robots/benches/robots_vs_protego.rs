@@ -31,6 +31,11 @@ use prov_robots::{AgentRules, CheckOptions, Crawlers, KeyReading, RequestPath, R
 
 const RUNS: usize = 5;
 
+/// The allocator `prov` runs with (see its `main.rs`), so that the Rust side is timed as the
+/// robots stage runs.
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 fn main() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let data = root.join("recipes/data/mini-apertus");

@@ -228,12 +228,12 @@ impl RobotsTxt {
         Decision {
             allowed: best.is_none_or(|(rule, _)| rule.directive == Directive::Allow),
             rule: best.map(|(rule, _)| MatchedRule {
-                line: rule.line,
+                line: rule.line as usize,
                 directive: rule.directive,
                 // Patterns are ASCII, so nothing is lost.
-                pattern: String::from_utf8_lossy(&self.parsed.patterns[rule.pattern.clone()]).into_owned(),
+                pattern: String::from_utf8_lossy(&self.parsed.patterns[rule.span()]).into_owned(),
             }),
-            group_agent: best.map(|(_, a)| a).or(first_agent).map(|a| a.as_str().to_owned()),
+            group_agent: best.map(|(_, a)| a).or(first_agent).map(|a| self.parsed.agent_str(a).to_owned()),
             basis,
             path: path.into_owned(),
         }
@@ -277,9 +277,10 @@ impl RobotsTxt {
             return (Basis::RobotsTxt, None, None);
         }
         let token = product_token(user_agent);
-        let named = |a: &Agent| matches!(a, Agent::Token(t) if !t.is_empty() && t.eq_ignore_ascii_case(token));
-        // The groups naming the crawler's product token, or else the `*` groups (merged).
         let p = &self.parsed;
+        let named =
+            |a: &Agent| matches!(a, Agent::Token(t) if !t.is_empty() && p.agent_str(a).eq_ignore_ascii_case(token));
+        // The groups naming the crawler's product token, or else the `*` groups (merged).
         let specific = p.agents.iter().any(named);
         let applies = |a: &Agent| if specific { named(a) } else { matches!(a, Agent::Any) };
         let groups =
@@ -294,7 +295,7 @@ impl RobotsTxt {
                     (rule.pattern.len(), rule.directive == Directive::Allow)
                         > (b.pattern.len(), b.directive == Directive::Allow)
                 });
-                let pattern = &p.patterns[rule.pattern.clone()];
+                let pattern = &p.patterns[rule.span()];
                 if better && matcher::matches(pattern, path.as_bytes()) {
                     best = Some((rule, agent));
                 }

@@ -108,31 +108,35 @@ pub(crate) struct Group {
 pub(crate) enum Agent {
     /// `user-agent: *`, the group for crawlers that no other group names.
     Any,
-    /// A product token as written (ASCII letters, `-` and `_`; RFC 9309 §2.2.1). It may be
-    /// empty when the line held no token, and then it matches no crawler.
-    Token(String),
+    /// A product token as written (ASCII letters, `-` and `_`; RFC 9309 §2.2.1), as a range
+    /// of [`Parsed::names`]. It may be empty when the line held no token, and then it matches
+    /// no crawler.
+    Token(std::ops::Range<u32>),
 }
 
-impl Agent {
-    /// Returns the token as written, or `*`.
-    pub fn as_str(&self) -> &str {
-        match self {
-            Self::Any => "*",
-            Self::Token(t) => t,
-        }
-    }
-}
-
-/// One `allow` or `disallow` line.
+/// One `allow` or `disallow` line. Positions are `u32` (a body is read up to
+/// [`MAX_BODY`] octets), which halves the size of a file's rules.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Rule {
     /// 1-based line number in the body.
-    pub line: usize,
+    pub line: u32,
     pub directive: Directive,
     /// Where the path pattern is in [`Parsed::patterns`]: in canonical form (see
     /// [`normalise_pattern`]), always ASCII.
-    pub pattern: std::ops::Range<usize>,
+    pub pattern: std::ops::Range<u32>,
 }
+
+impl Rule {
+    /// The pattern's range of [`Parsed::patterns`].
+    pub fn span(&self) -> std::ops::Range<usize> {
+        self.pattern.start as usize..self.pattern.end as usize
+    }
+}
+
+/// How much of a body is read: 512 MiB. RFC 9309 §2.5 lets a crawler limit what it parses,
+/// to no less than 500 KiB; Google's parser reads 500 KiB. Within this limit every position, line number and
+/// canonical pattern (at most three octets per octet read) fits in a `u32`.
+pub(crate) const MAX_BODY: usize = 512 << 20;
 
 /// A parsed body.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -140,6 +144,8 @@ pub(crate) struct Parsed {
     pub groups: Vec<Group>,
     /// The agents of all groups, group after group.
     pub agents: Vec<Agent>,
+    /// The product tokens of all agents, one after the other; ASCII.
+    pub names: String,
     /// The rules of all groups, group after group.
     pub rules: Vec<Rule>,
     /// The patterns of all rules, one after the other (one allocation instead of one per
@@ -148,6 +154,16 @@ pub(crate) struct Parsed {
     pub stats: ParseStats,
     /// Line numbers (1-based) of the lines counted in [`ParseStats::misspelled_keys`].
     pub misspelled: Vec<usize>,
+}
+
+impl Parsed {
+    /// Returns an agent's product token as written, or `*`.
+    pub fn agent_str(&self, agent: &Agent) -> &str {
+        match agent {
+            Agent::Any => "*",
+            Agent::Token(t) => self.names.get(t.start as usize..t.end as usize).unwrap_or_default(),
+        }
+    }
 }
 
 /// What the parser saw, including what it could not use.
@@ -205,9 +221,18 @@ pub enum BodyKind {
 const SNIFF_BYTES: usize = 8192;
 
 /// Returns the groups of `bytes`, their patterns and the statistics of the parse.
+///
+/// One pass over the body, line by line, reads each octet of a line's key and value once,
+/// through [`CLASS`]: the key up to its `:` (or the line's end or comment), and for a
+/// `user-agent` or rule line the value up to the line's end or comment, noting on the way
+/// whether it holds octets that its canonical form changes. The rest of a line (a comment,
+/// or the value of another record) is skipped by a vectorised search for the line's end.
+/// `parse_by_lines` (tests only) is the first, plainer version, which splits the lines first;
+/// the two give the same [`Parsed`].
 pub(crate) fn parse(bytes: &[u8], reading: KeyReading) -> Parsed {
+    let bytes = readable(bytes);
     let (body, bom) = strip_bom(bytes);
-    let valid_utf8 = std::str::from_utf8(bytes).is_ok();
+    let valid_utf8 = bytes.is_ascii() || std::str::from_utf8(bytes).is_ok();
     // The body after a stripped BOM is valid too, unless only a part of a BOM was stripped.
     let body_valid = valid_utf8 && matches!(bytes.len() - body.len(), 0 | 3);
     let mut stats = ParseStats { bom, valid_utf8, body: sniff(body, body_valid), ..ParseStats::default() };
@@ -218,38 +243,69 @@ pub(crate) fn parse(bytes: &[u8], reading: KeyReading) -> Parsed {
     // user-agent line joins the current group instead of starting a new one.
     let mut collecting_agents = false;
     let mut misspelled = Vec::new();
-    for (index, line) in Lines::new(body).enumerate() {
-        let number = index + 1;
-        stats.lines = number;
-        let content = line.trim_ascii();
-        if content.is_empty() {
+    let mut names = String::new();
+    let n = body.len();
+    let mut i = 0;
+    let mut number = 0;
+    while i < n {
+        number += 1;
+        // The key: up to the first `:`, `#` or line end.
+        let key_start = i;
+        let mut class = EOL;
+        while let Some(&b) = body.get(i) {
+            class = CLASS[usize::from(b)];
+            if class & (EOL | HASH | COLON) != 0 {
+                break;
+            }
+            i += 1;
+        }
+        let key = body[key_start..i].trim_ascii();
+        if i == n || class & COLON == 0 {
+            // No `:` before the comment or the line's end.
+            if !key.is_empty() {
+                stats.missing_colon += 1;
+            }
+            i = next_line(body, i);
             continue;
         }
-        let Some(colon) = memchr::memchr(b':', content) else {
-            stats.missing_colon += 1;
-            continue;
-        };
-        let key = content[..colon].trim_ascii();
-        let value = content[colon + 1..].trim_ascii();
+        i += 1;
         let (kind, misspelled_key) = reading.classify(key);
         if misspelled_key {
             stats.misspelled_keys += 1;
             misspelled.push(number);
         }
-        if kind == Key::UserAgent {
-            if !collecting_agents {
-                groups.push(Group { agents: agents.len()..agents.len(), rules: rules.len()..rules.len() });
-                collecting_agents = true;
-            }
-            if let Some(group) = groups.last_mut() {
-                agents.push(agent(value));
-                group.agents.end = agents.len();
-            }
+        if matches!(kind, Key::Other) {
+            stats.other_records += 1;
+            i = next_line(body, i);
             continue;
         }
-        let Key::Rule(directive) = kind else {
-            stats.other_records += 1;
-            continue;
+        // The value: up to the comment or the line's end, with the classes of its octets.
+        let value_start = i;
+        let mut seen = 0;
+        while let Some(&b) = body.get(i) {
+            let class = CLASS[usize::from(b)];
+            if class & (EOL | HASH) != 0 {
+                break;
+            }
+            seen |= class;
+            i += 1;
+        }
+        let value = body[value_start..i].trim_ascii();
+        i = next_line(body, i);
+        let directive = match kind {
+            Key::UserAgent => {
+                if !collecting_agents {
+                    groups.push(Group { agents: agents.len()..agents.len(), rules: rules.len()..rules.len() });
+                    collecting_agents = true;
+                }
+                if let Some(group) = groups.last_mut() {
+                    push_agent(value, &mut agents, &mut names);
+                    group.agents.end = agents.len();
+                }
+                continue;
+            }
+            Key::Rule(directive) => directive,
+            Key::Other => continue,
         };
         let Some(group) = groups.last_mut() else {
             stats.outside_group += 1;
@@ -262,13 +318,68 @@ pub(crate) fn parse(bytes: &[u8], reading: KeyReading) -> Parsed {
             continue;
         }
         let start = patterns.len();
-        normalise_pattern(value, &mut patterns);
-        rules.push(Rule { line: number, directive, pattern: start..patterns.len() });
+        if seen & (PERCENT | HIGH) == 0 {
+            // Already canonical, as most patterns are.
+            patterns.extend_from_slice(value);
+        } else {
+            normalise_pattern(value, &mut patterns);
+        }
+        rules.push(Rule { line: number as u32, directive, pattern: start as u32..patterns.len() as u32 });
         group.rules.end = rules.len();
         stats.rules += 1;
     }
+    stats.lines = number;
     stats.groups = groups.len();
-    Parsed { groups, agents, rules, patterns, stats, misspelled }
+    Parsed { groups, agents, names, rules, patterns, stats, misspelled }
+}
+
+/// Octet classes of the line scanner ([`CLASS`]): line ends (CR, LF), `#`, `:`, `%`, and
+/// octets outside ASCII.
+const EOL: u8 = 1;
+const HASH: u8 = 2;
+const COLON: u8 = 4;
+const PERCENT: u8 = 8;
+const HIGH: u8 = 16;
+
+/// The class of each octet.
+static CLASS: [u8; 256] = {
+    let mut table = [0; 256];
+    let mut b = 0;
+    while b < 256 {
+        table[b] = match b as u8 {
+            b'\n' | b'\r' => EOL,
+            b'#' => HASH,
+            b':' => COLON,
+            b'%' => PERCENT,
+            0x80..=0xFF => HIGH,
+            _ => 0,
+        };
+        b += 1;
+    }
+    table
+};
+
+/// Returns where the line after the one that holds position `i` starts: past its CR, LF or
+/// CRLF, or the body's end.
+fn next_line(body: &[u8], i: usize) -> usize {
+    // Most lines are read up to their end: no search then.
+    match body.get(i) {
+        Some(b'\r') if body.get(i + 1) == Some(&b'\n') => return i + 2,
+        Some(b'\r' | b'\n') => return i + 1,
+        None => return body.len(),
+        Some(_) => {}
+    }
+    let rest = &body[i..];
+    match memchr::memchr2(b'\n', b'\r', rest) {
+        Some(j) if rest[j] == b'\r' && rest.get(j + 1) == Some(&b'\n') => i + j + 2,
+        Some(j) => i + j + 1,
+        None => body.len(),
+    }
+}
+
+/// Returns the part of a body that is read: its first [`MAX_BODY`] octets.
+fn readable(bytes: &[u8]) -> &[u8] {
+    &bytes[..bytes.len().min(MAX_BODY)]
 }
 
 /// Strips a UTF-8 byte order mark, or a leading prefix of one (`EF`, `EF BB`), as the
@@ -286,15 +397,34 @@ fn strip_bom(bytes: &[u8]) -> (&[u8], bool) {
 /// as in Google's reference parser. `*OrkashBot*`, a pattern some files use, is not `*`: its
 /// leading token is empty, so it names no crawler (RFC 9309 has no wildcards in product
 /// tokens).
-fn agent(value: &[u8]) -> Agent {
+fn agent(value: &[u8]) -> Written<'_> {
     if let [b'*', rest @ ..] = value
         && rest.first().is_none_or(u8::is_ascii_whitespace)
     {
-        return Agent::Any;
+        return Written::Any;
     }
     let n = value.iter().take_while(|&&b| is_token_byte(b)).count();
-    // Token bytes are ASCII, so this is one byte per char.
-    Agent::Token(value[..n].iter().map(|&b| char::from(b)).collect())
+    Written::Token(&value[..n])
+}
+
+/// What a `user-agent` line names, as written: see [`agent`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Written<'a> {
+    Any,
+    Token(&'a [u8]),
+}
+
+/// Appends the agent of a `user-agent` value to `agents`, its token to `names`.
+fn push_agent(value: &[u8], agents: &mut Vec<Agent>, names: &mut String) {
+    agents.push(match agent(value) {
+        Written::Any => Agent::Any,
+        Written::Token(token) => {
+            let start = names.len() as u32;
+            // Token octets are ASCII, so this is one char per octet.
+            names.extend(token.iter().map(|&b| char::from(b)));
+            Agent::Token(start..names.len() as u32)
+        }
+    });
 }
 
 /// True for the bytes of a product token (RFC 9309 §2.2.1: `a-zA-Z`, `-`, `_`).
@@ -376,6 +506,7 @@ fn sniff(body: &[u8], valid_utf8: bool) -> BodyKind {
 ///
 /// One vectorised search (`memchr3`) runs over the whole body for the three octets that
 /// matter, so the octets between them are never looked at one by one.
+#[cfg(test)]
 struct Lines<'a> {
     body: &'a [u8],
     /// Where the next line starts; past the end once the last line was returned.
@@ -383,12 +514,14 @@ struct Lines<'a> {
     marks: memchr::Memchr3<'a>,
 }
 
+#[cfg(test)]
 impl<'a> Lines<'a> {
     fn new(body: &'a [u8]) -> Self {
         Self { body, start: 0, marks: memchr::memchr3_iter(b'\n', b'\r', b'#', body) }
     }
 }
 
+#[cfg(test)]
 impl<'a> Iterator for Lines<'a> {
     type Item = &'a [u8];
 
@@ -422,6 +555,77 @@ impl<'a> Iterator for Lines<'a> {
     }
 }
 
+/// The first version of [`parse`], which splits the lines first ([`Lines`]): the reference
+/// that the faster one is tested against.
+#[cfg(test)]
+pub(crate) fn parse_by_lines(bytes: &[u8], reading: KeyReading) -> Parsed {
+    let bytes = readable(bytes);
+    let (body, bom) = strip_bom(bytes);
+    let valid_utf8 = std::str::from_utf8(bytes).is_ok();
+    // The body after a stripped BOM is valid too, unless only a part of a BOM was stripped.
+    let body_valid = valid_utf8 && matches!(bytes.len() - body.len(), 0 | 3);
+    let mut stats = ParseStats { bom, valid_utf8, body: sniff(body, body_valid), ..ParseStats::default() };
+    let mut groups: Vec<Group> = Vec::new();
+    let (mut agents, mut rules) = (Vec::new(), Vec::new());
+    let mut patterns = Vec::new();
+    // True while the lines since the last rule are user-agent lines, i.e. a further
+    // user-agent line joins the current group instead of starting a new one.
+    let mut collecting_agents = false;
+    let mut misspelled = Vec::new();
+    let mut names = String::new();
+    for (index, line) in Lines::new(body).enumerate() {
+        let number = index + 1;
+        stats.lines = number;
+        let content = line.trim_ascii();
+        if content.is_empty() {
+            continue;
+        }
+        let Some(colon) = memchr::memchr(b':', content) else {
+            stats.missing_colon += 1;
+            continue;
+        };
+        let key = content[..colon].trim_ascii();
+        let value = content[colon + 1..].trim_ascii();
+        let (kind, misspelled_key) = reading.classify(key);
+        if misspelled_key {
+            stats.misspelled_keys += 1;
+            misspelled.push(number);
+        }
+        if kind == Key::UserAgent {
+            if !collecting_agents {
+                groups.push(Group { agents: agents.len()..agents.len(), rules: rules.len()..rules.len() });
+                collecting_agents = true;
+            }
+            if let Some(group) = groups.last_mut() {
+                push_agent(value, &mut agents, &mut names);
+                group.agents.end = agents.len();
+            }
+            continue;
+        }
+        let Key::Rule(directive) = kind else {
+            stats.other_records += 1;
+            continue;
+        };
+        let Some(group) = groups.last_mut() else {
+            stats.outside_group += 1;
+            continue;
+        };
+        // A rule, even an empty one, ends the run of user-agent lines (§2.1).
+        collecting_agents = false;
+        if value.is_empty() {
+            stats.empty_rules += 1;
+            continue;
+        }
+        let start = patterns.len();
+        normalise_pattern(value, &mut patterns);
+        rules.push(Rule { line: number as u32, directive, pattern: start as u32..patterns.len() as u32 });
+        group.rules.end = rules.len();
+        stats.rules += 1;
+    }
+    stats.groups = groups.len();
+    Parsed { groups, agents, names, rules, patterns, stats, misspelled }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -432,9 +636,9 @@ mod tests {
         String::from_utf8(out).unwrap()
     }
 
-    /// One group with its agents and rules.
+    /// One group with its agents (as written, or `*`) and rules.
     struct Owned {
-        agents: Vec<Agent>,
+        agents: Vec<String>,
         rules: Vec<Rule>,
     }
 
@@ -445,18 +649,13 @@ mod tests {
             .groups
             .iter()
             .map(|g| Owned {
-                agents: parsed.agents[g.agents.clone()].to_vec(),
+                agents: parsed.agents[g.agents.clone()].iter().map(|a| parsed.agent_str(a).to_owned()).collect(),
                 rules: parsed.rules[g.rules.clone()].to_vec(),
             })
             .collect();
         let patterns = groups
             .iter()
-            .map(|g| {
-                g.rules
-                    .iter()
-                    .map(|r| String::from_utf8(parsed.patterns[r.pattern.clone()].to_vec()).unwrap())
-                    .collect()
-            })
+            .map(|g| g.rules.iter().map(|r| String::from_utf8(parsed.patterns[r.span()].to_vec()).unwrap()).collect())
             .collect();
         (groups, patterns, parsed.stats)
     }
@@ -529,6 +728,70 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2048))]
+        /// The one-pass parser gives what the line-splitting one gives: on bodies of
+        /// robots.txt-like lines with every line end, comments, escapes, raw UTF-8, stray
+        /// octets and white space in odd places, under both key readings.
+        #[test]
+        fn one_pass_parse_is_the_line_by_line_parse(
+            lines in proptest::collection::vec(
+                "[ \t\x0C]{0,2}(?i:user-agent|user agent|allow|disallow|disalow|sitemap|crawl-delay|u)?[ \t]{0,2}:?[ \t]{0,2}[*/a-zA-Z_%e3%E3$?#:ツÿ \t-]{0,12}",
+                0..16),
+            ends in proptest::collection::vec(proptest::sample::select(vec!["\n", "\r", "\r\n", "\n\r", ""]), 16),
+            bom in proptest::sample::select(vec![&b""[..], b"\xEF\xBB\xBF", b"\xEF"]),
+        ) {
+            let mut body = bom.to_vec();
+            for (line, end) in lines.iter().zip(&ends) {
+                body.extend_from_slice(line.as_bytes());
+                body.extend_from_slice(end.as_bytes());
+            }
+            for reading in [KeyReading::Rfc9309, KeyReading::GoogleTypos] {
+                proptest::prop_assert_eq!(parse(&body, reading), parse_by_lines(&body, reading));
+            }
+        }
+
+        /// The same on arbitrary octets.
+        #[test]
+        fn one_pass_parse_is_the_line_by_line_parse_on_any_octets(
+            body in proptest::collection::vec(proptest::sample::select(b"uU:#%*\r\n \t/a\xE3\x80".to_vec()), 0..200)
+        ) {
+            proptest::prop_assert_eq!(parse(&body, KeyReading::Rfc9309), parse_by_lines(&body, KeyReading::Rfc9309));
+        }
+    }
+
+    /// And on every file of the main job's robots.txt snapshot, when set-up has fetched it.
+    #[test]
+    #[allow(clippy::print_stderr)]
+    fn one_pass_parse_is_the_line_by_line_parse_on_the_snapshot() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../recipes/data/mini-apertus/robots");
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            assert!(!std::env::var("CI").is_ok_and(|v| v == "true"), "{} is missing; run scripts/setup", dir.display());
+            eprintln!("skipping: {} is missing; run scripts/setup", dir.display());
+            return;
+        };
+        let mut files = 0;
+        for entry in entries {
+            let body = fs_err::read(entry.unwrap().path()).unwrap();
+            for reading in [KeyReading::Rfc9309, KeyReading::GoogleTypos] {
+                assert_eq!(parse(&body, reading), parse_by_lines(&body, reading));
+            }
+            files += 1;
+        }
+        assert!(files > 4000, "{files} files");
+    }
+
+    #[test]
+    fn a_body_is_read_up_to_its_limit() {
+        // Zeroed by the allocator on demand: no page of it is touched.
+        let long = vec![0u8; MAX_BODY + 1];
+        assert_eq!(readable(&long).len(), MAX_BODY);
+        assert_eq!(readable(b"user-agent: *"), b"user-agent: *");
+        // Every position within the limit fits the `u32` fields, canonical patterns
+        // included (at most three octets per octet read), and so does a rule's key.
+        assert!(u32::try_from(3 * MAX_BODY * 2 + 1).is_ok());
+    }
+
     #[test]
     fn a_bom_or_a_prefix_of_one_is_stripped() {
         assert_eq!(strip_bom(b"\xEF\xBB\xBFx"), (&b"x"[..], true));
@@ -542,7 +805,7 @@ mod tests {
     fn directive_names_are_case_insensitive_and_values_trimmed() {
         let (groups, patterns, stats) = parse_patterns(b"uSeR-aGeNt :  FooBot \nDiSaLlOw\t:\t/x \n");
         assert_eq!(groups.len(), 1);
-        assert_eq!(groups[0].agents, [Agent::Token("FooBot".into())]);
+        assert_eq!(groups[0].agents, ["FooBot"]);
         assert_eq!(groups[0].rules, [Rule { line: 2, directive: Directive::Disallow, pattern: 0..2 }]);
         assert_eq!(patterns, [["/x"]]);
         assert_eq!(stats.rules, 1);
@@ -551,7 +814,7 @@ mod tests {
     #[test]
     fn comments_run_to_the_end_of_the_line() {
         let (groups, patterns, _) = parse_patterns(b"user-agent: a # the a bot\n# disallow: /\ndisallow: /q#r\n");
-        assert_eq!(groups[0].agents, [Agent::Token("a".into())]);
+        assert_eq!(groups[0].agents, ["a"]);
         assert_eq!(patterns, [["/q"]]);
         assert_eq!(groups[0].rules[0].line, 3);
     }
@@ -572,7 +835,7 @@ mod tests {
                      user-agent: d\nallow: /x\n\nallow: /y\n";
         let (groups, _, stats) = parse_patterns(body);
         assert_eq!(groups.len(), 2);
-        let names: Vec<&str> = groups[0].agents.iter().map(Agent::as_str).collect();
+        let names: Vec<&str> = groups[0].agents.iter().map(String::as_str).collect();
         assert_eq!(names, ["a", "b", "c"]);
         // Blank lines and other records do not end a group.
         assert_eq!(groups[1].rules.len(), 2);
@@ -589,21 +852,21 @@ mod tests {
 
     #[test]
     fn product_tokens_are_the_leading_letters_dashes_and_underscores() {
-        assert_eq!(agent(b"FooBot/1.2"), Agent::Token("FooBot".into()));
-        assert_eq!(agent(b"Foo Bar"), Agent::Token("Foo".into()));
-        assert_eq!(agent(b"AB42bot"), Agent::Token("AB".into()));
-        assert_eq!(agent(b"foo_bar-baz"), Agent::Token("foo_bar-baz".into()));
-        assert_eq!(agent(b"*"), Agent::Any);
-        assert_eq!(agent(b"/x"), Agent::Token(String::new()));
+        assert_eq!(agent(b"FooBot/1.2"), Written::Token(b"FooBot"));
+        assert_eq!(agent(b"Foo Bar"), Written::Token(b"Foo"));
+        assert_eq!(agent(b"AB42bot"), Written::Token(b"AB"));
+        assert_eq!(agent(b"foo_bar-baz"), Written::Token(b"foo_bar-baz"));
+        assert_eq!(agent(b"*"), Written::Any);
+        assert_eq!(agent(b"/x"), Written::Token(b""));
     }
 
     #[test]
     fn only_a_lone_star_is_the_star_agent() {
-        assert_eq!(agent(b"* everyone else"), Agent::Any);
-        assert_eq!(agent(b"*\tx"), Agent::Any);
+        assert_eq!(agent(b"* everyone else"), Written::Any);
+        assert_eq!(agent(b"*\tx"), Written::Any);
         // Real files (www.nzherald.co.nz, www.asb.co.nz) write `User-agent: *OrkashBot*`.
-        assert_eq!(agent(b"*OrkashBot*"), Agent::Token(String::new()));
-        assert_eq!(agent(b"**"), Agent::Token(String::new()));
+        assert_eq!(agent(b"*OrkashBot*"), Written::Token(b""));
+        assert_eq!(agent(b"**"), Written::Token(b""));
     }
 
     #[test]

@@ -3,16 +3,17 @@
 //!
 //! At parse time the groups are compiled once: every product token that the file names maps
 //! to one table holding the rules of all the groups naming it (merged, RFC 9309 §2.2.1), and
-//! `*` maps to the table of the `*` groups. Tokens naming the same groups share a table. A
-//! table's rules are sorted by priority, longest pattern first and `allow` before `disallow`
-//! at equal length, so the first rule that matches decides. Each rule has quick tests, kept
-//! apart in a compact array that a check scans first: the first octets that a matching path
-//! starts with, and for a rule with `*` the set of octets that the path must hold. Past
-//! them, a rule without `*` is a prefix test (or with a final `$` an equality test), and a
-//! rule with `*` runs the general matcher. A table with many rules
-//! also has an index by the octet after the leading `/` of its patterns, so that a path is
-//! compared only with the rules that can match it. All tables of a file share one array of
-//! rules, which point into the parsed body's patterns.
+//! `*` maps to the table of the `*` groups. Tokens naming the same groups share a table. Each
+//! rule has a key, `2 * (pattern length) + (1 if allow)`: of the rules that match a path, the
+//! one with the highest key decides (the longest pattern wins, and `allow` wins a tie). A
+//! check looks at every rule that can match and keeps the highest key, so a table's rules
+//! need no sort by priority. Each rule has quick tests, kept apart in a compact array that a
+//! check scans first: the first octets that a matching path starts with, and for a rule with
+//! `*` a set of octets that the path must hold. Past them, a rule without `*` is a prefix
+//! test (or with a final `$` an equality test), and a rule with `*` runs the general
+//! matcher. A table with many rules also has an index by the octet after the leading `/` of
+//! its patterns, so that a path is compared only with the rules that can match it. All
+//! tables of a file share one array of rules, which point into the parsed body's patterns.
 
 use std::ops::Range;
 
@@ -38,7 +39,8 @@ pub(crate) struct Tables {
     star: Option<usize>,
     /// Every table, by index.
     all: Vec<Table>,
-    /// The rules of all tables, each table's sorted by descending priority.
+    /// The rules of all tables, each table's in file order (with an index, grouped by second
+    /// octet).
     rules: Vec<Rule>,
     /// The quick tests of each rule (same positions as `rules`).
     quick: Vec<Quick>,
@@ -105,14 +107,15 @@ struct Index {
     runs: Vec<Range<usize>>,
 }
 
+/// 16 octets: positions are `u32`, as in the parsed body (see [`parse::MAX_BODY`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Rule {
     /// `2 * (length of the canonical pattern) + (1 if allow)`: a higher key wins.
-    key: usize,
+    key: u32,
     /// The pattern's range of the parsed body's patterns (without a final `$` that
     /// [`Kind::Exact`] stands for).
-    start: usize,
-    end: usize,
+    start: u32,
+    end: u32,
     /// 1 + the octet after the leading `/` when every path the rule matches has it there
     /// (the index's key), else 0.
     second: u16,
@@ -120,6 +123,7 @@ struct Rule {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
 enum Kind {
     /// No `*`, no final `$`: the path starts with the pattern.
     Prefix,
@@ -130,6 +134,9 @@ enum Kind {
 }
 
 impl Rule {
+    /// A placeholder, overwritten before use.
+    const EMPTY: Rule = Rule { key: 0, start: 0, end: 0, second: 0, kind: Kind::Prefix };
+
     fn allows(self) -> bool {
         self.key & 1 == 1
     }
@@ -158,10 +165,13 @@ impl Tables {
                 match agent {
                     // A group that names `*` twice counts once.
                     Agent::Any if star.last() != Some(&g) => star.push(g),
-                    Agent::Token(t) if !t.is_empty() => match only {
-                        None => named.push((t, g)),
-                        Some(crawlers) => hits.extend(crawlers.index_of(t).map(|c| (c, g))),
-                    },
+                    Agent::Token(t) if !t.is_empty() => {
+                        let token = parsed.agent_str(agent);
+                        match only {
+                            None => named.push((token, g)),
+                            Some(crawlers) => hits.extend(crawlers.index_of(token).map(|c| (c, g))),
+                        }
+                    }
                     _ => {}
                 }
             }
@@ -204,12 +214,18 @@ impl Tables {
         TableRef { tables: self, patterns, table: &self.all[index] }
     }
 
-    /// Appends the table of `groups` (merged) and returns its index.
+    /// Appends the table of `rules` (the merged rules of some groups) and returns its index.
+    ///
+    /// The rules keep their order in the file: a check looks at every rule that can match
+    /// and keeps the one with the highest key, so no sort by priority is needed (most checks
+    /// are allowed, which means that no rule matches, and a scan in priority order would
+    /// look at every rule too). A table with an index holds its rules grouped by second
+    /// octet, by one counting pass.
     fn push_table<'r>(&mut self, rules: impl Iterator<Item = &'r parse::Rule>, patterns: &[u8]) -> usize {
         let first = self.rules.len();
         for rule in rules {
-            let pattern = &patterns[rule.pattern.clone()];
-            let key = pattern.len() * 2 + usize::from(rule.directive == Directive::Allow);
+            let pattern = &patterns[rule.span()];
+            let key = pattern.len() as u32 * 2 + u32::from(rule.directive == Directive::Allow);
             let (kind, stored) = if memchr::memchr(b'*', pattern).is_some() {
                 (Kind::Wildcard, pattern)
             } else if let Some(before) = pattern.strip_suffix(b"$") {
@@ -221,44 +237,47 @@ impl Tables {
                 [b'/', b, ..] if *b != b'*' => 1 + u16::from(*b),
                 _ => 0,
             };
-            let (start, end) = (rule.pattern.start, rule.pattern.start + stored.len());
+            let (start, end) = (rule.pattern.start, rule.pattern.start + stored.len() as u32);
             self.rules.push(Rule { key, start, end, second, kind });
+            self.quick.push(Quick::of(stored, kind));
         }
         let range = first..self.rules.len();
-        let with_index = range.len() > INDEX_FROM;
-        // Descending priority; with an index, grouped by second octet first (none first).
-        // Rules of equal key give equal answers, so their order among themselves does not
-        // matter.
-        let rules = &mut self.rules[range.clone()];
-        if with_index {
-            rules.sort_unstable_by_key(|r| (r.second, std::cmp::Reverse(r.key)));
-        }
-        let index = if with_index { self.push_index(range.clone()) } else { None };
-        if index.is_none() {
-            self.rules[range.clone()].sort_unstable_by_key(|r| std::cmp::Reverse(r.key));
-        }
-        for r in &self.rules[range.clone()] {
-            self.quick.push(Quick::of(&patterns[r.start..r.end], r.kind));
-        }
+        let index = if range.len() > INDEX_FROM { self.push_index(range.clone()) } else { None };
         self.all.push(Table { rules: range, index });
         self.all.len() - 1
     }
 
-    /// Appends the index of a table's rules (sorted by second octet) and returns its index;
-    /// none when more than 255 octets occur (a `u8` slot could not name the runs).
+    /// Groups a table's rules by second octet (those any path may match first, then one run
+    /// per octet, each in file order) and appends their index; returns its index.
     fn push_index(&mut self, rules: Range<usize>) -> Option<usize> {
-        let all = &self.rules[rules.clone()];
-        let any = all.iter().take_while(|r| r.second == 0).count();
-        let mut index = Index { any: rules.start..rules.start + any, slot: [0; 256], runs: Vec::new() };
-        let mut i = any;
-        while let Some(r) = all.get(i) {
-            let n = all[i..].iter().take_while(|s| s.second == r.second).count();
-            index.runs.push(rules.start + i..rules.start + i + n);
-            let slot = u8::try_from(index.runs.len()).ok()?;
-            index.slot[usize::from(r.second - 1)] = slot;
-            i += n;
+        // Where each second octet's run starts (0: the rules any path may match).
+        let mut starts = [0usize; 258];
+        for r in &self.rules[rules.clone()] {
+            starts[usize::from(r.second) + 1] += 1;
         }
-        self.indexes.push(index);
+        let mut runs = Vec::new();
+        let mut slot = [0u8; 256];
+        for second in 1..258 {
+            let n = starts[second];
+            starts[second] += starts[second - 1];
+            if second >= 2 && n > 0 {
+                runs.push(rules.start + starts[second - 1]..rules.start + starts[second]);
+                // More than 255 distinct octets cannot be named by a `u8` slot: no index.
+                slot[second - 2] = u8::try_from(runs.len()).ok()?;
+            }
+        }
+        let mut placed = vec![(Rule::EMPTY, Quick::EMPTY); rules.len()];
+        for (r, q) in self.rules[rules.clone()].iter().zip(&self.quick[rules.clone()]) {
+            let at = &mut starts[usize::from(r.second)];
+            placed[*at] = (*r, *q);
+            *at += 1;
+        }
+        for (i, (r, q)) in placed.into_iter().enumerate() {
+            self.rules[rules.start + i] = r;
+            self.quick[rules.start + i] = q;
+        }
+        let any = rules.start..rules.start + runs.first().map_or(rules.len(), |r| r.start - rules.start);
+        self.indexes.push(Index { any, slot, runs });
         Some(self.indexes.len() - 1)
     }
 }
@@ -283,6 +302,9 @@ impl Builder<'_> {
             return t;
         }
         let parsed = self.parsed;
+        let count = list.iter().map(|&g| parsed.groups[g].rules.len()).sum();
+        self.out.rules.reserve(count);
+        self.out.quick.reserve(count);
         let rules = list.iter().flat_map(|&g| &parsed.rules[parsed.groups[g].rules.clone()]);
         let t = self.out.push_table(rules, &parsed.patterns);
         match list {
@@ -344,18 +366,15 @@ impl TableRef<'_> {
     /// Returns whether the table allows `path`, whose quick-test data is `probe`.
     pub(crate) fn allows(&self, path: &[u8], probe: &Probe) -> bool {
         let Some(index) = self.table.index.map(|i| &self.tables.indexes[i]) else {
-            return self.first_match(self.table.rules.clone(), path, probe).is_none_or(Rule::allows);
+            return self.best_match(self.table.rules.clone(), path, probe, None).is_none_or(Rule::allows);
         };
-        let best = self.first_match(index.any.clone(), path, probe);
+        let best = self.best_match(index.any.clone(), path, probe, None);
         let slot = path.get(1).map_or(0, |&b| index.slot[usize::from(b)]);
-        let other = slot.checked_sub(1).and_then(|s| {
-            let run = index.runs[usize::from(s)].clone();
-            // Only a rule with a higher key than the best so far can change the answer.
-            let floor = best.map_or(0, |b| b.key);
-            let end = run.start + self.tables.rules[run.clone()].iter().take_while(|r| r.key > floor).count();
-            self.first_match(run.start..end, path, probe)
-        });
-        other.or(best).is_none_or(Rule::allows)
+        let best = match slot.checked_sub(1) {
+            Some(s) => self.best_match(index.runs[usize::from(s)].clone(), path, probe, best),
+            None => best,
+        };
+        best.is_none_or(Rule::allows)
     }
 
     /// True when both are the same table of the same file.
@@ -363,16 +382,22 @@ impl TableRef<'_> {
         std::ptr::eq(self.table, other.table)
     }
 
-    /// The first rule of `rules` (positions in priority order) that matches the path.
-    fn first_match(&self, rules: Range<usize>, path: &[u8], probe: &Probe) -> Option<Rule> {
+    /// The rule of highest key among `best` and the rules of `rules` that match the path.
+    /// Rules of equal key give equal answers (the key holds the directive), so which of
+    /// them is kept does not matter.
+    fn best_match(&self, rules: Range<usize>, path: &[u8], probe: &Probe, mut best: Option<Rule>) -> Option<Rule> {
         let t = self.tables;
         let quick = &t.quick[rules.clone()];
         let mut i = 0;
-        loop {
-            // A tight scan over the quick tests; the full test only where they pass.
-            i += quick[i..].iter().position(|q| q.passes(probe))?;
+        // A tight scan over the quick tests; the full test only where they pass.
+        while let Some(n) = quick[i..].iter().position(|q| q.passes(probe)) {
+            i += n;
             let r = t.rules[rules.start + i];
-            let pattern = &self.patterns[r.start..r.end];
+            i += 1;
+            if best.is_some_and(|b| b.key >= r.key) {
+                continue;
+            }
+            let pattern = &self.patterns[r.start as usize..r.end as usize];
             let matched = match r.kind {
                 // A byte loop: mismatches come early, and a call to `memcmp` costs more.
                 Kind::Prefix => pattern.len() <= path.len() && pattern.iter().zip(path).all(|(a, b)| a == b),
@@ -380,10 +405,10 @@ impl TableRef<'_> {
                 Kind::Wildcard => matcher::matches(pattern, path),
             };
             if matched {
-                return Some(r);
+                best = Some(r);
             }
-            i += 1;
         }
+        best
     }
 }
 
@@ -392,7 +417,7 @@ impl TableRef<'_> {
 struct Quick {
     /// The octets that every path the rule matches holds (see [`octets`]): for a rule with a
     /// `*`, its literal octets; 0 for others, whose head test says more.
-    need: u128,
+    need: u64,
     /// The first (up to 8) octets that every path the rule matches starts with, as [`head`]
     /// reads them (those before the first `*`), and the mask of the octets that count.
     head: u64,
@@ -400,6 +425,9 @@ struct Quick {
 }
 
 impl Quick {
+    /// A placeholder, overwritten before use.
+    const EMPTY: Quick = Quick { need: 0, head: 0, mask: 0 };
+
     /// The quick tests of a stored pattern (without the final `$` unless it has a `*`).
     fn of(pattern: &[u8], kind: Kind) -> Quick {
         // A pattern without `*` is all literal; only a wildcard one is searched.
@@ -411,7 +439,7 @@ impl Quick {
         let mask = if n == 8 { u64::MAX } else { (1 << (8 * n)) - 1 };
         let need = match kind {
             // All but the `*`s and a final `$`.
-            Kind::Wildcard => octets(pattern.strip_suffix(b"$").unwrap_or(pattern)) & !(1 << b'*'),
+            Kind::Wildcard => octets(pattern.strip_suffix(b"$").unwrap_or(pattern)) & !(1 << (b'*' & 63)),
             Kind::Prefix | Kind::Exact => 0,
         };
         Quick { need, head: head(literal), mask }
@@ -426,7 +454,7 @@ impl Quick {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Probe {
     head: u64,
-    octets: u128,
+    octets: u64,
 }
 
 impl Probe {
@@ -444,9 +472,10 @@ fn head(bytes: &[u8]) -> u64 {
     u64::from_le_bytes(buf)
 }
 
-/// Returns the set of octets in `bytes` as bits, octet `b` as bit `b mod 128`. A pattern in
-/// canonical form is ASCII, so the bits a pattern needs are exact; a path's other octets only
-/// add bits, which can make the filter let a rule through but never wrongly reject one.
-fn octets(bytes: &[u8]) -> u128 {
-    bytes.iter().fold(0, |set, &b| set | 1 << (b & 0x7F))
+/// Returns the set of octets in `bytes` as bits, octet `b` as bit `b mod 64`. Octets that
+/// share a bit only make the filter weaker: a path holding one of them sets the bit that a
+/// pattern needing the other asks for, so the filter can let a rule through but never
+/// wrongly reject one. (A `*` clears its bit from what a pattern needs, and with it `j`'s.)
+fn octets(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0, |set, &b| set | 1 << (b & 63))
 }
