@@ -121,6 +121,8 @@ pub(crate) struct Rule {
     /// 1-based line number in the body.
     pub line: u32,
     pub directive: Directive,
+    /// The pattern holds a `*`.
+    pub wildcard: bool,
     /// Where the path pattern is in [`Parsed::patterns`]: in canonical form (see
     /// [`normalise_pattern`]), always ASCII.
     pub pattern: std::ops::Range<u32>,
@@ -223,9 +225,9 @@ const SNIFF_BYTES: usize = 8192;
 /// Returns the groups of `bytes`, their patterns and the statistics of the parse.
 ///
 /// One pass over the body, line by line, reads each octet of a line's key and value once,
-/// through [`CLASS`]: the key up to its `:` (or the line's end or comment), and for a
-/// `user-agent` or rule line the value up to the line's end or comment, noting on the way
-/// whether it holds octets that its canonical form changes. The rest of a line (a comment,
+/// eight at a time ([`key_end`], [`value_end`]): the key up to its `:` (or the line's end or
+/// comment), and for a `user-agent` or rule line the value up to the line's end or comment,
+/// noting on the way whether it holds octets that its canonical form changes. The rest of a line (a comment,
 /// or the value of another record) is skipped by a vectorised search for the line's end.
 /// `parse_by_lines` (tests only) is the first, plainer version, which splits the lines first;
 /// the two give the same [`Parsed`].
@@ -251,16 +253,9 @@ pub(crate) fn parse(bytes: &[u8], reading: KeyReading) -> Parsed {
         number += 1;
         // The key: up to the first `:`, `#` or line end.
         let key_start = i;
-        let mut class = EOL;
-        while let Some(&b) = body.get(i) {
-            class = CLASS[usize::from(b)];
-            if class & (EOL | HASH | COLON) != 0 {
-                break;
-            }
-            i += 1;
-        }
+        i = key_end(body, i);
         let key = body[key_start..i].trim_ascii();
-        if i == n || class & COLON == 0 {
+        if body.get(i) != Some(&b':') {
             // No `:` before the comment or the line's end.
             if !key.is_empty() {
                 stats.missing_colon += 1;
@@ -279,17 +274,11 @@ pub(crate) fn parse(bytes: &[u8], reading: KeyReading) -> Parsed {
             i = next_line(body, i);
             continue;
         }
-        // The value: up to the comment or the line's end, with the classes of its octets.
+        // The value: up to the comment or the line's end, noting whether it holds octets
+        // that its canonical form changes.
         let value_start = i;
-        let mut seen = 0;
-        while let Some(&b) = body.get(i) {
-            let class = CLASS[usize::from(b)];
-            if class & (EOL | HASH) != 0 {
-                break;
-            }
-            seen |= class;
-            i += 1;
-        }
+        let scanned = value_end(body, i);
+        i = scanned.end;
         let value = body[value_start..i].trim_ascii();
         i = next_line(body, i);
         let directive = match kind {
@@ -318,13 +307,14 @@ pub(crate) fn parse(bytes: &[u8], reading: KeyReading) -> Parsed {
             continue;
         }
         let start = patterns.len();
-        if seen & (PERCENT | HIGH) == 0 {
+        if scanned.changes {
+            normalise_pattern(value, &mut patterns);
+        } else {
             // Already canonical, as most patterns are.
             patterns.extend_from_slice(value);
-        } else {
-            normalise_pattern(value, &mut patterns);
         }
-        rules.push(Rule { line: number as u32, directive, pattern: start as u32..patterns.len() as u32 });
+        let (line, wildcard) = (number as u32, scanned.star);
+        rules.push(Rule { line, directive, wildcard, pattern: start as u32..patterns.len() as u32 });
         group.rules.end = rules.len();
         stats.rules += 1;
     }
@@ -333,31 +323,77 @@ pub(crate) fn parse(bytes: &[u8], reading: KeyReading) -> Parsed {
     Parsed { groups, agents, names, rules, patterns, stats, misspelled }
 }
 
-/// Octet classes of the line scanner ([`CLASS`]): line ends (CR, LF), `#`, `:`, `%`, and
-/// octets outside ASCII.
-const EOL: u8 = 1;
-const HASH: u8 = 2;
-const COLON: u8 = 4;
-const PERCENT: u8 = 8;
-const HIGH: u8 = 16;
+/// Eight octets at a time: `0x01` repeated, and `0x80` repeated (each octet's top bit).
+const ONES: u64 = 0x0101_0101_0101_0101;
+const TOPS: u64 = 0x8080_8080_8080_8080;
 
-/// The class of each octet.
-static CLASS: [u8; 256] = {
-    let mut table = [0; 256];
-    let mut b = 0;
-    while b < 256 {
-        table[b] = match b as u8 {
-            b'\n' | b'\r' => EOL,
-            b'#' => HASH,
-            b':' => COLON,
-            b'%' => PERCENT,
-            0x80..=0xFF => HIGH,
-            _ => 0,
-        };
-        b += 1;
+/// The top bit of each octet of `word` (little-endian) that equals `c`, and no other bit.
+/// Exact: no carry crosses from one octet to the next, as `(t & 0x7F) + 0x7F` fits an octet.
+fn equal_octets(word: u64, c: u8) -> u64 {
+    let t = word ^ (ONES * u64::from(c));
+    !(((t & !TOPS) + !TOPS) | t) & TOPS
+}
+
+/// Returns the position of the first `:`, `#`, CR or LF at or after `i`, or the body's end:
+/// where a key ends. Eight octets at a time while eight remain, then one at a time.
+fn key_end(body: &[u8], mut i: usize) -> usize {
+    while let Some(chunk) = body.get(i..).and_then(<[u8]>::first_chunk::<8>) {
+        let word = u64::from_le_bytes(*chunk);
+        let stops =
+            equal_octets(word, b':') | equal_octets(word, b'#') | equal_octets(word, b'\n') | equal_octets(word, b'\r');
+        if stops != 0 {
+            return i + (stops.trailing_zeros() / 8) as usize;
+        }
+        i += 8;
     }
-    table
-};
+    i + body[i..].iter().position(|b| matches!(b, b':' | b'#' | b'\n' | b'\r')).unwrap_or(body.len() - i)
+}
+
+/// Where a value ends, and what it holds: see [`value_end`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct ValueEnd {
+    /// The position of the first `#`, CR or LF at or after the value's start, or the body's
+    /// end.
+    end: usize,
+    /// The value holds a `%` or an octet outside ASCII, which a pattern's canonical form
+    /// may change.
+    changes: bool,
+    /// The value holds a `*`.
+    star: bool,
+}
+
+/// Returns where the value that starts at `i` ends, and what it holds. Eight octets at a time
+/// while eight remain, then one at a time.
+fn value_end(body: &[u8], mut i: usize) -> ValueEnd {
+    let (mut changes, mut star) = (0, 0);
+    while let Some(chunk) = body.get(i..).and_then(<[u8]>::first_chunk::<8>) {
+        let word = u64::from_le_bytes(*chunk);
+        let stops = equal_octets(word, b'#') | equal_octets(word, b'\n') | equal_octets(word, b'\r');
+        let odd = equal_octets(word, b'%') | (word & TOPS);
+        let stars = equal_octets(word, b'*');
+        if stops != 0 {
+            // The bits of the octets before the first stop.
+            let before = (stops & stops.wrapping_neg()) - 1;
+            return ValueEnd {
+                end: i + (stops.trailing_zeros() / 8) as usize,
+                changes: (changes | odd & before) != 0,
+                star: (star | stars & before) != 0,
+            };
+        }
+        changes |= odd;
+        star |= stars;
+        i += 8;
+    }
+    let (mut changes, mut star) = (changes != 0, star != 0);
+    for (j, &b) in body[i..].iter().enumerate() {
+        if matches!(b, b'#' | b'\n' | b'\r') {
+            return ValueEnd { end: i + j, changes, star };
+        }
+        changes |= b == b'%' || !b.is_ascii();
+        star |= b == b'*';
+    }
+    ValueEnd { end: body.len(), changes, star }
+}
 
 /// Returns where the line after the one that holds position `i` starts: past its CR, LF or
 /// CRLF, or the body's end.
@@ -618,7 +654,8 @@ pub(crate) fn parse_by_lines(bytes: &[u8], reading: KeyReading) -> Parsed {
         }
         let start = patterns.len();
         normalise_pattern(value, &mut patterns);
-        rules.push(Rule { line: number as u32, directive, pattern: start as u32..patterns.len() as u32 });
+        let (line, wildcard) = (number as u32, value.contains(&b'*'));
+        rules.push(Rule { line, directive, wildcard, pattern: start as u32..patterns.len() as u32 });
         group.rules.end = rules.len();
         stats.rules += 1;
     }
@@ -760,6 +797,30 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        /// Eight octets at a time finds the same ends as one at a time, wherever the stop
+        /// and the octets that canonicalising changes fall in a word.
+        #[test]
+        fn word_scans_are_octet_scans(
+            body in proptest::collection::vec(
+                proptest::prop_oneof![
+                    8 => proptest::sample::select(b"abz/-_*$ \t".to_vec()),
+                    1 => proptest::sample::select(b":#\r\n%\x80\xFF\x7F\x00".to_vec()),
+                ],
+                0..64),
+            from in 0usize..64,
+        ) {
+            let from = from.min(body.len());
+            let rest = &body[from..];
+            let key = rest.iter().position(|b| matches!(b, b':' | b'#' | b'\n' | b'\r')).map_or(body.len(), |j| from + j);
+            proptest::prop_assert_eq!(key_end(&body, from), key);
+            let end = rest.iter().position(|b| matches!(b, b'#' | b'\n' | b'\r')).map_or(body.len(), |j| from + j);
+            let changes = body[from..end].iter().any(|&b| b == b'%' || !b.is_ascii());
+            let star = body[from..end].contains(&b'*');
+            proptest::prop_assert_eq!(value_end(&body, from), ValueEnd { end, changes, star });
+        }
+    }
+
     /// And on every file of the main job's robots.txt snapshot, when set-up has fetched it.
     #[test]
     #[allow(clippy::print_stderr)]
@@ -806,7 +867,7 @@ mod tests {
         let (groups, patterns, stats) = parse_patterns(b"uSeR-aGeNt :  FooBot \nDiSaLlOw\t:\t/x \n");
         assert_eq!(groups.len(), 1);
         assert_eq!(groups[0].agents, ["FooBot"]);
-        assert_eq!(groups[0].rules, [Rule { line: 2, directive: Directive::Disallow, pattern: 0..2 }]);
+        assert_eq!(groups[0].rules, [Rule { line: 2, directive: Directive::Disallow, wildcard: false, pattern: 0..2 }]);
         assert_eq!(patterns, [["/x"]]);
         assert_eq!(stats.rules, 1);
     }

@@ -226,7 +226,7 @@ impl Tables {
         for rule in rules {
             let pattern = &patterns[rule.span()];
             let key = pattern.len() as u32 * 2 + u32::from(rule.directive == Directive::Allow);
-            let (kind, stored) = if memchr::memchr(b'*', pattern).is_some() {
+            let (kind, stored) = if rule.wildcard {
                 (Kind::Wildcard, pattern)
             } else if let Some(before) = pattern.strip_suffix(b"$") {
                 (Kind::Exact, before)
@@ -466,6 +466,9 @@ impl Probe {
 /// Returns the first 8 octets of `bytes` (fewer when it is shorter, the rest 0) as one
 /// little-endian number.
 fn head(bytes: &[u8]) -> u64 {
+    if let Some(first) = bytes.first_chunk::<8>() {
+        return u64::from_le_bytes(*first);
+    }
     let mut buf = [0; 8];
     let n = bytes.len().min(8);
     buf[..n].copy_from_slice(&bytes[..n]);
