@@ -17,6 +17,8 @@
 //! answer forbids scripts. Then the audit of the second run, started from its page and shown
 //! with its progress, holds as `prov audit` says, and its evidence links the objects it
 //! cites; the data card's page shows the card `prov card` writes, byte for byte, with plots.
+//! A store with a flipped bit in the ledger the pages read is said to be damaged: no fate, no
+//! proof, and an audit that does not hold.
 
 use serde_json::Value;
 
@@ -456,4 +458,73 @@ fn a_server_with_a_key_signs_the_verdicts_decided_on_its_pages() {
     assert_eq!(subject["data"]["verdict"]["signature"], "signed by rita.key.pub", "{subject}");
     let page = get(addr, &format!("/runs/{manifest}/licenses?all=1"), "").body;
     assert!(page.contains("signed by rita.key.pub"), "{page}");
+}
+
+/// A record of the project's store, decoded.
+fn stored_record(p: &Project, digest: &str) -> Value {
+    let store = prov_store::Store::open(&p.path(".prov"), prov_store::Access::Shared, true).unwrap();
+    serde_json::from_slice(&store.read(&digest.parse().unwrap()).unwrap()).unwrap()
+}
+
+/// A store whose license ledger lost a bit in every shard (as a disk or a hand can do): no
+/// page that reads the ledger shows a fate or a proof made of those bytes, and each
+/// says that the store is damaged, naming the object by digest, and how to check it; the
+/// audit of the run does not hold. A flipped bit in the run manifest itself is named as
+/// damage too, not as "no such run".
+#[test]
+fn a_damaged_store_is_said_to_be_damaged_and_gives_no_fate_no_proof_and_no_holding_audit() {
+    let (p, manifest) = project();
+    let run = stored_record(&p, &manifest);
+    let license_stage = run["stages"].as_array().unwrap().iter().find(|s| s["name"] == "license").unwrap().clone();
+    let stage = stored_record(&p, license_stage["manifest"].as_str().unwrap());
+    let ledger = stage["outputs"]["ledger"]["digest"].as_str().unwrap_or_else(|| panic!("{stage}")).to_owned();
+    let parts = stored_record(&p, stored_record(&p, &ledger)["parts"].as_str().unwrap());
+    let shards: Vec<String> =
+        parts["shards"].as_array().unwrap().iter().map(|s| s["digest"].as_str().unwrap().to_owned()).collect();
+    assert_eq!(shards.len(), 4, "{parts}");
+    for shard in &shards {
+        crate::common::flip_byte(&p.object_file(shard), 200);
+    }
+    let server = serve(&p, "127.0.0.1:0", &["--audit-policy", "audit.yaml"]);
+    let addr = &server.addr;
+    let damaged = |what: &str, r: &crate::test_serve::Response| {
+        assert_eq!(r.status, 500, "{what}: {}", r.body);
+        assert!(r.body.contains("the store is damaged") && r.body.contains("prov verify"), "{what}: {}", r.body);
+        assert!(shards.iter().any(|s| r.body.contains(s.as_str())), "{what} names the object: {}", r.body);
+        assert!(!r.body.contains(&p.path(".prov").display().to_string()), "{what} names no path: {}", r.body);
+    };
+    let page = get(addr, &format!("/runs/{manifest}/document?q={FRENCH_ID}"), "");
+    damaged("the document page", &page);
+    assert!(!page.body.contains("training data"), "no fate is shown: {}", page.body);
+    let proof = get(addr, &format!("/runs/{manifest}/proof?q={FRENCH_ID}"), "");
+    damaged("the proof", &proof);
+    assert!(!proof.head.contains("content-disposition"), "no proof is offered: {}", proof.head);
+    // `prov verify` says the same of the same objects.
+    let verify = p.prov(&["verify"]);
+    verify.exit(2);
+    assert!(shards.iter().all(|s| verify.stderr().contains(s.as_str()) || verify.stdout().contains(s.as_str())));
+
+    // The audit runs in the background; its report, when done, does not hold.
+    let report = (0..600)
+        .map(|_| {
+            let r = get(addr, &format!("/runs/{manifest}/audit/workbench-audit"), "");
+            if r.body.contains("<title>Auditing") {
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+            r
+        })
+        .find(|r| !r.body.contains("<title>Auditing"))
+        .expect("the audit ends");
+    assert_eq!(report.status, 200, "{}", report.body);
+    let license = report.body.split("data-kind=\"license\"").nth(1).expect("the license claim").to_owned();
+    assert!(license.contains("badge fails"), "the license claim fails: {license}");
+    assert!(!report.body.contains("Every claim holds"), "{}", report.body);
+    assert!(shards.iter().any(|s| license.contains(s.as_str())), "it names the shard: {license}");
+
+    // The run manifest itself damaged: said so, not "no such run".
+    crate::common::flip_byte(&p.object_file(&manifest), 30);
+    let server = serve(&p, "127.0.0.1:0", &[]);
+    let page = get(&server.addr, &format!("/runs/{manifest}"), "");
+    assert_eq!(page.status, 500, "{}", page.body);
+    assert!(page.body.contains("the store is damaged") && page.body.contains(&manifest), "{}", page.body);
 }

@@ -69,6 +69,17 @@ impl ReviewError {
             other => other,
         }
     }
+
+    /// True when a stored object or record does not match its digest or the run's records
+    /// (exit 2 in the CLI).
+    pub fn is_integrity_failure(&self) -> bool {
+        match self {
+            Self::Integrity(_) => true,
+            Self::Store(e) => e.is_integrity_failure(),
+            Self::Stored(e) => e.is_integrity_failure(),
+            Self::Input { .. } | Self::Io(_) => false,
+        }
+    }
 }
 
 /// What a subject is: a license (every record declaring it), one record, or a source.

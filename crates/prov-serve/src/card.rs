@@ -54,7 +54,7 @@ async fn files(state: &Arc<AppState>, manifest: &str) -> Result<(Digest, String,
             let options = CardOptions { format, top_languages: 25, with_data: false, dataset: None };
             let files = prov_card::card_files(store, &digest, &options).map_err(|e| {
                 if e.is_integrity_failure() {
-                    PageError::internal(e)
+                    PageError::damaged(e)
                 } else {
                     PageError(StatusCode::UNPROCESSABLE_ENTITY, e.to_string())
                 }

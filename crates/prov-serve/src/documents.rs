@@ -95,7 +95,10 @@ async fn build(state: &Arc<AppState>, run: LoadedRun, subject: Subject) -> Resul
             ProveError::NoLedger { .. } | ProveError::NoUrlIndex { .. } | ProveError::BrokenChain { .. } => {
                 PageError(StatusCode::UNPROCESSABLE_ENTITY, e.to_string())
             }
-            other => PageError::internal(other),
+            other => {
+                let integrity = other.is_integrity_failure();
+                PageError::reading(other, integrity)
+            }
         })?;
         let mut bytes = proof.to_bytes();
         let pins = Pins { root: None, run_manifest: Some(run.manifest), until: None };

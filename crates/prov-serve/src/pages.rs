@@ -62,6 +62,27 @@ impl PageError {
         log_error(&what);
         Self(StatusCode::INTERNAL_SERVER_ERROR, "the page could not be made; the server's log says why".into())
     }
+
+    /// Stored bytes that do not match their digest (or records that contradict the run's):
+    /// the reader is told that the store is damaged, and what does not match (digests, never
+    /// a path), instead of a page made of bytes that are not what the run recorded or a bare
+    /// "could not be made". `prov verify` names every such object and the runs it belongs to.
+    pub(crate) fn damaged(what: impl std::fmt::Display) -> Self {
+        log_error(&what);
+        Self(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!(
+                "the store is damaged, so nothing of this page is shown: {what}. \
+                 `prov verify` checks every object of the store and names the runs a damaged one belongs to."
+            ),
+        )
+    }
+
+    /// An error of reading the store: [`PageError::damaged`] when it is an integrity
+    /// failure, else [`PageError::internal`].
+    pub(crate) fn reading(what: impl std::fmt::Display, integrity_failure: bool) -> Self {
+        if integrity_failure { Self::damaged(what) } else { Self::internal(what) }
+    }
 }
 
 /// Every byte of `text` but the unreserved ones (RFC 3986: letters, digits, `-_.~`) as `%XX`:
@@ -119,8 +140,17 @@ pub(crate) fn load_run(store: &Store, digest: prov_store::Digest) -> Result<Load
     if !store.contains(&digest) {
         return Err(PageError(StatusCode::NOT_FOUND, "no such run manifest in this store".into()));
     }
-    LoadedRun::load(store, digest)
-        .map_err(|_| PageError(StatusCode::NOT_FOUND, "that object is not a run manifest".into()))
+    LoadedRun::load(store, digest).map_err(|e| match e {
+        // Its bytes, or those of a record it names, are not what their digests say.
+        prov_manifest::StoredError::Store(e) if e.is_integrity_failure() => PageError::damaged(e),
+        _ => PageError(StatusCode::NOT_FOUND, "that object is not a run manifest".into()),
+    })
+}
+
+/// An error of reading a stored record: the store is damaged, or the page failed.
+fn stored_error(e: prov_manifest::StoredError) -> PageError {
+    let integrity = e.is_integrity_failure();
+    PageError::reading(e, integrity)
 }
 
 /// The run named by a URL's `manifest` segment.
@@ -338,7 +368,7 @@ fn lineage_graph(state: &AppState, store: &Store) -> Result<(blake3::Hash, Arc<L
     {
         return Ok((stamp, graph.clone()));
     }
-    let graph = Arc::new(LineageGraph::of_store(store).map_err(PageError::internal)?);
+    let graph = Arc::new(LineageGraph::of_store(store).map_err(stored_error)?);
     if let Ok(mut kept) = state.lineage.lock() {
         *kept = Some((stamp, graph.clone()));
     }
@@ -362,7 +392,7 @@ pub async fn lineage(State(state): State<Arc<AppState>>, Path(target): Path<Stri
         if !graph.contains(&digest) && !store.contains(&digest) {
             return Err(PageError(StatusCode::NOT_FOUND, "no such object in this store".into()));
         }
-        Ok(Ok((stamp, graph.lineage(store, digest, None).map_err(PageError::internal)?)))
+        Ok(Ok((stamp, graph.lineage(store, digest, None).map_err(stored_error)?)))
     })
     .await;
     let (stamp, lineage) = match drawn {
@@ -432,7 +462,7 @@ pub async fn diff(State(state): State<Arc<AppState>>, Query(q): Query<DiffQuery>
     let loaded = with_store(&state, move |store| {
         let load = |d| {
             let run = load_run(store, d)?;
-            let lockfile = get_typed::<Lockfile>(store, &run.record.lockfile).map_err(PageError::internal)?;
+            let lockfile = get_typed::<Lockfile>(store, &run.record.lockfile).map_err(stored_error)?;
             Ok((run, lockfile))
         };
         Ok((load(a)?, load(b)?))

@@ -63,7 +63,10 @@ fn review_error(e: ReviewError, roots: &[std::path::PathBuf]) -> PageError {
             }
             PageError(StatusCode::UNPROCESSABLE_ENTITY, text)
         }
-        other => PageError::internal(other),
+        other => {
+            let integrity = other.is_integrity_failure();
+            PageError::reading(other, integrity)
+        }
     }
 }
 
