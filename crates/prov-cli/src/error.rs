@@ -224,6 +224,24 @@ impl From<prov_license::queue::ReviewError> for CommandError {
     }
 }
 
+impl From<prov_manifest::CommittedError> for CommandError {
+    fn from(e: prov_manifest::CommittedError) -> Self {
+        use prov_manifest::CommittedError;
+        match e {
+            CommittedError::Io(e) => e.into(),
+            CommittedError::Store(e) => e.into(),
+            CommittedError::Stored(e) => e.into(),
+            e @ CommittedError::NotADigest { .. } => {
+                Self::input(e.to_string()).with_hint("give the folder `prov run --commit` wrote: manifests/<recipe>/")
+            }
+            e @ CommittedError::RunNotAmong { .. } => Self::input(e.to_string()),
+            e @ (CommittedError::NameMismatch { .. }
+            | CommittedError::NotARecord { .. }
+            | CommittedError::Unreachable { .. }) => Self::integrity(e.to_string()),
+        }
+    }
+}
+
 impl From<prov_git::GitError> for CommandError {
     fn from(e: prov_git::GitError) -> Self {
         let hint = e.hint();

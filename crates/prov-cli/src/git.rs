@@ -1,8 +1,8 @@
-//! `prov run --commit`: the lockfile and the run's manifests, committed with `prov-git`.
+//! `prov run --commit`: the lockfile and the run's folder of records
+//! (`prov_manifest::write_committed_run`), committed with `prov-git`.
 
 use std::path::Path;
 
-use prov_manifest::{closure, looks_like_record};
 use prov_store::{Digest, Store};
 
 use crate::error::CommandError;
@@ -13,9 +13,8 @@ pub(crate) struct CommitOutcome {
     pub files: usize,
 }
 
-/// Writes `lockfiles/<recipe>.lock` and `manifests/<recipe>/` (every record the run reaches,
-/// each named `<64 hex>.json` so that `b3sum` checks it, plus `RUN` naming the run manifest)
-/// in the git repository enclosing `root`, and commits exactly those paths.
+/// Writes `lockfiles/<recipe>.lock` and `manifests/<recipe>/` (the committed run's folder) in
+/// the git repository enclosing `root`, and commits exactly those paths.
 pub(crate) fn commit_run(
     store: &Store,
     root: &Path,
@@ -35,25 +34,9 @@ pub(crate) fn commit_run(
     let manifest_dir_rel = format!("manifests/{recipe}");
     // Checked before anything is deleted: `manifests` or `manifests/<recipe>` may be a link.
     let manifest_dir = prov_git::project_dir(&workdir, Path::new(&manifest_dir_rel))?;
-    fs_err::remove_dir_all(&manifest_dir)?;
-    fs_err::create_dir(&manifest_dir)?;
-    let (reachable, problems) = closure(store, &[*run_manifest]);
-    if let Some((d, e)) = problems.into_iter().next() {
-        return Err(CommandError::integrity(format!("cannot commit run: `{d}`: {e}")));
-    }
+    let written = prov_manifest::write_committed_run(store, &manifest_dir, run_manifest)?;
     let mut paths = vec![lock_rel];
-    for d in &reachable {
-        let bytes = store.read(d)?;
-        if !looks_like_record(&bytes) {
-            continue;
-        }
-        let rel = format!("{manifest_dir_rel}/{}.json", d.to_hex());
-        prov_store::write_atomically(&tmp, &workdir.join(&rel), &bytes)?;
-        paths.push(rel);
-    }
-    let run_rel = format!("{manifest_dir_rel}/RUN");
-    prov_store::write_atomically(&tmp, &workdir.join(&run_rel), format!("{run_manifest}\n").as_bytes())?;
-    paths.push(run_rel);
+    paths.extend(written.iter().map(|name| format!("{manifest_dir_rel}/{name}")));
 
     let run_id = prov_manifest::run_id(&loaded.bytes);
     let message =

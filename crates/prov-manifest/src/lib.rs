@@ -20,6 +20,8 @@
 //!   record of an expected kind, [`LoadedRun`] for a run with all its stage records.
 //! - [`LockfileDiff`], [`RunOutputsDiff`]: how two lockfiles or two recorded runs differ.
 //! - [`LineageGraph`]: what each object of a store was made from, as Graphviz or Mermaid.
+//! - [`write_committed_run`], [`import_committed_run`], [`committed_runs`]: a run's records
+//!   as files named by their digests, the folder `prov run --commit` puts in git.
 //!
 //! # Example
 //!
@@ -35,6 +37,7 @@
 
 mod attestation;
 mod canonical;
+mod committed;
 mod diff;
 mod ledger;
 mod lineage;
@@ -51,6 +54,9 @@ mod tensors;
 pub use attestation::{AttestationRecord, AttestationRole};
 pub use canonical::{
     DecodeError, EncodeError, Finite, encode_value, from_canonical_bytes, parse_canonical, to_canonical_bytes,
+};
+pub use committed::{
+    CommittedError, RUN_FILE, committed_runs, import_committed_run, read_run_file, write_committed_run,
 };
 pub use diff::{Change, LockfileDiff, NamedChanges, RunOutputsDiff, StageOutputChanges, diff_values};
 pub use ledger::{

@@ -195,21 +195,15 @@ struct CommittedView {
 /// each with whether the store holds it and its latest replay there. Directory names come from
 /// listing `manifests/`, never from a request.
 fn committed_runs(root: &std::path::Path, store: &Store, executions: &[ExecutionView]) -> Vec<CommittedView> {
-    let Ok(dirs) = fs_err::read_dir(root.join("manifests")) else { return Vec::new() };
-    let mut out: Vec<CommittedView> = dirs
-        .filter_map(Result::ok)
-        .filter_map(|dir| {
-            let text = fs_err::read_to_string(dir.path().join("RUN")).ok()?;
-            let manifest = parse_digest(text.trim())?;
-            let recipe = dir.file_name().to_string_lossy().into_owned();
+    prov_manifest::committed_runs(&root.join("manifests"))
+        .into_iter()
+        .map(|(recipe, manifest)| {
             let d = manifest.to_string();
             let replay =
                 executions.iter().find(|e| e.mode == "replay" && e.manifest.as_deref() == Some(d.as_str())).cloned();
-            Some(CommittedView { recipe, manifest: d, in_store: store.contains(&manifest), replay })
+            CommittedView { recipe, manifest: d, in_store: store.contains(&manifest), replay }
         })
-        .collect();
-    out.sort_by(|a, b| a.recipe.cmp(&b.recipe));
-    out
+        .collect()
 }
 
 /// `/`: the executions of the store, and the runs committed in the project.

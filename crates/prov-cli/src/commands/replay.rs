@@ -58,39 +58,6 @@ pub(crate) struct ReplayArgs {
     executor: crate::executor::ExecutorArgs,
 }
 
-/// Imports committed manifests into the store, each checked against the digest its file is
-/// named by; returns the run manifest `RUN` names.
-fn import_manifests(store: &prov_store::Store, dir: &std::path::Path) -> Result<prov_store::Digest, CommandError> {
-    let run_file = dir.join("RUN");
-    let run: prov_store::Digest = fs_err::read_to_string(&run_file)?.trim().parse().map_err(|e| {
-        CommandError::input(format!("{}: not a digest: {e}", run_file.display()))
-            .with_hint("give the folder `prov run --commit` wrote: manifests/<recipe>/")
-    })?;
-    let mut names: Vec<std::path::PathBuf> = fs_err::read_dir(dir)?.filter_map(Result::ok).map(|e| e.path()).collect();
-    names.sort();
-    for path in names.iter().filter(|p| p.extension().is_some_and(|e| e == "json")) {
-        let bytes = fs_err::read(path)?;
-        let actual = prov_store::Digest::of(&bytes);
-        let file_name = path.file_stem().and_then(|s| s.to_str()).unwrap_or_default();
-        if actual.to_hex() != file_name {
-            return Err(CommandError::integrity(format!(
-                "{}: its bytes hash to {actual}, not to its name",
-                path.display()
-            )));
-        }
-        let record = prov_manifest::Record::from_bytes(&bytes)
-            .map_err(|e| CommandError::integrity(format!("{}: {e}", path.display())))?;
-        prov_manifest::put_record(store, &record)?;
-    }
-    if !store.contains(&run) {
-        return Err(CommandError::input(format!(
-            "{}: names {run}, which is not among the manifests",
-            run_file.display()
-        )));
-    }
-    Ok(run)
-}
-
 pub(crate) fn cmd_replay(ui: &mut Ui, cx: &CommandContext, args: &ReplayArgs) -> Result<(), CommandError> {
     // The key is read first: a replay of hours should not end in a key that cannot sign.
     let key = args
@@ -104,14 +71,14 @@ pub(crate) fn cmd_replay(ui: &mut Ui, cx: &CommandContext, args: &ReplayArgs) ->
     crate::resolve::check_command_consent(&loaded, &root, args.allow_commands)?;
     let recording = match &args.against {
         Some(dir) => {
-            let run = import_manifests(&store, dir)?;
+            let run = prov_manifest::import_committed_run(&store, dir)?;
             let run_id = prov_manifest::run_id(&loaded.bytes);
             match prov_manifest::get_record(&store, &run)? {
                 prov_manifest::Record::Run(r) if r.lockfile == run_id => {}
                 prov_manifest::Record::Run(r) => {
                     return Err(CommandError::input(format!(
                         "{}: names a run of lockfile {}, not of `{}` ({run_id})",
-                        dir.join("RUN").display(),
+                        dir.join(prov_manifest::RUN_FILE).display(),
                         r.lockfile,
                         loaded.display
                     ))
@@ -120,7 +87,7 @@ pub(crate) fn cmd_replay(ui: &mut Ui, cx: &CommandContext, args: &ReplayArgs) ->
                 other => {
                     return Err(CommandError::input(format!(
                         "{}: names a {} record, not a run record",
-                        dir.join("RUN").display(),
+                        dir.join(prov_manifest::RUN_FILE).display(),
                         other.kind_name()
                     )));
                 }

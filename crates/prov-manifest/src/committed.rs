@@ -1,0 +1,246 @@
+//! Committed runs: the folder that `prov run --commit` writes for a recipe,
+//! `manifests/<recipe>/`, so that a run can be checked out of git and replayed elsewhere.
+//!
+//! The folder holds every record the run manifest reaches, each in a file named by the 64 hex
+//! digits of its digest and `.json` (so that `b3sum` checks the folder without Provenant), and
+//! a file `RUN` holding the run manifest's digest and a newline. This module writes such a
+//! folder ([`write_committed_run`]), imports one into a store checking every file against its
+//! name ([`import_committed_run`], what `prov replay --against` does first), and lists the
+//! committed runs of a project ([`committed_runs`], the workbench's runs page). Committing to
+//! git is `prov-git`'s; which folder is safe to write is the caller's (`prov_git::project_dir`).
+
+use std::path::{Path, PathBuf};
+
+use prov_store::{Digest, Store, StoreError};
+
+use crate::{Record, closure, looks_like_record, put_record};
+
+/// The file of a committed run's folder that names its run manifest.
+pub const RUN_FILE: &str = "RUN";
+
+/// Why a committed run's folder cannot be written or imported.
+#[derive(Debug, thiserror::Error)]
+pub enum CommittedError {
+    /// Reading or writing the folder (the message names the path).
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    /// The store.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// Storing a record.
+    #[error(transparent)]
+    Stored(#[from] crate::StoredError),
+    /// `RUN` holds something else than a digest.
+    #[error("{}: not a digest: {message}", path.display())]
+    NotADigest {
+        /// The `RUN` file.
+        path: PathBuf,
+        /// Why its text is not a digest.
+        message: String,
+    },
+    /// `RUN` names a record that is not among the folder's files.
+    #[error("{}: names {run}, which is not among the manifests", path.display())]
+    RunNotAmong {
+        /// The `RUN` file.
+        path: PathBuf,
+        /// What it names.
+        run: Digest,
+    },
+    /// A record file's bytes do not hash to the digest its name says.
+    #[error("{}: its bytes hash to {actual}, not to its name", path.display())]
+    NameMismatch {
+        /// The file.
+        path: PathBuf,
+        /// The digest of its bytes.
+        actual: Digest,
+    },
+    /// A record file hashes to its name but is not a canonical record.
+    #[error("{}: {message}", path.display())]
+    NotARecord {
+        /// The file.
+        path: PathBuf,
+        /// Why it does not decode.
+        message: String,
+    },
+    /// A record the run reaches cannot be read from the store.
+    #[error("cannot commit run: `{digest}`: {message}")]
+    Unreachable {
+        /// The record.
+        digest: Digest,
+        /// What reading it said.
+        message: String,
+    },
+}
+
+impl CommittedError {
+    /// True when stored or committed bytes are not what their digests say (exit 2 in the CLI):
+    /// a file that does not hash to its name or does not decode, or an unreadable record.
+    pub fn is_integrity_failure(&self) -> bool {
+        match self {
+            Self::NameMismatch { .. } | Self::NotARecord { .. } | Self::Unreachable { .. } => true,
+            Self::Store(e) => e.is_integrity_failure(),
+            Self::Stored(e) => e.is_integrity_failure(),
+            Self::Io(_) | Self::NotADigest { .. } | Self::RunNotAmong { .. } => false,
+        }
+    }
+}
+
+/// Writes the folder of the run `run_manifest` at `dir`, replacing what it held: every record
+/// the run reaches (data objects are not records and stay in the store), then `RUN`. Each
+/// file is written atomically through the store's temporary directory. Returns the names of
+/// the files written, `RUN` last.
+///
+/// # Errors
+///
+/// [`CommittedError::Unreachable`] when a record the run reaches cannot be read (nothing is
+/// written then); I/O and store errors.
+pub fn write_committed_run(store: &Store, dir: &Path, run_manifest: &Digest) -> Result<Vec<String>, CommittedError> {
+    let (reachable, problems) = closure(store, &[*run_manifest]);
+    if let Some((digest, e)) = problems.into_iter().next() {
+        return Err(CommittedError::Unreachable { digest, message: e.to_string() });
+    }
+    let tmp = store.root().join("tmp");
+    // Records of an earlier run of the recipe leave with the folder.
+    if fs_err::symlink_metadata(dir).is_ok() {
+        fs_err::remove_dir_all(dir)?;
+    }
+    fs_err::create_dir(dir)?;
+    let mut written = Vec::new();
+    for d in &reachable {
+        let bytes = store.read(d)?;
+        if !looks_like_record(&bytes) {
+            continue;
+        }
+        let name = format!("{}.json", d.to_hex());
+        prov_store::write_atomically(&tmp, &dir.join(&name), &bytes)?;
+        written.push(name);
+    }
+    prov_store::write_atomically(&tmp, &dir.join(RUN_FILE), format!("{run_manifest}\n").as_bytes())?;
+    written.push(RUN_FILE.to_owned());
+    Ok(written)
+}
+
+/// Reads the run manifest that `dir`'s `RUN` names.
+///
+/// # Errors
+///
+/// [`CommittedError::NotADigest`], or the I/O error of reading it.
+pub fn read_run_file(dir: &Path) -> Result<Digest, CommittedError> {
+    let path = dir.join(RUN_FILE);
+    fs_err::read_to_string(&path)?
+        .trim()
+        .parse()
+        .map_err(|e: prov_store::DigestParseError| CommittedError::NotADigest { path, message: e.to_string() })
+}
+
+/// Imports a committed run's folder into `store`: every `.json` file, in name order, is
+/// checked against the digest its name says and decoded before it is stored. Returns the run
+/// manifest `RUN` names, which must be among them. A file that fails stops the import; the
+/// records stored before it stay (they are what their digests say).
+///
+/// # Errors
+///
+/// [`CommittedError::NameMismatch`] and [`CommittedError::NotARecord`] for a file that is not
+/// what its name says; [`CommittedError::NotADigest`] and [`CommittedError::RunNotAmong`] for
+/// `RUN`; I/O and store errors.
+pub fn import_committed_run(store: &Store, dir: &Path) -> Result<Digest, CommittedError> {
+    let run = read_run_file(dir)?;
+    let mut paths: Vec<PathBuf> = fs_err::read_dir(dir)?.filter_map(Result::ok).map(|e| e.path()).collect();
+    paths.sort();
+    for path in paths.into_iter().filter(|p| p.extension().is_some_and(|e| e == "json")) {
+        let bytes = fs_err::read(&path)?;
+        let actual = Digest::of(&bytes);
+        if path.file_stem().and_then(|s| s.to_str()) != Some(actual.to_hex().as_str()) {
+            return Err(CommittedError::NameMismatch { path, actual });
+        }
+        let record = Record::from_bytes(&bytes)
+            .map_err(|e| CommittedError::NotARecord { path: path.clone(), message: e.to_string() })?;
+        put_record(store, &record)?;
+    }
+    if !store.contains(&run) {
+        return Err(CommittedError::RunNotAmong { path: dir.join(RUN_FILE), run });
+    }
+    Ok(run)
+}
+
+/// The runs committed in a project's `manifests` folder: each sub-folder whose `RUN` names a
+/// digest, as (folder name, run manifest), in name order. Folders without a readable `RUN`
+/// are not committed runs and are left out.
+pub fn committed_runs(manifests: &Path) -> Vec<(String, Digest)> {
+    let Ok(dirs) = fs_err::read_dir(manifests) else { return Vec::new() };
+    let mut out: Vec<(String, Digest)> = dirs
+        .filter_map(Result::ok)
+        .filter_map(|dir| Some((dir.file_name().to_string_lossy().into_owned(), read_run_file(&dir.path()).ok()?)))
+        .collect();
+    out.sort();
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::RunRecord;
+
+    fn store() -> (tempfile::TempDir, Store) {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::init(&dir.path().join(".prov")).unwrap();
+        (dir, s)
+    }
+
+    /// A run record of no stages, and the lockfile it names (a blob: not a record).
+    fn run_in(store: &Store) -> Digest {
+        let lockfile = store.put_bytes(prov_store::ObjectKind::Blob, b"lockfile").unwrap();
+        put_record(store, &Record::Run(RunRecord::new("demo", lockfile, vec![]))).unwrap()
+    }
+
+    #[test]
+    fn a_written_folder_imports_into_another_store_and_is_listed() {
+        let (dir, from) = store();
+        let run = run_in(&from);
+        let folder = dir.path().join("manifests/demo");
+        fs_err::create_dir_all(folder.parent().unwrap()).unwrap();
+        // A file of an earlier run leaves.
+        fs_err::create_dir(&folder).unwrap();
+        fs_err::write(folder.join("stale.json"), "{}").unwrap();
+        let written = write_committed_run(&from, &folder, &run).unwrap();
+        assert_eq!(written, [format!("{}.json", run.to_hex()), RUN_FILE.to_owned()]);
+        assert!(!folder.join("stale.json").exists());
+        assert_eq!(committed_runs(&dir.path().join("manifests")), [("demo".to_owned(), run)]);
+
+        let (_other_dir, to) = store();
+        assert_eq!(import_committed_run(&to, &folder).unwrap(), run);
+        assert!(to.contains(&run));
+    }
+
+    #[test]
+    fn a_file_that_is_not_what_its_name_says_or_a_run_that_is_not_there_is_refused() {
+        let (dir, from) = store();
+        let run = run_in(&from);
+        let folder = dir.path().join("demo");
+        write_committed_run(&from, &folder, &run).unwrap();
+        let file = folder.join(format!("{}.json", run.to_hex()));
+        let (_d, to) = store();
+
+        // Edited by hand: the bytes no longer hash to the name.
+        let original = fs_err::read(&file).unwrap();
+        let edited = String::from_utf8(original.clone()).unwrap().replacen("demo", "dema", 1);
+        fs_err::write(&file, &edited).unwrap();
+        let e = import_committed_run(&to, &folder).unwrap_err();
+        assert!(matches!(e, CommittedError::NameMismatch { .. }) && e.is_integrity_failure(), "{e}");
+
+        // Renamed to match, but then `RUN` names a record the folder lacks.
+        fs_err::remove_file(&file).unwrap();
+        fs_err::write(folder.join(format!("{}.json", Digest::of(edited.as_bytes()).to_hex())), &edited).unwrap();
+        let e = import_committed_run(&to, &folder).unwrap_err();
+        assert!(matches!(e, CommittedError::RunNotAmong { .. }) && !e.is_integrity_failure(), "{e}");
+
+        // Bytes that hash to their name but are not a record.
+        fs_err::write(folder.join(format!("{}.json", Digest::of(b"not json").to_hex())), b"not json").unwrap();
+        let e = import_committed_run(&to, &folder).unwrap_err();
+        assert!(matches!(e, CommittedError::NotARecord { .. }) && e.is_integrity_failure(), "{e}");
+
+        fs_err::write(folder.join(RUN_FILE), "blake3:nope\n").unwrap();
+        assert!(matches!(import_committed_run(&to, &folder), Err(CommittedError::NotADigest { .. })));
+        assert!(committed_runs(dir.path()).is_empty(), "a folder whose RUN names no digest is no committed run");
+    }
+}
