@@ -1,6 +1,7 @@
 //! Audit reports: the claims' results with the run and policy they are about, rendered as
 //! text, Markdown or HTML from the one [`Report`] value (the CLI's `--json` serialises it).
 
+use prov_textfix::html::escape;
 use std::fmt::Write as _;
 
 use prov_store::Digest;
@@ -101,11 +102,11 @@ impl Report {
     pub fn to_html(&self) -> String {
         let mut s = format!(
             "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>Audit of {}</title></head><body>\n<h1>Audit of <code>{}</code></h1>\n<ul><li>run manifest: <code>{}</code></li><li>run root: <code>{}</code></li><li>policy: <code>{}</code> (<code>{}</code>)</li><li>result: {}</li></ul>\n",
-            html_escape(&self.recipe),
-            html_escape(&self.recipe),
+            escape(&self.recipe),
+            escape(&self.recipe),
             self.run_manifest,
             self.run_root,
-            html_escape(&self.policy),
+            escape(&self.policy),
             self.policy_digest,
             self.summary()
         );
@@ -113,31 +114,26 @@ impl Report {
             let _ = write!(
                 s,
                 "<h2>{}: <strong>{}</strong></h2>\n<p>{}</p>\n",
-                html_escape(&c.kind),
+                escape(&c.kind),
                 c.outcome.as_str(),
-                html_escape(&c.statement)
+                escape(&c.statement)
             );
             if !c.reasons.is_empty() {
                 s.push_str("<ul>");
                 for r in &c.reasons {
-                    let _ = write!(s, "<li><strong>{}</strong></li>", html_escape(r));
+                    let _ = write!(s, "<li><strong>{}</strong></li>", escape(r));
                 }
                 s.push_str("</ul>\n");
             }
             s.push_str("<table><tr><th>evidence</th><th>value</th></tr>\n");
             for e in &c.evidence {
-                let _ = writeln!(
-                    s,
-                    "<tr><td>{}</td><td><code>{}</code></td></tr>",
-                    html_escape(&e.name),
-                    html_escape(&e.value)
-                );
+                let _ = writeln!(s, "<tr><td>{}</td><td><code>{}</code></td></tr>", escape(&e.name), escape(&e.value));
             }
             s.push_str("</table>\n");
             if !c.rechecked.is_empty() {
                 s.push_str("<p>Re-checked:</p><ul>");
                 for r in &c.rechecked {
-                    let _ = write!(s, "<li>{}</li>", html_escape(r));
+                    let _ = write!(s, "<li>{}</li>", escape(r));
                 }
                 s.push_str("</ul>\n");
             }
@@ -149,8 +145,4 @@ impl Report {
 
 fn md_escape(s: &str) -> String {
     s.replace('|', "\\|").replace('\n', " ")
-}
-
-fn html_escape(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }

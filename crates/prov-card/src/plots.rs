@@ -1,5 +1,6 @@
 //! Plots as SVG written by hand, rasterised to PNG by resvg with an embedded font.
 
+use prov_textfix::html::escape;
 use std::fmt::Write as _;
 use std::sync::Arc;
 
@@ -31,10 +32,6 @@ struct Svg {
     w: f64,
     h: f64,
     body: String,
-}
-
-fn esc(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }
 
 impl Svg {
@@ -72,7 +69,7 @@ impl Svg {
         let _ = writeln!(
             self.body,
             r#"<text x="{x:.1}" y="{y:.1}" font-family="{FAMILY}" font-size="{size}" text-anchor="{anchor}" fill="{fill}">{}</text>"#,
-            esc(t)
+            escape(t)
         );
     }
     fn finish(self) -> String {

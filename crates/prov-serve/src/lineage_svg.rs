@@ -8,28 +8,13 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use prov_manifest::{Lineage, LineageRole};
+use prov_textfix::html::escape;
 
 const WIDTH: i64 = 190;
 const HEIGHT: i64 = 46;
 const COLUMN: i64 = 250;
 const ROW: i64 = 62;
 const MARGIN: i64 = 20;
-
-/// `&`, `<`, `>`, `"` and `'` as entities.
-pub fn escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
 
 /// Each node's column: 0 for nodes nothing leads to, else one after the furthest predecessor.
 fn columns(lineage: &Lineage) -> Vec<usize> {
@@ -119,17 +104,4 @@ pub fn draw(lineage: &Lineage) -> String {
     }
     svg.push_str("</svg>");
     svg
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn markup_in_names_is_escaped() {
-        assert_eq!(
-            escape("<script>\"a\" & 'b'</script>"),
-            "&lt;script&gt;&quot;a&quot; &amp; &#39;b&#39;&lt;/script&gt;"
-        );
-    }
 }

@@ -1,5 +1,7 @@
 //! HTML character references: Python's `html.unescape` ([`unescape`]), which Bifixer applies
-//! after ftfy, and ftfy's own, more cautious `unescape_html` ([`unescape_entities`]).
+//! after ftfy, and ftfy's own, more cautious `unescape_html` ([`unescape_entities`]); and the
+//! other way, [`escape`], for the HTML and SVG that Provenant writes by hand (audit reports,
+//! card plots, the workbench's lineage drawings).
 //!
 //! Both read the WHATWG table of named references (the `entities` crate's copy; Python's
 //! `html.entities.html5` is the same table, which `tests/ftfy_reference.rs` checks entry by
@@ -38,6 +40,25 @@ static FTFY_ENTITIES: LazyLock<HashMap<String, String>> = LazyLock::new(|| {
 /// Python's `str.upper()`, which uses the full case mappings as Rust's does.
 fn python_upper(text: &str) -> String {
     text.to_uppercase()
+}
+
+/// Returns `text` with `&`, `<`, `>`, `"` and `'` as character references: safe as an
+/// element's text and as an attribute value in either quotes, in HTML and SVG alike.
+/// [`unescape`] reads it back.
+#[must_use]
+pub fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// Python's `html.unescape`: numeric and named character references replaced as HTML5 says,
@@ -147,6 +168,13 @@ pub fn named_references() -> Vec<(&'static str, &'static str)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn escaped_text_holds_no_markup_and_reads_back() {
+        let text = "<script>\"a\" & 'b'</script> é &amp;";
+        assert_eq!(escape(text), "&lt;script&gt;&quot;a&quot; &amp; &#39;b&#39;&lt;/script&gt; é &amp;amp;");
+        assert_eq!(unescape(&escape(text)), text);
+    }
 
     #[test]
     fn python_unescape_cases() {

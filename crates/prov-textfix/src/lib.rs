@@ -6,7 +6,8 @@
 //! fix, ligatures, character width, quote uncurling, line breaks, terminal escapes, control
 //! characters and Unicode normalisation, each switched by [`Config`] as ftfy's
 //! `TextFixerConfig` switches it. [`html::unescape`] is Python's `html.unescape`, which ftfy
-//! and Bifixer both call.
+//! and Bifixer both call; [`html::escape`] is the other way, the one escape of the HTML and
+//! SVG that Provenant writes by hand.
 //!
 //! Where the behaviour is a table (ftfy's character classes, the code pages it tries) the
 //! table is data in `tables.rs`, checked entry by entry against ftfy and `CPython` by
