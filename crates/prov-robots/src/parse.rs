@@ -232,12 +232,7 @@ const SNIFF_BYTES: usize = 8192;
 /// `parse_by_lines` (tests only) is the first, plainer version, which splits the lines first;
 /// the two give the same [`Parsed`].
 pub(crate) fn parse(bytes: &[u8], reading: KeyReading) -> Parsed {
-    let bytes = readable(bytes);
-    let (body, bom) = strip_bom(bytes);
-    let valid_utf8 = bytes.is_ascii() || std::str::from_utf8(bytes).is_ok();
-    // The body after a stripped BOM is valid too, unless only a part of a BOM was stripped.
-    let body_valid = valid_utf8 && matches!(bytes.len() - body.len(), 0 | 3);
-    let mut stats = ParseStats { bom, valid_utf8, body: sniff(body, body_valid), ..ParseStats::default() };
+    let (body, mut stats) = body_and_stats(bytes);
     let mut groups: Vec<Group> = Vec::new();
     let (mut agents, mut rules) = (Vec::new(), Vec::new());
     let mut patterns = Vec::new();
@@ -269,11 +264,15 @@ pub(crate) fn parse(bytes: &[u8], reading: KeyReading) -> Parsed {
             stats.misspelled_keys += 1;
             misspelled.push(number);
         }
-        if matches!(kind, Key::Other) {
-            stats.other_records += 1;
-            i = next_line(body, i);
-            continue;
-        }
+        let directive = match kind {
+            Key::Other => {
+                stats.other_records += 1;
+                i = next_line(body, i);
+                continue;
+            }
+            Key::UserAgent => None,
+            Key::Rule(directive) => Some(directive),
+        };
         // The value: up to the comment or the line's end, noting whether it holds octets
         // that its canonical form changes.
         let value_start = i;
@@ -281,20 +280,17 @@ pub(crate) fn parse(bytes: &[u8], reading: KeyReading) -> Parsed {
         i = scanned.end;
         let value = body[value_start..i].trim_ascii();
         i = next_line(body, i);
-        let directive = match kind {
-            Key::UserAgent => {
-                if !collecting_agents {
-                    groups.push(Group { agents: agents.len()..agents.len(), rules: rules.len()..rules.len() });
-                    collecting_agents = true;
-                }
-                if let Some(group) = groups.last_mut() {
-                    push_agent(value, &mut agents, &mut names);
-                    group.agents.end = agents.len();
-                }
-                continue;
+        let Some(directive) = directive else {
+            // A user-agent line.
+            if !collecting_agents {
+                groups.push(Group { agents: agents.len()..agents.len(), rules: rules.len()..rules.len() });
+                collecting_agents = true;
             }
-            Key::Rule(directive) => directive,
-            Key::Other => continue,
+            if let Some(group) = groups.last_mut() {
+                push_agent(value, &mut agents, &mut names);
+                group.agents.end = agents.len();
+            }
+            continue;
         };
         let Some(group) = groups.last_mut() else {
             stats.outside_group += 1;
@@ -411,6 +407,18 @@ fn next_line(body: &[u8], i: usize) -> usize {
         Some(j) => i + j + 1,
         None => body.len(),
     }
+}
+
+/// Returns the body that both parsers read (the part within [`MAX_BODY`], without a byte order
+/// mark) and the statistics known before any line is read: the mark, UTF-8 validity and
+/// what the body looks like.
+fn body_and_stats(bytes: &[u8]) -> (&[u8], ParseStats) {
+    let bytes = readable(bytes);
+    let (body, bom) = strip_bom(bytes);
+    let valid_utf8 = bytes.is_ascii() || std::str::from_utf8(bytes).is_ok();
+    // The body after a stripped BOM is valid too, unless only a part of a BOM was stripped.
+    let body_valid = valid_utf8 && matches!(bytes.len() - body.len(), 0 | 3);
+    (body, ParseStats { bom, valid_utf8, body: sniff(body, body_valid), ..ParseStats::default() })
 }
 
 /// Returns the part of a body that is read: its first [`MAX_BODY`] octets.
@@ -595,12 +603,7 @@ impl<'a> Iterator for Lines<'a> {
 /// that the faster one is tested against.
 #[cfg(test)]
 pub(crate) fn parse_by_lines(bytes: &[u8], reading: KeyReading) -> Parsed {
-    let bytes = readable(bytes);
-    let (body, bom) = strip_bom(bytes);
-    let valid_utf8 = std::str::from_utf8(bytes).is_ok();
-    // The body after a stripped BOM is valid too, unless only a part of a BOM was stripped.
-    let body_valid = valid_utf8 && matches!(bytes.len() - body.len(), 0 | 3);
-    let mut stats = ParseStats { bom, valid_utf8, body: sniff(body, body_valid), ..ParseStats::default() };
+    let (body, mut stats) = body_and_stats(bytes);
     let mut groups: Vec<Group> = Vec::new();
     let (mut agents, mut rules) = (Vec::new(), Vec::new());
     let mut patterns = Vec::new();
