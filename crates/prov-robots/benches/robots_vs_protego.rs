@@ -7,8 +7,8 @@
 //!
 //! The Rust side parses as the robots stage does, with rule tables compiled for the 14
 //! crawlers it checks (`RobotsTxt::parse_for`); Protego compiles a crawler's rules on its
-//! first check. A further line times a floor: splitting the files into lines and telling
-//! their keys apart, nothing kept, which any parser pays.
+//! first check. A further line times a plain line scan: splitting the files into lines with
+//! one `memchr` search per line and telling their keys apart, nothing kept.
 //!
 //! The checks are timed twice: one check per URL and agent (the figure compared with
 //! Protego), and as the robots stage makes them, where agents that fall back to the same
@@ -95,7 +95,7 @@ fn main() {
     println!("{:<22} {:>10.1}ms {:>10.1}ms", "check all URLs", best_check * 1e3, p_check * 1e3);
     println!("{:<22} {:>10.1}ms", "  sharing rules", best_shared * 1e3);
     println!("{:<22} {:>12} {:>12}", "disallowed checks", disallowed, peer["disallowed"]);
-    println!("{:<22} {:>10.1}ms {:>12}", "  line scan alone", line_scan_floor(&bodies) * 1e3, "(a floor)");
+    println!("{:<22} {:>10.1}ms {:>12}", "  memchr line scan", line_scan(&bodies) * 1e3, "(reference)");
     let ratio = (p_parse + p_check) / (best_parse + best_check);
     let check_ratio = p_check / best_check;
     let verdict = |met: bool| if met { "met" } else { "NOT met" };
@@ -195,11 +195,12 @@ fn assert_fast_path_agrees(
     }
 }
 
-/// The least a parse of these files costs: every line split off (CR or LF, with the same
-/// vectorised search as the parser), its comment cut, trimmed, its colon found and its key
-/// told apart (`user-agent`, a rule, another), nothing kept. Best of [`RUNS`], in seconds:
-/// what the parse time compares with.
-fn line_scan_floor(bodies: &BTreeMap<String, Vec<u8>>) -> f64 {
+/// What a plain parse of these files costs before it keeps anything: every line split off
+/// (CR or LF, by `memchr`'s vectorised search, one search per line), its comment cut,
+/// trimmed, its colon found and its key told apart (`user-agent`, a rule, another). Best of
+/// [`RUNS`], in seconds: what the parse time compares with. (The parser itself finds the
+/// same ends from bit masks of 64-octet blocks, `scan.rs`, which costs less than this.)
+fn line_scan(bodies: &BTreeMap<String, Vec<u8>>) -> f64 {
     let mut best = f64::INFINITY;
     let mut keys = [0u64; 3];
     for _ in 0..RUNS {

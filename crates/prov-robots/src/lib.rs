@@ -58,6 +58,7 @@
 mod disagreements;
 mod matcher;
 mod parse;
+mod scan;
 mod stage;
 mod table;
 

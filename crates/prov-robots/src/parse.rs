@@ -7,6 +7,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::Directive;
+use super::scan::Scan;
 
 /// How the key of a line (`user-agent`, `allow`, `disallow`) is recognised.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -224,11 +225,11 @@ const SNIFF_BYTES: usize = 8192;
 
 /// Returns the groups of `bytes`, their patterns and the statistics of the parse.
 ///
-/// One pass over the body, line by line, reads each octet of a line's key and value once,
-/// eight at a time ([`key_end`], [`value_end`]): the key up to its `:` (or the line's end or
-/// comment), and for a `user-agent` or rule line the value up to the line's end or comment,
-/// noting on the way whether it holds octets that its canonical form changes. The rest of a line (a comment,
-/// or the value of another record) is skipped by a vectorised search for the line's end.
+/// One pass over the body, line by line, with a [`Scan`] that finds where things end from
+/// bit masks of 64-octet blocks: the key up to its `:` (or the line's end or comment), and
+/// for a `user-agent` or rule line the value up to the line's end or comment, with whether it
+/// holds octets that its canonical form changes. The rest of a line (a comment, or the value
+/// of another record) is skipped to the line's end the same way.
 /// `parse_by_lines` (tests only) is the first, plainer version, which splits the lines first;
 /// the two give the same [`Parsed`].
 pub(crate) fn parse(bytes: &[u8], reading: KeyReading) -> Parsed {
@@ -242,20 +243,21 @@ pub(crate) fn parse(bytes: &[u8], reading: KeyReading) -> Parsed {
     let mut misspelled = Vec::new();
     let mut names = String::new();
     let n = body.len();
+    let mut scan = Scan::new(body);
     let mut i = 0;
     let mut number = 0;
     while i < n {
         number += 1;
         // The key: up to the first `:`, `#` or line end.
         let key_start = i;
-        i = key_end(body, i);
+        i = scan.key_end(i);
         let key = body[key_start..i].trim_ascii();
         if body.get(i) != Some(&b':') {
             // No `:` before the comment or the line's end.
             if !key.is_empty() {
                 stats.missing_colon += 1;
             }
-            i = next_line(body, i);
+            i = scan.next_line(i);
             continue;
         }
         i += 1;
@@ -267,7 +269,7 @@ pub(crate) fn parse(bytes: &[u8], reading: KeyReading) -> Parsed {
         let directive = match kind {
             Key::Other => {
                 stats.other_records += 1;
-                i = next_line(body, i);
+                i = scan.next_line(i);
                 continue;
             }
             Key::UserAgent => None,
@@ -276,10 +278,10 @@ pub(crate) fn parse(bytes: &[u8], reading: KeyReading) -> Parsed {
         // The value: up to the comment or the line's end, noting whether it holds octets
         // that its canonical form changes.
         let value_start = i;
-        let scanned = value_end(body, i);
+        let scanned = scan.value_end(i);
         i = scanned.end;
         let value = body[value_start..i].trim_ascii();
-        i = next_line(body, i);
+        i = scan.next_line(i);
         let Some(directive) = directive else {
             // A user-agent line.
             if !collecting_agents {
@@ -317,96 +319,6 @@ pub(crate) fn parse(bytes: &[u8], reading: KeyReading) -> Parsed {
     stats.lines = number;
     stats.groups = groups.len();
     Parsed { groups, agents, names, rules, patterns, stats, misspelled }
-}
-
-/// Eight octets at a time: `0x01` repeated, and `0x80` repeated (each octet's top bit).
-const ONES: u64 = 0x0101_0101_0101_0101;
-const TOPS: u64 = 0x8080_8080_8080_8080;
-
-/// The top bit of each octet of `word` (little-endian) that equals `c`, and no other bit.
-/// Exact: no carry crosses from one octet to the next, as `(t & 0x7F) + 0x7F` fits an octet.
-fn equal_octets(word: u64, c: u8) -> u64 {
-    let t = word ^ (ONES * u64::from(c));
-    !(((t & !TOPS) + !TOPS) | t) & TOPS
-}
-
-/// Returns the position of the first `:`, `#`, CR or LF at or after `i`, or the body's end:
-/// where a key ends. Eight octets at a time while eight remain, then one at a time.
-fn key_end(body: &[u8], mut i: usize) -> usize {
-    while let Some(chunk) = body.get(i..).and_then(<[u8]>::first_chunk::<8>) {
-        let word = u64::from_le_bytes(*chunk);
-        let stops =
-            equal_octets(word, b':') | equal_octets(word, b'#') | equal_octets(word, b'\n') | equal_octets(word, b'\r');
-        if stops != 0 {
-            return i + (stops.trailing_zeros() / 8) as usize;
-        }
-        i += 8;
-    }
-    i + body[i..].iter().position(|b| matches!(b, b':' | b'#' | b'\n' | b'\r')).unwrap_or(body.len() - i)
-}
-
-/// Where a value ends, and what it holds: see [`value_end`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct ValueEnd {
-    /// The position of the first `#`, CR or LF at or after the value's start, or the body's
-    /// end.
-    end: usize,
-    /// The value holds a `%` or an octet outside ASCII, which a pattern's canonical form
-    /// may change.
-    changes: bool,
-    /// The value holds a `*`.
-    star: bool,
-}
-
-/// Returns where the value that starts at `i` ends, and what it holds. Eight octets at a time
-/// while eight remain, then one at a time.
-fn value_end(body: &[u8], mut i: usize) -> ValueEnd {
-    let (mut changes, mut star) = (0, 0);
-    while let Some(chunk) = body.get(i..).and_then(<[u8]>::first_chunk::<8>) {
-        let word = u64::from_le_bytes(*chunk);
-        let stops = equal_octets(word, b'#') | equal_octets(word, b'\n') | equal_octets(word, b'\r');
-        let odd = equal_octets(word, b'%') | (word & TOPS);
-        let stars = equal_octets(word, b'*');
-        if stops != 0 {
-            // The bits of the octets before the first stop.
-            let before = (stops & stops.wrapping_neg()) - 1;
-            return ValueEnd {
-                end: i + (stops.trailing_zeros() / 8) as usize,
-                changes: (changes | odd & before) != 0,
-                star: (star | stars & before) != 0,
-            };
-        }
-        changes |= odd;
-        star |= stars;
-        i += 8;
-    }
-    let (mut changes, mut star) = (changes != 0, star != 0);
-    for (j, &b) in body[i..].iter().enumerate() {
-        if matches!(b, b'#' | b'\n' | b'\r') {
-            return ValueEnd { end: i + j, changes, star };
-        }
-        changes |= b == b'%' || !b.is_ascii();
-        star |= b == b'*';
-    }
-    ValueEnd { end: body.len(), changes, star }
-}
-
-/// Returns where the line after the one that holds position `i` starts: past its CR, LF or
-/// CRLF, or the body's end.
-fn next_line(body: &[u8], i: usize) -> usize {
-    // Most lines are read up to their end: no search then.
-    match body.get(i) {
-        Some(b'\r') if body.get(i + 1) == Some(&b'\n') => return i + 2,
-        Some(b'\r' | b'\n') => return i + 1,
-        None => return body.len(),
-        Some(_) => {}
-    }
-    let rest = &body[i..];
-    match memchr::memchr2(b'\n', b'\r', rest) {
-        Some(j) if rest[j] == b'\r' && rest.get(j + 1) == Some(&b'\n') => i + j + 2,
-        Some(j) => i + j + 1,
-        None => body.len(),
-    }
 }
 
 /// Returns the body that both parsers read (the part within [`MAX_BODY`], without a byte order
@@ -797,30 +709,6 @@ mod tests {
             body in proptest::collection::vec(proptest::sample::select(b"uU:#%*\r\n \t/a\xE3\x80".to_vec()), 0..200)
         ) {
             proptest::prop_assert_eq!(parse(&body, KeyReading::Rfc9309), parse_by_lines(&body, KeyReading::Rfc9309));
-        }
-    }
-
-    proptest::proptest! {
-        /// Eight octets at a time finds the same ends as one at a time, wherever the stop
-        /// and the octets that canonicalising changes fall in a word.
-        #[test]
-        fn word_scans_are_octet_scans(
-            body in proptest::collection::vec(
-                proptest::prop_oneof![
-                    8 => proptest::sample::select(b"abz/-_*$ \t".to_vec()),
-                    1 => proptest::sample::select(b":#\r\n%\x80\xFF\x7F\x00".to_vec()),
-                ],
-                0..64),
-            from in 0usize..64,
-        ) {
-            let from = from.min(body.len());
-            let rest = &body[from..];
-            let key = rest.iter().position(|b| matches!(b, b':' | b'#' | b'\n' | b'\r')).map_or(body.len(), |j| from + j);
-            proptest::prop_assert_eq!(key_end(&body, from), key);
-            let end = rest.iter().position(|b| matches!(b, b'#' | b'\n' | b'\r')).map_or(body.len(), |j| from + j);
-            let changes = body[from..end].iter().any(|&b| b == b'%' || !b.is_ascii());
-            let star = body[from..end].contains(&b'*');
-            proptest::prop_assert_eq!(value_end(&body, from), ValueEnd { end, changes, star });
         }
     }
 
