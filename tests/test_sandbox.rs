@@ -113,6 +113,45 @@ fn commands_of_a_lockfile_from_elsewhere_need_the_users_consent() {
     p.prov(&["run", "lockfiles/box.lock"]).success();
 }
 
+/// A lockfile whose recipe lies in the data it pins: the victim copies the data the lockfile
+/// needs, and with it a recipe that locks to the lockfile's commands. That recipe came from
+/// the lockfile's author, so it is no consent; found by an adversarial review.
+#[test]
+fn a_recipe_that_comes_with_the_pinned_data_is_not_the_projects() {
+    let recipe = "schema: 1\nname: evil\nseed: 1\nallow_commands: true\nsources:\n  docs:\n    path: .\n\
+                  stages:\n  cmd:\n    kind: external\n    inputs: {docs: docs}\n    params:\n      command: [sh, -c, \
+                  \"echo ran > out.txt\"]\n      outputs: {out: out.txt}\n";
+    let elsewhere = Project::with_recipes();
+    elsewhere.write("data/evil/recipe.yaml", recipe);
+    elsewhere.write("data/evil/docs.jsonl", "{\"id\": \"a\", \"text\": \"x\"}\n");
+    elsewhere.prov(&["lock", "data/evil/recipe.yaml"]).success();
+    let p = Project::with_recipes();
+    for file in ["lockfiles/evil.lock", "data/evil/recipe.yaml", "data/evil/docs.jsonl"] {
+        p.write(file, &fs_err::read_to_string(elsewhere.path(file)).unwrap());
+    }
+    let r = p.prov(&["run", "lockfiles/evil.lock"]);
+    r.exit(1);
+    assert!(
+        r.stderr().contains(
+            "names as its recipe `data/evil/recipe.yaml`, which lies in the data it pins (source `docs`, `data/evil`)"
+        ),
+        "{}",
+        r.describe()
+    );
+    assert!(r.stderr().contains("hint: read its commands first"), "{}", r.describe());
+    // Through a link to the pinned directory, the same.
+    std::os::unix::fs::symlink("data/evil/recipe.yaml", p.path("linked.yaml")).unwrap();
+    let mut lock = fs_err::read_to_string(p.path("lockfiles/evil.lock")).unwrap();
+    lock = lock.replace("\"data/evil/recipe.yaml\"", "\"linked.yaml\"");
+    p.write("lockfiles/linked.lock", &lock);
+    let r = p.prov(&["run", "lockfiles/linked.lock"]);
+    r.exit(1);
+    assert!(r.stderr().contains("which lies in the data it pins"), "{}", r.describe());
+    for verb in ["run", "replay"] {
+        p.prov(&[verb, "lockfiles/evil.lock", "--allow-commands"]).success();
+    }
+}
+
 /// Without bubblewrap the command does not run at all: never unconfined.
 #[test]
 fn without_the_sandbox_nothing_runs() {

@@ -79,8 +79,9 @@ fn resolve_among(arg: &str, candidates: &[Digest], what: &str) -> Result<Digest,
 /// so (`--allow-commands`): a lockfile's own `allow_commands: true` is its author's word, and
 /// the author may be anyone who handed over the file. The commands are this project's when
 /// `prov lock` of the recipe the lockfile names, in this project, gives the same
-/// command-running stages (name, kind, config: the command itself); a source that changed
-/// since is another matter, which the run reports.
+/// command-running stages (name, kind, config: the command itself), and that recipe is not
+/// part of the data the lockfile pins (whoever handed over the data and the lockfile wrote
+/// it); a source that changed since is another matter, which the run reports.
 pub(crate) fn check_command_consent(
     loaded: &LoadedLockfile,
     root: &Path,
@@ -106,7 +107,7 @@ pub(crate) fn check_command_consent(
             .map(|s| (s.name.to_string(), s.stage_kind.clone(), prov_manifest::encode_value(&s.config)))
             .collect()
     };
-    let ours = loaded
+    let recipe = loaded
         .lockfile
         .recipe
         .path
@@ -114,20 +115,45 @@ pub(crate) fn check_command_consent(
         .ok()
         .and_then(|rel| prov_exec::confine_source(root, &rel).ok())
         .filter(|(_, is_dir)| !is_dir)
-        .and_then(|(recipe, _)| prov_exec::lock_recipe(&registry, &recipe, root).ok())
+        .map(|(recipe, _)| recipe);
+    let command = stage.config.get("command").map_or_else(String::new, |c| format!(" ({c})"));
+    // A recipe that is part of the data the lockfile pins came with that data, from the
+    // lockfile's author, as the lockfile did: it is not this project's word.
+    if let Some(source) = recipe.as_ref().and_then(|r| pinned_source_holding(&loaded.lockfile, root, r)) {
+        return Err(CommandError::input(format!(
+            "`{}` runs commands (stage `{}`{command}) and names as its recipe `{}`, which lies in the data it pins \
+             (source `{}`, `{}`): a recipe that comes with the data is not this project's",
+            loaded.display, stage.name, loaded.lockfile.recipe.path, source.name, source.path
+        ))
+        .with_hint(CONSENT_HINT));
+    }
+    let ours = recipe
+        .and_then(|recipe| prov_exec::lock_recipe(&registry, &recipe, root).ok())
         .is_some_and(|fresh| commands(&fresh.lockfile) == commands(&loaded.lockfile));
     if ours {
         return Ok(());
     }
-    let command = stage.config.get("command").map_or_else(String::new, |c| format!(" ({c})"));
     Err(CommandError::input(format!(
         "`{}` runs commands (stage `{}`{command}) and is not what this project's recipe `{}` locks to",
         loaded.display, stage.name, loaded.lockfile.recipe.path
     ))
-    .with_hint(
-        "read its commands first; `--allow-commands` runs them (in the sandbox, without network unless a stage \
-         asks for it)",
-    ))
+    .with_hint(CONSENT_HINT))
+}
+
+/// What a refusal to run a lockfile's commands suggests.
+const CONSENT_HINT: &str = "read its commands first; `--allow-commands` runs them (in the sandbox, without network unless a stage asks for it)";
+
+/// The source of `lockfile` whose pinned file or directory holds `recipe` (a resolved path
+/// in the project), if one does. Both are compared as resolved paths, so that a link to the
+/// pinned directory or from it changes nothing.
+fn pinned_source_holding<'l>(
+    lockfile: &'l Lockfile,
+    root: &Path,
+    recipe: &Path,
+) -> Option<&'l prov_manifest::LockedSource> {
+    lockfile.sources.iter().find(|source| {
+        prov_exec::confine_source(root, &source.path).is_ok_and(|(pinned, _)| recipe.starts_with(pinned))
+    })
 }
 
 /// The outcome of locking a recipe into its lockfile file (`prov lock`, `prov run RECIPE`).
