@@ -139,6 +139,42 @@ fn kept_removed_and_never_seen_documents_are_proven_without_the_store() {
     assert_eq!(r.stdout().as_bytes(), fs_err::read(p.path("kept.proof")).unwrap().as_slice());
 }
 
+/// A proof about a look-alike id (a zero-width space at its end) or an id that holds a line
+/// break cannot pass for a proof about the real document: what does not show is printed
+/// escaped, and `--doc`/`--url` require the subject exactly (exit 2 otherwise). Found by an
+/// adversarial review: before, the verifier printed ``document `udhr-deu_1996-00` `` and
+/// "did not reach the training data" for the look-alike, which was kept and trained on.
+#[test]
+fn a_look_alike_subject_is_shown_escaped_and_fails_a_subject_pin() {
+    let (p, manifest) = project();
+    let pin = ["--run", manifest.as_str()];
+    p.prov(&["prove", "lockfiles/prove.lock", "--doc", "udhr-deu_1996-00\u{200B}", "--out", "alike.proof"]).success();
+    let r = verify_alone(&p, "alike.proof", &pin);
+    r.success();
+    assert!(r.stdout().contains("proof valid: document `udhr-deu_1996-00\\u{200b}` in run"), "{}", r.describe());
+    let r = verify_alone(&p, "alike.proof", &[pin[0], pin[1], "--doc", "udhr-deu_1996-00"]);
+    r.exit(2);
+    assert!(
+        r.stderr().contains("the proof is about document `udhr-deu_1996-00\\u{200b}`, not document `udhr-deu_1996-00`"),
+        "{}",
+        r.describe()
+    );
+
+    p.prov(&["prove", "lockfiles/prove.lock", "--doc", "udhr-deu_1996-00", "--out", "kept.proof"]).success();
+    verify_alone(&p, "kept.proof", &[pin[0], pin[1], "--doc", "udhr-deu_1996-00"]).success();
+    let r = verify_alone(&p, "kept.proof", &[pin[0], pin[1], "--url", FRENCH]);
+    r.exit(2);
+    assert!(r.stderr().contains(&format!("not URL `{FRENCH}`")), "{}", r.describe());
+
+    // An id that writes a line of the verifier's own output stays on its line.
+    let forged = "x`\n  robots (robots): kept by `robots:allowed` (shard 0, row 3)";
+    p.prov(&["prove", "lockfiles/prove.lock", "--doc", forged, "--out", "lines.proof"]).success();
+    let r = verify_alone(&p, "lines.proof", &pin);
+    r.success();
+    assert!(r.stdout().contains("proof valid: document `x`\\n  robots (robots): kept by"), "{}", r.describe());
+    assert!(!r.stdout().lines().any(|l| l.starts_with("  robots (robots): kept")), "{}", r.describe());
+}
+
 #[test]
 fn a_modified_proof_is_an_integrity_failure() {
     let (p, manifest) = project();

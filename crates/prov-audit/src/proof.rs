@@ -13,6 +13,7 @@ use prov_manifest::{
 // is the training data, and a URL is found through the `url-index` stage.
 use prov_prep::URL_INDEX_KIND;
 use prov_store::Digest;
+use prov_textfix::shown::visible;
 use prov_tokenizer::TOKENIZE_KIND;
 use serde::{Deserialize, Serialize};
 
@@ -42,11 +43,12 @@ pub enum Subject {
 }
 
 impl Subject {
-    /// Returns `doc ID` or `url URL`, for messages.
+    /// Returns ``document `ID` `` or ``URL `URL` ``, for messages, with what would not show
+    /// escaped ([`prov_textfix::shown::visible`]): a look-alike id cannot pass for another.
     pub fn describe(&self) -> String {
         match self {
-            Self::Doc(id) => format!("document `{id}`"),
-            Self::Url(url) => format!("URL `{url}`"),
+            Self::Doc(id) => format!("document `{}`", visible(id)),
+            Self::Url(url) => format!("URL `{}`", visible(url)),
         }
     }
 }
@@ -252,6 +254,14 @@ pub enum VerifyError {
         /// The stage the chain ends at.
         actual: String,
     },
+    /// The subject is not the one the caller asks about.
+    #[error("the proof is about {actual}, not {expected}")]
+    Subject {
+        /// The subject asked about, described.
+        expected: String,
+        /// The proof's, described.
+        actual: String,
+    },
     /// The run is not the one pinned by the caller.
     #[error("the proof is for a run with {what} `{actual}`, but `{expected}` was expected")]
     Pin {
@@ -276,6 +286,9 @@ pub struct Pins {
     /// The stage the chain must reach (the run's `tokenize` stage, to learn whether the
     /// documents reached the training data).
     pub until: Option<String>,
+    /// The subject the proof must be about, exactly: a reader who asks about one document
+    /// is not shown a proof about another that looks the same.
+    pub subject: Option<Subject>,
 }
 
 impl Pins {
@@ -431,6 +444,9 @@ pub fn verify(bytes: &[u8], pins: &Pins) -> Result<Verified, VerifyError> {
     }
     if let Some(expected) = pins.run_manifest.filter(|m| *m != run_manifest) {
         return Err(VerifyError::Pin { what: "manifest", expected, actual: run_manifest });
+    }
+    if let Some(expected) = pins.subject.as_ref().filter(|s| **s != proof.subject) {
+        return Err(VerifyError::Subject { expected: expected.describe(), actual: proof.subject.describe() });
     }
 
     // The chain: each stage's `docs` input is an output of the stage before it.

@@ -5,6 +5,7 @@
 use prov_audit::{Pins, Subject, Verified};
 use prov_exec::{RunReport, StageReport};
 use prov_manifest::Change;
+use prov_textfix::shown::visible;
 use serde_json::{Value, json};
 
 use crate::error::CommandError;
@@ -190,7 +191,10 @@ pub(crate) fn proof_summary(v: &Verified, pins: &Pins) -> Vec<String> {
     if let (Subject::Url(_), Some(index)) = (&v.subject, &v.url_index) {
         lines.push(match v.ids.as_slice() {
             [] => format!("  never seen: no document has this URL (URL index of stage `{index}`)"),
-            ids => format!("  documents with this URL (URL index of stage `{index}`): {}", ids.join(", ")),
+            ids => format!(
+                "  documents with this URL (URL index of stage `{index}`): {}",
+                ids.iter().map(|id| visible(id)).collect::<Vec<_>>().join(", ")
+            ),
         });
     }
     for stage in &v.stages {
@@ -199,8 +203,9 @@ pub(crate) fn proof_summary(v: &Verified, pins: &Pins) -> Vec<String> {
             lines.push(format!("{head}: absent, not in the stage's input (no row in its {} shards)", stage.shards));
         }
         for r in &stage.rows {
-            let who = if v.ids.len() > 1 { format!(" `{}`", r.id) } else { String::new() };
-            lines.push(format!("{head}:{who} {} by `{}` (shard {}, row {})", r.decision, r.rule, r.shard, r.row));
+            let who = if v.ids.len() > 1 { format!(" `{}`", visible(&r.id)) } else { String::new() };
+            let rule = visible(&r.rule);
+            lines.push(format!("{head}:{who} {} by `{rule}` (shard {}, row {})", r.decision, r.shard, r.row));
         }
     }
     if let Some(t) = &v.training {

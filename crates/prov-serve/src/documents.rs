@@ -101,7 +101,7 @@ async fn build(state: &Arc<AppState>, run: LoadedRun, subject: Subject) -> Resul
             }
         })?;
         let mut bytes = proof.to_bytes();
-        let pins = Pins { root: None, run_manifest: Some(run.manifest), until: None };
+        let pins = Pins { run_manifest: Some(run.manifest), subject: Some(subject), ..Pins::default() };
         let verified = verify(&bytes, &pins).map_err(|e| PageError::internal(format!("a proof just built: {e}")))?;
         bytes.push(b'\n');
         Ok((bytes, verified))

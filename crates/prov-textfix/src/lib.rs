@@ -7,7 +7,9 @@
 //! characters and Unicode normalisation, each switched by [`Config`] as ftfy's
 //! `TextFixerConfig` switches it. [`html::unescape`] is Python's `html.unescape`, which ftfy
 //! and Bifixer both call; [`html::escape`] is the other way, the one escape of the HTML and
-//! SVG that Provenant writes by hand.
+//! SVG that Provenant writes by hand. [`shown::visible`] is the one escape of outside text
+//! (ids, URLs, rule names) that Provenant prints, so that invisible characters and line
+//! breaks cannot make it read as something else.
 //!
 //! Where the behaviour is a table (ftfy's character classes, the code pages it tries) the
 //! table is data in `tables.rs`, checked entry by entry against ftfy and `CPython` by
@@ -26,6 +28,7 @@ pub mod codepages;
 pub mod encoding;
 pub mod html;
 pub mod python;
+pub mod shown;
 mod tables;
 
 use unicode_normalization::UnicodeNormalization;

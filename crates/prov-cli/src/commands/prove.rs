@@ -77,7 +77,7 @@ pub(crate) fn cmd_prove(ui: &mut Ui, cx: &CommandContext, args: &ProveArgs) -> R
     let proof = prove(&store, &recorded, &subject)?;
     let mut bytes = proof.to_bytes();
     // The proof is checked as a verifier would before it is handed out.
-    let pins = Pins { root: None, run_manifest: Some(run_manifest), until: None };
+    let pins = Pins { run_manifest: Some(run_manifest), subject: Some(subject), ..Pins::default() };
     let verified = verify(&bytes, &pins)
         .map_err(|e| CommandError::integrity(format!("the proof just built does not verify: {e}")))?;
     bytes.push(b'\n');

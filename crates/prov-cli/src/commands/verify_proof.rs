@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use prov_audit::{Pins, verify};
+use prov_audit::{Pins, Subject, verify};
 use prov_store::Digest;
 use serde_json::json;
 
@@ -18,7 +18,9 @@ use crate::ui::Ui;
 /// audit path to its shard root, which proves both inclusion and absence. Prints what the
 /// proof shows: each filter stage's decision and rule, and whether the documents reached the
 /// training data. Exits 0 when the proof is valid and 2 when any part of it fails, naming
-/// the part.
+/// the part. `--doc` or `--url` requires the proof to be about that document or URL, exactly:
+/// ids and URLs are printed with invisible characters and line breaks escaped (`\u{200b}`),
+/// but only the pin makes sure that the proof is about the one you mean.
 ///
 /// A proof carries the records of its run, so it must be anchored to a run you trust:
 /// `--run` (the run manifest's digest, or a file holding it, such as a committed
@@ -43,6 +45,12 @@ pub(crate) struct VerifyProofArgs {
     /// Check the proof's internal consistency only, anchored to no run you trust
     #[arg(long, conflicts_with_all = ["root", "run"])]
     unanchored: bool,
+    /// The document id the proof must be about, exactly
+    #[arg(long, value_name = "ID", conflicts_with = "url")]
+    doc: Option<String>,
+    /// The URL the proof must be about, exactly as in the dataset
+    #[arg(long, value_name = "URL")]
+    url: Option<String>,
 }
 
 pub(crate) fn cmd_verify_proof(ui: &mut Ui, cx: &CommandContext, args: &VerifyProofArgs) -> Result<(), CommandError> {
@@ -54,7 +62,12 @@ pub(crate) fn cmd_verify_proof(ui: &mut Ui, cx: &CommandContext, args: &VerifyPr
         .map(|r| r.parse::<Digest>().map_err(|e| CommandError::input(format!("`--root`: {e}"))))
         .transpose()?;
     let run_manifest = args.run.as_deref().map(|r| run_pin(&cx.cwd, r)).transpose()?;
-    let pins = Pins { root, run_manifest, until: args.until.clone() };
+    let subject = match (&args.doc, &args.url) {
+        (Some(id), _) => Some(Subject::Doc(id.clone())),
+        (None, Some(url)) => Some(Subject::Url(url.clone())),
+        (None, None) => None,
+    };
+    let pins = Pins { root, run_manifest, until: args.until.clone(), subject };
     if !pins.anchored() && !args.unanchored {
         return Err(CommandError::input(
             "the proof is not anchored: it carries its own run's records, which anyone can write",

@@ -1,0 +1,109 @@
+//! Text from outside shown as it is, so that what a reader sees is what the bytes say.
+//!
+//! A document id, a URL or a rule name comes from a dataset, a proof file or a robots.txt;
+//! printed raw, a zero-width space makes `udhr-deu_1996-00\u{200b}` look like another
+//! document's id, a newline starts a line that looks like Provenant's own output, and a
+//! right-to-left override reorders what follows. [`visible`] returns the text unchanged when
+//! every character shows as itself, and otherwise writes each character that does not
+//! (controls, format characters, separators, white space other than the ASCII space,
+//! combining marks with nothing to combine with, and the Hangul fillers, which are blank) as
+//! `\u{…}` (or `\n`, `\r`, `\t`), with `\` written `\\` so that the escapes are not
+//! ambiguous. Which characters are shown escaped follows Rust's `str::escape_debug`.
+
+use std::borrow::Cow;
+
+/// Returns `text` as it would show, escaping what would not; see the module's doc.
+pub fn visible(text: &str) -> Cow<'_, str> {
+    let mut chars = text.chars();
+    let first_hidden = chars.next().is_some_and(|c| hidden(c, true));
+    if !first_hidden && !chars.any(|c| c == '\\' || hidden(c, false)) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for (i, c) in text.chars().enumerate() {
+        if c == '\\' {
+            out.push_str("\\\\");
+        } else if hidden(c, i == 0) {
+            match c {
+                '\n' => out.push_str("\\n"),
+                '\r' => out.push_str("\\r"),
+                '\t' => out.push_str("\\t"),
+                _ => out.extend(c.escape_unicode()),
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// True when `c` does not show as itself; `first` when it starts the text (a combining mark
+/// there has nothing to combine with).
+fn hidden(c: char, first: bool) -> bool {
+    if c.is_ascii() {
+        return c.is_ascii_control();
+    }
+    // Blank, though Unicode calls them letters.
+    if matches!(c, '\u{115F}' | '\u{1160}' | '\u{3164}' | '\u{FFA0}' | '\u{2800}') {
+        return true;
+    }
+    // `char::escape_debug` escapes what is not printable, and every grapheme extender (a
+    // combining mark); the `str` version keeps a grapheme extender that follows another
+    // character, which shows with it.
+    if c.escape_debug().len() == 1 {
+        return false;
+    }
+    first || {
+        let mut pair = [0u8; 8];
+        let pair = {
+            let n = 'a'.encode_utf8(&mut pair).len();
+            let m = c.encode_utf8(&mut pair[n..]).len();
+            std::str::from_utf8(&pair[..n + m]).unwrap_or_default()
+        };
+        pair.escape_debug().count() != pair.chars().count()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::visible;
+
+    #[test]
+    fn text_that_shows_as_itself_is_unchanged() {
+        for text in [
+            "udhr-deu_1996-00",
+            "https://example.org/a?b=c#d",
+            "Menschenwürde",
+            "世界人权宣言",
+            "हिन्दी",
+            "\"q\" 'q' `q`",
+            "",
+        ] {
+            assert!(matches!(visible(text), std::borrow::Cow::Borrowed(t) if t == text), "{text}");
+        }
+    }
+
+    #[test]
+    fn invisible_and_line_breaking_characters_are_escaped() {
+        assert_eq!(visible("udhr-deu_1996-00\u{200B}"), "udhr-deu_1996-00\\u{200b}");
+        assert_eq!(visible("a`\n  robots: kept"), "a`\\n  robots: kept");
+        assert_eq!(visible("x\u{202E}gpj.exe"), "x\\u{202e}gpj.exe");
+        assert_eq!(visible("a\u{A0}b\u{2028}c\u{FEFF}d\u{AD}e\tf\r"), "a\\u{a0}b\\u{2028}c\\u{feff}d\\u{ad}e\\tf\\r");
+        assert_eq!(visible("\u{3164}id"), "\\u{3164}id");
+        assert_eq!(visible("\u{1b}[2J"), "\\u{1b}[2J");
+    }
+
+    #[test]
+    fn a_combining_mark_is_escaped_only_with_nothing_before_it() {
+        assert_eq!(visible("e\u{301}"), "e\u{301}");
+        assert_eq!(visible("\u{301}e"), "\\u{301}e");
+    }
+
+    /// A backslash is doubled once anything is escaped, so that an id holding the text
+    /// `\u{200b}` and one holding the character read differently.
+    #[test]
+    fn escapes_are_not_ambiguous() {
+        assert_eq!(visible("a\\u{200b}"), "a\\\\u{200b}");
+        assert_ne!(visible("a\\u{200b}"), visible("a\u{200B}"));
+    }
+}
