@@ -1,8 +1,9 @@
 //! The house rules of the workspace, checked from the sources: crates import only crates
 //! below them in the order the book's "How Provenant is built" gives, no two modules of a
 //! crate import each other (directly or around a circle), no `prov` command imports
-//! another, and the book's table of stage kinds gives the versions this build registers. A
-//! change that breaks one names the files.
+//! another, every crate has its section in `crates/README.md`, and the book's table of
+//! stage kinds gives the versions this build registers. A change that breaks one names the
+//! files.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -95,6 +96,20 @@ fn crates_import_only_crates_below_them() {
         }
     }
     assert!(wrong.is_empty(), "imports that do not run downwards:\n{}", wrong.join("\n"));
+}
+
+/// `crates/README.md` says what each crate owns: a crate without its section there is a
+/// concept without a home a reader can find.
+#[test]
+fn every_crate_has_its_section_in_the_crates_readme() {
+    let readme = fs_err::read_to_string(repo_root().join("crates/README.md")).unwrap();
+    let sections: BTreeSet<&str> = readme.lines().filter_map(|l| l.strip_prefix("## ")).collect();
+    let missing: Vec<String> = crates()
+        .iter()
+        .map(|dir| dir.file_name().unwrap().to_str().unwrap().to_owned())
+        .filter(|name| !sections.contains(name.as_str()))
+        .collect();
+    assert!(missing.is_empty(), "crates without a `## <crate>` section in crates/README.md: {missing:?}");
 }
 
 /// The source of a file without comments and without its `#[cfg(test)]` module (tests may
