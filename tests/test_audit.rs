@@ -147,6 +147,49 @@ fn an_honest_run_holds_and_reports_in_every_format() {
     );
 }
 
+/// The filter claims are about what a model trains on: a `tokenize` stage that reads the same
+/// data around a filter (here the shards, before every filter) trains on documents the filter
+/// never saw, and the filter's claim fails, naming both chains; through the filters, the
+/// claims hold and say which training data they cover. Found by an adversarial review:
+/// before, every claim held for the run that goes around them.
+#[test]
+fn filters_that_the_training_data_goes_around_fail_their_claims() {
+    let p = project();
+    let training = |docs: &str| {
+        format!(
+            "{RECIPE}  tokenizer:\n    kind: tokenizer\n    inputs: {{docs: {docs}}}\n    params: {{vocab_size: 400}}\n  \
+             tokens:\n    kind: tokenize\n    inputs: {{docs: {docs}, tokenizer: tokenizer.tokenizer}}\n    params: \
+             {{seq_len: 64}}\n"
+        )
+    };
+    p.write("recipes/audited.yaml", &training("decontaminate.dataset"));
+    p.prov(&["run", "recipes/audited.yaml"]).success();
+    let r = p.prov(&["audit", "lockfiles/audited.lock", "--policy", "policy.yaml"]);
+    r.success();
+    for filter in ["robots", "pii", "license", "decontaminate"] {
+        assert!(r.stdout().contains(&format!("training data after `{filter}`: `tokens`")), "{}", r.describe());
+    }
+
+    p.write("recipes/audited.yaml", &training("shards"));
+    p.prov(&["run", "recipes/audited.yaml"]).success();
+    let r = p.prov(&["audit", "lockfiles/audited.lock", "--policy", "policy.yaml"]);
+    r.exit(4);
+    assert!(
+        r.stdout().contains(
+            "! `tokens` trains on documents that did not pass `robots`: its `docs` chain (`docs` -> `shards` -> \
+             `tokens`) leaves `robots`'s (`docs` -> `shards` -> `robots`) after `shards`"
+        ),
+        "{}",
+        r.describe()
+    );
+    for claim in ["robots: FAILS", "pii: FAILS", "license: FAILS", "decontamination: FAILS"] {
+        assert!(r.stdout().contains(claim), "{claim}\n{}", r.describe());
+    }
+    for filter in ["pii", "license", "decontaminate"] {
+        assert!(r.stdout().contains(&format!("did not pass `{filter}`")), "{filter}\n{}", r.describe());
+    }
+}
+
 #[test]
 fn the_robots_word_loss_per_language_group_is_measured_beside_the_claim() {
     let p = project();

@@ -151,19 +151,8 @@ pub fn prove(store: &Store, recorded: &LoadedRun, subject: &Subject) -> Result<D
         .rposition(|(s, _)| s.stage_kind == TOKENIZE_KIND)
         .or_else(|| stages.iter().rposition(|(s, _)| ledger_output(s).is_some()))
         .ok_or_else(|| ProveError::NoLedger { recipe: run.recipe.clone() })?;
-    let mut chain = vec![sink];
-    while let Some(docs) = stages[*chain.last().expect("starts with the sink")].0.inputs.get("docs") {
-        let here = &stages[*chain.last().expect("not empty")].0;
-        // The latest stage before this one in plan order: when two stages write the same
-        // bytes (a filter that changed nothing), the path goes through both.
-        let before = *chain.last().expect("not empty");
-        let producer = stages[..before]
-            .iter()
-            .rposition(|(s, _)| s.outputs.values().any(|o| o.digest == *docs))
-            .ok_or_else(|| ProveError::BrokenChain { stage: here.name.to_string(), digest: *docs })?;
-        chain.push(producer);
-    }
-    chain.reverse();
+    // `stages` holds the run's stages in the run's order, so positions are the same.
+    let chain = recorded.docs_chain(sink).map_err(|b| ProveError::BrokenChain { stage: b.stage, digest: b.digest })?;
     let ledger_stages: Vec<(usize, Digest)> =
         chain.iter().filter_map(|&i| ledger_output(&stages[i].0).map(|d| (i, d))).collect();
     if ledger_stages.is_empty() {

@@ -64,7 +64,7 @@ pub use ledger::{
     shard_leaves,
 };
 pub use lineage::{Edge, Graph as LineageGraph, Lineage, Node as LineageNode, Role as LineageRole};
-pub use loaded_run::{LoadedRun, LoadedStage, RecordKind, get_typed};
+pub use loaded_run::{BrokenDocsChain, LoadedRun, LoadedStage, RecordKind, get_typed};
 pub use lockfile::{InputRef, LockedSource, LockedStage, Lockfile, RecipeRef, derive_seed, run_id};
 pub use name::{MAX_NAME_LEN, Name, NameError, RelPath};
 pub use recipe::{

@@ -93,6 +93,16 @@ impl LoadedStage {
     }
 }
 
+/// A `docs` input that no earlier stage of the run wrote: see [`LoadedRun::docs_chain`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the `docs` input `{digest}` of stage `{stage}` was written by no earlier stage of the run")]
+pub struct BrokenDocsChain {
+    /// The stage whose input it is.
+    pub stage: String,
+    /// The input's digest.
+    pub digest: Digest,
+}
+
 /// A run read from the store: its run record and every stage record it lists, in plan order.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LoadedRun {
@@ -162,20 +172,42 @@ impl LoadedRun {
         self.stage(stage)?.record.outputs.get(output)
     }
 
-    /// The source at the start of stage `name`'s `docs` chain: the latest earlier stage that
-    /// wrote its `docs` input, and so on up to a `source` stage, whose source record is read.
-    /// `None` when the chain breaks before a `source` stage or its record is not a source.
+    /// The source at the start of stage `name`'s `docs` chain ([`LoadedRun::docs_chain`]),
+    /// whose source record is read. `None` when the chain breaks, does not start at a
+    /// `source` stage, or its record is not a source.
     pub fn upstream_source(&self, store: &Store, name: &str) -> Option<(Digest, SourceRecord)> {
-        let mut here = self.position(name)?;
-        loop {
-            let s = &self.stages[here].record;
-            if s.stage_kind == "source" {
-                let digest = s.outputs.get("source")?.digest;
-                return get_typed::<SourceRecord>(store, &digest).ok().map(|src| (digest, src));
-            }
-            let docs = s.inputs.get("docs")?;
-            here = self.stages[..here].iter().rposition(|p| p.record.outputs.values().any(|o| o.digest == *docs))?;
+        let chain = self.docs_chain(self.position(name)?).ok()?;
+        let s = &self.stages[*chain.first()?].record;
+        if s.stage_kind != "source" {
+            return None;
         }
+        let digest = s.outputs.get("source")?.digest;
+        get_typed::<SourceRecord>(store, &digest).ok().map(|src| (digest, src))
+    }
+
+    /// The `docs` chain of the stage at `position` (in plan order): the stages whose documents
+    /// it reads, upstream first, ending with it. Each stage's `docs` input was written by the
+    /// stage before it in the chain: the latest earlier stage in plan order with that output
+    /// (when two stages write the same bytes, a filter that changed nothing, the chain goes
+    /// through the later). It starts at a stage without a `docs` input (a `source` stage,
+    /// say). Proofs follow this chain, and the audit asks whether the training data's chain
+    /// passes a filter.
+    ///
+    /// # Errors
+    ///
+    /// [`BrokenDocsChain`] when a `docs` input was written by no earlier stage of the run.
+    pub fn docs_chain(&self, position: usize) -> Result<Vec<usize>, BrokenDocsChain> {
+        let mut chain = vec![position];
+        let mut here = position;
+        while let Some(docs) = self.stages.get(here).and_then(|s| s.record.inputs.get("docs")) {
+            here = self.stages[..here]
+                .iter()
+                .rposition(|p| p.record.outputs.values().any(|o| o.digest == *docs))
+                .ok_or_else(|| BrokenDocsChain { stage: self.stages[here].name().to_owned(), digest: *docs })?;
+            chain.push(here);
+        }
+        chain.reverse();
+        Ok(chain)
     }
 
     /// The position of stage `name` in plan order.
@@ -243,6 +275,39 @@ mod tests {
         assert_eq!(loaded.output("b", "docs").map(|o| o.digest), Some(out_b));
         assert_eq!(loaded.position("b"), Some(1));
         assert_eq!(loaded.stages_of_kind("shard").count(), 2);
+    }
+
+    /// The chain follows `docs` inputs to their latest earlier writer (the filter that
+    /// changed nothing, `c`, rather than `a`, which wrote the same bytes), skips stages off
+    /// the chain (`b`), and a `docs` input nobody wrote is named.
+    #[test]
+    fn a_docs_chain_follows_the_latest_writer_of_each_docs_input() {
+        let (_dir, store) = store();
+        let with_docs = |name: &str, output: &[u8], docs: Option<&[u8]>| {
+            let mut s = stage(name, Digest::of(output));
+            if let Some(d) = docs {
+                s.inputs.insert("docs".into(), Digest::of(d));
+            }
+            let manifest = put_record(&store, &Record::Stage(s)).unwrap();
+            RunStage { name: name.parse().unwrap(), manifest }
+        };
+        let run = RunRecord::new(
+            "r",
+            Digest::of(b"lock"),
+            vec![
+                with_docs("a", b"x", None),
+                with_docs("b", b"y", Some(b"x")),
+                with_docs("c", b"x", Some(b"x")),
+                with_docs("d", b"z", Some(b"x")),
+                with_docs("e", b"w", Some(b"nobody")),
+            ],
+        );
+        let loaded = LoadedRun::load(&store, put_record(&store, &Record::Run(run)).unwrap()).unwrap();
+        assert_eq!(loaded.docs_chain(3).unwrap(), [0, 2, 3]);
+        assert_eq!(loaded.docs_chain(1).unwrap(), [0, 1]);
+        assert_eq!(loaded.docs_chain(0).unwrap(), [0]);
+        let e = loaded.docs_chain(4).unwrap_err();
+        assert_eq!((e.stage.as_str(), e.digest), ("e", Digest::of(b"nobody")));
     }
 
     #[test]

@@ -18,8 +18,8 @@ use prov_store::Digest;
 use serde_json::Value;
 
 use super::{
-    AuditOptions, ClaimResult, Filter, RunContext, check_rules, choose_rows, dataset, each_chosen_doc, fail_if_many,
-    fail_one_of_many, filters, shard_docs, stage_benchmark,
+    AuditOptions, ClaimResult, Covers, Filter, RunContext, check_rules, choose_rows, dataset, each_chosen_doc,
+    fail_if_many, fail_one_of_many, filters, shard_docs, stage_benchmark,
 };
 use crate::common_usage::{BenchmarkNgrams, Counting, count};
 
@@ -54,7 +54,7 @@ pub(super) fn common_usage(
             return result;
         }
     };
-    for (s, f) in filters(cx, "ngram-decontaminate", stage, &mut result) {
+    for (s, f) in filters(cx, "ngram-decontaminate", stage, Covers::TrainingData, &mut result) {
         let name = s.name.as_str();
         result.evidence(format!("`{name}` config"), &s.config);
         check_rules(

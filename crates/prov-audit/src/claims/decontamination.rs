@@ -6,7 +6,7 @@ use prov_manifest::StageRecord;
 use prov_store::Digest;
 
 use super::{
-    AuditOptions, ClaimResult, Filter, RunContext, check_rules, choose_rows, each_chosen_doc, fail_if_many,
+    AuditOptions, ClaimResult, Covers, Filter, RunContext, check_rules, choose_rows, each_chosen_doc, fail_if_many,
     fail_one_of_many, filters, stage_benchmark,
 };
 
@@ -21,7 +21,7 @@ pub(super) fn decontamination(
         "decontamination",
         "no kept document overlaps the pinned benchmark beyond the decontamination rule".into(),
     );
-    for (s, f) in filters(cx, "decontaminate", stage, &mut result) {
+    for (s, f) in filters(cx, "decontaminate", stage, Covers::TrainingData, &mut result) {
         let name = s.name.as_str();
         let pinned = stage_benchmark(s, benchmark, &mut result);
         result.evidence(format!("`{name}` config"), &s.config);

@@ -6,8 +6,8 @@ use prov_dataset::LedgerDecision;
 use prov_heuristics::{HeuristicsConfig, Thresholds};
 
 use super::{
-    AuditOptions, ClaimResult, RunContext, check_rules, choose_rows, each_chosen_doc, fail_if_many, fail_one_of_many,
-    filters,
+    AuditOptions, ClaimResult, Covers, RunContext, check_rules, choose_rows, each_chosen_doc, fail_if_many,
+    fail_one_of_many, filters,
 };
 
 /// The `heuristics` claim.
@@ -27,7 +27,7 @@ pub(super) fn heuristics(
     let mut claimed: Vec<String> = languages.iter().map(|l| l.to_lowercase()).collect();
     claimed.sort();
     claimed.dedup();
-    for (s, f) in filters(cx, "heuristics", stage, &mut result) {
+    for (s, f) in filters(cx, "heuristics", stage, Covers::TrainingData, &mut result) {
         let name = s.name.as_str();
         check_rules(name, &f.ledger, LedgerDecision::Kept, &["heuristics:kept", "heuristics:not-applied"], &mut result);
         check_rules(name, &f.ledger, LedgerDecision::Modified, &["heuristics:paragraphs"], &mut result);

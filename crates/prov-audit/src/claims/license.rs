@@ -9,7 +9,7 @@ use prov_manifest::{Record, StageRecord, get_record};
 use prov_store::Digest;
 use serde_json::Value;
 
-use super::{ClaimResult, Filter, RunContext, check_rules, filters, row_or_fail};
+use super::{ClaimResult, Covers, Filter, RunContext, check_rules, filters, row_or_fail};
 
 /// Reads a tree of verdict records (`what` names it in reasons: `verdicts`, `reviewer
 /// verdicts`): each `.json` entry with its record. A tree or record that cannot be read fails
@@ -234,7 +234,7 @@ pub(super) fn license(
         return result;
     };
     result.evidence("license policy", format!("{} {}", policy.name(), policy.version()));
-    for (s, f) in filters(cx, "license", stage, &mut result) {
+    for (s, f) in filters(cx, "license", stage, Covers::TrainingData, &mut result) {
         let name = s.name.as_str();
         check_rules(
             name,
@@ -308,7 +308,7 @@ pub(super) fn compound_license(cx: &RunContext<'_>, stage: Option<&str>) -> Clai
         "compound-license",
         "no source re-licenses its documents: its declared license is compatible with each of theirs".into(),
     );
-    for (s, f) in filters(cx, "license", stage, &mut result) {
+    for (s, f) in filters(cx, "license", stage, Covers::TrainingData, &mut result) {
         let name = s.name.as_str();
         let Some((digest, source)) = cx.run.upstream_source(cx.store, s.name.as_str()) else {
             result.undecided(format!("`{name}`: no `source` stage at the start of its `docs` chain"));

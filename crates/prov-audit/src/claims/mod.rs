@@ -17,6 +17,7 @@ use prov_manifest::{
     get_record,
 };
 use prov_store::{Digest, Store, merkle_root};
+use prov_tokenizer::TOKENIZE_KIND;
 use serde::Serialize;
 use serde_json::Value;
 
@@ -547,20 +548,106 @@ fn load_filter(
     Some(Filter { ledger: l, input: *input, output: out.digest })
 }
 
+/// Says whether the documents the run trains on passed the filter `stage`, since the claims
+/// are about what a model trained on. The training data are the `docs` of the run's
+/// `tokenize` stages, as in proofs, and each is followed up its `docs` chain
+/// ([`LoadedRun::docs_chain`](prov_manifest::LoadedRun::docs_chain)):
+/// - through the filter: it trains on what the filter passed;
+/// - sharing a stage with the filter's chain but not the filter: it trains on documents of
+///   the same data that never went through the filter, and the claim fails;
+/// - sharing no stage: it reads other data (code packages beside web text, say), noted.
+///
+/// A run without a `tokenize` stage is noted too: its claims are about the stages' outputs.
+fn check_training_passes(cx: &RunContext<'_>, stage: &StageRecord, result: &mut ClaimResult) {
+    let name = stage.name.as_str();
+    let stages = cx.run.stages();
+    let Some(here) = cx.run.position(name) else { return };
+    let chain_names =
+        |chain: &[usize]| chain.iter().map(|&i| format!("`{}`", stages[i].name())).collect::<Vec<_>>().join(" -> ");
+    let training: Vec<usize> = (0..stages.len()).filter(|&i| stages[i].kind() == TOKENIZE_KIND).collect();
+    if training.is_empty() {
+        result.evidence(
+            format!("training data after `{name}`"),
+            "none: the run has no `tokenize` stage, so the claim is about the stage's output",
+        );
+        return;
+    }
+    let filter_chain = match cx.run.docs_chain(here) {
+        Ok(c) => c,
+        Err(e) => {
+            result.undecided(format!("`{name}`: {e}"));
+            return;
+        }
+    };
+    let (mut through, mut other) = (Vec::new(), Vec::new());
+    for t in training {
+        let tokens = stages[t].name();
+        let chain = match cx.run.docs_chain(t) {
+            Ok(c) => c,
+            Err(e) => {
+                result.undecided(format!("training data `{tokens}`: {e}"));
+                continue;
+            }
+        };
+        if chain.contains(&here) {
+            through.push(format!("`{tokens}`"));
+        } else if let Some(&branch) = chain.iter().rev().find(|i| filter_chain.contains(i)) {
+            result.fail(format!(
+                "`{tokens}` trains on documents that did not pass `{name}`: its `docs` chain ({}) leaves `{name}`'s \
+                 ({}) after `{}`",
+                chain_names(&chain),
+                chain_names(&filter_chain),
+                stages[branch].name()
+            ));
+        } else {
+            other.push(format!("`{tokens}`"));
+        }
+    }
+    if !through.is_empty() {
+        result.evidence(format!("training data after `{name}`"), through.join(", "));
+    }
+    if !other.is_empty() {
+        result.evidence(format!("training data from other sources than `{name}`'s"), other.join(", "));
+    }
+}
+
+/// What a filter claim's statement is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Covers {
+    /// The documents a model trains on (robots opt-outs, PII, toxicity, …): the filter must
+    /// stand between the data and every `tokenize` stage that reads the same data
+    /// ([`check_training_passes`]).
+    TrainingData,
+    /// The stage's own output, which is not pretraining text (sentence pairs for
+    /// fine-tuning, say).
+    StageOutput,
+}
+
 /// Loads every stage of `kind` (or only the one named `stage`) with its checked ledger and
 /// datasets; a run without one leaves the claim undecided, and one that fails its checks
-/// fails the claim and is left out.
+/// fails the claim and is left out. For a claim about the training data, each stage is
+/// also checked to stand before it.
 fn filters<'c>(
     cx: &'c RunContext<'_>,
     kind: &str,
     stage: Option<&str>,
+    covers: Covers,
     result: &mut ClaimResult,
 ) -> Vec<(&'c StageRecord, Filter)> {
     let stages = cx.stages_of(kind, stage);
     if stages.is_empty() {
         no_stage(result, kind, stage);
     }
-    stages.into_iter().filter_map(|s| load_filter(cx, &s.manifest, &s.record, result).map(|f| (&s.record, f))).collect()
+    stages
+        .into_iter()
+        .filter_map(|s| {
+            let filter = load_filter(cx, &s.manifest, &s.record, result)?;
+            if covers == Covers::TrainingData {
+                check_training_passes(cx, &s.record, result);
+            }
+            Some((&s.record, filter))
+        })
+        .collect()
 }
 
 fn share(part: u64, whole: u64) -> f64 {

@@ -18,8 +18,8 @@ use prov_parallel::scorer::Model;
 use serde_json::Value;
 
 use super::{
-    AuditOptions, ClaimResult, RunContext, check_rules, choose_rows, each_chosen_doc, fail_if_many, fail_one_of_many,
-    filters, row_or_fail,
+    AuditOptions, ClaimResult, Covers, RunContext, check_rules, choose_rows, each_chosen_doc, fail_if_many,
+    fail_one_of_many, filters, row_or_fail,
 };
 
 /// Whether a row's recorded scores and thresholds give its rule.
@@ -61,7 +61,7 @@ pub(super) fn pair_score(
             "sentence pairs were kept only at or above the classifier thresholds {bicleaner:?} (Bicleaner's, per language) and the quality threshold {cometkiwi} (CometKiwi's), by the run's pinned scorer"
         ),
     );
-    for (s, f) in filters(cx, "pair-score", stage, &mut result) {
+    for (s, f) in filters(cx, "pair-score", stage, Covers::StageOutput, &mut result) {
         let name = s.name.as_str();
         check_rules(name, &f.ledger, LedgerDecision::Kept, &["pair-score:kept"], &mut result);
         check_rules(

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use prov_dataset::LedgerDecision;
 use serde_json::Value;
 
-use super::{AuditOptions, ClaimResult, RunContext, check_rules, choose_rows, each_chosen_doc, filters};
+use super::{AuditOptions, ClaimResult, Covers, RunContext, check_rules, choose_rows, each_chosen_doc, filters};
 
 /// The `pii` claim.
 pub(super) fn pii(cx: &RunContext<'_>, stage: Option<&str>, options: &AuditOptions<'_>) -> ClaimResult {
@@ -14,7 +14,7 @@ pub(super) fn pii(cx: &RunContext<'_>, stage: Option<&str>, options: &AuditOptio
         "pii",
         "PII redaction covered every non-exempt document, and rescans of its output, by the audit's own scanner and by the stage's matcher, find no PII".into(),
     );
-    for (s, f) in filters(cx, "pii", stage, &mut result) {
+    for (s, f) in filters(cx, "pii", stage, Covers::TrainingData, &mut result) {
         let name = s.name.as_str();
         check_rules(name, &f.ledger, LedgerDecision::Kept, &["pii:none", "pii:exempt"], &mut result);
         check_rules(name, &f.ledger, LedgerDecision::Modified, &["pii:redacted"], &mut result);

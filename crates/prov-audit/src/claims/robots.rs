@@ -7,7 +7,7 @@ use prov_manifest::StageRecord;
 use serde_json::Value;
 
 use super::{
-    AuditOptions, ClaimResult, Filter, RunContext, check_rules, choose_rows, each_chosen_doc, fail_if_many,
+    AuditOptions, ClaimResult, Covers, Filter, RunContext, check_rules, choose_rows, each_chosen_doc, fail_if_many,
     fail_one_of_many, filters, percent, row_or_fail, share,
 };
 use crate::policy::LanguageGroup;
@@ -27,7 +27,7 @@ pub(super) fn robots(
         "robots",
         "no kept document is disallowed for a listed agent by the pinned robots.txt snapshot".into(),
     );
-    for (s, f) in filters(cx, "robots", stage, &mut result) {
+    for (s, f) in filters(cx, "robots", stage, Covers::TrainingData, &mut result) {
         let name = s.name.as_str();
         if let Some(snapshot) = s.inputs.get("snapshot") {
             result.evidence(format!("`{name}` robots.txt snapshot"), snapshot);
@@ -184,7 +184,7 @@ pub(super) fn robots_loss(
             claimed.join(", ")
         ),
     );
-    for (s, f) in filters(cx, "robots", stage, &mut result) {
+    for (s, f) in filters(cx, "robots", stage, Covers::TrainingData, &mut result) {
         let name = s.name.as_str();
         // (total words, removed words) per group, in policy order.
         let mut measured = vec![(0u64, 0u64); groups.len()];

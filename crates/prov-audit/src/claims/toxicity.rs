@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::{ClaimResult, RunContext, filters, percent, row_or_fail, share};
+use super::{ClaimResult, Covers, RunContext, filters, percent, row_or_fail, share};
 
 /// A statistic as a float, when it is a number.
 fn number(v: Option<&Value>) -> Option<f64> {
@@ -26,7 +26,7 @@ pub(super) fn toxicity(cx: &RunContext<'_>, stage: Option<&str>, removed_share: 
             percent(tolerance)
         ),
     );
-    for (s, f) in filters(cx, "toxicity", stage, &mut result) {
+    for (s, f) in filters(cx, "toxicity", stage, Covers::TrainingData, &mut result) {
         let name = s.name.as_str();
         if let Some(q) = number(s.stats.get("quantile")) {
             result.evidence(format!("`{name}` quantile applied"), q);
