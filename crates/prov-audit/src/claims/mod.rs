@@ -548,38 +548,36 @@ fn load_filter(
     Some(Filter { ledger: l, input: *input, output: out.digest })
 }
 
-/// Says whether the documents the run trains on passed the filter `stage`, since the claims
-/// are about what a model trained on. The training data are the `docs` of the run's
-/// `tokenize` stages, as in proofs, and each is followed up its `docs` chain
-/// ([`LoadedRun::docs_chain`](prov_manifest::LoadedRun::docs_chain)):
-/// - through the filter: it trains on what the filter passed;
-/// - sharing a stage with the filter's chain but not the filter: it trains on documents of
-///   the same data that never went through the filter, and the claim fails;
-/// - sharing no stage: it reads other data (code packages beside web text, say), noted.
-///
-/// A run without a `tokenize` stage is noted too: its claims are about the stages' outputs.
-fn check_training_passes(cx: &RunContext<'_>, stage: &StageRecord, result: &mut ClaimResult) {
-    let name = stage.name.as_str();
+/// Says whether the documents the run trains on passed one of the claim's filter stages
+/// (`filters`: those of kind `kind`, or the one named `named`), since the claims are about what a model
+/// trained on. The training data are the `docs` of the run's `tokenize` stages, as in
+/// proofs; each is followed up its `docs` chain
+/// ([`LoadedRun::docs_chain`](prov_manifest::LoadedRun::docs_chain)), which must hold one of
+/// the filters. A chain without one fails the claim, whether it goes around a filter (reads
+/// the shards before it) or starts from other data (a second copy of the corpus): either way
+/// the model trains on documents no filter of the claim looked at. A run without a
+/// `tokenize` stage is noted: its claims are about the stages' outputs.
+fn check_training_passes(
+    cx: &RunContext<'_>,
+    filters: &[&LoadedStage],
+    (kind, named): (&str, Option<&str>),
+    result: &mut ClaimResult,
+) {
     let stages = cx.run.stages();
-    let Some(here) = cx.run.position(name) else { return };
-    let chain_names =
-        |chain: &[usize]| chain.iter().map(|&i| format!("`{}`", stages[i].name())).collect::<Vec<_>>().join(" -> ");
+    let (what, missed) = match named {
+        Some(name) => (format!("`{name}`"), format!("did not pass `{name}`")),
+        None => (format!("a `{kind}` stage"), format!("passed no `{kind}` stage")),
+    };
     let training: Vec<usize> = (0..stages.len()).filter(|&i| stages[i].kind() == TOKENIZE_KIND).collect();
     if training.is_empty() {
         result.evidence(
-            format!("training data after `{name}`"),
+            format!("training data after {what}"),
             "none: the run has no `tokenize` stage, so the claim is about the stage's output",
         );
         return;
     }
-    let filter_chain = match cx.run.docs_chain(here) {
-        Ok(c) => c,
-        Err(e) => {
-            result.undecided(format!("`{name}`: {e}"));
-            return;
-        }
-    };
-    let (mut through, mut other) = (Vec::new(), Vec::new());
+    let positions: Vec<usize> = filters.iter().filter_map(|f| cx.run.position(f.name())).collect();
+    let mut after: BTreeMap<usize, Vec<String>> = BTreeMap::new();
     for t in training {
         let tokens = stages[t].name();
         let chain = match cx.run.docs_chain(t) {
@@ -589,25 +587,16 @@ fn check_training_passes(cx: &RunContext<'_>, stage: &StageRecord, result: &mut 
                 continue;
             }
         };
-        if chain.contains(&here) {
-            through.push(format!("`{tokens}`"));
-        } else if let Some(&branch) = chain.iter().rev().find(|i| filter_chain.contains(i)) {
-            result.fail(format!(
-                "`{tokens}` trains on documents that did not pass `{name}`: its `docs` chain ({}) leaves `{name}`'s \
-                 ({}) after `{}`",
-                chain_names(&chain),
-                chain_names(&filter_chain),
-                stages[branch].name()
-            ));
-        } else {
-            other.push(format!("`{tokens}`"));
+        match chain.iter().find(|i| positions.contains(i)) {
+            Some(&f) => after.entry(f).or_default().push(format!("`{tokens}`")),
+            None => result.fail(format!(
+                "`{tokens}` trains on documents that {missed}: its `docs` chain is {}",
+                chain.iter().map(|&i| format!("`{}`", stages[i].name())).collect::<Vec<_>>().join(" -> ")
+            )),
         }
     }
-    if !through.is_empty() {
-        result.evidence(format!("training data after `{name}`"), through.join(", "));
-    }
-    if !other.is_empty() {
-        result.evidence(format!("training data from other sources than `{name}`'s"), other.join(", "));
+    for (f, tokens) in after {
+        result.evidence(format!("training data after `{}`", stages[f].name()), tokens.join(", "));
     }
 }
 
@@ -637,17 +626,14 @@ fn filters<'c>(
     let stages = cx.stages_of(kind, stage);
     if stages.is_empty() {
         no_stage(result, kind, stage);
+        return Vec::new();
     }
-    stages
-        .into_iter()
-        .filter_map(|s| {
-            let filter = load_filter(cx, &s.manifest, &s.record, result)?;
-            if covers == Covers::TrainingData {
-                check_training_passes(cx, &s.record, result);
-            }
-            Some((&s.record, filter))
-        })
-        .collect()
+    let loaded =
+        stages.iter().filter_map(|s| load_filter(cx, &s.manifest, &s.record, result).map(|f| (&s.record, f))).collect();
+    if covers == Covers::TrainingData {
+        check_training_passes(cx, &stages, (kind, stage), result);
+    }
+    loaded
 }
 
 fn share(part: u64, whole: u64) -> f64 {
