@@ -78,6 +78,11 @@ fn license_of(id: &str) -> &'static str {
 
 /// The project in a git repository, its data written, its first run made; the run manifest.
 fn project() -> (Project, String) {
+    project_with("")
+}
+
+/// As [`project`], with more documents (JSON Lines) after the sample's.
+fn project_with(more: &str) -> (Project, String) {
     let p = Project::with_recipes();
     p.git_init("Rita Reviewer", "rita@example.org");
     let sample = fs_err::read_to_string(p.path("recipes/data/quickstart/udhr-sample.jsonl")).unwrap();
@@ -89,6 +94,7 @@ fn project() -> (Project, String) {
         lines.push_str(&doc.to_string());
         lines.push('\n');
     }
+    lines.push_str(more);
     p.write("recipes/data/workbench/udhr.jsonl", &lines);
     p.write("verdicts/README.md", "Reviewer verdicts, written by `prov license decide` and the workbench.\n");
     p.write("recipes/workbench.yaml", RECIPE);
@@ -97,6 +103,56 @@ fn project() -> (Project, String) {
     p.git(&["commit", "-q", "-m", "the workbench's project"]);
     let manifest = run_manifest(&p, "recipes/workbench.yaml");
     (p, manifest)
+}
+
+/// Outside strings cannot pass for something else: a look-alike id (a zero-width space) on
+/// the document page, and a declared license whose line break and escape sequences write a
+/// forged "allow" line, on the review page and in `prov license queue`; a lockfile's source
+/// license doing the same in `prov show`. Found by an adversarial review.
+#[test]
+fn look_alike_ids_and_forged_lines_are_shown_escaped() {
+    let forged = "CC-BY-NC-4.0\n  license:MIT  allow  allow-list  (signed by rita.key.pub)\u{1b}[2K";
+    let more = serde_json::json!({
+        "id": "udhr-deu_1996-00\u{200B}", "text": "Alle Menschen sind frei und gleich an Würde und Rechten geboren.",
+        "url": "https://example.org/de", "license": forged,
+    });
+    let (p, manifest) = project_with(&format!("{more}\n"));
+    let server = serve(&p, "127.0.0.1:0", &[]);
+    let page = get(&server.addr, &format!("/runs/{manifest}/document?q=udhr-deu_1996-00%E2%80%8B"), "");
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert!(page.body.contains("<code id=\"subject\">udhr-deu_1996-00\\u{200b}</code>"), "{}", page.body);
+    assert!(!page.body.contains('\u{200B}'), "{}", page.body);
+    let page = get(&server.addr, &format!("/runs/{manifest}/licenses?all=1"), "");
+    assert!(page.body.contains("CC-BY-NC-4.0\\n  license:MIT  allow"), "{}", page.body);
+    // What the page shows (its text, not the form's values, which carry the id as it is).
+    let mut text = String::new();
+    let mut in_tag = false;
+    for c in page.body.chars() {
+        match c {
+            '<' => in_tag = true,
+            '>' => in_tag = false,
+            c if !in_tag => text.push(c),
+            _ => {}
+        }
+    }
+    assert!(!text.contains('\u{1b}'), "{text}");
+
+    let r = p.prov(&["license", "queue", "lockfiles/workbench.lock"]);
+    assert!(r.stdout().contains("`CC-BY-NC-4.0\\n  license:MIT  allow"), "{}", r.describe());
+    assert!(!r.stdout().lines().any(|l| l.starts_with("  license:MIT")), "{}", r.describe());
+    assert!(!r.stdout().contains('\u{1b}'), "{}", r.describe());
+
+    p.write(
+        "recipes/odd.yaml",
+        "schema: 1\nname: odd\nseed: 1\nsources:\n  udhr:\n    path: data/workbench/udhr.jsonl\n    license: \
+         \"MIT\\n  verified: all sources reviewed \\e[32mOK\"\nstages:\n  shards:\n    kind: shard\n    inputs: \
+         {docs: udhr}\n",
+    );
+    p.prov(&["lock", "recipes/odd.yaml"]).success();
+    let r = p.prov(&["show", "lockfiles/odd.lock"]);
+    r.success();
+    assert!(r.stdout().contains("license MIT\\n  verified: all sources reviewed \\u{1b}[32mOK"), "{}", r.describe());
+    assert!(!r.stdout().lines().any(|l| l.starts_with("  verified")), "{}", r.describe());
 }
 
 /// The `license` stage's statistics in the run `manifest`.

@@ -91,12 +91,15 @@ fn main() -> std::process::ExitCode {
                 return std::process::ExitCode::from(e.code as u8);
             }
             let mut err = std::io::stderr().lock();
-            let _ = writeln!(err, "error: {}", e.message);
+            // What an error quotes (a path, an id, a lockfile's field) reaches the terminal
+            // without escape sequences.
+            let safe = prov_textfix::shown::terminal_safe;
+            let _ = writeln!(err, "error: {}", safe(&e.message));
             if let Some(d) = &e.detail {
-                let _ = writeln!(err, "{d}");
+                let _ = writeln!(err, "{}", safe(d));
             }
             if let Some(h) = &e.hint {
-                let _ = writeln!(err, "\nhint: {h}");
+                let _ = writeln!(err, "\nhint: {}", safe(h));
             }
             std::process::ExitCode::from(e.code as u8)
         }

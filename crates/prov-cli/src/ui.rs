@@ -12,6 +12,7 @@
 
 use std::io::{self, IsTerminal, Write};
 
+use prov_textfix::shown::terminal_safe;
 use serde_json::Value;
 
 /// The one way commands talk to the user.
@@ -45,7 +46,9 @@ impl Ui {
         if self.json {
             return Ok(());
         }
-        self.write_stdout(format!("{}\n", text.as_ref()).as_bytes())
+        // Whatever a line quotes (an id, a declared license), no escape sequence or
+        // invisible character reaches the terminal.
+        self.write_stdout(format!("{}\n", terminal_safe(text.as_ref())).as_bytes())
     }
 
     /// Writes bytes to stdout exactly as given, no newline added, in either mode (data that
@@ -86,13 +89,13 @@ impl Ui {
     // A method, so that all output goes through `Ui`, though stderr needs no state.
     #[allow(clippy::unused_self)]
     pub fn status(&mut self, text: impl AsRef<str>) {
-        let _ = writeln!(io::stderr().lock(), "{}", text.as_ref());
+        let _ = writeln!(io::stderr().lock(), "{}", terminal_safe(text.as_ref()));
     }
 
     /// Writes a warning to stderr.
     #[allow(clippy::unused_self)]
     pub fn warn(&mut self, text: impl AsRef<str>) {
-        let _ = writeln!(io::stderr().lock(), "warning: {}", text.as_ref());
+        let _ = writeln!(io::stderr().lock(), "warning: {}", terminal_safe(text.as_ref()));
     }
 }
 

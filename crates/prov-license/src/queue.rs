@@ -13,6 +13,7 @@ use std::path::Path;
 
 use prov_manifest::{DatasetRecord, LoadedRun, Record, StageRecord, TreeRecord, VerdictRecord, get_record, get_typed};
 use prov_store::{Digest, Store};
+use prov_textfix::shown::visible;
 use serde_json::{Value, json};
 
 use crate::detect::{LicenseTexts, TextMatch, is_license_file};
@@ -187,11 +188,19 @@ impl ReviewSubject {
     }
 }
 
-/// Returns what a license string normalises to: `SPDX (rule)` or `unknown: why`.
+/// Returns what a license string normalises to: `SPDX (rule)` or `unknown: why`. The reason
+/// of an unknown string may quote it, over lines (the SPDX parser points at the term it
+/// cannot read); when the string holds characters that do not show (a line break, an escape
+/// sequence), the reason comes on one line with them escaped, so that it cannot write lines
+/// of its own into a reviewer's queue.
 pub fn reading(license: &str) -> String {
     match normalize(license) {
         crate::Normalized::Spdx { expression, via } => format!("{expression} ({})", via.as_str()),
-        crate::Normalized::Unknown { reason } => format!("unknown: {reason}"),
+        crate::Normalized::Unknown { reason } => {
+            let reason = reason.to_string();
+            let hidden = matches!(visible(license), std::borrow::Cow::Owned(_));
+            format!("unknown: {}", if hidden { visible(&reason) } else { reason.as_str().into() })
+        }
     }
 }
 

@@ -196,7 +196,7 @@ pub async fn document(
         &state,
         "document.html",
         context! {
-            title => format!("Document {text}"),
+            title => format!("Document {}", prov_textfix::shown::visible(&text)),
             text, by,
             manifest => v.run_manifest.to_string(),
             recipe => v.recipe.clone(),

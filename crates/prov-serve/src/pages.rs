@@ -32,6 +32,9 @@ pub fn templates() -> Environment<'static> {
     let mut env = Environment::new();
     // `urlencode` leaves `/` as it is; a name in a path segment needs it encoded.
     env.add_filter("segment", |text: String| percent_encode(&text));
+    // Outside text (ids, URLs, declared licenses) with what would not show escaped, so that a
+    // look-alike id or a right-to-left override cannot pass for something else on a page.
+    env.add_filter("shown", |text: String| prov_textfix::shown::visible(&text).into_owned());
     for (name, source) in [
         ("base.html", include_str!("../templates/base.html")),
         ("runs.html", include_str!("../templates/runs.html")),

@@ -9,6 +9,11 @@
 //! combining marks with nothing to combine with, and the Hangul fillers, which are blank) as
 //! `\u{…}` (or `\n`, `\r`, `\t`), with `\` written `\\` so that the escapes are not
 //! ambiguous. Which characters are shown escaped follows Rust's `str::escape_debug`.
+//!
+//! [`terminal_safe`] is the weaker guard for whole lines of output, which Provenant writes
+//! with their line breaks: it escapes the same characters but keeps line feeds and tabs, and
+//! leaves backslashes alone. Whatever a line quotes, no escape sequence reaches the
+//! terminal (to erase a line or colour a forged one) and no text is reordered or hidden.
 
 use std::borrow::Cow;
 
@@ -32,6 +37,24 @@ pub fn visible(text: &str) -> Cow<'_, str> {
             }
         } else {
             out.push(c);
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// Returns `text` with every character that would not show escaped as `\u{…}`, except line
+/// feeds and tabs: for lines of output as a whole; see the module's doc.
+pub fn terminal_safe(text: &str) -> Cow<'_, str> {
+    let kept = |c: char| matches!(c, '\n' | '\t') || !hidden(c, false);
+    if text.chars().all(kept) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if kept(c) {
+            out.push(c);
+        } else {
+            out.extend(c.escape_unicode());
         }
     }
     Cow::Owned(out)
@@ -97,6 +120,14 @@ mod tests {
     fn a_combining_mark_is_escaped_only_with_nothing_before_it() {
         assert_eq!(visible("e\u{301}"), "e\u{301}");
         assert_eq!(visible("\u{301}e"), "\\u{301}e");
+    }
+
+    #[test]
+    fn terminal_output_keeps_its_lines_and_loses_its_escape_sequences() {
+        let text = "a\tb\nc\\d";
+        assert!(matches!(super::terminal_safe(text), std::borrow::Cow::Borrowed(t) if t == text));
+        assert_eq!(super::terminal_safe("\u{1b}[2K\u{1b}[1GProprietary\n"), "\\u{1b}[2K\\u{1b}[1GProprietary\n");
+        assert_eq!(super::terminal_safe("GPL-3.0\u{202E}\r"), "GPL-3.0\\u{202e}\\u{d}");
     }
 
     /// A backslash is doubled once anything is escaped, so that an id holding the text

@@ -6,6 +6,7 @@ use std::path::Path;
 
 use prov_manifest::{Content, LoadedRun, Lockfile, Record, StageRecord, StoredError, looks_like_record};
 use prov_store::{Access, Digest, Store};
+use prov_textfix::shown::visible;
 use serde_json::{Value, json};
 
 use crate::context::CommandContext;
@@ -278,7 +279,7 @@ fn show_run(ui: &mut Ui, store: &Store, loaded: &LoadedLockfile) -> Result<(), C
     ui.line(format!("run {run_id} ({})", l.recipe.name))?;
     ui.line(format!("  lockfile  {}", loaded.display))?;
     let commands = if l.allow_commands { ", commands allowed" } else { "" };
-    ui.line(format!("  recipe    {} ({}), seed {}{commands}", l.recipe.name, l.recipe.path, l.seed))?;
+    ui.line(format!("  recipe    {} ({}), seed {}{commands}", l.recipe.name, visible(&l.recipe.path), l.seed))?;
     source_lines(ui, l)?;
     if let Some(run) = &recorded {
         ui.line(format!("recorded run {} (root {})", run.manifest, run.record.root.short()))?;
@@ -334,13 +335,19 @@ fn attestation_lines(ui: &mut Ui, store: &Store, run: &Digest) -> Result<(), Com
 fn source_lines(ui: &mut Ui, l: &Lockfile) -> Result<(), CommandError> {
     for s in &l.sources {
         let mut extra = String::new();
+        // A lockfile's strings are its author's: one must not write a line of its own.
         if let Some(lic) = &s.license {
-            let _ = write!(extra, ", license {lic}");
+            let _ = write!(extra, ", license {}", visible(lic));
         }
         if let Some(r) = &s.retrieved {
-            let _ = write!(extra, ", retrieved {r}");
+            let _ = write!(extra, ", retrieved {}", visible(r));
         }
-        ui.line(format!("  source    {} = {}: {}{extra}", s.name, s.path, content_summary(&s.content)))?;
+        ui.line(format!(
+            "  source    {} = {}: {}{extra}",
+            s.name,
+            visible(s.path.as_str()),
+            content_summary(&s.content)
+        ))?;
     }
     Ok(())
 }

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use prov_license::queue::{Kind, ReviewSubject, gather, reading};
 use prov_store::Access;
+use prov_textfix::shown::visible;
 use serde_json::json;
 
 use super::resolve::{load_policy, load_run};
@@ -100,10 +101,19 @@ pub(crate) fn cmd_license_queue(ui: &mut Ui, cx: &CommandContext, args: &QueueAr
 fn render(ui: &mut Ui, s: &ReviewSubject, signed: Option<&prov_license::Signed>) -> Result<(), CommandError> {
     let state = s.pending().map_or("decided", prov_license::Status::as_str);
     let documents: u64 = s.declared.values().sum();
-    ui.line(format!("\n{state:<7} {}  ({} in stage `{}`, subject {})", s.id(), count(documents), s.stage, s.digest))?;
+    // Declared strings come from the documents: a line break or an escape sequence in one
+    // must not write a line of its own into the reviewer's queue.
+    let id = s.id();
+    ui.line(format!(
+        "\n{state:<7} {}  ({} in stage `{}`, subject {})",
+        visible(&id),
+        count(documents),
+        s.stage,
+        s.digest
+    ))?;
     let by = if s.kind == Kind::Source { "its documents declare" } else { "declared" };
     for (d, n) in &s.declared {
-        ui.line(format!("  {by:<12} `{d}` ({})", count(*n)))?;
+        ui.line(format!("  {by:<12} `{}` ({})", visible(d), count(*n)))?;
     }
     ui.line(format!("  reading      {}", reading(&s.license)))?;
     ui.line(format!(
@@ -116,7 +126,7 @@ fn render(ui: &mut Ui, s: &ReviewSubject, signed: Option<&prov_license::Signed>)
         ui.line(format!("  records      {}", s.records.join(", ")))?;
     }
     for (name, license) in &s.constituents {
-        ui.line(format!("  derived from {name}: `{license}` ({})", reading(license)))?;
+        ui.line(format!("  derived from {}: `{}` ({})", visible(name), visible(license), reading(license)))?;
     }
     for (path, m) in &s.license_files {
         let what = if m.licenses.is_empty() {
@@ -124,10 +134,10 @@ fn render(ui: &mut Ui, s: &ReviewSubject, signed: Option<&prov_license::Signed>)
         } else {
             format!("the text of `{}` (score {:.3})", m.licenses.join("` or `"), m.nearest.1)
         };
-        ui.line(format!("  license file {path}: {what}"))?;
+        ui.line(format!("  license file {}: {what}", visible(path)))?;
     }
     for c in &s.conflicts {
-        ui.line(format!("  conflict     {c}"))?;
+        ui.line(format!("  conflict     {}", visible(c)))?;
     }
     if let Some((d, v)) = &s.verdict {
         let decision = match v.decision {
