@@ -98,6 +98,14 @@ fn forged_quickstart(p: &Project) -> prov_store::Digest {
     forged_output
 }
 
+/// Adopts the quickstart's commands in `p`'s store by locking its recipe, which writes the
+/// committed lockfile byte for byte: the replays below use the committed one.
+fn committed_quickstart_lock(p: &Project) {
+    p.prov(&["lock", "recipes/quickstart.yaml"]).success();
+    let committed = fs_err::read(repo_root().join("lockfiles/quickstart.lock")).unwrap();
+    assert_eq!(fs_err::read(p.path("lockfiles/quickstart.lock")).unwrap(), committed);
+}
+
 /// `--against DIR` compares with DIR's run and nothing else: a forged DIR is a divergence
 /// (exit 3) naming the stage, the output and both digests, whether or not the store already
 /// holds an honest run of the lockfile (which used to be compared instead, and matched).
@@ -105,8 +113,7 @@ fn forged_quickstart(p: &Project) -> prov_store::Digest {
 fn against_a_forged_manifest_folder_is_a_divergence_whatever_the_store_holds() {
     for store_holds_a_run in [true, false] {
         let p = Project::with_recipes();
-        fs_err::create_dir_all(p.path("lockfiles")).unwrap();
-        fs_err::copy(repo_root().join("lockfiles/quickstart.lock"), p.path("lockfiles/quickstart.lock")).unwrap();
+        committed_quickstart_lock(&p);
         if store_holds_a_run {
             p.prov(&["run", "lockfiles/quickstart.lock"]).success();
         }
@@ -157,9 +164,11 @@ fn against_a_folder_of_another_lockfile_is_refused() {
     let mut lock = fs_err::read_to_string(p.path("lockfiles/quickstart.lock")).unwrap();
     lock = lock.replacen("\"fraction\":0.5", "\"fraction\":0.25", 1);
     p.write("lockfiles/other.lock", &lock);
+    // Edited by hand, its commands are not adopted: the user says so for this replay.
     let r = p.prov(&[
         "replay",
         "lockfiles/other.lock",
+        "--allow-commands",
         "--against",
         &repo_root().join("manifests/quickstart").display().to_string(),
     ]);
@@ -173,8 +182,7 @@ fn against_a_folder_of_another_lockfile_is_refused() {
 #[test]
 fn against_keeps_checking_what_the_store_holds() {
     let p = Project::with_recipes();
-    fs_err::create_dir_all(p.path("lockfiles")).unwrap();
-    fs_err::copy(repo_root().join("lockfiles/quickstart.lock"), p.path("lockfiles/quickstart.lock")).unwrap();
+    committed_quickstart_lock(&p);
     p.prov(&["run", "lockfiles/quickstart.lock"]).success();
     let dataset = committed_output("half", "dataset");
     let shown = p.json(&["show", &dataset]);
@@ -193,8 +201,7 @@ fn against_keeps_checking_what_the_store_holds() {
 #[test]
 fn against_a_folder_that_is_not_a_run_of_the_lockfile_is_refused() {
     let p = Project::with_recipes();
-    fs_err::create_dir_all(p.path("lockfiles")).unwrap();
-    fs_err::copy(repo_root().join("lockfiles/quickstart.lock"), p.path("lockfiles/quickstart.lock")).unwrap();
+    committed_quickstart_lock(&p);
     let committed = repo_root().join("manifests/quickstart");
     let cases: [(&str, &str); 3] = [
         ("twice", "is listed twice"),

@@ -103,53 +103,77 @@ fn commands_of_a_lockfile_from_elsewhere_need_the_users_consent() {
     let r = p.prov(&["run", "lockfiles/box.lock"]);
     r.exit(1);
     assert!(r.stderr().contains("runs commands (stage `cmd`"), "{}", r.describe());
-    assert!(r.stderr().contains("hint: read its commands first; `--allow-commands` runs them"), "{}", r.describe());
+    assert!(
+        r.stderr().contains("hint: read its commands first; `prov lock recipes/box.yaml` adopts them"),
+        "{}",
+        r.describe()
+    );
     p.prov(&["run", "lockfiles/box.lock", "--allow-commands"]).success();
     let r = p.prov(&["replay", "lockfiles/box.lock"]);
     r.exit(1);
     p.prov(&["replay", "lockfiles/box.lock", "--allow-commands"]).success();
-    // The project's own recipe locks to these bytes: its lockfile needs no flag.
+    // A recipe on disk that locks to these bytes is not consent; locking it is.
     p.write("recipes/box.yaml", &recipe("echo from elsewhere > out.txt", ""));
+    p.prov(&["run", "lockfiles/box.lock"]).exit(1);
+    p.prov(&["lock", "recipes/box.yaml"]).success();
     p.prov(&["run", "lockfiles/box.lock"]).success();
 }
 
-/// A lockfile whose recipe lies in the data it pins: the victim copies the data the lockfile
-/// needs, and with it a recipe that locks to the lockfile's commands. That recipe came from
-/// the lockfile's author, so it is no consent; found by an adversarial review.
+/// A file on disk is no consent: a lockfile's commands run only when locking a recipe in
+/// this store adopted exactly them, with what they read. Handed a lockfile with its data and
+/// a recipe that locks to it (inside the pinned directory, or beside a pinned file), or a
+/// lockfile that runs the project's own command on another script, the user is asked; after
+/// `prov lock` of the recipe they trust, the lockfile runs. Found by two adversarial reviews:
+/// each of the three ran its command without `--allow-commands` before.
 #[test]
-fn a_recipe_that_comes_with_the_pinned_data_is_not_the_projects() {
-    let recipe = "schema: 1\nname: evil\nseed: 1\nallow_commands: true\nsources:\n  docs:\n    path: .\n\
-                  stages:\n  cmd:\n    kind: external\n    inputs: {docs: docs}\n    params:\n      command: [sh, -c, \
-                  \"echo ran > out.txt\"]\n      outputs: {out: out.txt}\n";
-    let elsewhere = Project::with_recipes();
-    elsewhere.write("data/evil/recipe.yaml", recipe);
-    elsewhere.write("data/evil/docs.jsonl", "{\"id\": \"a\", \"text\": \"x\"}\n");
-    elsewhere.prov(&["lock", "data/evil/recipe.yaml"]).success();
+fn commands_are_adopted_by_locking_a_recipe_not_by_files_on_disk() {
+    let evil = |source: &str| {
+        format!(
+            "schema: 1\nname: evil\nseed: 1\nallow_commands: true\nsources:\n  docs:\n    path: {source}\n\
+             stages:\n  cmd:\n    kind: external\n    inputs: {{docs: docs}}\n    params:\n      command: [sh, -c, \
+             \"echo ran > out.txt\"]\n      outputs: {{out: out.txt}}\n"
+        )
+    };
+    for (source, pinned) in [(".", "inside the pinned directory"), ("docs.jsonl", "beside the pinned file")] {
+        let elsewhere = Project::with_recipes();
+        elsewhere.write("data/evil/recipe.yaml", &evil(source));
+        elsewhere.write("data/evil/docs.jsonl", "{\"id\": \"a\", \"text\": \"x\"}\n");
+        elsewhere.prov(&["lock", "data/evil/recipe.yaml"]).success();
+        let p = Project::with_recipes();
+        for file in ["lockfiles/evil.lock", "data/evil/recipe.yaml", "data/evil/docs.jsonl"] {
+            p.write(file, &fs_err::read_to_string(elsewhere.path(file)).unwrap());
+        }
+        let r = p.prov(&["run", "lockfiles/evil.lock"]);
+        r.exit(1);
+        assert!(r.stderr().contains("that were not adopted in this store"), "{pinned}: {}", r.describe());
+        assert!(r.stderr().contains("`prov lock data/evil/recipe.yaml` adopts them"), "{pinned}: {}", r.describe());
+        p.prov(&["replay", "lockfiles/evil.lock"]).exit(1);
+        p.prov(&["run", "lockfiles/evil.lock", "--allow-commands"]).success();
+    }
+
+    // The project's own recipe runs its own script; a lockfile points the same command at
+    // another script.
+    let recipe = |script: &str| {
+        format!(
+            "schema: 1\nname: tools\nseed: 1\nallow_commands: true\nsources:\n  script:\n    path: {script}\n\
+             stages:\n  cmd:\n    kind: external\n    inputs: {{script: script}}\n    params:\n      command: [sh, \
+             inputs/script]\n      outputs: {{out: out.txt}}\n"
+        )
+    };
     let p = Project::with_recipes();
-    for file in ["lockfiles/evil.lock", "data/evil/recipe.yaml", "data/evil/docs.jsonl"] {
-        p.write(file, &fs_err::read_to_string(elsewhere.path(file)).unwrap());
-    }
-    let r = p.prov(&["run", "lockfiles/evil.lock"]);
+    p.write("scripts/count.sh", "echo counted > out.txt\n");
+    p.write("data/evil/payload.sh", "echo payload > out.txt\n");
+    p.write("recipes/tools.yaml", &recipe("../data/evil/payload.sh"));
+    p.prov(&["lock", "recipes/tools.yaml", "--out", "handed.lock"]).success();
+    // `prov lock` adopted that closure; a store of its own stands for the victim's.
+    fs_err::remove_dir_all(p.path(".prov")).unwrap();
+    p.prov(&["init"]).success();
+    p.write("recipes/tools.yaml", &recipe("../scripts/count.sh"));
+    p.prov(&["lock", "recipes/tools.yaml"]).success();
+    p.prov(&["run", "lockfiles/tools.lock"]).success();
+    let r = p.prov(&["run", "handed.lock"]);
     r.exit(1);
-    assert!(
-        r.stderr().contains(
-            "names as its recipe `data/evil/recipe.yaml`, which lies in the data it pins (source `docs`, `data/evil`)"
-        ),
-        "{}",
-        r.describe()
-    );
-    assert!(r.stderr().contains("hint: read its commands first"), "{}", r.describe());
-    // Through a link to the pinned directory, the same.
-    std::os::unix::fs::symlink("data/evil/recipe.yaml", p.path("linked.yaml")).unwrap();
-    let mut lock = fs_err::read_to_string(p.path("lockfiles/evil.lock")).unwrap();
-    lock = lock.replace("\"data/evil/recipe.yaml\"", "\"linked.yaml\"");
-    p.write("lockfiles/linked.lock", &lock);
-    let r = p.prov(&["run", "lockfiles/linked.lock"]);
-    r.exit(1);
-    assert!(r.stderr().contains("which lies in the data it pins"), "{}", r.describe());
-    for verb in ["run", "replay"] {
-        p.prov(&[verb, "lockfiles/evil.lock", "--allow-commands"]).success();
-    }
+    assert!(r.stderr().contains("that were not adopted in this store"), "{}", r.describe());
 }
 
 /// Without bubblewrap the command does not run at all: never unconfined.

@@ -7,6 +7,7 @@ use prov_store::{Digest, Store};
 
 use crate::context::registry;
 use crate::error::CommandError;
+use prov_textfix::shown::visible;
 
 /// A lockfile and where it came from.
 pub(crate) struct LoadedLockfile {
@@ -75,85 +76,42 @@ fn resolve_among(arg: &str, candidates: &[Digest], what: &str) -> Result<Digest,
     }
 }
 
-/// Refuses to run the commands of a lockfile this project did not write, unless the user says
-/// so (`--allow-commands`): a lockfile's own `allow_commands: true` is its author's word, and
-/// the author may be anyone who handed over the file. The commands are this project's when
-/// `prov lock` of the recipe the lockfile names, in this project, gives the same
-/// command-running stages (name, kind, config: the command itself), and that recipe is not
-/// part of the data the lockfile pins (whoever handed over the data and the lockfile wrote
-/// it); a source that changed since is another matter, which the run reports.
+/// Refuses to run the commands of a lockfile unless the user adopted them: a lockfile's own
+/// `allow_commands: true` is its author's word, and the author may be anyone who handed over
+/// the file, with data and a recipe beside it. The commands are adopted when locking a recipe
+/// in this store (`prov lock`, `prov run RECIPE`) recorded exactly this lockfile's command
+/// closure ([`prov_exec::consent`]: the commands and everything they read), or for this one
+/// execution by `--allow-commands`.
 pub(crate) fn check_command_consent(
     loaded: &LoadedLockfile,
-    root: &Path,
+    store: &Store,
     allowed_by_user: bool,
 ) -> Result<(), CommandError> {
     // A lockfile that does not allow commands runs none: the executor refuses it, saying so.
-    if !loaded.lockfile.allow_commands {
+    if !loaded.lockfile.allow_commands || allowed_by_user {
         return Ok(());
     }
     let registry = crate::context::registry();
-    let Some(stage) =
-        loaded.lockfile.stages.iter().find(|s| registry.get(&s.stage_kind).is_some_and(|k| k.runs_commands()))
-    else {
+    let Some(closure) = prov_exec::consent::command_closure(&loaded.lockfile, &registry) else {
         return Ok(());
     };
-    if allowed_by_user {
+    if prov_exec::consent::adopted(store.root(), &closure) {
         return Ok(());
     }
-    let commands = |l: &prov_manifest::Lockfile| -> Vec<(String, String, Vec<u8>)> {
-        l.stages
-            .iter()
-            .filter(|s| registry.get(&s.stage_kind).is_some_and(|k| k.runs_commands()))
-            .map(|s| (s.name.to_string(), s.stage_kind.clone(), prov_manifest::encode_value(&s.config)))
-            .collect()
-    };
-    let recipe = loaded
-        .lockfile
-        .recipe
-        .path
-        .parse::<prov_manifest::RelPath>()
-        .ok()
-        .and_then(|rel| prov_exec::confine_source(root, &rel).ok())
-        .filter(|(_, is_dir)| !is_dir)
-        .map(|(recipe, _)| recipe);
-    let command = stage.config.get("command").map_or_else(String::new, |c| format!(" ({c})"));
-    // A recipe that is part of the data the lockfile pins came with that data, from the
-    // lockfile's author, as the lockfile did: it is not this project's word.
-    if let Some(source) = recipe.as_ref().and_then(|r| pinned_source_holding(&loaded.lockfile, root, r)) {
-        return Err(CommandError::input(format!(
-            "`{}` runs commands (stage `{}`{command}) and names as its recipe `{}`, which lies in the data it pins \
-             (source `{}`, `{}`): a recipe that comes with the data is not this project's",
-            loaded.display, stage.name, loaded.lockfile.recipe.path, source.name, source.path
-        ))
-        .with_hint(CONSENT_HINT));
-    }
-    let ours = recipe
-        .and_then(|recipe| prov_exec::lock_recipe(&registry, &recipe, root).ok())
-        .is_some_and(|fresh| commands(&fresh.lockfile) == commands(&loaded.lockfile));
-    if ours {
-        return Ok(());
-    }
+    let stage = loaded.lockfile.stages.iter().find(|s| registry.get(&s.stage_kind).is_some_and(|k| k.runs_commands()));
+    let (name, command) = stage.map_or((String::new(), String::new()), |s| {
+        (s.name.to_string(), s.config.get("command").map_or_else(String::new, |c| format!(" ({c})")))
+    });
     Err(CommandError::input(format!(
-        "`{}` runs commands (stage `{}`{command}) and is not what this project's recipe `{}` locks to",
-        loaded.display, stage.name, loaded.lockfile.recipe.path
+        "`{}` runs commands (stage `{name}`{command}) that were not adopted in this store: no `prov lock` of a \
+         recipe here locked these commands with what they read",
+        loaded.display
     ))
-    .with_hint(CONSENT_HINT))
-}
-
-/// What a refusal to run a lockfile's commands suggests.
-const CONSENT_HINT: &str = "read its commands first; `--allow-commands` runs them (in the sandbox, without network unless a stage asks for it)";
-
-/// The source of `lockfile` whose pinned file or directory holds `recipe` (a resolved path
-/// in the project), if one does. Both are compared as resolved paths, so that a link to the
-/// pinned directory or from it changes nothing.
-fn pinned_source_holding<'l>(
-    lockfile: &'l Lockfile,
-    root: &Path,
-    recipe: &Path,
-) -> Option<&'l prov_manifest::LockedSource> {
-    lockfile.sources.iter().find(|source| {
-        prov_exec::confine_source(root, &source.path).is_ok_and(|(pinned, _)| recipe.starts_with(pinned))
-    })
+    .with_hint(format!(
+        "read its commands first; `prov lock {}` adopts them if that recipe is yours, and `--allow-commands` runs \
+         them this once (in the sandbox, without network unless a stage asks for it)",
+        visible(&loaded.lockfile.recipe.path)
+    )))
 }
 
 /// The outcome of locking a recipe into its lockfile file (`prov lock`, `prov run RECIPE`).
@@ -163,14 +121,20 @@ pub(crate) struct LockOutcome {
     pub changed: bool,
 }
 
-/// Locks `recipe` and writes the lockfile atomically.
+/// Locks `recipe` and writes the lockfile atomically. Locking a recipe is the user's act, so
+/// the commands it locks to are adopted in the store at `store_root`
+/// ([`check_command_consent`]).
 pub(crate) fn lock_to_file(
     recipe: &Path,
     out: Option<&Path>,
     root: &Path,
-    store_tmp: &Path,
+    store_root: &Path,
 ) -> Result<(LockOutcome, prov_exec::Locked), CommandError> {
+    let store_tmp = &store_root.join("tmp");
     let locked = prov_exec::lock_recipe(&registry(), recipe, root)?;
+    if let Some(closure) = prov_exec::consent::command_closure(&locked.lockfile, &registry()) {
+        prov_exec::consent::adopt(store_root, &closure, &locked.lockfile.recipe.path)?;
+    }
     let path = match out {
         Some(p) => prov_exec::absolute(p),
         None => prov_git::project_dir(root, std::path::Path::new("lockfiles"))?

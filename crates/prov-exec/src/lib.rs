@@ -5,8 +5,8 @@
 //! topological order with ties broken by name), stage keys ([`stage_key`]), the cache, running
 //! ([`run`]) and replaying ([`replay`]) with divergence reports, capturing the determinism
 //! envelope ([`capture_envelope`]), whether a project's lockfiles still match their recipes
-//! ([`lockfile_status`]), and the store-wide checks that need to know what
-//! references what ([`check_store`], [`gc`]).
+//! ([`lockfile_status`]), which commands the user adopted ([`consent`]), and the store-wide
+//! checks that need to know what references what ([`check_store`], [`gc`]).
 //!
 //! It implements two kinds itself, `source` and `external`; data kinds live in the stage crates (`prov-prep`, `prov-robots`, …)
 //! and are registered by the CLI. The executor never names them. Kinds whose computation
@@ -42,6 +42,7 @@ pub mod aten;
 mod boundary;
 mod builtin;
 mod check;
+pub mod consent;
 mod device;
 mod dispatch;
 mod envelope;

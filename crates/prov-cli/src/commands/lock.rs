@@ -27,7 +27,7 @@ pub(crate) struct LockArgs {
 
 pub(crate) fn cmd_lock(ui: &mut Ui, cx: &CommandContext, args: &LockArgs) -> Result<(), CommandError> {
     let (store, root) = cx.open_store(Access::Shared, true)?;
-    let (outcome, locked) = lock_to_file(&args.recipe, args.out.as_deref(), &root, &store.root().join("tmp"))?;
+    let (outcome, locked) = lock_to_file(&args.recipe, args.out.as_deref(), &root, store.root())?;
     let shown = display_path(&outcome.path, &cx.cwd);
     ui.json(
         "lock",

@@ -68,7 +68,7 @@ pub(crate) fn cmd_replay(ui: &mut Ui, cx: &CommandContext, args: &ReplayArgs) ->
         .map_err(CommandError::from)?;
     let (store, root) = cx.open_store(Access::Shared, true)?;
     let loaded = load_lockfile(&store, &args.run)?;
-    crate::resolve::check_command_consent(&loaded, &root, args.allow_commands)?;
+    crate::resolve::check_command_consent(&loaded, &store, args.allow_commands)?;
     let recording = match &args.against {
         Some(dir) => {
             let run = prov_manifest::import_committed_run(&store, dir)?;

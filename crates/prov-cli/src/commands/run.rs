@@ -40,7 +40,7 @@ pub(crate) fn cmd_run(ui: &mut Ui, cx: &CommandContext, args: &RunArgs) -> Resul
         .extension()
         .is_some_and(|e| e.eq_ignore_ascii_case("yaml") || e.eq_ignore_ascii_case("yml"));
     let loaded = if is_recipe {
-        let (outcome, _) = lock_to_file(&PathBuf::from(&args.target), None, &root, &store.root().join("tmp"))?;
+        let (outcome, _) = lock_to_file(&PathBuf::from(&args.target), None, &root, store.root())?;
         let shown = display_path(&outcome.path, &cx.cwd);
         if outcome.changed {
             ui.status(format!("locked {} into {shown}", args.target));
@@ -49,7 +49,7 @@ pub(crate) fn cmd_run(ui: &mut Ui, cx: &CommandContext, args: &RunArgs) -> Resul
     } else {
         load_lockfile(&store, &args.target)?
     };
-    crate::resolve::check_command_consent(&loaded, &root, args.allow_commands || is_recipe)?;
+    crate::resolve::check_command_consent(&loaded, &store, args.allow_commands)?;
     let result = cx.with_exec_options(ui, &root, &loaded.display, &args.executor, |opts| {
         prov_exec::run(&store, &loaded.lockfile, &loaded.bytes, opts)
     });
