@@ -156,6 +156,33 @@ fn committed_output(stage: &str, output: &str) -> String {
     panic!("no stage {stage}")
 }
 
+/// With `--against` and `--from`, the stages before `--from` reuse the outputs that the
+/// handed-over recording names, so an adopted command would read bytes nobody here made: a
+/// third adversarial review ran a payload that way, planted as `half`'s output in a
+/// re-hashed folder. Such a replay needs `--allow-commands`; without `--from`, every stage
+/// re-executes and a forged output is only a divergence.
+#[test]
+fn against_with_from_runs_commands_only_when_the_user_says_so() {
+    let p = Project::with_recipes();
+    committed_quickstart_lock(&p);
+    let committed = repo_root().join("manifests/quickstart").display().to_string();
+    let r = p.prov(&["replay", "lockfiles/quickstart.lock", "--against", &committed, "--from", "checksums"]);
+    r.exit(1);
+    assert!(r.stderr().contains("reuse the outputs that the handed-over recording names"), "{}", r.describe());
+    assert!(r.stderr().contains("hint: replay without `--from`, or pass `--allow-commands`"), "{}", r.describe());
+    let r = p.prov(&[
+        "replay",
+        "lockfiles/quickstart.lock",
+        "--against",
+        &committed,
+        "--from",
+        "checksums",
+        "--allow-commands",
+    ]);
+    assert!(!r.stderr().contains("handed-over recording"), "{}", r.describe());
+    p.prov(&["replay", "lockfiles/quickstart.lock", "--against", &committed]).success();
+}
+
 /// A folder whose `RUN` names a run of another lockfile is refused before anything runs.
 #[test]
 fn against_a_folder_of_another_lockfile_is_refused() {

@@ -81,11 +81,14 @@ fn resolve_among(arg: &str, candidates: &[Digest], what: &str) -> Result<Digest,
 /// the file, with data and a recipe beside it. The commands are adopted when locking a recipe
 /// in this store (`prov lock`, `prov run RECIPE`) recorded exactly this lockfile's command
 /// closure ([`prov_exec::consent`]: the commands and everything they read), or for this one
-/// execution by `--allow-commands`.
+/// execution by `--allow-commands`. `handed_inputs` says that earlier stages reuse outputs a
+/// handed-over recording names (`prov replay --against DIR --from STAGE`): an adopted
+/// command would then read bytes that nobody here made, so only `--allow-commands` runs it.
 pub(crate) fn check_command_consent(
     loaded: &LoadedLockfile,
     store: &Store,
     allowed_by_user: bool,
+    handed_inputs: bool,
 ) -> Result<(), CommandError> {
     // A lockfile that does not allow commands runs none: the executor refuses it, saying so.
     if !loaded.lockfile.allow_commands || allowed_by_user {
@@ -95,13 +98,22 @@ pub(crate) fn check_command_consent(
     let Some(closure) = prov_exec::consent::command_closure(&loaded.lockfile, &registry) else {
         return Ok(());
     };
-    if prov_exec::consent::adopted(store.root(), &closure) {
-        return Ok(());
-    }
     let stage = loaded.lockfile.stages.iter().find(|s| registry.get(&s.stage_kind).is_some_and(|k| k.runs_commands()));
     let (name, command) = stage.map_or((String::new(), String::new()), |s| {
         (s.name.to_string(), s.config.get("command").map_or_else(String::new, |c| format!(" ({c})")))
     });
+    if handed_inputs {
+        return Err(CommandError::input(format!(
+            "`{}` runs commands (stage `{name}`{command}), and with `--against` and `--from` the stages before \
+             `--from` reuse the outputs that the handed-over recording names: the commands would read bytes \
+             nobody here made",
+            loaded.display
+        ))
+        .with_hint("replay without `--from`, or pass `--allow-commands` to run them on those bytes (in the sandbox)"));
+    }
+    if prov_exec::consent::adopted(store.root(), &closure) {
+        return Ok(());
+    }
     Err(CommandError::input(format!(
         "`{}` runs commands (stage `{name}`{command}) that were not adopted in this store: no `prov lock` of a \
          recipe here locked these commands with what they read",

@@ -6,7 +6,9 @@
 //! right-to-left override reorders what follows. [`visible`] returns the text unchanged when
 //! every character shows as itself, and otherwise writes each character that does not
 //! (controls, format characters, separators, white space other than the ASCII space,
-//! combining marks with nothing to combine with, and the Hangul fillers, which are blank) as
+//! combining marks with nothing to combine with, and every default-ignorable code point,
+//! which a renderer shows as nothing: the Hangul fillers, variation selectors, the combining
+//! grapheme joiner) as
 //! `\u{…}` (or `\n`, `\r`, `\t`), with `\` written `\\` so that the escapes are not
 //! ambiguous. Which characters are shown escaped follows Rust's `str::escape_debug`.
 //!
@@ -66,8 +68,9 @@ fn hidden(c: char, first: bool) -> bool {
     if c.is_ascii() {
         return c.is_ascii_control();
     }
-    // Blank, though Unicode calls them letters.
-    if matches!(c, '\u{115F}' | '\u{1160}' | '\u{3164}' | '\u{FFA0}' | '\u{2800}') {
+    // Shown as nothing wherever they stand (Unicode's Default_Ignorable_Code_Point, as the
+    // `regex` crate's tables give it), or blank though Unicode calls it a symbol.
+    if c == '\u{2800}' || ignorable(c) {
         return true;
     }
     // `char::escape_debug` escapes what is not printable, and every grapheme extender (a
@@ -85,6 +88,16 @@ fn hidden(c: char, first: bool) -> bool {
         };
         pair.escape_debug().count() != pair.chars().count()
     }
+}
+
+/// True when `c` is a default-ignorable code point (a variation selector, U+034F, …).
+fn ignorable(c: char) -> bool {
+    static IGNORABLE: std::sync::LazyLock<Option<regex::Regex>> =
+        std::sync::LazyLock::new(|| regex::Regex::new(r"^\p{Default_Ignorable_Code_Point}$").ok());
+    let mut buf = [0u8; 4];
+    // Without the table (it is compiled in; the pattern cannot fail), nothing is taken for
+    // ignorable, and the other tests still apply.
+    IGNORABLE.as_ref().is_some_and(|r| r.is_match(c.encode_utf8(&mut buf)))
 }
 
 #[cfg(test)]
@@ -120,6 +133,18 @@ mod tests {
     fn a_combining_mark_is_escaped_only_with_nothing_before_it() {
         assert_eq!(visible("e\u{301}"), "e\u{301}");
         assert_eq!(visible("\u{301}e"), "\\u{301}e");
+    }
+
+    /// Marks that show as nothing after a letter are escaped all the same: the combining
+    /// grapheme joiner, variation selectors, a Mongolian free variation selector, a Khmer
+    /// inherent vowel (found by an adversarial review), and a Hangul filler.
+    #[test]
+    fn default_ignorable_code_points_are_escaped_anywhere() {
+        for c in ['\u{34F}', '\u{FE0F}', '\u{FE00}', '\u{180B}', '\u{17B4}', '\u{E0100}', '\u{1160}', '\u{FFA0}'] {
+            let id = format!("udhr-deu_1996-00{c}");
+            assert_eq!(visible(&id), format!("udhr-deu_1996-00\\u{{{:x}}}", u32::from(c)), "U+{:04X}", u32::from(c));
+            assert_ne!(super::terminal_safe(&id), id, "U+{:04X}", u32::from(c));
+        }
     }
 
     #[test]

@@ -72,7 +72,7 @@ pub(crate) fn cmd_audit(ui: &mut Ui, cx: &CommandContext, args: &AuditArgs) -> R
     let (store, root) = cx.open_store(access, true)?;
     let loaded = load_lockfile(&store, &args.run)?;
     if args.replay {
-        crate::resolve::check_command_consent(&loaded, &store, false)?;
+        crate::resolve::check_command_consent(&loaded, &store, false, false)?;
         let report =
             cx.with_exec_options(ui, &root, &loaded.display, &crate::executor::ExecutorArgs::default(), |opts| {
                 prov_exec::replay(&store, &loaded.lockfile, &loaded.bytes, &ReplayRange::default(), opts)

@@ -42,8 +42,9 @@ pub(crate) struct ReplayArgs {
     /// where (which step, which tensor) a different thread count or ATen capability diverges
     #[arg(long)]
     ignore_envelope: bool,
-    /// Run the commands of a lockfile this project's recipe does not lock to (a lockfile
-    /// from elsewhere); they run in the sandbox either way
+    /// Run the commands of a lockfile whose commands were not adopted in this store (a
+    /// lockfile from elsewhere), or that would read outputs a handed-over recording names
+    /// (`--against` with `--from`); they run in the sandbox either way
     #[arg(long)]
     allow_commands: bool,
     /// When the replay reproduces every stage, sign the statement "I re-executed this lockfile
@@ -68,7 +69,12 @@ pub(crate) fn cmd_replay(ui: &mut Ui, cx: &CommandContext, args: &ReplayArgs) ->
         .map_err(CommandError::from)?;
     let (store, root) = cx.open_store(Access::Shared, true)?;
     let loaded = load_lockfile(&store, &args.run)?;
-    crate::resolve::check_command_consent(&loaded, &store, args.allow_commands)?;
+    crate::resolve::check_command_consent(
+        &loaded,
+        &store,
+        args.allow_commands,
+        args.against.is_some() && args.from.is_some(),
+    )?;
     let recording = match &args.against {
         Some(dir) => {
             let run = prov_manifest::import_committed_run(&store, dir)?;

@@ -26,8 +26,9 @@ pub(crate) struct RunArgs {
     /// enclosing git repository and commit them
     #[arg(long)]
     commit: bool,
-    /// Run the commands of a lockfile this project's recipe does not lock to (a lockfile
-    /// from elsewhere); they run in the sandbox either way
+    /// Run the commands of a lockfile whose commands were not adopted in this store by
+    /// locking a recipe (a lockfile from elsewhere, or edited by hand); they run in the
+    /// sandbox either way
     #[arg(long)]
     allow_commands: bool,
     #[command(flatten)]
@@ -49,7 +50,7 @@ pub(crate) fn cmd_run(ui: &mut Ui, cx: &CommandContext, args: &RunArgs) -> Resul
     } else {
         load_lockfile(&store, &args.target)?
     };
-    crate::resolve::check_command_consent(&loaded, &store, args.allow_commands)?;
+    crate::resolve::check_command_consent(&loaded, &store, args.allow_commands, false)?;
     let result = cx.with_exec_options(ui, &root, &loaded.display, &args.executor, |opts| {
         prov_exec::run(&store, &loaded.lockfile, &loaded.bytes, opts)
     });
