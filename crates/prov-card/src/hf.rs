@@ -97,6 +97,12 @@ pub fn render(ev: &CardInputs, plots: &[(String, String)]) -> String {
     s
 }
 
+/// A recipe author's string in a table cell: what would not show escaped, so that a line
+/// break cannot end the row, and `|` escaped, so that it cannot end the cell.
+fn cell(text: &str) -> String {
+    prov_textfix::shown::visible(text).replace('|', "\\|")
+}
+
 /// The YAML front matter the Hub reads: name, licenses, languages, size, sources, tags.
 fn front_matter(s: &mut String, ev: &CardInputs, licenses: &[String]) {
     let (languages, _) = ev.kept_languages();
@@ -178,8 +184,8 @@ fn sources_section(s: &mut String, ev: &CardInputs, refs: &mut Refs) {
             src.record.name,
             if src.documents { "documents" } else { "filter input" },
             src.record.origin,
-            src.record.license.as_deref().map_or_else(|| "not declared".to_owned(), |l| format!("`{l}`")),
-            src.record.retrieved.as_deref().unwrap_or("not declared"),
+            src.record.license.as_deref().map_or_else(|| "not declared".to_owned(), |l| format!("`{}`", cell(l))),
+            src.record.retrieved.as_deref().map_or_else(|| "not declared".to_owned(), cell),
             group(files),
             group(src.record.content.size()),
         );
@@ -531,4 +537,15 @@ pub fn limitations(ev: &CardInputs, refs: &mut Refs) -> Vec<String> {
         ));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    /// A source license written to end the row or the cell stays in its cell.
+    #[test]
+    fn an_authors_string_stays_in_its_table_cell() {
+        assert_eq!(super::cell("MIT"), "MIT");
+        assert_eq!(super::cell("MIT\n| forged | row |"), "MIT\\n\\| forged \\| row \\|");
+        assert_eq!(super::cell("MIT\u{1b}[32m"), "MIT\\u{1b}[32m");
+    }
 }
