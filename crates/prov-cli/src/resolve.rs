@@ -98,6 +98,10 @@ pub(crate) fn check_command_consent(
     let Some(closure) = prov_exec::consent::command_closure(&loaded.lockfile, &registry) else {
         return Ok(());
     };
+    if !handed_inputs && prov_exec::consent::adopted(store.root(), &closure) {
+        return Ok(());
+    }
+    // Refused: name the first stage that runs a command, and the command.
     let stage = loaded.lockfile.stages.iter().find(|s| registry.get(&s.stage_kind).is_some_and(|k| k.runs_commands()));
     let (name, command) = stage.map_or((String::new(), String::new()), |s| {
         (s.name.to_string(), s.config.get("command").map_or_else(String::new, |c| format!(" ({c})")))
@@ -110,9 +114,6 @@ pub(crate) fn check_command_consent(
             loaded.display
         ))
         .with_hint("replay without `--from`, or pass `--allow-commands` to run them on those bytes (in the sandbox)"));
-    }
-    if prov_exec::consent::adopted(store.root(), &closure) {
-        return Ok(());
     }
     Err(CommandError::input(format!(
         "`{}` runs commands (stage `{name}`{command}) that were not adopted in this store: no `prov lock` of a \
@@ -143,8 +144,9 @@ pub(crate) fn lock_to_file(
     store_root: &Path,
 ) -> Result<(LockOutcome, prov_exec::Locked), CommandError> {
     let store_tmp = &store_root.join("tmp");
-    let locked = prov_exec::lock_recipe(&registry(), recipe, root)?;
-    if let Some(closure) = prov_exec::consent::command_closure(&locked.lockfile, &registry()) {
+    let registry = registry();
+    let locked = prov_exec::lock_recipe(&registry, recipe, root)?;
+    if let Some(closure) = prov_exec::consent::command_closure(&locked.lockfile, &registry) {
         prov_exec::consent::adopt(store_root, &closure, &locked.lockfile.recipe.path)?;
     }
     let path = match out {
