@@ -169,7 +169,13 @@ fn commands_are_adopted_by_locking_a_recipe_not_by_files_on_disk() {
     fs_err::remove_dir_all(p.path(".prov")).unwrap();
     p.prov(&["init"]).success();
     p.write("recipes/tools.yaml", &recipe("../scripts/count.sh"));
-    p.prov(&["lock", "recipes/tools.yaml"]).success();
+    // Locking says what it adopted, once: the user reads the command when it is adopted.
+    let locked = p.prov(&["lock", "recipes/tools.yaml"]);
+    locked.success();
+    let said = "adopted the command of stage `cmd` in this store: [\"sh\",\"inputs/script\"]";
+    assert!(locked.stderr().contains(said), "{}", locked.describe());
+    let again = p.prov(&["lock", "recipes/tools.yaml"]);
+    assert!(!again.stderr().contains("adopted"), "{}", again.describe());
     p.prov(&["run", "lockfiles/tools.lock"]).success();
     let r = p.prov(&["run", "handed.lock"]);
     r.exit(1);

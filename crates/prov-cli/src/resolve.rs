@@ -7,6 +7,7 @@ use prov_store::{Digest, Store};
 
 use crate::context::registry;
 use crate::error::CommandError;
+use crate::ui::Ui;
 use prov_textfix::shown::visible;
 
 /// A lockfile and where it came from.
@@ -102,10 +103,11 @@ pub(crate) fn check_command_consent(
         return Ok(());
     }
     // Refused: name the first stage that runs a command, and the command.
-    let stage = loaded.lockfile.stages.iter().find(|s| registry.get(&s.stage_kind).is_some_and(|k| k.runs_commands()));
-    let (name, command) = stage.map_or((String::new(), String::new()), |s| {
-        (s.name.to_string(), s.config.get("command").map_or_else(String::new, |c| format!(" ({c})")))
-    });
+    let (name, command) = prov_exec::consent::command_stages(&loaded.lockfile, &registry)
+        .into_iter()
+        .next()
+        .map(|(name, command)| (name, if command.is_empty() { command } else { format!(" ({command})") }))
+        .unwrap_or_default();
     if handed_inputs {
         return Err(CommandError::input(format!(
             "`{}` runs commands (stage `{name}`{command}), and with `--against` and `--from` the stages before \
@@ -132,6 +134,21 @@ pub(crate) struct LockOutcome {
     pub path: PathBuf,
     pub run_id: Digest,
     pub changed: bool,
+    /// The stages whose commands this locking adopted for the first time, with their
+    /// commands ([`prov_exec::consent::command_stages`]); empty when they were adopted before
+    /// or there are none.
+    pub adopted: Vec<(String, String)>,
+}
+
+impl LockOutcome {
+    /// Tells the user which commands locking adopted: from now on `prov run` runs them in
+    /// this store without `--allow-commands`. A recipe someone else wrote is locked the same
+    /// way, so this is the moment to read them.
+    pub(crate) fn report_adopted(&self, ui: &mut Ui) {
+        for (stage, command) in &self.adopted {
+            ui.status(format!("adopted the command of stage `{stage}` in this store: {command}"));
+        }
+    }
 }
 
 /// Locks `recipe` and writes the lockfile atomically. Locking a recipe is the user's act, so
@@ -146,8 +163,11 @@ pub(crate) fn lock_to_file(
     let store_tmp = &store_root.join("tmp");
     let registry = registry();
     let locked = prov_exec::lock_recipe(&registry, recipe, root)?;
-    if let Some(closure) = prov_exec::consent::command_closure(&locked.lockfile, &registry) {
-        prov_exec::consent::adopt(store_root, &closure, &locked.lockfile.recipe.path)?;
+    let mut adopted = Vec::new();
+    if let Some(closure) = prov_exec::consent::command_closure(&locked.lockfile, &registry)
+        && prov_exec::consent::adopt(store_root, &closure, &locked.lockfile.recipe.path)?
+    {
+        adopted = prov_exec::consent::command_stages(&locked.lockfile, &registry);
     }
     let path = match out {
         Some(p) => prov_exec::absolute(p),
@@ -162,7 +182,7 @@ pub(crate) fn lock_to_file(
         prov_store::write_atomically(store_tmp, &path, &locked.bytes)?;
     }
     let run_id = prov_manifest::run_id(&locked.bytes);
-    Ok((LockOutcome { path, run_id, changed }, locked))
+    Ok((LockOutcome { path, run_id, changed, adopted }, locked))
 }
 
 /// Shows a path relative to the current directory when it is below it.

@@ -72,20 +72,35 @@ fn record_path(store_root: &Path, closure: &Digest) -> PathBuf {
 }
 
 /// Records that the user adopted `closure`, locked from the recipe `recipe` (for the reader
-/// of the store; the check looks at the closure alone). Written atomically.
+/// of the store; the check looks at the closure alone). Written atomically. Returns true when
+/// the closure was not adopted before, so that the caller can tell the user what they just
+/// agreed to run.
 ///
 /// # Errors
 ///
 /// When the record cannot be written.
-pub fn adopt(store_root: &Path, closure: &Digest, recipe: &str) -> Result<(), prov_store::StoreError> {
+pub fn adopt(store_root: &Path, closure: &Digest, recipe: &str) -> Result<bool, prov_store::StoreError> {
     let path = record_path(store_root, closure);
     if path.is_file() {
-        return Ok(());
+        return Ok(false);
     }
     if let Some(dir) = path.parent() {
         fs_err::create_dir_all(dir)?;
     }
-    prov_store::write_atomically(&store_root.join("tmp"), &path, format!("{recipe}\n").as_bytes())
+    prov_store::write_atomically(&store_root.join("tmp"), &path, format!("{recipe}\n").as_bytes())?;
+    Ok(true)
+}
+
+/// The stages of `lockfile` that run commands, in lockfile order, each with its command as
+/// the lockfile writes it (its `command` parameter in JSON, empty when it has none): what a
+/// user adopting or refusing the commands needs to read.
+pub fn command_stages(lockfile: &Lockfile, registry: &Registry) -> Vec<(String, String)> {
+    lockfile
+        .stages
+        .iter()
+        .filter(|s| registry.get(&s.stage_kind).is_some_and(|k| k.runs_commands()))
+        .map(|s| (s.name.to_string(), s.config.get("command").map_or_else(String::new, ToString::to_string)))
+        .collect()
 }
 
 /// True when the user adopted `closure` in the store at `store_root`.
@@ -131,8 +146,17 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let closure = Digest::of(b"closure");
         assert!(!adopted(dir.path(), &closure));
-        adopt(dir.path(), &closure, "recipes/r.yaml").unwrap();
+        assert!(adopt(dir.path(), &closure, "recipes/r.yaml").unwrap(), "adopted for the first time");
         assert!(adopted(dir.path(), &closure) && !adopted(dir.path(), &Digest::of(b"other")));
-        adopt(dir.path(), &closure, "recipes/r.yaml").unwrap();
+        assert!(!adopt(dir.path(), &closure, "recipes/r.yaml").unwrap(), "adopted before");
+    }
+
+    #[test]
+    fn command_stages_name_each_stage_and_its_command() {
+        let registry = Registry::with_builtins();
+        assert_eq!(
+            command_stages(&locked(RECIPE), &registry),
+            [("cmd".to_owned(), r#"["sh","inputs/script"]"#.to_owned())]
+        );
     }
 }

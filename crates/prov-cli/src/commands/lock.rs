@@ -37,8 +37,10 @@ pub(crate) fn cmd_lock(ui: &mut Ui, cx: &CommandContext, args: &LockArgs) -> Res
             "changed": outcome.changed,
             "sources": locked.lockfile.sources.len(),
             "stages": locked.lockfile.stages.len(),
+            "adopted_commands": outcome.adopted.iter().map(|(stage, command)| json!({"stage": stage, "command": command})).collect::<Vec<_>>(),
         }),
     )?;
+    outcome.report_adopted(ui);
     let verb = if outcome.changed { "wrote" } else { "up to date:" };
     ui.line(format!("{verb} {shown}"))?;
     ui.line(format!("run id {}", outcome.run_id))?;

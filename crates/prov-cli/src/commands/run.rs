@@ -46,6 +46,7 @@ pub(crate) fn cmd_run(ui: &mut Ui, cx: &CommandContext, args: &RunArgs) -> Resul
         if outcome.changed {
             ui.status(format!("locked {} into {shown}", args.target));
         }
+        outcome.report_adopted(ui);
         load_lockfile(&store, &shown)?
     } else {
         load_lockfile(&store, &args.target)?
