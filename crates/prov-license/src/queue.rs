@@ -13,7 +13,7 @@ use std::path::Path;
 
 use prov_manifest::{DatasetRecord, LoadedRun, Record, StageRecord, TreeRecord, VerdictRecord, get_record, get_typed};
 use prov_store::{Digest, Store};
-use prov_textfix::shown::visible;
+use prov_textfix::shown::{shows_as_itself, visible};
 use serde_json::{Value, json};
 
 use crate::detect::{LicenseTexts, TextMatch, is_license_file};
@@ -198,8 +198,7 @@ pub fn reading(license: &str) -> String {
         crate::Normalized::Spdx { expression, via } => format!("{expression} ({})", via.as_str()),
         crate::Normalized::Unknown { reason } => {
             let reason = reason.to_string();
-            let hidden = matches!(visible(license), std::borrow::Cow::Owned(_));
-            format!("unknown: {}", if hidden { visible(&reason) } else { reason.as_str().into() })
+            format!("unknown: {}", if shows_as_itself(license) { reason.as_str().into() } else { visible(&reason) })
         }
     }
 }

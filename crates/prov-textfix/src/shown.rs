@@ -19,11 +19,17 @@
 
 use std::borrow::Cow;
 
+/// True when every character of `text` shows as itself: [`visible`] would escape nothing
+/// but backslashes. A caller that prints a string derived from `text` (an error quoting it)
+/// asks this to know whether that string needs escaping too.
+pub fn shows_as_itself(text: &str) -> bool {
+    let mut chars = text.chars();
+    !chars.next().is_some_and(|c| hidden(c, true)) && !chars.any(|c| hidden(c, false))
+}
+
 /// Returns `text` as it would show, escaping what would not; see the module's doc.
 pub fn visible(text: &str) -> Cow<'_, str> {
-    let mut chars = text.chars();
-    let first_hidden = chars.next().is_some_and(|c| hidden(c, true));
-    if !first_hidden && !chars.any(|c| c == '\\' || hidden(c, false)) {
+    if !text.contains('\\') && shows_as_itself(text) {
         return Cow::Borrowed(text);
     }
     let mut out = String::with_capacity(text.len() + 8);
@@ -153,6 +159,16 @@ mod tests {
         assert!(matches!(super::terminal_safe(text), std::borrow::Cow::Borrowed(t) if t == text));
         assert_eq!(super::terminal_safe("\u{1b}[2K\u{1b}[1GProprietary\n"), "\\u{1b}[2K\\u{1b}[1GProprietary\n");
         assert_eq!(super::terminal_safe("GPL-3.0\u{202E}\r"), "GPL-3.0\\u{202e}\\u{d}");
+    }
+
+    /// `shows_as_itself` is `visible` escaping nothing, backslashes aside.
+    #[test]
+    fn shows_as_itself_agrees_with_visible() {
+        for text in ["udhr", "a\\b", "e\u{301}", "\u{301}e", "a\u{200B}", "a\nb", "", "\u{1b}[2J", "世界"] {
+            let escaped = visible(&text.replace('\\', "")).into_owned() != text.replace('\\', "");
+            assert_eq!(super::shows_as_itself(text), !escaped, "{text:?}");
+        }
+        assert!(super::shows_as_itself("a\\b") && !super::shows_as_itself("a\u{34F}"));
     }
 
     /// A backslash is doubled once anything is escaped, so that an id holding the text
