@@ -213,6 +213,52 @@ fn filters_that_the_training_data_goes_around_fail_their_claims() {
     assert!(r.stdout().contains("training data after `robots`: `tokens`"), "{}", r.describe());
 }
 
+/// A model trains on a token tree that a command made, while a `tokenize` stage beside it,
+/// which nothing trains on, passed every filter. The audit cannot follow the command's tree to
+/// its documents, so no filter claim holds; training on the `tokenize` stage's own tree (or on
+/// the same bytes copied by a command) lets them hold.
+#[test]
+fn training_tokens_a_command_made_leave_the_filter_claims_undecided() {
+    let p = project();
+    let lm = |tokens: &str, command: &str| {
+        format!(
+            "{}  tokenizer:\n    kind: tokenizer\n    inputs: {{docs: decontaminate.dataset}}\n    params: {{vocab_size: \
+             300}}\n  tokens:\n    kind: tokenize\n    inputs: {{docs: decontaminate.dataset, tokenizer: \
+             tokenizer.tokenizer}}\n    params: {{seq_len: 32}}\n  made:\n    kind: external\n    inputs: {{tokens: \
+             tokens.tokens}}\n    params:\n      command: [sh, -c, \"{command}\"]\n      outputs: {{tokens: out/}}\n  \
+             pretrain:\n    kind: pretrain\n    inputs: {{tokens: {tokens}, order: tokens.order, tokenizer: \
+             tokenizer.tokenizer}}\n    params:\n      steps: 2\n      batch_size: 2\n      checkpoint_every: 2\n      \
+             model: {{hidden_size: 32, intermediate_size: 64, num_hidden_layers: 1, num_attention_heads: 2, \
+             num_key_value_heads: 1}}\n",
+            RECIPE.replace("seed: 20250131\n", "seed: 20250131\nallow_commands: true\n")
+        )
+    };
+    // The command's tree holds the same token ids under other document ids: other bytes.
+    let relabel = "cp -r inputs/tokens out && sed -i s/udhr-/doc-/g out/documents.jsonl";
+    p.write("recipes/audited.yaml", &lm("made.tokens", relabel));
+    p.prov(&["run", "recipes/audited.yaml"]).success();
+    let r = p.prov(&["audit", "lockfiles/audited.lock", "--policy", "policy.yaml"]);
+    r.exit(4);
+    let said = "`pretrain` trains on `tokens` (`blake3:";
+    let made = "a tree that stage `made` (`external`) made, not a `tokenize` stage: the audit cannot follow it to the \
+                documents it holds";
+    assert!(r.stdout().contains(said) && r.stdout().contains(made), "{}", r.describe());
+    for claim in ["robots: CANNOT-BE-DECIDED", "pii: CANNOT-BE-DECIDED", "license: CANNOT-BE-DECIDED"] {
+        assert!(r.stdout().contains(claim), "{claim}\n{}", r.describe());
+    }
+    assert!(r.stdout().contains("training data after `robots`: `tokens`"), "{}", r.describe());
+
+    // The same bytes copied by the command are the `tokenize` stage's tree: followed.
+    p.write("recipes/audited.yaml", &lm("made.tokens", "cp -r inputs/tokens out"));
+    p.prov(&["run", "recipes/audited.yaml"]).success();
+    let r = p.prov(&["audit", "lockfiles/audited.lock", "--policy", "policy.yaml"]);
+    r.success();
+    assert!(!r.stdout().contains(made), "{}", r.describe());
+    p.write("recipes/audited.yaml", &lm("tokens.tokens", relabel));
+    p.prov(&["run", "recipes/audited.yaml"]).success();
+    p.prov(&["audit", "lockfiles/audited.lock", "--policy", "policy.yaml"]).success();
+}
+
 #[test]
 fn the_robots_word_loss_per_language_group_is_measured_beside_the_claim() {
     let p = project();

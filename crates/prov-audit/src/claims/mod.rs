@@ -13,8 +13,8 @@ use prov_dataset::chunked::read_chunk;
 use prov_dataset::directory::DirectoryEntry;
 use prov_dataset::{Document, LedgerDecision, LedgerRow, read_ledger_shard, shard_documents};
 use prov_manifest::{
-    ChunkedIndex, DatasetRecord, Ledger, LedgerRecord, LedgerShardRef, LoadedRun, LoadedStage, Record, StageRecord,
-    get_record,
+    ChunkedIndex, DatasetRecord, Ledger, LedgerRecord, LedgerShardRef, LoadedRun, LoadedStage, OutputType, Record,
+    StageRecord, get_record,
 };
 use prov_store::{Digest, Store, merkle_root};
 use prov_tokenizer::TOKENIZE_KIND;
@@ -37,6 +37,9 @@ mod tiers;
 mod toxicity;
 
 pub use robots::ROBOTS_DEFAULT_RULES;
+
+/// The stage kind that trains a model on token trees (`prov-train`'s `pretrain`).
+const PRETRAIN_KIND: &str = "pretrain";
 
 /// The outcome of one claim.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -557,6 +560,12 @@ fn load_filter(
 /// the shards before it) or starts from other data (a second copy of the corpus): either way
 /// the model trains on documents no filter of the claim looked at. A run without a
 /// `tokenize` stage is noted: its claims are about the stages' outputs.
+///
+/// The token trees a `pretrain` stage reads must be outputs of `tokenize` stages (the same
+/// bytes: a command that copied a tokenize stage's tree unchanged made no other data). A
+/// tree that an `external` command or any other stage made cannot be followed back to its
+/// documents, so the claim cannot be decided: otherwise a run could train on such a tree
+/// while a `tokenize` stage beside it, which nothing trains on, passed every filter.
 fn check_training_passes(
     cx: &RunContext<'_>,
     filters: &[&LoadedStage],
@@ -569,7 +578,8 @@ fn check_training_passes(
         None => (format!("a `{kind}` stage"), format!("passed no `{kind}` stage")),
     };
     let training: Vec<usize> = (0..stages.len()).filter(|&i| stages[i].kind() == TOKENIZE_KIND).collect();
-    if training.is_empty() {
+    let followed = training_tokens_are_followed(cx.run, result);
+    if training.is_empty() && followed {
         result.evidence(
             format!("training data after {what}"),
             "none: the run has no `tokenize` stage, so the claim is about the stage's output",
@@ -598,6 +608,42 @@ fn check_training_passes(
     for (f, tokens) in after {
         result.evidence(format!("training data after `{}`", stages[f].name()), tokens.join(", "));
     }
+}
+
+/// Checks that every token tree a `pretrain` stage reads is a `tokenize` stage's output (see
+/// [`check_training_passes`]); a tree that another stage made, or that no stage of the run
+/// made, leaves `result` undecided, naming the tree, its stage and who made it. Returns true
+/// when every tree is followed.
+fn training_tokens_are_followed(run: &LoadedRun, result: &mut ClaimResult) -> bool {
+    let stages = run.stages();
+    let mut followed = true;
+    for (t, trainer) in stages.iter().enumerate().filter(|(_, s)| s.kind() == PRETRAIN_KIND) {
+        for (input, digest) in &trainer.record.inputs {
+            let made_by = |s: &LoadedStage| s.record.outputs.values().any(|o| o.digest == *digest);
+            let writers: Vec<&LoadedStage> = stages[..t].iter().filter(|s| made_by(s)).collect();
+            let is_tree = writers
+                .iter()
+                .flat_map(|s| s.record.outputs.values())
+                .any(|o| o.digest == *digest && o.output_type == OutputType::Tree);
+            // Checkpoints (a distillation teacher) and files (the order, the tokenizer) hold
+            // no training text; a source or a tree of another stage might.
+            let holds_text = writers.is_empty() || is_tree;
+            if !holds_text || writers.iter().any(|s| s.kind() == TOKENIZE_KIND) {
+                continue;
+            }
+            followed = false;
+            let maker = writers.last().map_or_else(
+                || "no stage of the run made".to_owned(),
+                |s| format!("stage `{}` (`{}`) made, not a `{TOKENIZE_KIND}` stage", s.name(), s.kind()),
+            );
+            result.undecided(format!(
+                "`{}` trains on `{input}` (`{digest}`), a tree that {maker}: the audit cannot follow it to the \
+                 documents it holds",
+                trainer.name()
+            ));
+        }
+    }
+    followed
 }
 
 /// What a filter claim's statement is about.

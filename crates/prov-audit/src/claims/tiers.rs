@@ -67,9 +67,9 @@ pub(super) fn tiers_by_phase(
         result.fail(format!("the claim names tier `{t}`; the tiers are high, medium and low"));
         return result;
     }
-    let stages = cx.stages_of("pretrain", stage);
+    let stages = cx.stages_of(super::PRETRAIN_KIND, stage);
     if stages.is_empty() {
-        no_stage(&mut result, "pretrain", stage);
+        no_stage(&mut result, super::PRETRAIN_KIND, stage);
     }
     for s in stages {
         let name = s.name();
