@@ -183,6 +183,45 @@ fn against_with_from_runs_commands_only_when_the_user_says_so() {
     p.prov(&["replay", "lockfiles/quickstart.lock", "--against", &committed]).success();
 }
 
+/// A handed-over folder holds, beside the committed run, a second run record of the same
+/// lockfile whose `half` stage claims other statistics (every file hashes to its name, `RUN`
+/// still names the honest run). The replay against the folder is identical, and it used to
+/// leave the forged record in the store, where `prov status`, `prov show`, `prov card` and
+/// `prov audit` took it as the lockfile's run (an adversarial review found it). Only what
+/// `RUN` reaches is imported now.
+#[test]
+fn a_second_run_record_in_a_handed_over_folder_is_not_taken_as_the_run() {
+    let p = Project::with_recipes();
+    committed_quickstart_lock(&p);
+    let committed = repo_root().join("manifests/quickstart");
+    let planted = recommit(&committed, &p.path("planted"), |s| {
+        if s.name.as_str() == "half" {
+            s.stats.insert("documents_out".into(), serde_json::json!(248));
+        }
+    });
+    fs_err::create_dir_all(p.path("handed")).unwrap();
+    for dir in [committed.clone(), p.path("planted")] {
+        for entry in fs_err::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "json") {
+                fs_err::copy(&path, p.path("handed").join(path.file_name().unwrap())).unwrap();
+            }
+        }
+    }
+    fs_err::copy(committed.join("RUN"), p.path("handed/RUN")).unwrap();
+    let honest = fs_err::read_to_string(committed.join("RUN")).unwrap().trim().to_owned();
+    assert_ne!(honest, planted.to_string());
+
+    p.prov(&["replay", "lockfiles/quickstart.lock", "--against", "handed"]).success();
+    let shown = p.prov(&["show", "lockfiles/quickstart.lock"]);
+    shown.success();
+    assert!(shown.stdout().contains(&honest) && !shown.stdout().contains(&planted.to_string()), "{}", shown.describe());
+    let status = p.prov(&["status"]);
+    assert!(status.stdout().contains(&honest["blake3:".len()..][..12]), "{}", status.describe());
+    // The planted record never entered the store.
+    p.prov(&["show", &planted.to_string()]).exit(1);
+}
+
 /// A folder whose `RUN` names a run of another lockfile is refused before anything runs.
 #[test]
 fn against_a_folder_of_another_lockfile_is_refused() {

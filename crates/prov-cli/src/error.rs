@@ -124,6 +124,11 @@ impl From<ExecError> for CommandError {
             ExecError::NotRecorded(_) => {
                 Some("run it with `prov run` first; replay compares against a recording".to_owned())
             }
+            ExecError::SeveralRecordings { .. } => Some(
+                "say which: `prov replay LOCKFILE --against manifests/<recipe>` compares with a committed run, \
+                 and `prov run LOCKFILE` records this machine's"
+                    .to_owned(),
+            ),
             ExecError::Incompatible { .. } => Some("re-lock the recipe with `prov lock`".to_owned()),
             ExecError::InvalidLockfile { .. } => Some(
                 "a lockfile is what `prov lock` writes: re-lock the recipe rather than editing the lockfile".to_owned(),

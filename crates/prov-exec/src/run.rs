@@ -617,20 +617,35 @@ pub fn run(store: &Store, lockfile: &Lockfile, bytes: &[u8], opts: &ExecOptions<
     }
 }
 
-/// Returns the run manifest of the latest completed `run` of a run id: from the execution
-/// log, or, when the log does not know it (a lost index), from the run records in the store.
+/// Returns the run manifest of a run id's recorded run: from the execution log, the latest
+/// completed `run`, else the recording of the latest identical replay (`prov replay --against`
+/// in a store that never ran the lockfile); when the log knows neither (a lost index), the
+/// one run record of the lockfile in the store.
+///
+/// # Errors
+///
+/// [`ExecError::SeveralRecordings`] when the log knows none and the store holds several run
+/// records of the lockfile (runs in different envelopes, or recordings imported from several
+/// folders): taking any one of them would say something the user did not choose.
 pub fn recorded_run(store: &Store, run_id: &Digest) -> Result<Option<(Digest, RunRecord)>, ExecError> {
-    for e in store.index().executions()? {
-        if e.run_id == *run_id
-            && e.mode == "run"
-            && e.status == "ok"
-            && let Some(m) = e.run_manifest
-        {
+    let executions = store.index().executions()?;
+    for mode in ["run", "replay"] {
+        let found = executions.iter().find(|e| e.run_id == *run_id && e.mode == mode && e.status == "ok");
+        if let Some(m) = found.and_then(|e| e.run_manifest) {
             return Ok(Some((m, get_typed::<RunRecord>(store, &m)?)));
         }
     }
     // The execution log is an index; the run records themselves are the evidence.
-    Ok(crate::maintenance::run_records(store)?.into_iter().find(|(_, r)| r.lockfile == *run_id))
+    let mut found: Vec<(Digest, RunRecord)> =
+        crate::maintenance::run_records(store)?.into_iter().filter(|(_, r)| r.lockfile == *run_id).collect();
+    if found.len() > 1 {
+        found.sort_by_key(|(m, _)| *m);
+        return Err(ExecError::SeveralRecordings {
+            run_id: *run_id,
+            manifests: found.into_iter().map(|(m, _)| m).collect(),
+        });
+    }
+    Ok(found.pop())
 }
 
 /// [`recorded_run`] with its stage records read: the run as every reader of a recorded run
@@ -1151,6 +1166,28 @@ mod tests {
 
     /// A panic inside a stage is caught at the stage boundary: an internal error naming the
     /// stage, the execution logged as failed, the store intact and usable.
+    /// With no execution in the log (a lost index), the store's one run record of a lockfile
+    /// is its recorded run; with two (say, recordings imported from two folders), neither is
+    /// taken: the user says which.
+    #[test]
+    fn without_the_log_only_a_single_run_record_is_the_recorded_run() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = Store::init(&dir.path().join(".prov")).expect("store");
+        let lockfile = store.put_bytes(prov_store::ObjectKind::Blob, b"lockfile").expect("put");
+        assert!(recorded_run(&store, &lockfile).expect("no run").is_none());
+        let first = put_record(&store, &Record::Run(RunRecord::new("one", lockfile, vec![]))).expect("put");
+        assert_eq!(recorded_run(&store, &lockfile).expect("one run").map(|(m, _)| m), Some(first));
+        let second = put_record(&store, &Record::Run(RunRecord::new("two", lockfile, vec![]))).expect("put");
+        match recorded_run(&store, &lockfile) {
+            Err(ExecError::SeveralRecordings { run_id, manifests }) => {
+                let mut both = vec![first, second];
+                both.sort();
+                assert_eq!((run_id, manifests), (lockfile, both));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
     #[test]
     fn a_panicking_stage_is_an_internal_error_and_leaves_the_store_valid() {
         let (dir, store, registry, locked) =

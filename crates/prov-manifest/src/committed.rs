@@ -133,32 +133,45 @@ pub fn read_run_file(dir: &Path) -> Result<Digest, CommittedError> {
         .map_err(|e: prov_store::DigestParseError| CommittedError::NotADigest { path, message: e.to_string() })
 }
 
-/// Imports a committed run's folder into `store`: every `.json` file, in name order, is
-/// checked against the digest its name says and decoded before it is stored. Returns the run
-/// manifest `RUN` names, which must be among them. A file that fails stops the import; the
-/// records stored before it stay (they are what their digests say).
+/// Imports a committed run's folder into `store`: the records that the run manifest `RUN`
+/// names reaches, each checked against the digest its file name says and decoded before it
+/// is stored. Returns that run manifest, which must be among them. Other files of the folder
+/// are not read: a folder handed over could hold a second run record of the same lockfile,
+/// or replay records of it, and what is stored here is what later commands take as the run
+/// (`prov status`, `prov audit`); `prov run --commit` writes the closure and nothing else. A
+/// file that fails stops the import; the records stored before it stay (they are what their
+/// digests say).
 ///
 /// # Errors
 ///
-/// [`CommittedError::NameMismatch`] and [`CommittedError::NotARecord`] for a file that is not
-/// what its name says; [`CommittedError::NotADigest`] and [`CommittedError::RunNotAmong`] for
-/// `RUN`; I/O and store errors.
+/// [`CommittedError::NameMismatch`] and [`CommittedError::NotARecord`] for a reached file that
+/// is not what its name says; [`CommittedError::NotADigest`] and
+/// [`CommittedError::RunNotAmong`] for `RUN`; I/O and store errors.
 pub fn import_committed_run(store: &Store, dir: &Path) -> Result<Digest, CommittedError> {
     let run = read_run_file(dir)?;
-    let mut paths: Vec<PathBuf> = fs_err::read_dir(dir)?.filter_map(Result::ok).map(|e| e.path()).collect();
-    paths.sort();
-    for path in paths.into_iter().filter(|p| p.extension().is_some_and(|e| e == "json")) {
+    if !dir.join(format!("{}.json", run.to_hex())).is_file() {
+        return Err(CommittedError::RunNotAmong { path: dir.join(RUN_FILE), run });
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    let mut todo = vec![run];
+    while let Some(digest) = todo.pop() {
+        if !seen.insert(digest) {
+            continue;
+        }
+        // Data objects (shards, blobs) are not in the folder: the records name them.
+        let path = dir.join(format!("{}.json", digest.to_hex()));
+        if !path.is_file() {
+            continue;
+        }
         let bytes = fs_err::read(&path)?;
         let actual = Digest::of(&bytes);
-        if path.file_stem().and_then(|s| s.to_str()) != Some(actual.to_hex().as_str()) {
+        if actual != digest {
             return Err(CommittedError::NameMismatch { path, actual });
         }
-        let record = Record::from_bytes(&bytes)
-            .map_err(|e| CommittedError::NotARecord { path: path.clone(), message: e.to_string() })?;
+        let record =
+            Record::from_bytes(&bytes).map_err(|e| CommittedError::NotARecord { path, message: e.to_string() })?;
+        todo.extend(record.references());
         put_record(store, &record)?;
-    }
-    if !store.contains(&run) {
-        return Err(CommittedError::RunNotAmong { path: dir.join(RUN_FILE), run });
     }
     Ok(run)
 }
@@ -212,6 +225,28 @@ mod tests {
         assert!(to.contains(&run));
     }
 
+    /// A folder handed over with a second run record of the same lockfile beside the one
+    /// `RUN` names (forged stats, another source origin): only what `RUN` reaches is stored,
+    /// so no later lookup of the lockfile's run can find the other.
+    #[test]
+    fn only_what_run_reaches_is_imported() {
+        let (dir, from) = store();
+        let run = run_in(&from);
+        let folder = dir.path().join("demo");
+        write_committed_run(&from, &folder, &run).unwrap();
+        let lockfile = from.put_bytes(prov_store::ObjectKind::Blob, b"lockfile").unwrap();
+        let planted = Record::Run(RunRecord::new("forged", lockfile, vec![]));
+        let planted_bytes = planted.to_bytes().unwrap();
+        let planted_digest = Digest::of(&planted_bytes);
+        fs_err::write(folder.join(format!("{}.json", planted_digest.to_hex())), &planted_bytes).unwrap();
+        // And a file that is not what its name says, never read.
+        fs_err::write(folder.join(format!("{}.json", Digest::of(b"x").to_hex())), b"y").unwrap();
+
+        let (_d, to) = store();
+        assert_eq!(import_committed_run(&to, &folder).unwrap(), run);
+        assert!(to.contains(&run) && !to.contains(&planted_digest));
+    }
+
     #[test]
     fn a_file_that_is_not_what_its_name_says_or_a_run_that_is_not_there_is_refused() {
         let (dir, from) = store();
@@ -235,7 +270,9 @@ mod tests {
         assert!(matches!(e, CommittedError::RunNotAmong { .. }) && !e.is_integrity_failure(), "{e}");
 
         // Bytes that hash to their name but are not a record.
-        fs_err::write(folder.join(format!("{}.json", Digest::of(b"not json").to_hex())), b"not json").unwrap();
+        let not_json = Digest::of(b"not json");
+        fs_err::write(folder.join(format!("{}.json", not_json.to_hex())), b"not json").unwrap();
+        fs_err::write(folder.join(RUN_FILE), format!("{not_json}\n")).unwrap();
         let e = import_committed_run(&to, &folder).unwrap_err();
         assert!(matches!(e, CommittedError::NotARecord { .. }) && e.is_integrity_failure(), "{e}");
 
