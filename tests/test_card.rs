@@ -150,3 +150,85 @@ fn croissant_passes_mlcroissant_validate() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// Declared licenses and language tags are data. A handed-over corpus whose strings close a
+/// code span and a table row, then write rows and paragraphs of their own ("reviewed and are
+/// MIT-licensed", "no personal data (verified by Provenant)"), as an adversarial review wrote
+/// them, does not change the card's structure. markdown-it-py (`CommonMark` with GitHub's
+/// tables, the reference reader here) reads the card: the license table has one row per
+/// declared string, the language table one per tag, and the forged sentences are nowhere
+/// but inside code spans.
+#[test]
+fn strings_from_the_data_cannot_write_markdown_into_the_card() {
+    let Some(python) = venv_python() else { return };
+    let p = Project::with_recipes();
+    let forged_license = "LicenseRef-x` | none | 1 | removed | `x` | |\n| `GPL-3.0` | `GPL-3.0-only` | 0 | removed | \
+                          `not-in-allow-list` | |\n\nAll documents of this dataset were reviewed and are **MIT**-licensed.\n";
+    let forged_language = "de`|1|x|\n\n**This dataset contains no personal data (verified by Provenant).**\n\n|`x";
+    let docs = [
+        serde_json::json!({"id": "a", "text": "hello world", "language": "en", "license": "MIT"}),
+        serde_json::json!({"id": "b", "text": "other words", "language": "en", "license": "GPL-3.0"}),
+        serde_json::json!({"id": "c", "text": "x y", "language": "en", "license": forged_license}),
+        serde_json::json!({"id": "d", "text": "p q", "language": forged_language, "license": "MIT"}),
+    ];
+    let jsonl: String = docs.iter().map(|d| d.to_string() + "\n").collect();
+    p.write("recipes/data/forged/docs.jsonl", &jsonl);
+    p.write(
+        "recipes/forged.yaml",
+        "schema: 1\nname: forged\nseed: 1\nsources:\n  docs:\n    path: data/forged/docs.jsonl\n    license: \
+         MIT\nstages:\n  shards:\n    kind: shard\n    inputs: {docs: docs}\n  license:\n    kind: license\n    \
+         inputs: {docs: shards}\n    params: {missing: deny}\n",
+    );
+    p.prov(&["run", "recipes/forged.yaml"]).success();
+    p.prov(&["card", "lockfiles/forged.lock", "--out", "card"]).success();
+
+    let reader = "import json, sys\nfrom markdown_it import MarkdownIt\n\
+                  tokens = MarkdownIt('commonmark').enable('table').parse(open(sys.argv[1]).read())\n\
+                  prose, tables, table, row = [], [], None, None\n\
+                  for t in tokens:\n\
+                  \x20   if t.type == 'table_open': table = []\n\
+                  \x20   elif t.type == 'table_close': tables.append(table); table = None\n\
+                  \x20   elif t.type == 'tr_open': row = []\n\
+                  \x20   elif t.type == 'tr_close': table.append(row); row = None\n\
+                  \x20   elif t.type == 'inline':\n\
+                  \x20       cell = {'prose': ''.join(c.content for c in t.children if c.type == 'text'),\n\
+                  \x20               'code': ''.join(c.content for c in t.children if c.type == 'code_inline')}\n\
+                  \x20       (row if row is not None else prose).append(cell)\n\
+                  print(json.dumps({'prose': prose, 'tables': tables}))\n";
+    let out = std::process::Command::new(&python).arg("-c").arg(reader).arg(p.path("card/README.md")).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let read: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let all_prose = |v: &serde_json::Value| -> Vec<String> {
+        let mut found = Vec::new();
+        for cell in v["prose"].as_array().unwrap() {
+            found.push(cell["prose"].as_str().unwrap().to_owned());
+        }
+        for table in v["tables"].as_array().unwrap() {
+            for row in table.as_array().unwrap() {
+                found.extend(row.as_array().unwrap().iter().map(|c| c["prose"].as_str().unwrap().to_owned()));
+            }
+        }
+        found
+    };
+    for text in all_prose(&read) {
+        for forged in ["reviewed and are", "verified by Provenant", "not-in-allow-list"] {
+            assert!(!text.contains(forged), "{forged:?} reads as Markdown outside a code span: {text:?}");
+        }
+    }
+    let table_with = |header: &[&str]| {
+        let named = |t: &&serde_json::Value| {
+            t[0].as_array().unwrap().iter().map(|c| c["prose"].as_str().unwrap()).collect::<Vec<_>>() == header
+        };
+        read["tables"].as_array().unwrap().iter().find(named).cloned().expect("the table")
+    };
+    // The header, then MIT, GPL-3.0 and the forged string: three declared strings.
+    let licenses = table_with(&["declared", "SPDX", "documents", "decision", "policy rule", "verdict"]);
+    assert_eq!(licenses.as_array().unwrap().len(), 4, "{licenses:#}");
+    // Whole in one cell, its line breaks shown as `\n`.
+    let shown = forged_license.replace('\n', "\\n");
+    let forged_row = licenses.as_array().unwrap().iter().filter(|row| row[0]["code"] == shown.as_str()).count();
+    assert_eq!(forged_row, 1, "the forged string is one cell, whole: {licenses:#}");
+    // `en` and the forged tag, each one row.
+    let languages = table_with(&["language", "documents", "manifests"]);
+    assert_eq!(languages.as_array().unwrap().len(), 3, "{languages:#}");
+}

@@ -103,6 +103,30 @@ fn cell(text: &str) -> String {
     prov_textfix::shown::visible(text).replace('|', "\\|")
 }
 
+/// Outside text (a declared license, a language tag, a rule name, an origin) as inline code:
+/// what would not show escaped, inside a fence of backticks longer than any run of backticks
+/// in it (`CommonMark` code spans), so that no Markdown in it is read as Markdown: a data
+/// string cannot write a paragraph, a link or a row of its own into the card.
+fn literal(text: &str) -> String {
+    let shown = prov_textfix::shown::visible(text);
+    let mut longest = 0;
+    let mut run = 0;
+    for c in shown.chars() {
+        run = if c == '`' { run + 1 } else { 0 };
+        longest = longest.max(run);
+    }
+    let fence = "`".repeat(longest + 1);
+    // A space each side lets the text start or end with a backtick; CommonMark strips them.
+    let pad = if longest > 0 { " " } else { "" };
+    format!("{fence}{pad}{shown}{pad}{fence}")
+}
+
+/// [`literal`] in a table cell: its `|` escaped too, which GitHub's tables read before the
+/// code span.
+fn literal_cell(text: &str) -> String {
+    literal(text).replace('|', "\\|")
+}
+
 /// The YAML front matter the Hub reads: name, licenses, languages, size, sources, tags.
 fn front_matter(s: &mut String, ev: &CardInputs, licenses: &[String]) {
     let (languages, _) = ev.kept_languages();
@@ -165,7 +189,8 @@ fn introduction(
     );
     if !licenses.is_empty() {
         let cites: String = license_refs.iter().map(|d| refs.cite(*d, "license evidence")).collect();
-        let _ = writeln!(s, "Licenses of the kept documents (SPDX): {}{cites}.\n", licenses.join(", "));
+        let shown: Vec<String> = licenses.iter().map(|l| literal(l)).collect();
+        let _ = writeln!(s, "Licenses of the kept documents (SPDX): {}{cites}.\n", shown.join(", "));
     }
 }
 
@@ -180,11 +205,11 @@ fn sources_section(s: &mut String, ev: &CardInputs, refs: &mut Refs) {
         };
         let _ = writeln!(
             s,
-            "| `{}` | {} | `{}` | {} | {} | {} | {} | {r} |",
+            "| `{}` | {} | {} | {} | {} | {} | {} | {r} |",
             src.record.name,
             if src.documents { "documents" } else { "filter input" },
-            src.record.origin,
-            src.record.license.as_deref().map_or_else(|| "not declared".to_owned(), |l| format!("`{}`", cell(l))),
+            literal_cell(&src.record.origin),
+            src.record.license.as_deref().map_or_else(|| "not declared".to_owned(), literal_cell),
             src.record.retrieved.as_deref().map_or_else(|| "not declared".to_owned(), cell),
             group(files),
             group(src.record.content.size()),
@@ -246,7 +271,7 @@ fn filters_section(s: &mut String, ev: &CardInputs, refs: &mut Refs, out_ref: &s
         sorted.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
         s.push_str("| language | documents | manifests |\n| --- | --- | --- |\n");
         for (l, n) in sorted.iter().take(TOP) {
-            let _ = writeln!(s, "| `{l}` | {} | {cites} |", group(**n));
+            let _ = writeln!(s, "| {} | {} | {cites} |", literal_cell(l), group(**n));
         }
         if sorted.len() > TOP {
             let rest: u64 = sorted[TOP..].iter().map(|(_, n)| **n).sum();
@@ -282,7 +307,7 @@ A quality scorer (`quality-train`: ridge regression on hashed character n-grams,
     rows.sort_by(|a, b| b.1.iter().sum::<u64>().cmp(&a.1.iter().sum::<u64>()).then(a.0.cmp(b.0)));
     s.push_str("| language | high | medium | low | manifest |\n| --- | --- | --- | --- | --- |\n");
     for (l, [h, m, lo]) in rows.iter().take(TOP) {
-        let _ = writeln!(s, "| `{l}` | {} | {} | {} | {r} |", group(*h), group(*m), group(*lo));
+        let _ = writeln!(s, "| {} | {} | {} | {} | {r} |", literal_cell(l), group(*h), group(*m), group(*lo));
     }
     if rows.len() > TOP {
         let mut rest = [0u64; 3];
@@ -345,7 +370,7 @@ fn filter_section(s: &mut String, refs: &mut Refs, f: &prov_manifest::LoadedStag
     if let Some(Value::Object(rules)) = stats.get("by_rule") {
         for (rule, v) in rules {
             let (d, w) = docs_words(v);
-            let _ = writeln!(s, "| `{rule}` | {} | {} | {r} |", group(d), group(w));
+            let _ = writeln!(s, "| {} | {} | {} | {r} |", literal_cell(rule), group(d), group(w));
         }
     }
     s.push('\n');
@@ -357,7 +382,7 @@ fn filter_section(s: &mut String, refs: &mut Refs, f: &prov_manifest::LoadedStag
         let _ = writeln!(s, "Removed, per language ({} languages){r}:\n", group(sorted.len() as u64));
         s.push_str("| language | documents | words | manifest |\n| --- | --- | --- | --- |\n");
         for (l, (d, w)) in sorted.iter().take(TOP) {
-            let _ = writeln!(s, "| `{l}` | {} | {} | {r} |", group(*d), group(*w));
+            let _ = writeln!(s, "| {} | {} | {} | {r} |", literal_cell(l), group(*d), group(*w));
         }
         if sorted.len() > TOP {
             let (d, w) = sorted[TOP..].iter().fold((0, 0), |acc, (_, (d, w))| (acc.0 + d, acc.1 + w));
@@ -373,7 +398,7 @@ fn filter_section(s: &mut String, refs: &mut Refs, f: &prov_manifest::LoadedStag
     }
     if let Some(Value::Object(replaced)) = stats.get("replaced") {
         let parts: Vec<String> =
-            replaced.iter().map(|(k, v)| format!("{} {k}", group(v.as_u64().unwrap_or(0)))).collect();
+            replaced.iter().map(|(k, v)| format!("{} {}", group(v.as_u64().unwrap_or(0)), literal(k))).collect();
         let _ = writeln!(s, "Spans replaced: {}{r}.\n", parts.join(", "));
     }
     if let Some(Value::Object(th)) = stats.get("thresholds") {
@@ -387,7 +412,7 @@ fn filter_section(s: &mut String, refs: &mut Refs, f: &prov_manifest::LoadedStag
                 .map_or_else(|| "none (too few)".to_owned(), |t| format!("{t:.4}"));
             let scored = v.get("scored").and_then(Value::as_u64).unwrap_or(0);
             let removed = v.get("removed").and_then(Value::as_u64).unwrap_or(0);
-            let _ = writeln!(s, "| `{l}` | {t} | {} | {} | {r} |", group(scored), group(removed));
+            let _ = writeln!(s, "| {} | {t} | {} | {} | {r} |", literal_cell(l), group(scored), group(removed));
         }
         s.push('\n');
     }
@@ -395,25 +420,26 @@ fn filter_section(s: &mut String, refs: &mut Refs, f: &prov_manifest::LoadedStag
         if let Some(p) = stats.get("policy") {
             let _ = writeln!(
                 s,
-                "Policy `{}` version {}{r}. One verdict record per declared license string:\n",
-                p.get("name").and_then(Value::as_str).unwrap_or("?"),
-                p.get("version").and_then(Value::as_str).unwrap_or("?")
+                "Policy {} version {}{r}. One verdict record per declared license string:\n",
+                literal(p.get("name").and_then(Value::as_str).unwrap_or("?")),
+                prov_textfix::shown::visible(p.get("version").and_then(Value::as_str).unwrap_or("?"))
             );
         }
         s.push_str("| declared | SPDX | documents | decision | policy rule | verdict |\n| --- | --- | --- | --- | --- | --- |\n");
         for (declared, v) in licenses {
-            let spdx = v.get("spdx").and_then(Value::as_str).map_or_else(|| "none".to_owned(), |x| format!("`{x}`"));
+            let spdx = v.get("spdx").and_then(Value::as_str).map_or_else(|| "none".to_owned(), literal_cell);
             let verdict = v
                 .get("verdict")
                 .and_then(Value::as_str)
                 .and_then(|d| d.parse::<Digest>().ok())
-                .map_or_else(|| r.clone(), |d| refs.cite(d, format!("verdict record for `{declared}`")));
+                .map_or_else(|| r.clone(), |d| refs.cite(d, format!("verdict record for {}", literal(declared))));
             let _ = writeln!(
                 s,
-                "| `{declared}` | {spdx} | {} | {} | `{}` | {verdict}{r} |",
+                "| {} | {spdx} | {} | {} | {} | {verdict}{r} |",
+                literal_cell(declared),
                 group(v.get("documents").and_then(Value::as_u64).unwrap_or(0)),
-                v.get("decision").and_then(Value::as_str).unwrap_or("?"),
-                v.get("policy_rule").and_then(Value::as_str).unwrap_or("?")
+                cell(v.get("decision").and_then(Value::as_str).unwrap_or("?")),
+                literal_cell(v.get("policy_rule").and_then(Value::as_str).unwrap_or("?"))
             );
         }
         s.push('\n');
@@ -469,7 +495,7 @@ pub fn limitations(ev: &CardInputs, refs: &mut Refs) -> Vec<String> {
             out.push(format!(
                 "Opt-outs are judged against the snapshot `{}` retrieved {}{rs}, not against the sites' robots.txt at crawl time or today.",
                 snap.record.name,
-                snap.record.retrieved.as_deref().unwrap_or("(date not declared)")
+                prov_textfix::shown::visible(snap.record.retrieved.as_deref().unwrap_or("(date not declared)"))
             ));
         }
     }
@@ -510,7 +536,7 @@ pub fn limitations(ev: &CardInputs, refs: &mut Refs) -> Vec<String> {
     if !cjk.is_empty() {
         out.push(format!(
             "Word counts split at white space, so they undercount languages written without spaces ({}).",
-            cjk.iter().map(|l| format!("`{l}`")).collect::<Vec<_>>().join(", ")
+            cjk.iter().map(|l| literal(l)).collect::<Vec<_>>().join(", ")
         ));
     }
     if !adds_up {
@@ -541,6 +567,17 @@ pub fn limitations(ev: &CardInputs, refs: &mut Refs) -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
+    /// Outside text as a code span: fenced by more backticks than it holds in a row, so that
+    /// it cannot end the span, its invisible characters escaped, and in a cell its `|` too.
+    #[test]
+    fn outside_text_is_a_code_span_it_cannot_end() {
+        assert_eq!(super::literal("MIT"), "`MIT`");
+        assert_eq!(super::literal("a`b"), "`` a`b ``");
+        assert_eq!(super::literal("x``` y"), "```` x``` y ````");
+        assert_eq!(super::literal("de\n**bold**"), "`de\\n**bold**`");
+        assert_eq!(super::literal_cell("a|b`"), "`` a\\|b` ``");
+    }
+
     /// A source license written to end the row or the cell stays in its cell.
     #[test]
     fn an_authors_string_stays_in_its_table_cell() {
