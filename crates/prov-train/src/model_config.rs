@@ -130,6 +130,44 @@ impl ModelConfig {
         self.hidden_size / self.num_attention_heads
     }
 
+    /// A lower bound on the number of parameters a model of this shape holds: the token
+    /// embedding, the final norm, and per layer the query and output projections, two MLP
+    /// matrices and two norms. Every architecture has at least these (a SwiGLU MLP has a
+    /// third matrix, attention key and value projections, a model without tied embeddings an
+    /// output layer). Saturates instead of overflowing.
+    pub fn parameters_at_least(&self) -> u128 {
+        let n = |v: i64| u128::try_from(v).unwrap_or(0);
+        let (hidden, layers) = (n(self.hidden_size), n(self.num_hidden_layers));
+        let per_layer = (2 * hidden)
+            .saturating_mul(hidden)
+            .saturating_add((2 * n(self.intermediate_size)).saturating_mul(hidden).saturating_add(2 * hidden));
+        n(self.vocab_size)
+            .saturating_mul(hidden)
+            .saturating_add(hidden)
+            .saturating_add(layers.saturating_mul(per_layer))
+    }
+
+    /// Checks that `held` stored weight values (a checkpoint's, already read and verified)
+    /// can be this shape's: at least [`ModelConfig::parameters_at_least`]. A model is
+    /// allocated from the config before its tensors are matched by name, so a checkpoint
+    /// whose config claims 2^40 words or 10^9 layers beside a few weights would otherwise make
+    /// libtorch allocate terabytes; with this, what is allocated is at most what was read.
+    ///
+    /// # Errors
+    ///
+    /// A message naming both counts.
+    pub fn check_fits(&self, held: u128) -> Result<(), String> {
+        let needed = self.parameters_at_least();
+        if needed > held {
+            return Err(format!(
+                "its config describes a model of at least {needed} parameters (vocab_size {}, hidden_size {}, \
+                 intermediate_size {}, num_hidden_layers {}), but its weights hold {held} values",
+                self.vocab_size, self.hidden_size, self.intermediate_size, self.num_hidden_layers
+            ));
+        }
+        Ok(())
+    }
+
     /// Checks the shape's constraints; the message names the field.
     pub fn check(&self) -> Result<(), (&'static str, String)> {
         let positive = [

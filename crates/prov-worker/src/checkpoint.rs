@@ -64,6 +64,7 @@ pub fn load_any(store: &Store, digest: &Digest) -> Result<LoadedCheckpoint, Chec
     let weights_err = |message: String| CheckpointError::Weights { digest: record.weights, message };
     let weights = NamedTensors::from_safetensors(&store.read(&record.weights)?).map_err(weights_err)?;
     check_tensors(&record, &weights)?;
+    config.check_fits(weights.0.values().map(|(_, v)| v.len() as u128).sum()).map_err(weights_err)?;
     let heads = prov_train::reward_model::RewardHeads::from_hf_config(&hf_config).map_err(config_err)?;
     let vs = VarStore::new(prov_torch::device());
     let mut model = Decoder::new(&vs.root(), &config);
@@ -385,6 +386,53 @@ mod tests {
         let stopped = generate(&model, Device::Cpu, 12, &prompt, &[1], 20, 1.0, Some(stop));
         let first = sampled[0].iter().position(|&t| t == stop).unwrap();
         assert_eq!(stopped[0], sampled[0][..=first]);
+    }
+
+    /// `parameters_at_least` is a lower bound, and a close one, on the parameters of every
+    /// architecture's model: what the guard against a config larger than its weights reads.
+    #[test]
+    fn the_parameter_lower_bound_holds_for_every_architecture() {
+        for architecture in [Architecture::Apertus, Architecture::Llama, Architecture::Afm] {
+            for layers in [1, 3] {
+                let config = ModelConfig { architecture, num_hidden_layers: layers, ..ModelConfig::small(50, 16) };
+                let vs = VarStore::new(Device::Cpu);
+                let _model = Decoder::new(&vs.root(), &config);
+                let held: u128 = vs.variables().values().map(|t| t.numel() as u128).sum();
+                let bound = config.parameters_at_least();
+                assert!(bound <= held && bound * 2 >= held, "{architecture:?}, {layers} layers: {bound} of {held}");
+                assert!(config.check_fits(held).is_ok() && config.check_fits(bound - 1).is_err());
+            }
+        }
+    }
+
+    /// A checkpoint whose `config.json` claims 2^40 words beside no weights at all (every
+    /// file hashing to its record's digest) is refused before a model is allocated: libtorch
+    /// was asked for 140 TB and the worker died (an adversarial review's checkpoint).
+    #[test]
+    fn a_checkpoint_whose_config_outgrows_its_weights_is_refused_before_allocating() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::init(&dir.path().join(".prov")).unwrap();
+        let config = ModelConfig { vocab_size: 1 << 40, ..ModelConfig::small(50, 16) };
+        let hf = prov_train::model_config::hf_config(&config, &BTreeMap::new());
+        let put = |bytes: &[u8]| store.put_bytes(ObjectKind::Blob, bytes).unwrap();
+        let record = CheckpointRecord {
+            schema: SCHEMA_VERSION,
+            step: 1,
+            config: put(&encode_value(&hf)),
+            weights: put(&NamedTensors(BTreeMap::new()).to_safetensors("{}")),
+            tensors: BTreeMap::new(),
+            optimizer: put(b"o"),
+            rng: put(b"r"),
+            data_position: 0,
+            loss: Finite::new(1.0),
+            log: None,
+            tokenizer: None,
+            palette: None,
+        };
+        let digest = prov_manifest::put_record(&store, &prov_manifest::Record::Checkpoint(record)).unwrap();
+        let Err(e) = load_any(&store, &digest) else { panic!("loaded") };
+        assert!(e.to_string().contains("at least 35184372101280 parameters"), "{e}");
+        assert!(e.to_string().contains("its weights hold 0 values"), "{e}");
     }
 
     #[test]

@@ -46,6 +46,12 @@ fn sorted_variables(vs: &VarStore) -> Vec<(String, Tensor)> {
 }
 
 /// Overwrites `params` (in name order) with `weights`, which must hold exactly their tensors.
+/// Checks, before a model of `model_config` is allocated to hold `weights`, that the weights
+/// can be that model's ([`ModelConfig::check_fits`]).
+fn fits(model_config: &ModelConfig, weights: &NamedTensors) -> Result<(), String> {
+    model_config.check_fits(weights.0.values().map(|(_, v)| v.len() as u128).sum())
+}
+
 fn load_into(params: &mut [(String, Tensor)], weights: &NamedTensors) -> Result<(), String> {
     let names: Vec<&String> = params.iter().map(|(n, _)| n).collect();
     let stored: Vec<&String> = weights.0.keys().collect();
@@ -108,6 +114,7 @@ impl Trainer {
         config: &LoopConfig,
         weights: &NamedTensors,
     ) -> Result<Self, String> {
+        fits(model_config, weights)?;
         let mut trainer = Self::new(model_config, config, 0);
         trainer.load_weights(weights)?;
         Ok(trainer)
@@ -124,6 +131,7 @@ impl Trainer {
         (rank, alpha): (i64, f64),
         seed: u64,
     ) -> Result<Self, String> {
+        fits(model_config, weights)?;
         // The base's draws are overwritten by its weights; only the adapter's `A` is drawn.
         tch::manual_seed(0);
         let vs = VarStore::new(prov_torch::device());
@@ -150,6 +158,7 @@ impl Trainer {
         heads: &prov_train::reward_model::RewardHeads,
         seed: u64,
     ) -> Result<Self, String> {
+        fits(model_config, weights)?;
         tch::manual_seed(0);
         let vs = VarStore::new(prov_torch::device());
         let mut model = Decoder::new(&vs.root(), model_config);
