@@ -113,8 +113,14 @@ pub fn build(ev: &CardInputs, sha256: &[String]) -> Value {
     let pii = personal_information(ev, &mut refs);
     let limits: Vec<String> = limitations(ev, &mut refs);
     let biases = biases(ev, &mut refs, &languages);
-    let license_value: Vec<Value> =
-        licenses.iter().map(|l| Value::String(format!("https://spdx.org/licenses/{l}.html"))).collect();
+    // SPDX's `NOASSERTION` (kept documents that declare no license) has no page: as text.
+    let license_value: Vec<Value> = licenses
+        .iter()
+        .map(|l| match l.as_str() {
+            "NOASSERTION" => Value::String(l.clone()),
+            _ => Value::String(format!("https://spdx.org/licenses/{l}.html")),
+        })
+        .collect();
 
     let mut doc = Map::new();
     doc.insert("@context".into(), context());

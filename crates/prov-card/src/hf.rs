@@ -30,16 +30,22 @@ pub fn size_category(n: u64) -> &'static str {
 }
 
 /// The SPDX ids the output's documents carry: the kept licenses of the chain's `license`
-/// stage, or else the ids in the document sources' declared license expressions.
+/// stage, or else the ids in the document sources' declared license expressions. Documents
+/// that the license stage kept without a declared license (`missing: allow`) add SPDX's
+/// `NOASSERTION`: a card that listed only the declared ids would say every kept document
+/// carries one of them.
 pub fn kept_licenses(ev: &CardInputs) -> (Vec<String>, Vec<Digest>) {
     if let Some(s) = ev.chain_stage("license")
         && let Some(Value::Object(licenses)) = s.record.stats.get("licenses")
     {
-        let ids: BTreeSet<String> = licenses
+        let mut ids: BTreeSet<String> = licenses
             .values()
             .filter(|v| v.get("decision").and_then(Value::as_str) == Some("kept"))
             .filter_map(|v| v.get("spdx").and_then(Value::as_str).map(str::to_owned))
             .collect();
+        if undeclared_kept(s) > 0 {
+            ids.insert(NO_ASSERTION.to_owned());
+        }
         return (ids.into_iter().collect(), vec![s.manifest]);
     }
     let mut ids = BTreeSet::new();
@@ -56,6 +62,18 @@ pub fn kept_licenses(ev: &CardInputs) -> (Vec<String>, Vec<Digest>) {
         }
     }
     (ids.into_iter().collect(), refs)
+}
+
+/// SPDX's word for a license nobody stated.
+const NO_ASSERTION: &str = "NOASSERTION";
+
+/// The documents a `license` stage kept that declare no license: its `license:missing` rule
+/// under `missing: allow` (under `deny` they are removed).
+fn undeclared_kept(stage: &prov_manifest::LoadedStage) -> u64 {
+    if stage.record.config.get("missing").and_then(Value::as_str) != Some("allow") {
+        return 0;
+    }
+    stage.record.stats.get("by_rule").and_then(|b| b.get("license:missing")).map_or(0, |v| docs_words(v).0)
 }
 
 fn yaml_str(s: &str) -> String {
@@ -139,7 +157,9 @@ fn front_matter(s: &mut String, ev: &CardInputs, licenses: &[String]) {
     );
     s.push_str("license:\n");
     for l in licenses {
-        let _ = writeln!(s, "- {}", yaml_str(&l.to_lowercase()));
+        // The Hub's word for a license nobody stated is `unknown`.
+        let id = if l == NO_ASSERTION { "unknown".to_owned() } else { l.to_lowercase() };
+        let _ = writeln!(s, "- {}", yaml_str(&id));
     }
     if licenses.is_empty() {
         s.push_str("- other\n");
@@ -191,6 +211,16 @@ fn introduction(
         let cites: String = license_refs.iter().map(|d| refs.cite(*d, "license evidence")).collect();
         let shown: Vec<String> = licenses.iter().map(|l| literal(l)).collect();
         let _ = writeln!(s, "Licenses of the kept documents (SPDX): {}{cites}.\n", shown.join(", "));
+        if let Some(st) = ev.chain_stage("license")
+            && undeclared_kept(st) > 0
+        {
+            let r = refs.cite(st.manifest, format!("stage record `{}`", st.record.name));
+            let _ = writeln!(
+                s,
+                "{} kept documents declare no license (`license:missing` under `missing: allow`){r}: `{NO_ASSERTION}`.\n",
+                group(undeclared_kept(st))
+            );
+        }
     }
 }
 

@@ -70,6 +70,17 @@ fn dataset(store: &Store, rows: u64, seed: &[u8]) -> Digest {
 
 /// Returns the store and the run record's digest: source → shards → toxicity → license.
 fn run(store: &Store) -> Digest {
+    run_with(
+        store,
+        &json!({"MIT": {"decision": "kept", "documents": 57, "spdx": "MIT", "policy_rule": "allow-list"},
+               "GPL-3+": {"decision": "removed", "documents": 40, "spdx": "GPL-3.0-or-later", "policy_rule": "not-in-allow-list"}}),
+        |_| {},
+    )
+}
+
+/// The run of [`run`] with the license stage's `licenses` statistics given, and its record
+/// edited by `edit`.
+fn run_with(store: &Store, licenses: &Value, edit: impl Fn(&mut StageRecord)) -> Digest {
     let src = put_record(
         store,
         &Record::Source(SourceRecord {
@@ -117,24 +128,23 @@ fn run(store: &Store) -> Digest {
     )
     .unwrap();
     let d3 = dataset(store, 57, b"shard three");
-    let s3 = put_record(
-        store,
-        &stage(
-            "license",
-            "license",
-            &[("docs", d2)],
-            &[("dataset", OutputType::Dataset, d3)],
-            json!({
-                "by_rule": {"license:allowed": {"documents": 57, "words": 570}, "license:denied": {"documents": 40, "words": 400}},
-                "removed_by_language": {"pt-PT": {"documents": 40, "words": 400}},
-                "licenses": {"MIT": {"decision": "kept", "documents": 57, "spdx": "MIT", "policy_rule": "allow-list"},
-                             "GPL-3+": {"decision": "removed", "documents": 40, "spdx": "GPL-3.0-or-later", "policy_rule": "not-in-allow-list"}},
-                "policy": {"name": "permissive", "version": "1"},
-                "total": {"documents": 97, "words": 970}
-            }),
-        ),
-    )
-    .unwrap();
+    let mut license = stage(
+        "license",
+        "license",
+        &[("docs", d2)],
+        &[("dataset", OutputType::Dataset, d3)],
+        json!({
+            "by_rule": {"license:allowed": {"documents": 57, "words": 570}, "license:denied": {"documents": 40, "words": 400}},
+            "removed_by_language": {"pt-PT": {"documents": 40, "words": 400}},
+            "licenses": licenses,
+            "policy": {"name": "permissive", "version": "1"},
+            "total": {"documents": 97, "words": 970}
+        }),
+    );
+    if let Record::Stage(st) = &mut license {
+        edit(st);
+    }
+    let s3 = put_record(store, &license).unwrap();
     let stages = [("docs", s0), ("shards", s1), ("toxicity", s2), ("license", s3)]
         .iter()
         .map(|(n, m)| RunStage { name: n.parse().unwrap(), manifest: *m })
@@ -210,6 +220,33 @@ fn plots_render_to_svg_and_png() {
     }
 }
 
+/// A corpus decides how many distinct license strings a license stage sees; the plot shows
+/// the largest and sums the rest into one row, so that its size does not follow the data
+/// (4,000 strings made a 1800 x 176,180 pixel PNG, 2.6 GB of memory, in an adversarial review).
+#[test]
+fn the_license_plot_has_a_bounded_number_of_rows() {
+    let (_d, s) = store();
+    let licenses: serde_json::Map<String, Value> = (0..4000)
+        .map(|i| {
+            (
+                format!("LicenseRef-{i:04}"),
+                json!({"decision": "removed", "documents": 1 + i % 7, "policy_rule": "unknown-license"}),
+            )
+        })
+        .collect();
+    let run = run_with(&s, &Value::Object(licenses), |_| {});
+    let ev = CardInputs::read(&s, &run).unwrap();
+    let plot = plots::plots(&ev, 10).into_iter().find(|p| p.stem == "licenses").unwrap();
+    let documents: u64 = (0..4000u64).map(|i| 1 + i % 7).sum();
+    assert!(plot.svg.contains("3,976 other strings"), "the rest in one row");
+    // The rows' documents still add up: the 24 largest (7 each) and the rest.
+    let largest: u64 = 24 * 7;
+    assert!(plot.svg.contains(&crate::group(documents - largest)), "the rest's documents");
+    let png = plots::png(plot.stem, &plot.svg).unwrap();
+    let height = u32::from_be_bytes(png[20..24].try_into().unwrap());
+    assert!(height < 1600, "{height} pixels");
+}
+
 #[test]
 fn croissant_hashes_the_shards_and_fails_on_a_missing_one() {
     let (dir, s) = store();
@@ -252,6 +289,32 @@ fn a_pass_through_filter_stays_in_the_chain() {
     let ev = CardInputs::read(&s, &run).unwrap();
     let chain: Vec<&str> = ev.chain_stages().map(|st| st.record.name.as_str()).collect();
     assert_eq!(chain, ["shards", "pii", "dedup"]);
+}
+
+/// Documents kept without a declared license (`missing: allow`) are `NOASSERTION` in the
+/// card's licenses (`unknown` in the front matter), not left out: the adversarial review's
+/// run kept 999 such documents beside one MIT one, and the card said `MIT`.
+#[test]
+fn documents_kept_without_a_license_are_no_assertion() {
+    let (_d, s) = store();
+    let kept_mit = || json!({"MIT": {"decision": "kept", "documents": 1, "spdx": "MIT", "policy_rule": "allow-list"}});
+    let missing = |policy: &'static str| {
+        move |st: &mut StageRecord| {
+            st.config = json!({"missing": policy});
+            st.stats.insert("by_rule".into(), json!({"license:missing": {"documents": 999, "words": 9990}}));
+        }
+    };
+    let ev = CardInputs::read(&s, &run_with(&s, &kept_mit(), |_| {})).unwrap();
+    assert_eq!(hf::kept_licenses(&ev).0, ["MIT"], "no `license:missing` documents");
+
+    let ev = CardInputs::read(&s, &run_with(&s, &kept_mit(), missing("allow"))).unwrap();
+    assert_eq!(hf::kept_licenses(&ev).0, ["MIT", "NOASSERTION"]);
+    let card = hf::render(&ev, &[]);
+    assert!(card.contains("- \"mit\"\n- \"unknown\"\n"), "{card}");
+    assert!(card.contains("999 kept documents declare no license"), "{card}");
+    // Under `missing: deny` they were removed: nothing to add.
+    let ev = CardInputs::read(&s, &run_with(&s, &kept_mit(), missing("deny"))).unwrap();
+    assert_eq!(hf::kept_licenses(&ev).0, ["MIT"]);
 }
 
 #[test]
