@@ -102,3 +102,40 @@ fn errors_in_a_base_name_the_base_file() {
         r.describe()
     );
 }
+
+/// `extends` reads a recipe file of the project, as sources are confined to it: a recipe
+/// handed over could name a private key outside the project, whose text a parse error would
+/// quote (and `prov status` re-locks every lockfile's recipe), `/dev/zero`, or a FIFO that
+/// never ends. Each is refused without reading it (an adversarial review's inputs).
+#[test]
+fn extends_reads_only_recipe_files_of_the_project() {
+    let p = Project::with_recipes();
+    let secret = p.root.parent().unwrap().join("id_ed25519");
+    fs_err::write(&secret, "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\n").unwrap();
+    let fifo = p.path("recipes/pipe.yaml");
+    assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    p.write("recipes/big.yaml", &format!("schema: 1\n#{}\n", "x".repeat(2 << 20)));
+    for (base, why) in [
+        (secret.display().to_string(), "is outside the project"),
+        ("../../id_ed25519".to_owned(), "is outside the project"),
+        ("/dev/zero".to_owned(), "is outside the project"),
+        ("pipe.yaml".to_owned(), "is not a regular file"),
+        ("big.yaml".to_owned(), "more than a recipe's 1048576"),
+    ] {
+        p.write("recipes/child.yaml", &format!("schema: 1\nname: child\nextends: {base}\n"));
+        for args in [&["lock", "recipes/child.yaml"][..], &["run", "recipes/child.yaml"]] {
+            let r = p.prov(args);
+            r.exit(1);
+            assert!(r.stderr().contains(why) && !r.stderr().contains("PRIVATE KEY"), "{base}: {}", r.describe());
+        }
+    }
+    // A lockfile of the child, locked while it extended a recipe of the project: `prov status`
+    // re-locks it against the key and says the recipe changed, quoting nothing of the key.
+    p.write("recipes/base.yaml", "schema: 1\nname: base\nseed: 1\n");
+    p.write("recipes/child.yaml", "schema: 1\nname: child\nextends: base.yaml\n");
+    p.prov(&["lock", "recipes/child.yaml"]).success();
+    p.write("recipes/child.yaml", "schema: 1\nname: child\nextends: ../../id_ed25519\n");
+    let r = p.prov(&["status"]);
+    assert!(!r.stdout().contains("PRIVATE KEY") && !r.stderr().contains("PRIVATE KEY"), "{}", r.describe());
+    assert!(r.stdout().contains("is outside the project"), "{}", r.describe());
+}

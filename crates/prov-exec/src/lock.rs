@@ -77,10 +77,17 @@ struct Merged {
 /// The longest chain of `extends`.
 const MAX_EXTENDS: usize = 8;
 
+/// The largest recipe file that `extends` reads: recipes are a few kilobytes; a path naming
+/// something else (`/dev/zero`, a corpus) must not be read whole.
+const MAX_RECIPE_BYTES: u64 = 1 << 20;
+
 /// Reads the chain of recipes that `recipe` extends, and merges them: the base's sources and
 /// stages, each replaced by one of the same name further down the chain; the first `seed` and
-/// `allow_commands` found from the recipe itself upwards.
-fn merge(recipe_path: &Path, text: &str) -> Result<(Vec<RecipeFile>, Merged), RecipeError> {
+/// `allow_commands` found from the recipe itself upwards. A recipe it extends must be a
+/// regular file of at most [`MAX_RECIPE_BYTES`] inside `project_root`, as sources must: a
+/// recipe from elsewhere could name a private key (whose text a parse error would quote, in
+/// `prov status` too), `/dev/zero` or a FIFO.
+fn merge(recipe_path: &Path, text: &str, project_root: &Path) -> Result<(Vec<RecipeFile>, Merged), RecipeError> {
     let mut files = vec![RecipeFile { path: recipe_path.to_owned(), text: text.to_owned() }];
     let mut recipes = vec![Recipe::parse(recipe_path, text)?];
     let mut seen = vec![absolute(recipe_path)];
@@ -96,9 +103,9 @@ fn merge(recipe_path: &Path, text: &str) -> Result<(Vec<RecipeFile>, Merged), Re
         if files.len() > MAX_EXTENDS {
             return Err(loc.err(&["extends"], format!("more than {MAX_EXTENDS} recipes extend one another")));
         }
-        let text = fs_err::read_to_string(&path).map_err(|e| {
-            loc.err(&["extends"], format!("cannot read recipe `{}`: {}", path.display(), io_reason(&e)))
-                .with_hint("`extends` is relative to the recipe's directory")
+        let text = read_extended(&path, project_root).map_err(|why| {
+            loc.err(&["extends"], format!("cannot read recipe `{base}`: {why}"))
+                .with_hint("`extends` names a recipe file in the project, relative to the recipe's directory")
         })?;
         recipes.push(Recipe::parse(&path, &text)?);
         seen.push(absolute(&path));
@@ -136,6 +143,30 @@ fn merge(recipe_path: &Path, text: &str) -> Result<(Vec<RecipeFile>, Merged), Re
     Ok((files, merged))
 }
 
+/// Reads a recipe that another extends: a regular file inside the project (symbolic links
+/// followed) of at most [`MAX_RECIPE_BYTES`], as UTF-8. The error says why not, without the
+/// file's content.
+fn read_extended(path: &Path, project_root: &Path) -> Result<String, String> {
+    let root = fs_err::canonicalize(project_root).map_err(|e| io_reason(&e))?;
+    let resolved = fs_err::canonicalize(path).map_err(|e| io_reason(&e))?;
+    if !resolved.starts_with(&root) {
+        return Err(format!("it is outside the project (it resolves to `{}`)", resolved.display()));
+    }
+    // Looked at before opening: opening a FIFO waits for a writer.
+    let meta = fs_err::metadata(&resolved).map_err(|e| io_reason(&e))?;
+    if !meta.is_file() {
+        return Err("it is not a regular file".into());
+    }
+    if meta.len() > MAX_RECIPE_BYTES {
+        return Err(format!("it holds {} bytes, more than a recipe's {MAX_RECIPE_BYTES}", meta.len()));
+    }
+    let file = fs_err::File::open(&resolved).map_err(|e| io_reason(&e))?;
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(&mut std::io::Read::take(file, MAX_RECIPE_BYTES + 1), &mut bytes)
+        .map_err(|e| io_reason(&e))?;
+    String::from_utf8(bytes).map_err(|_| "it is not UTF-8 text".to_owned())
+}
+
 /// Locks recipe text; `recipe_path` locates errors and the sources.
 pub fn lock_text(
     registry: &Registry,
@@ -143,7 +174,7 @@ pub fn lock_text(
     text: &str,
     project_root: &Path,
 ) -> Result<Locked, RecipeError> {
-    let (files, recipe) = merge(recipe_path, text)?;
+    let (files, recipe) = merge(recipe_path, text, project_root)?;
     let loc_in = |i: usize| Locator { file: &files[i].path, text: &files[i].text };
     let root = absolute(project_root);
     let sources = lock_sources(&files, &recipe, &root)?;

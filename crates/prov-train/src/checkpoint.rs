@@ -51,6 +51,14 @@ pub enum CheckpointError {
     /// The checkpoint records no tokenizer, which text in or out needs.
     #[error("checkpoint {0} records no tokenizer")]
     NoTokenizer(Digest),
+    /// The tokenizer the checkpoint records is not a Hugging Face `tokenizer.json`.
+    #[error("the checkpoint's tokenizer ({digest}) is not a tokenizer.json: {message}")]
+    NotATokenizer {
+        /// The tokenizer object.
+        digest: Digest,
+        /// What is wrong.
+        message: String,
+    },
 }
 
 impl CheckpointError {

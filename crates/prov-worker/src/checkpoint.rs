@@ -238,6 +238,16 @@ pub fn hf_folder(store: &Store, digest: &Digest) -> Result<BTreeMap<&'static str
     let loaded = load(store, digest)?;
     let tokenizer_digest = loaded.record.tokenizer.ok_or(CheckpointError::NoTokenizer(*digest))?;
     let tokenizer = store.read(&tokenizer_digest)?;
+    // The folder promises `from_pretrained`: a tokenizer that is not a `tokenizer.json` (an
+    // object with its `model`) would be written under that name and fail there.
+    let parsed: Value = serde_json::from_slice(&tokenizer)
+        .map_err(|e| CheckpointError::NotATokenizer { digest: tokenizer_digest, message: format!("not JSON: {e}") })?;
+    if !parsed.get("model").is_some_and(Value::is_object) {
+        return Err(CheckpointError::NotATokenizer {
+            digest: tokenizer_digest,
+            message: "no `model` object, which every tokenizer.json has".into(),
+        });
+    }
     let mut tensors = loaded.weights.clone();
     let layers = if loaded.config.architecture == Architecture::Apertus { loaded.config.num_hidden_layers } else { 0 };
     for layer in 0..layers {
@@ -358,6 +368,7 @@ impl CheckpointWriter<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use prov_torch::TorchTensors as _;
 
     #[test]
     fn cached_generation_follows_the_windowed_full_forward() {
@@ -405,6 +416,30 @@ mod tests {
         }
     }
 
+    /// Stores a checkpoint record of `config` with `weights` and a tokenizer of `tokenizer`'s
+    /// bytes, every object what the record lists; returns the record's digest.
+    fn stored(store: &Store, config: &ModelConfig, weights: &NamedTensors, tokenizer: &[u8]) -> Digest {
+        let hf = prov_train::model_config::hf_config(config, &BTreeMap::new());
+        let put = |bytes: &[u8]| store.put_bytes(ObjectKind::Blob, bytes).unwrap();
+        let tensors =
+            weights.0.iter().map(|(name, (_, values))| (name.clone(), Digest::of(&NamedTensors::le_bytes(values))));
+        let record = CheckpointRecord {
+            schema: SCHEMA_VERSION,
+            step: 1,
+            config: put(&encode_value(&hf)),
+            weights: put(&weights.to_safetensors("{}")),
+            tensors: tensors.collect(),
+            optimizer: put(b"o"),
+            rng: put(b"r"),
+            data_position: 0,
+            loss: Finite::new(1.0),
+            log: None,
+            tokenizer: Some(put(tokenizer)),
+            palette: None,
+        };
+        prov_manifest::put_record(store, &prov_manifest::Record::Checkpoint(record)).unwrap()
+    }
+
     /// A checkpoint whose `config.json` claims 2^40 words beside no weights at all (every
     /// file hashing to its record's digest) is refused before a model is allocated: libtorch
     /// was asked for 140 TB and the worker died (an adversarial review's checkpoint).
@@ -413,26 +448,28 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::init(&dir.path().join(".prov")).unwrap();
         let config = ModelConfig { vocab_size: 1 << 40, ..ModelConfig::small(50, 16) };
-        let hf = prov_train::model_config::hf_config(&config, &BTreeMap::new());
-        let put = |bytes: &[u8]| store.put_bytes(ObjectKind::Blob, bytes).unwrap();
-        let record = CheckpointRecord {
-            schema: SCHEMA_VERSION,
-            step: 1,
-            config: put(&encode_value(&hf)),
-            weights: put(&NamedTensors(BTreeMap::new()).to_safetensors("{}")),
-            tensors: BTreeMap::new(),
-            optimizer: put(b"o"),
-            rng: put(b"r"),
-            data_position: 0,
-            loss: Finite::new(1.0),
-            log: None,
-            tokenizer: None,
-            palette: None,
-        };
-        let digest = prov_manifest::put_record(&store, &prov_manifest::Record::Checkpoint(record)).unwrap();
+        let digest = stored(&store, &config, &NamedTensors(BTreeMap::new()), b"{}");
         let Err(e) = load_any(&store, &digest) else { panic!("loaded") };
         assert!(e.to_string().contains("at least 35184372101280 parameters"), "{e}");
         assert!(e.to_string().contains("its weights hold 0 values"), "{e}");
+    }
+
+    /// The Hugging Face folder promises `from_pretrained`: a checkpoint whose tokenizer is
+    /// not a `tokenizer.json` is refused rather than written under that name.
+    #[test]
+    fn a_tokenizer_that_is_not_a_tokenizer_json_is_not_exported() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::init(&dir.path().join(".prov")).unwrap();
+        let config = ModelConfig::small(50, 16);
+        let vs = VarStore::new(Device::Cpu);
+        let _model = Decoder::new(&vs.root(), &config);
+        let weights = NamedTensors::from_tensors(vs.variables().iter().map(|(n, t)| (n.clone(), t)));
+        let json = br#"{"model": {"type": "BPE"}, "added_tokens": []}"#;
+        assert!(hf_folder(&store, &stored(&store, &config, &weights, json)).is_ok());
+        for (bytes, said) in [(&b"\x00binary"[..], "not JSON"), (b"{\"vocab\": {}}", "no `model` object")] {
+            let Err(e) = hf_folder(&store, &stored(&store, &config, &weights, bytes)) else { panic!("exported") };
+            assert!(matches!(e, CheckpointError::NotATokenizer { .. }) && e.to_string().contains(said), "{e}");
+        }
     }
 
     #[test]
