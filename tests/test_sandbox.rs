@@ -143,6 +143,15 @@ fn commands_are_adopted_by_locking_a_recipe_not_by_files_on_disk() {
         for file in ["lockfiles/evil.lock", "data/evil/recipe.yaml", "data/evil/docs.jsonl"] {
             p.write(file, &fs_err::read_to_string(elsewhere.path(file)).unwrap());
         }
+        // The author's store came along too, with its adoption records (an adversarial
+        // review's handover): they are the author's, keyed with the author's consent key.
+        for record in fs_err::read_dir(elsewhere.path(".prov/consent")).unwrap() {
+            let record = record.unwrap().path();
+            p.write(
+                &format!(".prov/consent/{}", record.file_name().unwrap().to_string_lossy()),
+                &fs_err::read_to_string(&record).unwrap(),
+            );
+        }
         let r = p.prov(&["run", "lockfiles/evil.lock"]);
         r.exit(1);
         assert!(r.stderr().contains("that were not adopted in this store"), "{pinned}: {}", r.describe());

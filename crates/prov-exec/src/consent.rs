@@ -13,13 +13,19 @@
 //! their configs, and the sources with their paths and pinned bytes. So a lockfile that runs
 //! the project's own command on another script (a source path changed) or on other bytes is
 //! another closure, not adopted. The record is a file named by the closure's digest under
-//! the store's `consent/` directory, holding the recipe it came from.
+//! the store's `consent/` directory, holding the recipe it came from and a MAC: BLAKE3 keyed
+//! with the user's consent key (32 random octets in `consent.key` of the user's state
+//! directory, `PROV_STATE_DIR`, else `$XDG_STATE_HOME/provenant`, else
+//! `~/.local/state/provenant`, made on first use, readable by the user only) over the closure
+//! and the store's canonical path. A store is something a lockfile's author can hand over,
+//! records included; a record whose MAC another key made, or that another store holds, is no
+//! consent here.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use prov_manifest::{Lockfile, encode_value};
-use prov_store::{Digest, Hasher};
+use prov_store::{Digest, Hasher, StoreError};
 
 use crate::Registry;
 
@@ -71,23 +77,93 @@ fn record_path(store_root: &Path, closure: &Digest) -> PathBuf {
     store_root.join(CONSENT_DIR).join(closure.to_hex())
 }
 
+/// The file of the user's state directory that holds the consent key.
+const KEY_FILE: &str = "consent.key";
+
+/// The user's state directory: `PROV_STATE_DIR`, else `$XDG_STATE_HOME/provenant`, else
+/// `$HOME/.local/state/provenant`.
+fn state_dir() -> Option<PathBuf> {
+    let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
+    var("PROV_STATE_DIR")
+        .or_else(|| var("XDG_STATE_HOME").map(|d| d.join("provenant")))
+        .or_else(|| var("HOME").map(|h| h.join(".local/state/provenant")))
+}
+
+/// Reads the user's consent key, making it on first use (32 octets of `/dev/urandom`, mode
+/// 0600, created exclusively so that two processes agree on one key).
+fn user_key(dir: &Path, create: bool) -> Result<Option<[u8; 32]>, StoreError> {
+    use std::io::{Read as _, Write as _};
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let path = dir.join(KEY_FILE);
+    let read = |path: &Path| -> Result<Option<[u8; 32]>, StoreError> {
+        let bytes = fs_err::read(path)?;
+        let key: [u8; 32] = bytes.as_slice().try_into().map_err(|_| {
+            StoreError::Io(std::io::Error::other(format!("{}: not a consent key (32 octets)", path.display())))
+        })?;
+        Ok(Some(key))
+    };
+    if path.is_file() {
+        return read(&path);
+    }
+    if !create {
+        return Ok(None);
+    }
+    fs_err::create_dir_all(dir)?;
+    let mut key = [0u8; 32];
+    fs_err::File::open("/dev/urandom")?.read_exact(&mut key)?;
+    match std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&path) {
+        Ok(mut file) => {
+            file.write_all(&key)?;
+            file.sync_all()?;
+            Ok(Some(key))
+        }
+        // Another process made it first: use theirs.
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => read(&path),
+        Err(e) => Err(StoreError::Io(e)),
+    }
+}
+
+/// The MAC of an adoption: the user's key over the closure and the store's canonical path.
+fn mac(key: &[u8; 32], store_root: &Path, closure: &Digest) -> String {
+    let store = fs_err::canonicalize(store_root).unwrap_or_else(|_| store_root.to_owned());
+    let mut hasher = blake3::Hasher::new_keyed(key);
+    hasher.update(b"provenant consent 1\n");
+    hasher.update(store.as_os_str().as_encoded_bytes());
+    hasher.update(b"\n");
+    hasher.update(closure.to_hex().as_bytes());
+    hasher.finalize().to_hex().to_string()
+}
+
 /// Records that the user adopted `closure`, locked from the recipe `recipe` (for the reader
-/// of the store; the check looks at the closure alone). Written atomically. Returns true when
-/// the closure was not adopted before, so that the caller can tell the user what they just
-/// agreed to run.
+/// of the store), with its MAC. Written atomically. Returns true when the closure was not
+/// adopted before, so that the caller can tell the user what they just agreed to run.
 ///
 /// # Errors
 ///
-/// When the record cannot be written.
-pub fn adopt(store_root: &Path, closure: &Digest, recipe: &str) -> Result<bool, prov_store::StoreError> {
-    let path = record_path(store_root, closure);
-    if path.is_file() {
+/// When the record or the user's consent key cannot be written or read.
+pub fn adopt(store_root: &Path, closure: &Digest, recipe: &str) -> Result<bool, StoreError> {
+    let state = state_dir().ok_or_else(|| {
+        StoreError::Io(std::io::Error::other(
+            "no state directory for the consent key: set HOME, XDG_STATE_HOME or PROV_STATE_DIR",
+        ))
+    })?;
+    adopt_in(&state, store_root, closure, recipe)
+}
+
+/// [`adopt`] with the consent key in the state directory `state`.
+fn adopt_in(state: &Path, store_root: &Path, closure: &Digest, recipe: &str) -> Result<bool, StoreError> {
+    if adopted_in(state, store_root, closure) {
         return Ok(false);
     }
+    let key = user_key(state, true)?.expect("made when missing");
+    let path = record_path(store_root, closure);
     if let Some(dir) = path.parent() {
         fs_err::create_dir_all(dir)?;
     }
-    prov_store::write_atomically(&store_root.join("tmp"), &path, format!("{recipe}\n").as_bytes())?;
+    // The recipe goes on one line: a path with a line break cannot forge the MAC line.
+    let recipe = recipe.replace(['\n', '\r'], " ");
+    let record = format!("{recipe}\n{}\n", mac(&key, store_root, closure));
+    prov_store::write_atomically(&store_root.join("tmp"), &path, record.as_bytes())?;
     Ok(true)
 }
 
@@ -103,9 +179,19 @@ pub fn command_stages(lockfile: &Lockfile, registry: &Registry) -> Vec<(String, 
         .collect()
 }
 
-/// True when the user adopted `closure` in the store at `store_root`.
+/// True when the user adopted `closure` in the store at `store_root`: its record is there
+/// and holds the MAC that this user's key gives for this store and closure.
 pub fn adopted(store_root: &Path, closure: &Digest) -> bool {
-    record_path(store_root, closure).is_file()
+    state_dir().is_some_and(|state| adopted_in(&state, store_root, closure))
+}
+
+/// [`adopted`] with the consent key in the state directory `state`.
+fn adopted_in(state: &Path, store_root: &Path, closure: &Digest) -> bool {
+    let Ok(text) = fs_err::read_to_string(record_path(store_root, closure)) else { return false };
+    let Ok(Some(key)) = user_key(state, false) else { return false };
+    let expected = mac(&key, store_root, closure);
+    // Compared as BLAKE3 hashes, in constant time.
+    text.lines().nth(1).and_then(|line| blake3::Hash::from_hex(line).ok()) == blake3::Hash::from_hex(&expected).ok()
 }
 
 #[cfg(test)]
@@ -143,12 +229,38 @@ mod tests {
 
     #[test]
     fn an_adopted_closure_is_recorded_in_the_store() {
-        let dir = tempfile::tempdir().unwrap();
+        let (dir, state) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
         let closure = Digest::of(b"closure");
-        assert!(!adopted(dir.path(), &closure));
-        assert!(adopt(dir.path(), &closure, "recipes/r.yaml").unwrap(), "adopted for the first time");
-        assert!(adopted(dir.path(), &closure) && !adopted(dir.path(), &Digest::of(b"other")));
-        assert!(!adopt(dir.path(), &closure, "recipes/r.yaml").unwrap(), "adopted before");
+        assert!(!adopted_in(state.path(), dir.path(), &closure));
+        assert!(adopt_in(state.path(), dir.path(), &closure, "recipes/r.yaml").unwrap(), "adopted for the first time");
+        assert!(adopted_in(state.path(), dir.path(), &closure));
+        assert!(!adopted_in(state.path(), dir.path(), &Digest::of(b"other")));
+        assert!(!adopt_in(state.path(), dir.path(), &closure, "recipes/r.yaml").unwrap(), "adopted before");
+        let key = fs_err::metadata(state.path().join(KEY_FILE)).unwrap();
+        assert_eq!(std::os::unix::fs::PermissionsExt::mode(&key.permissions()) & 0o777, 0o600);
+    }
+
+    /// A store handed over with its adoption records is no consent: another user's key made
+    /// their MACs. Copied to another path, a store's records are not this store's either, and
+    /// a record without its MAC (as written before the key) is none.
+    #[test]
+    fn adoptions_are_this_users_and_this_stores() {
+        let (author, victim) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let (store, closure) = (tempfile::tempdir().unwrap(), Digest::of(b"closure"));
+        adopt_in(author.path(), store.path(), &closure, "recipes/r.yaml").unwrap();
+        assert!(adopted_in(author.path(), store.path(), &closure));
+        assert!(!adopted_in(victim.path(), store.path(), &closure), "the author's record");
+        adopt_in(victim.path(), tempfile::tempdir().unwrap().path(), &closure, "r").unwrap();
+        assert!(!adopted_in(victim.path(), store.path(), &closure), "the victim's key, the author's MAC");
+
+        let copy = tempfile::tempdir().unwrap();
+        fs_err::create_dir_all(copy.path().join(CONSENT_DIR)).unwrap();
+        let record = record_path(store.path(), &closure);
+        fs_err::copy(&record, record_path(copy.path(), &closure)).unwrap();
+        assert!(!adopted_in(author.path(), copy.path(), &closure), "another store's record");
+
+        fs_err::write(&record, "recipes/r.yaml\n").unwrap();
+        assert!(!adopted_in(author.path(), store.path(), &closure), "no MAC");
     }
 
     #[test]
