@@ -162,6 +162,40 @@ fn sources_stay_in_the_project_and_are_regular_files_or_directories() {
     }
 }
 
+/// A sparse source file (a tarball made with `tar --sparse` unpacks one: a few hundred bytes
+/// on disk that read as gigabytes of zeros) is refused by `prov lock`, as a file or inside a
+/// directory, and by a lockfile that pins it (its author hashed it): the store would keep
+/// every byte (an adversarial review's 264-byte tarball made a 2.1 GiB store).
+#[test]
+fn sparse_source_files_are_refused() {
+    let (p, lock) = locked();
+    let sparse = p.path("recipes/data/holes/big.jsonl");
+    fs_err::create_dir_all(sparse.parent().unwrap()).unwrap();
+    let file = fs_err::File::create(&sparse).unwrap();
+    file.set_len(64 << 20).unwrap();
+    drop(file);
+    let blocks = std::os::unix::fs::MetadataExt::blocks(&fs_err::metadata(&sparse).unwrap());
+    assert!(blocks < 64, "the file system made a sparse file ({blocks} blocks)");
+    for path in ["data/holes/big.jsonl", "data/holes"] {
+        p.write("recipes/bad.yaml", &RECIPE.replace("data/quickstart/udhr-sample.jsonl", path));
+        let r = run_within(&p, &["lock", "recipes/bad.yaml"], 30);
+        r.exit(1);
+        assert!(r.stderr().contains("is a sparse file: it reads as 67108864 bytes"), "{path}\n{}", r.describe());
+    }
+    // A lockfile that pins it, as its author's `prov lock` would have without the check.
+    let mut edited = lock.clone();
+    edited["sources"][0]["path"] = json!("recipes/data/holes/big.jsonl");
+    edited["sources"][0]["content"] =
+        json!({"digest": prov_exec::hash_file(&sparse).unwrap().0.to_string(), "size": 64u64 << 20, "type": "file"});
+    fs_err::write(p.path("lockfiles/edited.lock"), prov_manifest::encode_value(&edited)).unwrap();
+    let r = run_within(&p, &["run", "lockfiles/edited.lock"], 60);
+    assert!(r.stderr().contains("is a sparse file"), "{}", r.describe());
+    assert!(
+        fs_err::read_dir(p.path(".prov/tmp")).unwrap().all(|e| e.unwrap().metadata().unwrap().len() < 1 << 20),
+        "nothing of it in tmp/"
+    );
+}
+
 /// A source whose bytes changed since it was locked is refused (exit 2) without its new
 /// bytes entering the store: they are hashed on their way to tmp/ and dropped there.
 #[test]

@@ -11,7 +11,7 @@ use prov_manifest::{
 use serde_json::Value;
 
 use crate::stage::Registry;
-use crate::tree::{hash_file, tree_digest, tree_record};
+use crate::tree::{hash_file, refuse_sparse, tree_digest, tree_record};
 
 /// A locked recipe: the lockfile and its canonical bytes.
 #[derive(Debug, Clone)]
@@ -257,11 +257,18 @@ fn lock_sources(files: &[RecipeFile], recipe: &Merged, root: &Path) -> Result<Ve
             };
             loc.err(&at, e).with_hint("paths are relative to the recipe's directory, and stay inside the project")
         })?;
+        let sparse_hint = "copy it densely (`cp --sparse=never`) if its zeros are data";
         let content = if is_dir {
-            let tree = tree_record(&real, &mut |p| Ok(hash_file(p)?)).map_err(|e| loc.err(&at, e.to_string()))?;
+            let mut hashed = |p: &std::path::Path| {
+                refuse_sparse(p)?;
+                Ok(hash_file(p)?)
+            };
+            let tree =
+                tree_record(&real, &mut hashed).map_err(|e| loc.err(&at, e.to_string()).with_hint(sparse_hint))?;
             let (_, digest) = tree_digest(&tree);
             Content::Tree { digest, files: tree.entries.len() as u64, size: tree.entries.iter().map(|e| e.size).sum() }
         } else {
+            refuse_sparse(&real).map_err(|e| loc.err(&at, e.to_string()).with_hint(sparse_hint))?;
             let (digest, size) = hash_file(&real).map_err(|e| loc.err(&at, e.to_string()))?;
             Content::File { digest, size }
         };

@@ -24,6 +24,39 @@ pub enum TreeError {
     /// Storing failed.
     #[error(transparent)]
     Store(#[from] prov_store::StoreError),
+    /// A source file with holes ([`refuse_sparse`]).
+    #[error(
+        "`{path}` is a sparse file: it reads as {len} bytes but has a hole from byte {hole}; the store would keep \
+         every byte"
+    )]
+    Sparse {
+        /// The file.
+        path: String,
+        /// Where its first hole starts.
+        hole: u64,
+        /// Its length.
+        len: u64,
+    },
+}
+
+/// Refuses a sparse source file: one with holes, ranges that read as zeros but take no disk
+/// space. The store keeps every object densely, so a file of a few hundred bytes on disk,
+/// shipped in a tarball made with `tar --sparse`, could pin gigabytes (ext4 allows 16 TiB)
+/// that locking hashes and running copies into the store. `lseek(SEEK_HOLE)` finds the first
+/// hole; every file has one at its end, and no other when it is dense. A file system that
+/// cannot tell says there is none.
+///
+/// # Errors
+///
+/// [`TreeError::Sparse`] naming the file and where its first hole starts; I/O errors.
+pub fn refuse_sparse(path: &Path) -> Result<(), TreeError> {
+    let file = fs_err::File::open(path)?;
+    let len = file.metadata()?.len();
+    let hole = rustix::fs::seek(&file, rustix::fs::SeekFrom::Hole(0)).map_err(io::Error::from)?;
+    if hole < len {
+        return Err(TreeError::Sparse { path: path.display().to_string(), hole, len });
+    }
+    Ok(())
 }
 
 /// Hashes a file by streaming it.

@@ -336,7 +336,9 @@ impl From<TreeError> for StageError {
         match e {
             TreeError::Io(e) => Self::Io(e),
             TreeError::Store(e) => Self::Store(e),
-            other @ TreeError::Unsupported { .. } => Self::Input { input: String::new(), message: other.to_string() },
+            other @ (TreeError::Unsupported { .. } | TreeError::Sparse { .. }) => {
+                Self::Input { input: String::new(), message: other.to_string() }
+            }
         }
     }
 }

@@ -112,6 +112,7 @@ impl Stage for SourceStage {
                     let (actual, _) = crate::tree::hash_file(&path)?;
                     return Err(changed(actual));
                 }
+                crate::tree::refuse_sparse(&path).map_err(|e| input_error(e.to_string()))?;
                 let sealed = cx.store.seal_file(ObjectKind::Blob, &path)?;
                 if sealed.digest() != expected {
                     return Err(changed(sealed.digest()));
@@ -123,6 +124,7 @@ impl Stage for SourceStage {
                 let store = cx.store;
                 let mut sealed = Vec::new();
                 let tree = tree_record(&path, &mut |p| {
+                    crate::tree::refuse_sparse(p)?;
                     let object = store.seal_file(ObjectKind::Blob, p)?;
                     let pinned = (object.digest(), object.size());
                     sealed.push(object);
@@ -131,7 +133,9 @@ impl Stage for SourceStage {
                 .map_err(|e| match e {
                     TreeError::Io(e) => StageError::Io(e),
                     TreeError::Store(e) => StageError::Store(e),
-                    other @ TreeError::Unsupported { .. } => input_error(other.to_string()),
+                    other @ (TreeError::Unsupported { .. } | TreeError::Sparse { .. }) => {
+                        input_error(other.to_string())
+                    }
                 })?;
                 let (_, actual) = tree_digest(&tree);
                 if actual != expected {
