@@ -10,6 +10,12 @@ use serde_json::Value;
 
 use crate::{DatasetError, Document};
 
+/// The longest line of a JSON Lines file a reader takes, in bytes: one document. A
+/// compressed file expands without bound (a 6 MiB `.jsonl.gz` held one line of 6 GiB), and a
+/// line is held whole in memory; a longer one is an error naming it, not an allocation that
+/// aborts the process.
+pub const MAX_LINE_BYTES: u64 = 256 << 20;
+
 /// Formats documents can be read from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum InputFormat {
@@ -157,8 +163,16 @@ impl Iterator for DocumentReader {
             Inner::Lines(reader) => loop {
                 self.buf.clear();
                 self.line += 1;
-                match reader.read_line(&mut self.buf) {
+                match std::io::Read::take(&mut **reader, MAX_LINE_BYTES + 1).read_line(&mut self.buf) {
                     Ok(0) => return None,
+                    Ok(n) if n as u64 > MAX_LINE_BYTES => {
+                        return Some(Err(DatasetError::Input {
+                            file: self.path.clone(),
+                            line: self.line,
+                            field: None,
+                            message: format!("the line is longer than {MAX_LINE_BYTES} bytes, a document's most"),
+                        }));
+                    }
                     Ok(_) => {}
                     Err(e) => {
                         return Some(Err(DatasetError::Input {
@@ -329,6 +343,29 @@ mod tests {
         let p = write(d.path(), "d.jsonl", "{\"text\":\"no id\"}\n");
         assert!(read_documents(&p).unwrap().next().unwrap().unwrap_err().to_string().contains("field `id`: missing"));
         assert!(matches!(read_documents(&d.path().join("x.csv")), Err(DatasetError::UnsupportedFormat(_))));
+    }
+
+    /// A gzip file of a few hundred kilobytes whose one line expands past [`MAX_LINE_BYTES`]
+    /// is an error naming its file and line, read with memory bounded by the limit: the
+    /// adversarial review's 6 MiB file held one line of 6 GiB, and the reader aborted the
+    /// process trying to hold it.
+    #[test]
+    fn a_line_longer_than_a_document_may_be_is_an_error() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("bomb.jsonl.gz");
+        let mut gz = flate2::write::GzEncoder::new(fs_err::File::create(&p).unwrap(), flate2::Compression::best());
+        gz.write_all(b"{\"id\":\"a\",\"text\":\"ok\"}\n{\"id\":\"b\",\"text\":\"").unwrap();
+        let zeros = vec![b'0'; 1 << 20];
+        for _ in 0..(MAX_LINE_BYTES >> 20) + 1 {
+            gz.write_all(&zeros).unwrap();
+        }
+        gz.write_all(b"\"}\n").unwrap();
+        gz.finish().unwrap();
+        assert!(fs_err::metadata(&p).unwrap().len() < 2 << 20, "a small file");
+        let mut docs = read_documents(&p).unwrap();
+        assert_eq!(docs.next().unwrap().unwrap().id, "a");
+        let msg = docs.next().unwrap().unwrap_err().to_string();
+        assert!(msg.ends_with("bomb.jsonl.gz:2: the line is longer than 268435456 bytes, a document's most"), "{msg}");
     }
 
     #[test]
