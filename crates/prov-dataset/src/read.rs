@@ -356,7 +356,7 @@ mod tests {
         let mut gz = flate2::write::GzEncoder::new(fs_err::File::create(&p).unwrap(), flate2::Compression::best());
         gz.write_all(b"{\"id\":\"a\",\"text\":\"ok\"}\n{\"id\":\"b\",\"text\":\"").unwrap();
         let zeros = vec![b'0'; 1 << 20];
-        for _ in 0..(MAX_LINE_BYTES >> 20) + 1 {
+        for _ in 0..=(MAX_LINE_BYTES >> 20) {
             gz.write_all(&zeros).unwrap();
         }
         gz.write_all(b"\"}\n").unwrap();
