@@ -86,9 +86,12 @@ impl CommittedError {
 }
 
 /// Writes the folder of the run `run_manifest` at `dir`, replacing what it held: every record
-/// the run reaches (data objects are not records and stay in the store), then `RUN`. Each
-/// file is written atomically through the store's temporary directory. Returns the names of
-/// the files written, `RUN` last.
+/// the run reaches (data objects are not records and stay in the store), then `RUN`. The
+/// folder is written whole beside `dir` (`.<name>.new-<pid>`) and renamed into place, the old
+/// one moved aside first (`.<name>.old-<pid>`) and removed after: a process killed while
+/// writing leaves the old folder as it was, or, between the two renames, both folders beside
+/// it, never a folder without `RUN` or with some records of each run. Leftovers of a killed
+/// write are removed by the next. Returns the names of the files written, `RUN` last.
 ///
 /// # Errors
 ///
@@ -100,24 +103,49 @@ pub fn write_committed_run(store: &Store, dir: &Path, run_manifest: &Digest) -> 
         return Err(CommittedError::Unreachable { digest, message: e.to_string() });
     }
     let tmp = store.root().join("tmp");
-    // Records of an earlier run of the recipe leave with the folder.
-    if fs_err::symlink_metadata(dir).is_ok() {
-        fs_err::remove_dir_all(dir)?;
-    }
-    fs_err::create_dir(dir)?;
+    let parent = dir.parent().unwrap_or(Path::new("."));
+    let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    remove_leftovers(parent, &name)?;
+    let pid = std::process::id();
+    let staging = parent.join(format!(".{name}.new-{pid}"));
+    fs_err::create_dir(&staging)?;
     let mut written = Vec::new();
     for d in &reachable {
         let bytes = store.read(d)?;
         if !looks_like_record(&bytes) {
             continue;
         }
-        let name = format!("{}.json", d.to_hex());
-        prov_store::write_atomically(&tmp, &dir.join(&name), &bytes)?;
-        written.push(name);
+        let file = format!("{}.json", d.to_hex());
+        prov_store::write_atomically(&tmp, &staging.join(&file), &bytes)?;
+        written.push(file);
     }
-    prov_store::write_atomically(&tmp, &dir.join(RUN_FILE), format!("{run_manifest}\n").as_bytes())?;
+    prov_store::write_atomically(&tmp, &staging.join(RUN_FILE), format!("{run_manifest}\n").as_bytes())?;
     written.push(RUN_FILE.to_owned());
+    // Records of an earlier run of the recipe leave with the folder.
+    if fs_err::symlink_metadata(dir).is_ok() {
+        let old = parent.join(format!(".{name}.old-{pid}"));
+        fs_err::rename(dir, &old)?;
+        fs_err::rename(&staging, dir)?;
+        fs_err::remove_dir_all(&old)?;
+    } else {
+        fs_err::rename(&staging, dir)?;
+    }
     Ok(written)
+}
+
+/// Removes what a killed [`write_committed_run`] of folder `name` left in `parent`.
+fn remove_leftovers(parent: &Path, name: &str) -> std::io::Result<()> {
+    let Ok(entries) = fs_err::read_dir(parent) else { return Ok(()) };
+    for entry in entries.filter_map(Result::ok) {
+        let file = entry.file_name().to_string_lossy().into_owned();
+        let ours = [".new-", ".old-"].iter().any(|kind| {
+            file.strip_prefix(&format!(".{name}{kind}")).is_some_and(|pid| pid.bytes().all(|b| b.is_ascii_digit()))
+        });
+        if ours && entry.file_type().is_ok_and(|t| t.is_dir()) {
+            fs_err::remove_dir_all(entry.path())?;
+        }
+    }
+    Ok(())
 }
 
 /// Reads the run manifest that `dir`'s `RUN` names.
@@ -183,6 +211,8 @@ pub fn committed_runs(manifests: &Path) -> Vec<(String, Digest)> {
     let Ok(dirs) = fs_err::read_dir(manifests) else { return Vec::new() };
     let mut out: Vec<(String, Digest)> = dirs
         .filter_map(Result::ok)
+        // A hidden folder is a write in progress, or one a killed write left.
+        .filter(|dir| !dir.file_name().to_string_lossy().starts_with('.'))
         .filter_map(|dir| Some((dir.file_name().to_string_lossy().into_owned(), read_run_file(&dir.path()).ok()?)))
         .collect();
     out.sort();
@@ -223,6 +253,31 @@ mod tests {
         let (_other_dir, to) = store();
         assert_eq!(import_committed_run(&to, &folder).unwrap(), run);
         assert!(to.contains(&run));
+    }
+
+    /// A write killed part way leaves a hidden folder beside the committed one (here made by
+    /// hand, as a kill between writing the records and `RUN` leaves it); it is no committed
+    /// run, the committed folder is untouched, and the next write removes it.
+    #[test]
+    fn a_killed_write_leaves_the_folder_as_it_was() {
+        let (dir, from) = store();
+        let run = run_in(&from);
+        let manifests = dir.path().join("manifests");
+        let folder = manifests.join("demo");
+        fs_err::create_dir_all(&manifests).unwrap();
+        write_committed_run(&from, &folder, &run).unwrap();
+        let before: Vec<_> = fs_err::read_dir(&folder).unwrap().map(|e| e.unwrap().file_name()).collect();
+        let leftover = manifests.join(".demo.new-4242");
+        fs_err::create_dir(&leftover).unwrap();
+        fs_err::write(leftover.join(format!("{}.json", run.to_hex())), "half").unwrap();
+        fs_err::write(leftover.join(RUN_FILE), format!("{run}\n")).unwrap();
+        assert_eq!(committed_runs(&manifests), [("demo".to_owned(), run)]);
+        let after: Vec<_> = fs_err::read_dir(&folder).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(before, after);
+        write_committed_run(&from, &folder, &run).unwrap();
+        assert!(!leftover.exists(), "the next write removes what a killed one left");
+        let names: Vec<_> = fs_err::read_dir(&manifests).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(names, ["demo"]);
     }
 
     /// A folder handed over with a second run record of the same lockfile beside the one
