@@ -70,3 +70,23 @@ fn a_closed_stdout_keeps_the_exit_code_of_what_happened() {
     assert!(r.stderr().contains("replay diverged at stage `clock`"), "{}", r.describe());
     with_stdout_closed(&p, &["--json", "replay", "lockfiles/flaky.lock"]).exit(3);
 }
+
+/// Arguments that make no sense are usage errors that say what is wrong: `--limit 0` (it
+/// printed "no executions logged" in a store that had some), and a file given where a
+/// command takes an object id (it said the file was "neither a file nor an object id").
+#[test]
+fn odd_arguments_say_what_is_wrong() {
+    let p = Project::with_recipes();
+    p.prov(&["run", "recipes/quickstart.yaml"]).success();
+    let r = p.prov(&["log", "--limit", "0"]);
+    r.exit(1);
+    assert!(!r.stdout().contains("no executions logged"), "{}", r.describe());
+    assert!(p.prov(&["log", "--limit", "1"]).stdout().contains("run"));
+    let r = p.prov(&["export", "lockfiles/quickstart.lock", "--out", "hf"]);
+    r.exit(1);
+    assert!(
+        r.stderr().contains("`lockfiles/quickstart.lock` is a file; this command takes an object id"),
+        "{}",
+        r.describe()
+    );
+}

@@ -64,6 +64,11 @@ fn resolve_among(arg: &str, candidates: &[Digest], what: &str) -> Result<Digest,
     let prefix = arg.strip_prefix("blake3:").unwrap_or(arg);
     if prefix.len() < 6 || !prefix.bytes().all(|b| b.is_ascii_hexdigit()) {
         let article = if what.starts_with(['a', 'e', 'i', 'o', 'u']) { "an" } else { "a" };
+        // Commands that take a file resolve it before asking here: this one takes an id.
+        if std::path::Path::new(arg).exists() {
+            return Err(CommandError::input(format!("`{arg}` is a file; this command takes {article} {what} id"))
+                .with_hint("give `blake3:<64 hex>`, or at least 6 hex digits of the id"));
+        }
         return Err(CommandError::input(format!("`{arg}` is neither a file nor {article} {what} id"))
             .with_hint("give a path, `blake3:<64 hex>`, or at least 6 hex digits of the id"));
     }

@@ -17,9 +17,9 @@ use crate::ui::{Ui, format_duration, format_time, table};
 /// the cache, reused or replayed, its time and its stage manifest.
 #[derive(Debug, clap::Args)]
 pub(crate) struct LogArgs {
-    /// Show at most this many executions (default: all)
-    #[arg(long, short = 'n', value_name = "N")]
-    limit: Option<usize>,
+    /// Show at most this many executions, at least 1 (default: all)
+    #[arg(long, short = 'n', value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    limit: Option<u64>,
     /// Also list each execution's stages
     #[arg(long)]
     stages: bool,
@@ -35,7 +35,7 @@ pub(crate) fn cmd_log(ui: &mut Ui, cx: &CommandContext, args: &LogArgs) -> Resul
     let (store, _) = cx.open_store(Access::ReadOnly, true)?;
     let mut rows = store.index().executions()?;
     if let Some(n) = args.limit {
-        rows.truncate(n);
+        rows.truncate(usize::try_from(n).unwrap_or(usize::MAX));
     }
     let entries = rows
         .into_iter()
