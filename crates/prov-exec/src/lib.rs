@@ -77,8 +77,8 @@ pub use run::{
     recorded_run, replay, run, verify_closure,
 };
 pub use stage::{
-    ConfigError, InputSpec, Located, MAP_BATCH, MapResultText, MapResults, Prepared, Registry, Scratch, Stage,
-    StageContext, StageError, StageInput, StageOutput, map_result_text, parse_params,
+    ConfigError, InputSpec, Located, MAP_BATCH, MAX_THREADS, MapResultText, MapResults, Prepared, Registry, Scratch,
+    Stage, StageContext, StageError, StageInput, StageOutput, check_threads, map_result_text, parse_params,
 };
 pub use staleness::{LockState, LockfileStatus, lockfile_status, project_lockfiles};
 pub use tree::{TreeError, hash_file, tree_digest, tree_record};

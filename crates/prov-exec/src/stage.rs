@@ -20,6 +20,24 @@ pub struct ConfigError {
     pub hint: Option<String>,
 }
 
+/// The most libtorch threads a stage may pin. Threads are part of a stage's configuration
+/// (its bits depend on them), so a lockfile's author chooses them; libtorch starts that many
+/// OS threads per pool, and a lockfile asking for 2^32 would exhaust the machine's.
+pub const MAX_THREADS: u64 = 1024;
+
+/// Checks a stage's `threads` parameter: from 1 to [`MAX_THREADS`].
+///
+/// # Errors
+///
+/// A [`ConfigError`] at `threads` saying which bound it breaks.
+pub fn check_threads(threads: u64) -> Result<(), ConfigError> {
+    match threads {
+        0 => Err(ConfigError::at(&["threads"], "must be at least 1")),
+        n if n > MAX_THREADS => Err(ConfigError::at(&["threads"], format!("must be at most {MAX_THREADS}, got {n}"))),
+        _ => Ok(()),
+    }
+}
+
 impl ConfigError {
     /// Builds an error at a path inside `params`.
     pub fn at(path: &[&str], message: impl Into<String>) -> Self {
@@ -759,6 +777,20 @@ mod tests {
 
     /// What a local run's map calls prepare is made once, at the first batch, shared by the
     /// later ones, and dropped after the last batch is mapped, before its results are folded.
+    /// Threads are from 1 to `MAX_THREADS`: a lockfile asking for 2^32 libtorch threads is
+    /// refused at its `threads` (an adversarial review's `threads: 300` started 600 OS
+    /// threads on 2 cores).
+    #[test]
+    fn threads_are_bounded() {
+        assert!(check_threads(1).is_ok() && check_threads(MAX_THREADS).is_ok());
+        for (n, said) in
+            [(0, "must be at least 1"), (MAX_THREADS + 1, "must be at most 1024"), (u64::from(u32::MAX), "at most")]
+        {
+            let e = check_threads(n).unwrap_err();
+            assert!(e.to_string().contains(said) && e.path == ["threads"], "{n}: {e}");
+        }
+    }
+
     #[test]
     fn a_local_run_prepares_once_and_drops_it_after_the_last_batch() {
         let tasks = 2 * MAP_BATCH + 3;

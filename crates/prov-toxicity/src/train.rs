@@ -110,16 +110,12 @@ impl Stage for ToxicityTrainStage {
         if !(config.learning_rate > 0.0 && config.learning_rate.is_finite()) {
             return Err(ConfigError::at(&["learning_rate"], "must be a positive number"));
         }
-        for (field, v) in [
-            ("hidden", config.hidden),
-            ("epochs", config.epochs),
-            ("batch_size", config.batch_size),
-            ("threads", config.threads),
-        ] {
+        for (field, v) in [("hidden", config.hidden), ("epochs", config.epochs), ("batch_size", config.batch_size)] {
             if v == 0 {
                 return Err(ConfigError::at(&[field], "must be at least 1"));
             }
         }
+        prov_exec::check_threads(u64::from(config.threads))?;
         if config.positive.is_empty() || config.negative.is_empty() {
             return Err(ConfigError::at(&["positive"], "both `positive` and `negative` need at least one label"));
         }

@@ -66,9 +66,7 @@ impl Stage for BestOfNStage {
     }
     fn resolve_config(&self, params: &Value) -> Result<Value, ConfigError> {
         let c: BestOfNConfig = parse_params(params)?;
-        if c.threads == 0 {
-            return Err(ConfigError::at(&["threads"], "must be at least 1"));
-        }
+        prov_exec::check_threads(u64::from(c.threads))?;
         if c.sources.is_empty() {
             return Err(ConfigError::at(&["sources"], "names no source"));
         }

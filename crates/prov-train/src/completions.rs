@@ -81,11 +81,10 @@ impl Stage for SampleCompletionsStage {
         if !(c.temperature.is_finite() && c.temperature >= 0.0) {
             return Err(ConfigError::at(&["temperature"], format!("must be 0 or more, got {}", c.temperature)));
         }
-        for (field, v) in [("max_new_tokens", c.max_new_tokens), ("threads", u64::from(c.threads))] {
-            if v == 0 {
-                return Err(ConfigError::at(&[field], "must be at least 1"));
-            }
+        if c.max_new_tokens == 0 {
+            return Err(ConfigError::at(&["max_new_tokens"], "must be at least 1"));
         }
+        prov_exec::check_threads(u64::from(c.threads))?;
         if c.prompts == Some(0) {
             return Err(ConfigError::at(&["prompts"], "must be at least 1"));
         }

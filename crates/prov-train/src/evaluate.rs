@@ -50,11 +50,10 @@ impl Stage for ChrfEvalStage {
     }
     fn resolve_config(&self, params: &Value) -> Result<Value, ConfigError> {
         let c: EvalConfig = parse_params(params)?;
-        for (field, v) in [("max_new_tokens", c.max_new_tokens), ("threads", u64::from(c.threads))] {
-            if v == 0 {
-                return Err(ConfigError::at(&[field], "must be at least 1"));
-            }
+        if c.max_new_tokens == 0 {
+            return Err(ConfigError::at(&["max_new_tokens"], "must be at least 1"));
         }
+        prov_exec::check_threads(u64::from(c.threads))?;
         Ok(serde_json::to_value(c).expect("the config encodes"))
     }
     fn determinism(&self, _config: &Value) -> Determinism {

@@ -113,12 +113,12 @@ pub struct LoopParams {
 impl LoopParams {
     /// Checks the values and fills the optimizer's open warmups; errors name the field.
     pub fn resolve(&mut self) -> Result<(), ConfigError> {
-        for (field, v) in [("steps", self.steps), ("batch_size", self.batch_size), ("threads", u64::from(self.threads))]
-        {
+        for (field, v) in [("steps", self.steps), ("batch_size", self.batch_size)] {
             if v == 0 {
                 return Err(ConfigError::at(&[field], "must be at least 1"));
             }
         }
+        prov_exec::check_threads(u64::from(self.threads))?;
         for (field, v) in [("lr", self.lr), ("clip", self.clip)] {
             if !(v.is_finite() && v > 0.0) {
                 return Err(ConfigError::at(&[field], format!("must be a positive number, got {v}")));

@@ -159,9 +159,7 @@ impl Stage for RewardModelScoreStage {
     }
     fn resolve_config(&self, params: &Value) -> Result<Value, ConfigError> {
         let c: ScoreConfig = parse_params(params)?;
-        if c.threads == 0 {
-            return Err(ConfigError::at(&["threads"], "must be at least 1"));
-        }
+        prov_exec::check_threads(u64::from(c.threads))?;
         Ok(serde_json::to_value(c).expect("the config encodes"))
     }
     fn determinism(&self, _config: &Value) -> Determinism {

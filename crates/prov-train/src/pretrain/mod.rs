@@ -60,9 +60,7 @@ impl Stage for PretrainStage {
                 return Err(ConfigError::at(&[field], "must be at least 1"));
             }
         }
-        if c.threads == 0 {
-            return Err(ConfigError::at(&["threads"], "must be at least 1"));
-        }
+        prov_exec::check_threads(u64::from(c.threads))?;
         for (field, v) in [("lr", c.lr), ("clip", c.clip)] {
             if !(v.is_finite() && v > 0.0) {
                 return Err(ConfigError::at(&[field], format!("must be a positive number, got {v}")));
