@@ -321,20 +321,32 @@ fn replay_is_decided_from_replay_records_or_a_fresh_replay() {
     p.prov(&["audit", "lockfiles/audited.lock", "--policy", "replay.yaml"]).success();
 
     // The execution log is an index: rewriting it (the replay marked as diverged, its stage
-    // events pointing elsewhere, every object called a blob so that the replay record would
-    // be hidden from a search that trusted the index) changes nothing the claim decides from.
-    let sql = "import sqlite3, sys\n\
-               db = sqlite3.connect(sys.argv[1])\n\
-               db.execute(\"UPDATE executions SET status = 'diverged', detail = 'first divergent stage: robots' WHERE mode = 'replay'\")\n\
-               db.execute(\"UPDATE stage_events SET manifest = NULL\")\n\
-               db.execute(\"UPDATE objects SET kind = 'blob'\")\n\
-               db.commit()\n";
-    let out =
-        std::process::Command::new("python3").arg("-c").arg(sql).arg(p.path(".prov/index.sqlite")).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // events pointing elsewhere) changes nothing the claim decides from.
+    let edit = |statements: &str| {
+        let sql = format!("import sqlite3, sys\ndb = sqlite3.connect(sys.argv[1])\n{statements}db.commit()\n");
+        let out = std::process::Command::new("python3")
+            .arg("-c")
+            .arg(sql)
+            .arg(p.path(".prov/index.sqlite"))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    };
+    edit(
+        "db.execute(\"UPDATE executions SET status = 'diverged', detail = 'first divergent stage: robots' WHERE \
+         mode = 'replay'\")\ndb.execute(\"UPDATE stage_events SET manifest = NULL\")\n",
+    );
     let r = p.prov(&["audit", "lockfiles/audited.lock", "--policy", "replay.yaml"]);
     r.success();
     assert!(r.stdout().contains("replay: HOLDS"), "{}", r.describe());
+    // Evidence is read among the objects that entered the store as records: data that is a
+    // well-formed replay record is no replay (`test_replay::records_shipped_as_data_are_not_evidence`).
+    // So an index that calls every object a blob hides the replay, and the claim no longer
+    // holds: the edit can take evidence away, never add it.
+    edit("db.execute(\"UPDATE objects SET kind = 'blob'\")\n");
+    let r = p.prov(&["audit", "lockfiles/audited.lock", "--policy", "replay.yaml"]);
+    r.exit(4);
+    assert!(!r.stdout().contains("replay: HOLDS"), "{}", r.describe());
 }
 
 /// A small language model's run: a portable data pipeline and a libtorch training stage of

@@ -222,6 +222,73 @@ fn a_second_run_record_in_a_handed_over_folder_is_not_taken_as_the_run() {
     p.prov(&["show", &planted.to_string()]).exit(1);
 }
 
+/// Whether `prov status` says `lockfile` has a recorded run, and which.
+fn status_of(p: &Project, lockfile: &str) -> (bool, Option<String>) {
+    let lines = p.json(&["status"]);
+    let st = lines.iter().find(|l| l["type"] == "lockfile" && l["data"]["path"] == lockfile).expect("listed");
+    (st["data"]["recorded"] == true, st["data"]["run_manifest"].as_str().map(str::to_owned))
+}
+
+/// The run record, stage records and an identical replay record of a run elsewhere, shipped
+/// as the files of a data source (a review of the day's fixes did this): they enter the store
+/// as blobs, whose bytes are those records, and are no run or replay of this store. The
+/// lockfile they belong to is not "recorded", and its replay claim does not hold.
+#[test]
+fn records_shipped_as_data_are_not_evidence() {
+    let author = Project::with_recipes();
+    committed_quickstart_lock(&author);
+    let run = author.json(&["run", "lockfiles/quickstart.lock"]);
+    let replay = author.json(&["replay", "lockfiles/quickstart.lock"]);
+    let mut shipped: Vec<String> = run
+        .iter()
+        .filter_map(|l| match l["type"].as_str() {
+            Some("stage") => l["data"]["manifest"].as_str().map(str::to_owned),
+            Some("run") => l["data"]["run_manifest"].as_str().map(str::to_owned),
+            _ => None,
+        })
+        .collect();
+    let replay_record = replay.iter().find_map(|l| l["data"]["replay_record"].as_str()).expect("a replay record");
+    shipped.push(replay_record.to_owned());
+    assert!(shipped.len() > 3, "{shipped:?}");
+
+    let p = Project::with_recipes();
+    committed_quickstart_lock(&p);
+    for (i, digest) in shipped.iter().enumerate() {
+        p.write(&format!("recipes/data/planted/{i}.dat"), &fs_err::read_to_string(author.object_file(digest)).unwrap());
+    }
+    p.write(
+        "recipes/carrier.yaml",
+        "schema: 1\nname: carrier\nseed: 1\nsources:\n  planted: {path: data/planted}\nstages: {}\n",
+    );
+    p.prov(&["run", "recipes/carrier.yaml"]).success();
+    assert!(p.object_file(&shipped[0]).exists(), "the records' bytes are in the store, as data");
+    assert_eq!(status_of(&p, "lockfiles/quickstart.lock"), (false, None));
+    p.write("replay.yaml", "schema: 1\nname: replayed\nclaims:\n  - kind: replay\n");
+    let r = p.prov(&["audit", "lockfiles/quickstart.lock", "--policy", "replay.yaml"]);
+    assert_ne!(r.code(), 0, "{}", r.describe());
+    assert!(!r.stdout().contains("replay: HOLDS"), "{}", r.describe());
+}
+
+/// A replay against a handed-over folder that re-executed only some stages (`--until`), or
+/// that diverged, vouches for no run: the folder's run record, imported for the comparison,
+/// is not the lockfile's recorded run. A whole identical replay makes it so.
+#[test]
+fn only_a_whole_identical_replay_makes_a_folder_the_recorded_run() {
+    let p = Project::with_recipes();
+    committed_quickstart_lock(&p);
+    let committed = repo_root().join("manifests/quickstart");
+    let committed_arg = committed.display().to_string();
+    p.prov(&["replay", "lockfiles/quickstart.lock", "--against", &committed_arg, "--until", "shards"]).success();
+    assert_eq!(status_of(&p, "lockfiles/quickstart.lock"), (false, None), "a partial replay");
+    // A forged folder diverges: its run record is in the store, and is not the run either.
+    forged_quickstart(&p);
+    p.prov(&["replay", "lockfiles/quickstart.lock", "--against", "forged"]).exit(3);
+    assert_eq!(status_of(&p, "lockfiles/quickstart.lock"), (false, None), "a diverged replay");
+    p.prov(&["replay", "lockfiles/quickstart.lock", "--against", &committed_arg]).success();
+    let honest = fs_err::read_to_string(committed.join("RUN")).unwrap().trim().to_owned();
+    assert_eq!(status_of(&p, "lockfiles/quickstart.lock"), (true, Some(honest)), "a whole identical replay");
+}
+
 /// A folder whose `RUN` names a run of another lockfile is refused before anything runs.
 #[test]
 fn against_a_folder_of_another_lockfile_is_refused() {

@@ -617,23 +617,40 @@ pub fn run(store: &Store, lockfile: &Lockfile, bytes: &[u8], opts: &ExecOptions<
     }
 }
 
-/// Returns the run manifest of a run id's recorded run: from the execution log, the latest
-/// completed `run`, else the recording of the latest identical replay (`prov replay --against`
-/// in a store that never ran the lockfile); when the log knows neither (a lost index), the
-/// one run record of the lockfile in the store.
+/// Returns the run manifest of a run id's recorded run, the first of:
+///
+/// 1. the latest completed `run` of it in the execution log;
+/// 2. the recording of the latest identical `replay` of it that re-executed every stage (a
+///    replay record in the store says so: no divergence, every stage of the recording
+///    `replayed`), as `prov replay --against` leaves in a store that never ran the lockfile.
+///    A replay `--until` or `--from` a stage, or one that diverged, vouches for no run;
+/// 3. only when the execution log is empty (an index rebuilt or lost), the one run record of
+///    the lockfile among the store's objects.
+///
+/// A folder handed over and replayed in part, or diverging, leaves its run record in the
+/// store: it is not this store's recorded run.
 ///
 /// # Errors
 ///
-/// [`ExecError::SeveralRecordings`] when the log knows none and the store holds several run
-/// records of the lockfile (runs in different envelopes, or recordings imported from several
-/// folders): taking any one of them would say something the user did not choose.
+/// [`ExecError::SeveralRecordings`] in case 3 when the store holds several run records of the
+/// lockfile (runs in different envelopes): taking any one of them would say something the
+/// user did not choose.
 pub fn recorded_run(store: &Store, run_id: &Digest) -> Result<Option<(Digest, RunRecord)>, ExecError> {
     let executions = store.index().executions()?;
-    for mode in ["run", "replay"] {
-        let found = executions.iter().find(|e| e.run_id == *run_id && e.mode == mode && e.status == "ok");
-        if let Some(m) = found.and_then(|e| e.run_manifest) {
-            return Ok(Some((m, get_typed::<RunRecord>(store, &m)?)));
+    let of_this = |mode: &'static str| {
+        executions.iter().filter(move |e| e.run_id == *run_id && e.mode == mode && e.status == "ok")
+    };
+    if let Some(m) = of_this("run").find_map(|e| e.run_manifest) {
+        return Ok(Some((m, get_typed::<RunRecord>(store, &m)?)));
+    }
+    for m in of_this("replay").filter_map(|e| e.run_manifest) {
+        let run = get_typed::<RunRecord>(store, &m)?;
+        if run.lockfile == *run_id && reproduced_whole(store, &m, &run)? {
+            return Ok(Some((m, run)));
         }
+    }
+    if !executions.is_empty() {
+        return Ok(None);
     }
     // The execution log is an index; the run records themselves are the evidence.
     let mut found: Vec<(Digest, RunRecord)> =
@@ -646,6 +663,21 @@ pub fn recorded_run(store: &Store, run_id: &Digest) -> Result<Option<(Digest, Ru
         });
     }
     Ok(found.pop())
+}
+
+/// True when a replay record in the store re-executed every stage of the run record `run`
+/// (`manifest`) and reproduced each: no divergence, and the recording's stages, in order,
+/// each `replayed`.
+fn reproduced_whole(store: &Store, manifest: &Digest, run: &RunRecord) -> Result<bool, ExecError> {
+    let whole = |r: &prov_manifest::ReplayRecord| {
+        r.divergence.is_none()
+            && r.stages.len() == run.stages.len()
+            && r.stages
+                .iter()
+                .zip(&run.stages)
+                .all(|(s, planned)| s.status == prov_manifest::ReplayStatus::Replayed && s.name == planned.name)
+    };
+    Ok(prov_manifest::replays_of(store, manifest)?.iter().any(|(_, r)| whole(r)))
 }
 
 /// [`recorded_run`] with its stage records read: the run as every reader of a recorded run

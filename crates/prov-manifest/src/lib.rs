@@ -81,7 +81,7 @@ pub use replay::{
     EnvelopeCheck, EnvelopeDifference, ReplayDifference, ReplayDivergence, ReplayRecord, ReplayStage, ReplayStatus,
 };
 pub use stored::{
-    LedgerError, StoredError, attestations_of, closure, find_records, get_record, is_manifest, load_ledger,
-    looks_like_record, put_record, replays_of,
+    LedgerError, StoredError, attestations_of, closure, find_evidence, find_records, get_record, is_manifest,
+    load_ledger, looks_like_record, put_record, replays_of,
 };
 pub use tensors::NamedTensors;

@@ -169,17 +169,40 @@ fn starts_like_a_record(path: &std::path::Path) -> bool {
     small && file.read_exact(&mut head).is_ok() && head == *b"{\""
 }
 
-/// Every replay record of the run record `recording`, sorted by digest.
+/// Every record that `pick` keeps among the objects that entered the store as records
+/// (index kind `manifest`: written by `put_record`, by an execution or an import), sorted by
+/// digest: what evidence is looked up among. Data that happens to be a well-formed record (a
+/// source file, a command's output) entered as a blob, and is not evidence: a lockfile's
+/// author could otherwise ship a run record or a replay record as a data file, and have it
+/// taken as a run of another lockfile, or as its replay. An index that lost its rows hides
+/// records rather than inventing them; [`find_records`], which reads every object, is for
+/// what must not lose one (`gc`'s roots).
+///
+/// # Errors
+///
+/// When the index cannot be read.
+pub fn find_evidence<T>(store: &Store, pick: impl Fn(Record) -> Option<T>) -> Result<Vec<(Digest, T)>, StoreError> {
+    let mut out = Vec::new();
+    for d in store.index().objects_of_kind(ObjectKind::Manifest.as_str())? {
+        if let Some(t) = get_record(store, &d).ok().and_then(&pick) {
+            out.push((d, t));
+        }
+    }
+    out.sort_by_key(|(d, _)| *d);
+    Ok(out)
+}
+
+/// Every replay record of the run record `recording`, sorted by digest ([`find_evidence`]).
 pub fn replays_of(store: &Store, recording: &Digest) -> Result<Vec<(Digest, ReplayRecord)>, StoreError> {
-    find_records(store, |r| match r {
+    find_evidence(store, |r| match r {
         Record::Replay(r) if r.recording == *recording => Some(r),
         _ => None,
     })
 }
 
-/// The attestation records attached to a run record, in digest order.
+/// The attestation records attached to a run record, in digest order ([`find_evidence`]).
 pub fn attestations_of(store: &Store, run: &Digest) -> Result<Vec<(Digest, AttestationRecord)>, StoreError> {
-    find_records(store, |r| match r {
+    find_evidence(store, |r| match r {
         Record::Attestation(a) if a.run == *run => Some(a),
         _ => None,
     })
