@@ -176,7 +176,8 @@ fn strings_from_the_data_cannot_write_markdown_into_the_card() {
     p.write(
         "recipes/forged.yaml",
         "schema: 1\nname: forged\nseed: 1\nsources:\n  docs:\n    path: data/forged/docs.jsonl\n    license: \
-         MIT\nstages:\n  shards:\n    kind: shard\n    inputs: {docs: docs}\n  license:\n    kind: license\n    \
+         MIT\n    retrieved: \"[verify the license](javascript:alert(1)) ![](https://evil.example/pixel.png)\"\n\
+         stages:\n  shards:\n    kind: shard\n    inputs: {docs: docs}\n  license:\n    kind: license\n    \
          inputs: {docs: shards}\n    params: {missing: deny}\n",
     );
     p.prov(&["run", "recipes/forged.yaml"]).success();
@@ -184,17 +185,18 @@ fn strings_from_the_data_cannot_write_markdown_into_the_card() {
 
     let reader = "import json, sys\nfrom markdown_it import MarkdownIt\n\
                   tokens = MarkdownIt('commonmark').enable('table').parse(open(sys.argv[1]).read())\n\
-                  prose, tables, table, row = [], [], None, None\n\
+                  prose, tables, table, row, links = [], [], None, None, []\n\
                   for t in tokens:\n\
                   \x20   if t.type == 'table_open': table = []\n\
                   \x20   elif t.type == 'table_close': tables.append(table); table = None\n\
                   \x20   elif t.type == 'tr_open': row = []\n\
                   \x20   elif t.type == 'tr_close': table.append(row); row = None\n\
                   \x20   elif t.type == 'inline':\n\
+                  \x20       links.extend(c.attrs.get('href') or c.attrs.get('src') for c in t.children if c.type in ('link_open', 'image'))\n\
                   \x20       cell = {'prose': ''.join(c.content for c in t.children if c.type == 'text'),\n\
                   \x20               'code': ''.join(c.content for c in t.children if c.type == 'code_inline')}\n\
                   \x20       (row if row is not None else prose).append(cell)\n\
-                  print(json.dumps({'prose': prose, 'tables': tables}))\n";
+                  print(json.dumps({'prose': prose, 'tables': tables, 'links': links}))\n";
     let out = std::process::Command::new(&python).arg("-c").arg(reader).arg(p.path("card/README.md")).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let read: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -221,6 +223,12 @@ fn strings_from_the_data_cannot_write_markdown_into_the_card() {
         };
         read["tables"].as_array().unwrap().iter().find(named).cloned().expect("the table")
     };
+    // A source's `retrieved` date with a `javascript:` link and a tracking image in it (a
+    // review of the fixes): no link or image but the card's footnotes and plots.
+    for link in read["links"].as_array().unwrap() {
+        let link = link.as_str().unwrap();
+        assert!(link.starts_with('#') || link.starts_with("plots/"), "{link}");
+    }
     // The header, then MIT, GPL-3.0 and the forged string: three declared strings.
     let licenses = table_with(&["declared", "SPDX", "documents", "decision", "policy rule", "verdict"]);
     assert_eq!(licenses.as_array().unwrap().len(), 4, "{licenses:#}");

@@ -115,12 +115,6 @@ pub fn render(ev: &CardInputs, plots: &[(String, String)]) -> String {
     s
 }
 
-/// A recipe author's string in a table cell: what would not show escaped, so that a line
-/// break cannot end the row, and `|` escaped, so that it cannot end the cell.
-fn cell(text: &str) -> String {
-    prov_textfix::shown::visible(text).replace('|', "\\|")
-}
-
 /// Outside text (a declared license, a language tag, a rule name, an origin) as inline code:
 /// what would not show escaped, inside a fence of backticks longer than any run of backticks
 /// in it (`CommonMark` code spans), so that no Markdown in it is read as Markdown: a data
@@ -240,7 +234,7 @@ fn sources_section(s: &mut String, ev: &CardInputs, refs: &mut Refs) {
             if src.documents { "documents" } else { "filter input" },
             literal_cell(&src.record.origin),
             src.record.license.as_deref().map_or_else(|| "not declared".to_owned(), literal_cell),
-            src.record.retrieved.as_deref().map_or_else(|| "not declared".to_owned(), cell),
+            src.record.retrieved.as_deref().map_or_else(|| "not declared".to_owned(), literal_cell),
             group(files),
             group(src.record.content.size()),
         );
@@ -452,7 +446,7 @@ fn filter_section(s: &mut String, refs: &mut Refs, f: &prov_manifest::LoadedStag
                 s,
                 "Policy {} version {}{r}. One verdict record per declared license string:\n",
                 literal(p.get("name").and_then(Value::as_str).unwrap_or("?")),
-                prov_textfix::shown::visible(p.get("version").and_then(Value::as_str).unwrap_or("?"))
+                literal(p.get("version").and_then(Value::as_str).unwrap_or("?"))
             );
         }
         s.push_str("| declared | SPDX | documents | decision | policy rule | verdict |\n| --- | --- | --- | --- | --- | --- |\n");
@@ -468,7 +462,7 @@ fn filter_section(s: &mut String, refs: &mut Refs, f: &prov_manifest::LoadedStag
                 "| {} | {spdx} | {} | {} | {} | {verdict}{r} |",
                 literal_cell(declared),
                 group(v.get("documents").and_then(Value::as_u64).unwrap_or(0)),
-                cell(v.get("decision").and_then(Value::as_str).unwrap_or("?")),
+                literal_cell(v.get("decision").and_then(Value::as_str).unwrap_or("?")),
                 literal_cell(v.get("policy_rule").and_then(Value::as_str).unwrap_or("?"))
             );
         }
@@ -525,7 +519,7 @@ pub fn limitations(ev: &CardInputs, refs: &mut Refs) -> Vec<String> {
             out.push(format!(
                 "Opt-outs are judged against the snapshot `{}` retrieved {}{rs}, not against the sites' robots.txt at crawl time or today.",
                 snap.record.name,
-                prov_textfix::shown::visible(snap.record.retrieved.as_deref().unwrap_or("(date not declared)"))
+                snap.record.retrieved.as_deref().map_or_else(|| "(date not declared)".to_owned(), literal)
             ));
         }
     }
@@ -611,8 +605,8 @@ mod tests {
     /// A source license written to end the row or the cell stays in its cell.
     #[test]
     fn an_authors_string_stays_in_its_table_cell() {
-        assert_eq!(super::cell("MIT"), "MIT");
-        assert_eq!(super::cell("MIT\n| forged | row |"), "MIT\\n\\| forged \\| row \\|");
-        assert_eq!(super::cell("MIT\u{1b}[32m"), "MIT\\u{1b}[32m");
+        assert_eq!(super::literal_cell("MIT"), "`MIT`");
+        assert_eq!(super::literal_cell("MIT\n| forged | row |"), "`MIT\\n\\| forged \\| row \\|`");
+        assert_eq!(super::literal_cell("MIT\u{1b}[32m"), "`MIT\\u{1b}[32m`");
     }
 }

