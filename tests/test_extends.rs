@@ -129,6 +129,17 @@ fn extends_reads_only_recipe_files_of_the_project() {
             assert!(r.stderr().contains(why) && !r.stderr().contains("PRIVATE KEY"), "{base}: {}", r.describe());
         }
     }
+    // A key inside the project (where `prov attest --generate-key` may put one): read, as a
+    // recipe of the project, but no error quotes it (a review of the fix found the parse
+    // error quoting the whole key).
+    p.write(
+        "keys/signing.key",
+        "-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEIKeyMaterialKeyMaterialXYZ\n-----END PRIVATE KEY-----\n",
+    );
+    p.write("recipes/child.yaml", "schema: 1\nname: child\nextends: ../keys/signing.key\n");
+    let r = p.prov(&["lock", "recipes/child.yaml"]);
+    r.exit(1);
+    assert!(!r.stderr().contains("KeyMaterial") && r.stderr().contains("the document is a string"), "{}", r.describe());
     // A lockfile of the child, locked while it extended a recipe of the project: `prov status`
     // re-locks it against the key and says the recipe changed, quoting nothing of the key.
     p.write("recipes/base.yaml", "schema: 1\nname: base\nseed: 1\n");
@@ -138,4 +149,8 @@ fn extends_reads_only_recipe_files_of_the_project() {
     let r = p.prov(&["status"]);
     assert!(!r.stdout().contains("PRIVATE KEY") && !r.stderr().contains("PRIVATE KEY"), "{}", r.describe());
     assert!(r.stdout().contains("is outside the project"), "{}", r.describe());
+    p.write("recipes/child.yaml", "schema: 1\nname: child\nextends: ../keys/signing.key\n");
+    let r = p.prov(&["status"]);
+    let said = format!("{}{}", r.stdout(), r.stderr());
+    assert!(!said.contains("KeyMaterial") && said.contains("the document is a string"), "{}", r.describe());
 }

@@ -213,8 +213,33 @@ pub fn check_yaml_nesting(file: &Path, text: &str) -> Result<(), RecipeError> {
 /// Too deep a nesting, or what [`yaml_error`] makes of the parser's error.
 pub fn from_yaml<T: serde::de::DeserializeOwned>(file: &Path, text: &str) -> Result<T, RecipeError> {
     check_yaml_nesting(file, text)?;
+    // Recipes and policies are mappings. A document that is one string (a private key named
+    // by a recipe's `extends`) would otherwise come back whole in serde's "invalid type"
+    // message, on the terminal and in `prov status`.
+    if let Ok(value) = serde_yaml::from_str::<serde_yaml::Value>(text) {
+        let what = match value {
+            // An empty document: serde names the first missing field.
+            serde_yaml::Value::Mapping(_) | serde_yaml::Value::Null => None,
+            serde_yaml::Value::String(_) => Some("a string"),
+            serde_yaml::Value::Sequence(_) => Some("a sequence"),
+            serde_yaml::Value::Bool(_) | serde_yaml::Value::Number(_) => Some("a scalar"),
+            serde_yaml::Value::Tagged(_) => Some("a tagged value"),
+        };
+        if let Some(what) = what {
+            return Err(RecipeError::at_field(
+                file,
+                text,
+                &[],
+                format!("the document is {what}, not a mapping of fields"),
+            ));
+        }
+    }
     serde_yaml::from_str(text).map_err(|e| yaml_error(file, text, &e))
 }
+
+/// The longest error message taken from the YAML parser, in characters: its messages quote
+/// the offending value, which may be anything the file holds.
+const MAX_YAML_MESSAGE: usize = 200;
 
 impl Recipe {
     /// Parses a recipe from its text; `file` is used in error messages.
@@ -268,6 +293,10 @@ pub fn yaml_error(file: &Path, text: &str, e: &serde_yaml::Error) -> RecipeError
     };
     let (line, column) = e.location().map_or((1, 1), |l| (l.line(), l.column()));
     let hint = did_you_mean(&message).map(|s| format!("did you mean `{s}`?"));
+    let message = match message.char_indices().nth(MAX_YAML_MESSAGE) {
+        Some((cut, _)) => format!("{}…", &message[..cut]),
+        None => message,
+    };
     RecipeError {
         file: file.to_owned(),
         line,
