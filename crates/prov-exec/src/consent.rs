@@ -80,6 +80,9 @@ fn record_path(store_root: &Path, closure: &Digest) -> PathBuf {
 /// The file of the user's state directory that holds the consent key.
 const KEY_FILE: &str = "consent.key";
 
+/// The most of an adoption record that is read: a recipe path and a MAC.
+const MAX_RECORD_BYTES: u64 = 8 << 10;
+
 /// The user's state directory: `PROV_STATE_DIR`, else `$XDG_STATE_HOME/provenant`, else
 /// `$HOME/.local/state/provenant`.
 fn state_dir() -> Option<PathBuf> {
@@ -187,7 +190,18 @@ pub fn adopted(store_root: &Path, closure: &Digest) -> bool {
 
 /// [`adopted`] with the consent key in the state directory `state`.
 fn adopted_in(state: &Path, store_root: &Path, closure: &Digest) -> bool {
-    let Ok(text) = fs_err::read_to_string(record_path(store_root, closure)) else { return false };
+    use std::io::Read as _;
+    // Looked at before it is opened, and read up to a record's size: a store handed over can
+    // hold a FIFO (opening it waits for a writer) or a link to `/dev/zero` under the name.
+    let path = record_path(store_root, closure);
+    if !fs_err::metadata(&path).is_ok_and(|m| m.is_file()) {
+        return false;
+    }
+    let mut text = String::new();
+    let Ok(file) = fs_err::File::open(&path) else { return false };
+    if file.take(MAX_RECORD_BYTES).read_to_string(&mut text).is_err() {
+        return false;
+    }
     let Ok(Some(key)) = user_key(state, false) else { return false };
     let expected = mac(&key, store_root, closure);
     // Compared as BLAKE3 hashes, in constant time.
@@ -261,6 +275,11 @@ mod tests {
 
         fs_err::write(&record, "recipes/r.yaml\n").unwrap();
         assert!(!adopted_in(author.path(), store.path(), &closure), "no MAC");
+
+        // A FIFO under the record's name is not waited on (a review found `prov lock` hanging).
+        fs_err::remove_file(&record).unwrap();
+        assert!(std::process::Command::new("mkfifo").arg(&record).status().unwrap().success());
+        assert!(!adopted_in(author.path(), store.path(), &closure), "a FIFO");
     }
 
     #[test]
