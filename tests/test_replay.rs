@@ -289,6 +289,58 @@ fn only_a_whole_identical_replay_makes_a_folder_the_recorded_run() {
     assert_eq!(status_of(&p, "lockfiles/quickstart.lock"), (true, Some(honest)), "a whole identical replay");
 }
 
+/// A folder whose `RUN` names a replay record ("identical", of the committed run) instead of
+/// a run: refused before anything of the folder is stored. The refused import used to leave
+/// the run and the replay record in the store as evidence, and a store that never ran the
+/// lockfile reported it recorded, its replay claim holding (a review of the day's fixes).
+#[test]
+fn a_folder_whose_run_is_not_a_run_stores_nothing() {
+    use prov_manifest::{Record, ReplayRecord, ReplayStage, ReplayStatus};
+    let p = Project::with_recipes();
+    committed_quickstart_lock(&p);
+    let committed = repo_root().join("manifests/quickstart");
+    fs_err::create_dir_all(p.path("handed")).unwrap();
+    let mut run = None;
+    for entry in fs_err::read_dir(&committed).unwrap() {
+        let path = entry.unwrap().path();
+        fs_err::copy(&path, p.path("handed").join(path.file_name().unwrap())).unwrap();
+        if path.extension().is_some_and(|e| e == "json")
+            && let Ok(Record::Run(r)) = Record::from_bytes(&fs_err::read(&path).unwrap())
+        {
+            run = Some((prov_store::Digest::of(&fs_err::read(&path).unwrap()), r));
+        }
+    }
+    let (recording, run) = run.expect("the committed run record");
+    let stage = fs_err::read(committed.join(format!("{}.json", run.stages[0].manifest.to_hex()))).unwrap();
+    let Ok(Record::Stage(stage)) = Record::from_bytes(&stage) else { panic!("a stage record") };
+    let replay = Record::Replay(ReplayRecord {
+        schema: prov_manifest::SCHEMA_VERSION,
+        lockfile: run.lockfile,
+        recording,
+        envelope: stage.envelope,
+        envelope_check: prov_manifest::EnvelopeCheck::Full,
+        stages: run
+            .stages
+            .iter()
+            .map(|s| ReplayStage { name: s.name.clone(), status: ReplayStatus::Replayed, manifest: s.manifest })
+            .collect(),
+        divergence: None,
+    });
+    let bytes = replay.to_bytes().unwrap();
+    let digest = prov_store::Digest::of(&bytes);
+    p.write(&format!("handed/{}.json", digest.to_hex()), std::str::from_utf8(&bytes).unwrap());
+    p.write("handed/RUN", &format!("{digest}\n"));
+
+    let r = p.prov(&["replay", "lockfiles/quickstart.lock", "--against", "handed"]);
+    r.exit(1);
+    assert!(r.stderr().contains("names a replay record, not a run of lockfile"), "{}", r.describe());
+    assert!(!p.object_file(&digest.to_string()).exists() && !p.object_file(&recording.to_string()).exists());
+    assert_eq!(status_of(&p, "lockfiles/quickstart.lock"), (false, None));
+    p.write("replay.yaml", "schema: 1\nname: replayed\nclaims:\n  - kind: replay\n");
+    let r = p.prov(&["audit", "lockfiles/quickstart.lock", "--policy", "replay.yaml"]);
+    assert!(r.code() != 0 && !r.stdout().contains("replay: HOLDS"), "{}", r.describe());
+}
+
 /// A folder whose `RUN` names a run of another lockfile is refused before anything runs.
 #[test]
 fn against_a_folder_of_another_lockfile_is_refused() {

@@ -118,9 +118,15 @@ fn gc_removes_only_what_no_run_references() {
 #[test]
 fn a_lost_index_loses_no_run() {
     // The index is never the only copy of a fact: with index.sqlite deleted, gc keeps every
-    // run (found from the run records themselves) and replay still finds its recording.
+    // run (found from the run records themselves). Which run is the lockfile's recorded one
+    // is the log's to say, though: without it, a run record in the store could be anyone's
+    // (data whose bytes are a run record, a folder's records imported by a refused replay),
+    // so replay asks for a recording, and running the lockfile again records the same run.
     let p = Project::with_recipes();
-    p.prov(&["run", "recipes/quickstart.yaml"]).success();
+    let first = p.json(&["run", "recipes/quickstart.yaml"]);
+    let manifest = |lines: &[serde_json::Value]| {
+        lines.iter().find(|l| l["type"] == "run").map(|l| l["data"]["run_manifest"].clone()).expect("a run")
+    };
     let before = p.object_files().len();
     for f in ["index.sqlite", "index.sqlite-wal", "index.sqlite-shm"] {
         let _ = fs_err::remove_file(p.path(&format!(".prov/{f}")));
@@ -129,6 +135,12 @@ fn a_lost_index_loses_no_run() {
     assert_eq!(r[0]["data"]["removed"], 0, "{r:?}");
     assert_eq!(p.object_files().len(), before);
     p.prov(&["verify"]).success();
+    let r = p.prov(&["replay", "lockfiles/quickstart.lock"]);
+    r.exit(1);
+    assert!(r.stderr().contains("has no completed recording in this store"), "{}", r.describe());
+    let again = p.json(&["run", "lockfiles/quickstart.lock"]);
+    assert_eq!(manifest(&again), manifest(&first), "the same run, recorded again");
+    assert_eq!(p.object_files().len(), before);
     p.prov(&["replay", "lockfiles/quickstart.lock"]).success();
 }
 

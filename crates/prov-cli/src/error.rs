@@ -124,11 +124,6 @@ impl From<ExecError> for CommandError {
             ExecError::NotRecorded(_) => {
                 Some("run it with `prov run` first; replay compares against a recording".to_owned())
             }
-            ExecError::SeveralRecordings { .. } => Some(
-                "say which: `prov replay LOCKFILE --against manifests/<recipe>` compares with a committed run, \
-                 and `prov run LOCKFILE` records this machine's"
-                    .to_owned(),
-            ),
             ExecError::Incompatible { .. } => Some("re-lock the recipe with `prov lock`".to_owned()),
             ExecError::InvalidLockfile { .. } => Some(
                 "a lockfile is what `prov lock` writes: re-lock the recipe rather than editing the lockfile".to_owned(),
@@ -240,8 +235,11 @@ impl From<prov_manifest::CommittedError> for CommandError {
                 Self::input(e.to_string()).with_hint("give the folder `prov run --commit` wrote: manifests/<recipe>/")
             }
             e @ CommittedError::RunNotAmong { .. } => Self::input(e.to_string()),
+            e @ CommittedError::NotARunOf { .. } => Self::input(e.to_string())
+                .with_hint("give the manifests folder that `prov run --commit` wrote with this lockfile"),
             e @ (CommittedError::NameMismatch { .. }
             | CommittedError::NotARecord { .. }
+            | CommittedError::NotInARun { .. }
             | CommittedError::Unreachable { .. }) => Self::integrity(e.to_string()),
         }
     }

@@ -99,18 +99,6 @@ pub enum ExecError {
     /// Replay needs a completed recorded run.
     #[error("run `{0}` has no completed recording in this store")]
     NotRecorded(Digest),
-    /// The execution log names no recorded run of a lockfile and the store holds several.
-    #[error(
-        "run `{run_id}`: the execution log names no recorded run, and the store holds {} run records of it: {}",
-        manifests.len(),
-        manifests.iter().map(|m| format!("`{m}`")).collect::<Vec<_>>().join(", ")
-    )]
-    SeveralRecordings {
-        /// The lockfile's run id.
-        run_id: Digest,
-        /// The run records of it, in digest order.
-        manifests: Vec<Digest>,
-    },
     /// `--from` or `--until` names no stage of the plan.
     #[error("no stage `{0}` in this lockfile")]
     UnknownStage(String),

@@ -71,7 +71,7 @@ pub use envelope::{TorchFacts, WORKBENCH_VERSION, capture as capture_envelope, k
 pub use error::ExecError;
 pub use key::stage_key;
 pub use lock::{Locked, absolute, lock_recipe, lock_text, lockfile_bytes, plan_order, relative_to};
-pub use maintenance::{AffectedRun, Damage, GcError, GcReport, Problem, StoreCheck, check_store, gc, run_records};
+pub use maintenance::{AffectedRun, Damage, GcError, GcReport, Problem, StoreCheck, check_store, gc};
 pub use run::{
     Divergence, ExecOptions, Observer, ReplayRange, RunReport, Silent, StageReport, StageStatus, load_recorded_run,
     recorded_run, replay, run, verify_closure,

@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::PathBuf;
 
-use prov_manifest::{Record, RunRecord, closure, find_records, is_manifest};
+use prov_manifest::{Record, closure, find_records, is_manifest};
 use prov_store::{Digest, Mismatch, Store, StoreError};
 
 /// A run touched by a damaged object.
@@ -204,15 +204,6 @@ fn ancestors(parents: &BTreeMap<Digest, BTreeSet<Digest>>, start: &Digest) -> BT
         }
     }
     seen
-}
-
-/// Returns every run record in the store, found from the objects themselves (the index is
-/// consulted for kinds, and objects it does not know are sniffed), sorted by digest.
-pub fn run_records(store: &Store) -> Result<Vec<(Digest, RunRecord)>, StoreError> {
-    find_records(store, |r| match r {
-        Record::Run(r) => Some(r),
-        _ => None,
-    })
 }
 
 /// Why `gc` refused or failed.

@@ -617,24 +617,19 @@ pub fn run(store: &Store, lockfile: &Lockfile, bytes: &[u8], opts: &ExecOptions<
     }
 }
 
-/// Returns the run manifest of a run id's recorded run, the first of:
+/// Returns the run manifest of a run id's recorded run, from the execution log, the first
+/// of:
 ///
-/// 1. the latest completed `run` of it in the execution log;
+/// 1. the latest completed `run` of it;
 /// 2. the recording of the latest identical `replay` of it that re-executed every stage (a
 ///    replay record in the store says so: no divergence, every stage of the recording
 ///    `replayed`), as `prov replay --against` leaves in a store that never ran the lockfile.
-///    A replay `--until` or `--from` a stage, or one that diverged, vouches for no run;
-/// 3. only when the execution log is empty (an index rebuilt or lost), the one run record of
-///    the lockfile among the store's objects.
+///    A replay `--until` or `--from` a stage, or one that diverged, vouches for no run.
 ///
-/// A folder handed over and replayed in part, or diverging, leaves its run record in the
-/// store: it is not this store's recorded run.
-///
-/// # Errors
-///
-/// [`ExecError::SeveralRecordings`] in case 3 when the store holds several run records of the
-/// lockfile (runs in different envelopes): taking any one of them would say something the
-/// user did not choose.
+/// A run record that no execution here vouches for (a folder handed over and replayed in part,
+/// or refused; data whose bytes are a run record; the records of an index that was lost) is
+/// not this store's recorded run: replaying the committed folder, or running the lockfile,
+/// makes one.
 pub fn recorded_run(store: &Store, run_id: &Digest) -> Result<Option<(Digest, RunRecord)>, ExecError> {
     let executions = store.index().executions()?;
     let of_this = |mode: &'static str| {
@@ -649,20 +644,7 @@ pub fn recorded_run(store: &Store, run_id: &Digest) -> Result<Option<(Digest, Ru
             return Ok(Some((m, run)));
         }
     }
-    if !executions.is_empty() {
-        return Ok(None);
-    }
-    // The execution log is an index; the run records themselves are the evidence.
-    let mut found: Vec<(Digest, RunRecord)> =
-        crate::maintenance::run_records(store)?.into_iter().filter(|(_, r)| r.lockfile == *run_id).collect();
-    if found.len() > 1 {
-        found.sort_by_key(|(m, _)| *m);
-        return Err(ExecError::SeveralRecordings {
-            run_id: *run_id,
-            manifests: found.into_iter().map(|(m, _)| m).collect(),
-        });
-    }
-    Ok(found.pop())
+    Ok(None)
 }
 
 /// True when a replay record in the store re-executed every stage of the run record `run`
@@ -1198,26 +1180,15 @@ mod tests {
 
     /// A panic inside a stage is caught at the stage boundary: an internal error naming the
     /// stage, the execution logged as failed, the store intact and usable.
-    /// With no execution in the log (a lost index), the store's one run record of a lockfile
-    /// is its recorded run; with two (say, recordings imported from two folders), neither is
-    /// taken: the user says which.
+    /// A run record that no execution of the log vouches for is not a recorded run, one or
+    /// several (a lost index, or records imported by a refused replay).
     #[test]
-    fn without_the_log_only_a_single_run_record_is_the_recorded_run() {
+    fn without_the_log_no_run_record_is_the_recorded_run() {
         let dir = tempfile::tempdir().expect("temp dir");
         let store = Store::init(&dir.path().join(".prov")).expect("store");
         let lockfile = store.put_bytes(prov_store::ObjectKind::Blob, b"lockfile").expect("put");
+        put_record(&store, &Record::Run(RunRecord::new("one", lockfile, vec![]))).expect("put");
         assert!(recorded_run(&store, &lockfile).expect("no run").is_none());
-        let first = put_record(&store, &Record::Run(RunRecord::new("one", lockfile, vec![]))).expect("put");
-        assert_eq!(recorded_run(&store, &lockfile).expect("one run").map(|(m, _)| m), Some(first));
-        let second = put_record(&store, &Record::Run(RunRecord::new("two", lockfile, vec![]))).expect("put");
-        match recorded_run(&store, &lockfile) {
-            Err(ExecError::SeveralRecordings { run_id, manifests }) => {
-                let mut both = vec![first, second];
-                both.sort();
-                assert_eq!((run_id, manifests), (lockfile, both));
-            }
-            other => panic!("{other:?}"),
-        }
     }
 
     #[test]

@@ -62,6 +62,24 @@ pub enum CommittedError {
         /// Why it does not decode.
         message: String,
     },
+    /// `RUN` names something other than a run record of the lockfile being replayed.
+    #[error("{}: names {found}, not a run of lockfile {run_id}", path.display())]
+    NotARunOf {
+        /// The `RUN` file.
+        path: PathBuf,
+        /// What it names: a record kind, or a run of another lockfile.
+        found: String,
+        /// The lockfile's run id.
+        run_id: Digest,
+    },
+    /// The run's closure holds a record no run reaches (another run, a replay, an attestation).
+    #[error("{}: a {kind} record, which no run reaches: a committed run's folder holds none", path.display())]
+    NotInARun {
+        /// The file.
+        path: PathBuf,
+        /// Its record kind.
+        kind: String,
+    },
     /// A record the run reaches cannot be read from the store.
     #[error("cannot commit run: `{digest}`: {message}")]
     Unreachable {
@@ -77,10 +95,12 @@ impl CommittedError {
     /// a file that does not hash to its name or does not decode, or an unreadable record.
     pub fn is_integrity_failure(&self) -> bool {
         match self {
-            Self::NameMismatch { .. } | Self::NotARecord { .. } | Self::Unreachable { .. } => true,
+            Self::NameMismatch { .. } | Self::NotARecord { .. } | Self::Unreachable { .. } | Self::NotInARun { .. } => {
+                true
+            }
             Self::Store(e) => e.is_integrity_failure(),
             Self::Stored(e) => e.is_integrity_failure(),
-            Self::Io(_) | Self::NotADigest { .. } | Self::RunNotAmong { .. } => false,
+            Self::Io(_) | Self::NotADigest { .. } | Self::RunNotAmong { .. } | Self::NotARunOf { .. } => false,
         }
     }
 }
@@ -162,33 +182,38 @@ pub fn read_run_file(dir: &Path) -> Result<Digest, CommittedError> {
 }
 
 /// Imports a committed run's folder into `store`: the records that the run manifest `RUN`
-/// names reaches, each checked against the digest its file name says and decoded before it
-/// is stored. Returns that run manifest, which must be among them. Other files of the folder
-/// are not read: a folder handed over could hold a second run record of the same lockfile,
-/// or replay records of it, and what is stored here is what later commands take as the run
-/// (`prov status`, `prov audit`); `prov run --commit` writes the closure and nothing else. A
-/// file that fails stops the import; the records stored before it stay (they are what their
-/// digests say).
+/// names reaches, each checked against the digest its file name says and decoded. Returns
+/// that run manifest. Nothing is stored until the whole closure is checked:
+///
+/// - `RUN` must name a run record of the lockfile `run_id` ([`CommittedError::NotARunOf`]);
+/// - the closure holds no other run record, and no replay or attestation record
+///   ([`CommittedError::NotInARun`]): no run reaches those, and stored they would be evidence
+///   (a replay record "identical" to the forged run, say) whatever the replay then finds.
+///
+/// Other files of the folder are not read: a folder handed over could hold a second run
+/// record of the same lockfile, or replay records of it. `prov run --commit` writes the
+/// closure and nothing else.
 ///
 /// # Errors
 ///
 /// [`CommittedError::NameMismatch`] and [`CommittedError::NotARecord`] for a reached file that
 /// is not what its name says; [`CommittedError::NotADigest`] and
-/// [`CommittedError::RunNotAmong`] for `RUN`; I/O and store errors.
-pub fn import_committed_run(store: &Store, dir: &Path) -> Result<Digest, CommittedError> {
+/// [`CommittedError::RunNotAmong`] for `RUN`; the two above; I/O and store errors.
+pub fn import_committed_run(store: &Store, dir: &Path, run_id: &Digest) -> Result<Digest, CommittedError> {
     let run = read_run_file(dir)?;
     if !dir.join(format!("{}.json", run.to_hex())).is_file() {
         return Err(CommittedError::RunNotAmong { path: dir.join(RUN_FILE), run });
     }
     let mut seen = std::collections::BTreeSet::new();
     let mut todo = vec![run];
+    let mut records = Vec::new();
     while let Some(digest) = todo.pop() {
         if !seen.insert(digest) {
             continue;
         }
         // Data objects (shards, blobs) are not in the folder: the records name them.
         let path = dir.join(format!("{}.json", digest.to_hex()));
-        if !path.is_file() {
+        if !fs_err::metadata(&path).is_ok_and(|m| m.is_file()) {
             continue;
         }
         let bytes = fs_err::read(&path)?;
@@ -196,10 +221,27 @@ pub fn import_committed_run(store: &Store, dir: &Path) -> Result<Digest, Committ
         if actual != digest {
             return Err(CommittedError::NameMismatch { path, actual });
         }
-        let record =
-            Record::from_bytes(&bytes).map_err(|e| CommittedError::NotARecord { path, message: e.to_string() })?;
+        let record = Record::from_bytes(&bytes)
+            .map_err(|e| CommittedError::NotARecord { path: path.clone(), message: e.to_string() })?;
+        match &record {
+            Record::Run(r) if digest == run && r.lockfile == *run_id => {}
+            _ if digest == run => {
+                let found = match &record {
+                    Record::Run(r) => format!("a run of lockfile {}", r.lockfile),
+                    other => format!("a {} record", other.kind_name()),
+                };
+                return Err(CommittedError::NotARunOf { path: dir.join(RUN_FILE), found, run_id: *run_id });
+            }
+            Record::Run(_) | Record::Replay(_) | Record::Attestation(_) => {
+                return Err(CommittedError::NotInARun { path, kind: record.kind_name().to_owned() });
+            }
+            _ => {}
+        }
         todo.extend(record.references());
-        put_record(store, &record)?;
+        records.push(record);
+    }
+    for record in &records {
+        put_record(store, record)?;
     }
     Ok(run)
 }
@@ -230,6 +272,11 @@ mod tests {
         (dir, s)
     }
 
+    /// The lockfile digest of [`run_in`]'s run.
+    fn lockfile() -> Digest {
+        Digest::of(b"lockfile")
+    }
+
     /// A run record of no stages, and the lockfile it names (a blob: not a record).
     fn run_in(store: &Store) -> Digest {
         let lockfile = store.put_bytes(prov_store::ObjectKind::Blob, b"lockfile").unwrap();
@@ -251,7 +298,7 @@ mod tests {
         assert_eq!(committed_runs(&dir.path().join("manifests")), [("demo".to_owned(), run)]);
 
         let (_other_dir, to) = store();
-        assert_eq!(import_committed_run(&to, &folder).unwrap(), run);
+        assert_eq!(import_committed_run(&to, &folder, &lockfile()).unwrap(), run);
         assert!(to.contains(&run));
     }
 
@@ -289,8 +336,7 @@ mod tests {
         let run = run_in(&from);
         let folder = dir.path().join("demo");
         write_committed_run(&from, &folder, &run).unwrap();
-        let lockfile = from.put_bytes(prov_store::ObjectKind::Blob, b"lockfile").unwrap();
-        let planted = Record::Run(RunRecord::new("forged", lockfile, vec![]));
+        let planted = Record::Run(RunRecord::new("forged", lockfile(), vec![]));
         let planted_bytes = planted.to_bytes().unwrap();
         let planted_digest = Digest::of(&planted_bytes);
         fs_err::write(folder.join(format!("{}.json", planted_digest.to_hex())), &planted_bytes).unwrap();
@@ -298,8 +344,49 @@ mod tests {
         fs_err::write(folder.join(format!("{}.json", Digest::of(b"x").to_hex())), b"y").unwrap();
 
         let (_d, to) = store();
-        assert_eq!(import_committed_run(&to, &folder).unwrap(), run);
+        assert_eq!(import_committed_run(&to, &folder, &lockfile()).unwrap(), run);
         assert!(to.contains(&run) && !to.contains(&planted_digest));
+    }
+
+    /// `RUN` naming a replay record, or a run of another lockfile, is refused; a closure that
+    /// reaches a replay record is refused; in each case nothing is stored (a review found a
+    /// refused replay's import leaving a forged "identical" replay record as evidence).
+    #[test]
+    fn only_a_run_of_the_lockfile_and_what_runs_reach_are_imported() {
+        let (dir, from) = store();
+        let run = run_in(&from);
+        let replay = Record::Replay(crate::ReplayRecord {
+            schema: crate::SCHEMA_VERSION,
+            lockfile: lockfile(),
+            recording: run,
+            envelope: crate::records::tests::envelope(),
+            envelope_check: crate::EnvelopeCheck::Full,
+            stages: vec![],
+            divergence: None,
+        });
+        let replay_bytes = replay.to_bytes().unwrap();
+        let replay_digest = Digest::of(&replay_bytes);
+        let folder = dir.path().join("demo");
+        write_committed_run(&from, &folder, &run).unwrap();
+        fs_err::write(folder.join(format!("{}.json", replay_digest.to_hex())), &replay_bytes).unwrap();
+
+        let (_d, to) = store();
+        fs_err::write(folder.join(RUN_FILE), format!("{replay_digest}\n")).unwrap();
+        let e = import_committed_run(&to, &folder, &lockfile()).unwrap_err();
+        assert!(matches!(e, CommittedError::NotARunOf { .. }) && e.to_string().contains("a replay record"), "{e}");
+        fs_err::write(folder.join(RUN_FILE), format!("{run}\n")).unwrap();
+        let e = import_committed_run(&to, &folder, &Digest::of(b"another lockfile")).unwrap_err();
+        assert!(matches!(e, CommittedError::NotARunOf { .. }) && e.to_string().contains("a run of lockfile"), "{e}");
+        assert!(!to.contains(&run) && !to.contains(&replay_digest), "nothing stored");
+
+        // A run whose stage list names the replay record: refused, nothing stored.
+        let stages = vec![crate::RunStage { name: "s".parse().unwrap(), manifest: replay_digest }];
+        let carrier = put_record(&from, &Record::Run(RunRecord::new("demo", lockfile(), stages))).unwrap();
+        fs_err::write(folder.join(format!("{}.json", carrier.to_hex())), from.read(&carrier).unwrap()).unwrap();
+        fs_err::write(folder.join(RUN_FILE), format!("{carrier}\n")).unwrap();
+        let e = import_committed_run(&to, &folder, &lockfile()).unwrap_err();
+        assert!(matches!(e, CommittedError::NotInARun { .. }) && e.is_integrity_failure(), "{e}");
+        assert!(!to.contains(&carrier) && !to.contains(&replay_digest), "nothing stored");
     }
 
     #[test]
@@ -315,24 +402,24 @@ mod tests {
         let original = fs_err::read(&file).unwrap();
         let edited = String::from_utf8(original.clone()).unwrap().replacen("demo", "dema", 1);
         fs_err::write(&file, &edited).unwrap();
-        let e = import_committed_run(&to, &folder).unwrap_err();
+        let e = import_committed_run(&to, &folder, &lockfile()).unwrap_err();
         assert!(matches!(e, CommittedError::NameMismatch { .. }) && e.is_integrity_failure(), "{e}");
 
         // Renamed to match, but then `RUN` names a record the folder lacks.
         fs_err::remove_file(&file).unwrap();
         fs_err::write(folder.join(format!("{}.json", Digest::of(edited.as_bytes()).to_hex())), &edited).unwrap();
-        let e = import_committed_run(&to, &folder).unwrap_err();
+        let e = import_committed_run(&to, &folder, &lockfile()).unwrap_err();
         assert!(matches!(e, CommittedError::RunNotAmong { .. }) && !e.is_integrity_failure(), "{e}");
 
         // Bytes that hash to their name but are not a record.
         let not_json = Digest::of(b"not json");
         fs_err::write(folder.join(format!("{}.json", not_json.to_hex())), b"not json").unwrap();
         fs_err::write(folder.join(RUN_FILE), format!("{not_json}\n")).unwrap();
-        let e = import_committed_run(&to, &folder).unwrap_err();
+        let e = import_committed_run(&to, &folder, &lockfile()).unwrap_err();
         assert!(matches!(e, CommittedError::NotARecord { .. }) && e.is_integrity_failure(), "{e}");
 
         fs_err::write(folder.join(RUN_FILE), "blake3:nope\n").unwrap();
-        assert!(matches!(import_committed_run(&to, &folder), Err(CommittedError::NotADigest { .. })));
+        assert!(matches!(import_committed_run(&to, &folder, &lockfile()), Err(CommittedError::NotADigest { .. })));
         assert!(committed_runs(dir.path()).is_empty(), "a folder whose RUN names no digest is no committed run");
     }
 }

@@ -170,8 +170,9 @@ fn starts_like_a_record(path: &std::path::Path) -> bool {
 }
 
 /// Every record that `pick` keeps among the objects that entered the store as records
-/// (index kind `manifest`: written by `put_record`, by an execution or an import), sorted by
-/// digest: what evidence is looked up among. Data that happens to be a well-formed record (a
+/// (index kind `manifest`: written by `put_record`, by an execution or the import of a
+/// committed run, which takes no replay or attestation record), sorted by digest: what
+/// evidence (replay and attestation records) is looked up among. Data that happens to be a well-formed record (a
 /// source file, a command's output) entered as a blob, and is not evidence: a lockfile's
 /// author could otherwise ship a run record or a replay record as a data file, and have it
 /// taken as a run of another lockfile, or as its replay. An index that lost its rows hides

@@ -77,27 +77,9 @@ pub(crate) fn cmd_replay(ui: &mut Ui, cx: &CommandContext, args: &ReplayArgs) ->
     )?;
     let recording = match &args.against {
         Some(dir) => {
-            let run = prov_manifest::import_committed_run(&store, dir)?;
+            // `RUN` must name a run of this lockfile before anything of the folder is stored.
             let run_id = prov_manifest::run_id(&loaded.bytes);
-            match prov_manifest::get_record(&store, &run)? {
-                prov_manifest::Record::Run(r) if r.lockfile == run_id => {}
-                prov_manifest::Record::Run(r) => {
-                    return Err(CommandError::input(format!(
-                        "{}: names a run of lockfile {}, not of `{}` ({run_id})",
-                        dir.join(prov_manifest::RUN_FILE).display(),
-                        r.lockfile,
-                        loaded.display
-                    ))
-                    .with_hint("give the manifests folder that `prov run --commit` wrote with this lockfile"));
-                }
-                other => {
-                    return Err(CommandError::input(format!(
-                        "{}: names a {} record, not a run record",
-                        dir.join(prov_manifest::RUN_FILE).display(),
-                        other.kind_name()
-                    )));
-                }
-            }
+            let run = prov_manifest::import_committed_run(&store, dir, &run_id)?;
             ui.status(format!("imported the manifests of run {run} from {}", dir.display()));
             Some(run)
         }
