@@ -460,8 +460,23 @@ fn write_new(path: &Path, bytes: &[u8], mode: u32) -> Result<(), KeyError> {
     file.sync_all().map_err(err)
 }
 
+/// The largest key file read: a PEM or OpenSSH key is a few kilobytes.
+const MAX_KEY_BYTES: u64 = 64 << 10;
+
+/// Reads a key file: a regular file, looked at before it is opened (a policy handed over can
+/// name a FIFO, which would wait for a writer, or `/dev/zero`), of at most [`MAX_KEY_BYTES`].
 fn read_key_text(path: &Path) -> Result<String, KeyError> {
-    let bytes = fs_err::read(path).map_err(|source| KeyError::Unreadable { path: path.to_owned(), source })?;
+    use std::io::Read as _;
+    let unreadable = |source| KeyError::Unreadable { path: path.to_owned(), source };
+    let meta = fs_err::metadata(path).map_err(unreadable)?;
+    if !meta.is_file() {
+        return Err(KeyError::format(path, "not a regular file: a key file is PEM or OpenSSH text", HINT_FORMATS));
+    }
+    if meta.len() > MAX_KEY_BYTES {
+        return Err(KeyError::format(path, format!("{} bytes: larger than any key file", meta.len()), HINT_FORMATS));
+    }
+    let mut bytes = Vec::new();
+    fs_err::File::open(path).and_then(|f| f.take(MAX_KEY_BYTES).read_to_end(&mut bytes)).map_err(unreadable)?;
     String::from_utf8(bytes)
         .map_err(|_| KeyError::format(path, "not text: a key file is PEM or OpenSSH text", HINT_FORMATS))
 }
@@ -511,6 +526,25 @@ pub(crate) fn b64_decode(s: &str) -> Option<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A key path a policy names is read only when it is a regular file of key size: a
+    /// FIFO (which hung `prov audit`, a review found) and `/dev/zero` are refused at once.
+    #[test]
+    fn only_a_regular_file_of_key_size_is_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("alice.pub");
+        assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+        let big = dir.path().join("big.pub");
+        fs_err::write(&big, vec![b'a'; 100 << 10]).unwrap();
+        for (path, said) in [
+            (fifo.as_path(), "not a regular file"),
+            (Path::new("/dev/zero"), "not a regular file"),
+            (big.as_path(), "larger than any key file"),
+        ] {
+            let e = PublicKey::read(path).err().expect("refused");
+            assert!(e.to_string().contains(said), "{}: {e}", path.display());
+        }
+    }
 
     #[test]
     fn keys_round_trip_through_pem_and_sign_what_they_verify() {

@@ -160,11 +160,27 @@ fn read_extended(path: &Path, project_root: &Path) -> Result<String, String> {
     if meta.len() > MAX_RECIPE_BYTES {
         return Err(format!("it holds {} bytes, more than a recipe's {MAX_RECIPE_BYTES}", meta.len()));
     }
+    // A recipe file by name and by content: a `.env`, a credentials file or a key inside
+    // the project is refused before any parser can quote a line or a value of it.
+    let recipe_name = resolved
+        .extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| e.eq_ignore_ascii_case("yaml") || e.eq_ignore_ascii_case("yml"));
+    if !recipe_name {
+        return Err("it is not a recipe file (`.yaml` or `.yml`)".into());
+    }
     let file = fs_err::File::open(&resolved).map_err(|e| io_reason(&e))?;
     let mut bytes = Vec::new();
     std::io::Read::read_to_end(&mut std::io::Read::take(file, MAX_RECIPE_BYTES + 1), &mut bytes)
         .map_err(|e| io_reason(&e))?;
-    String::from_utf8(bytes).map_err(|_| "it is not UTF-8 text".to_owned())
+    let text = String::from_utf8(bytes).map_err(|_| "it is not UTF-8 text".to_owned())?;
+    let looks_like_a_recipe = serde_yaml::from_str::<serde_yaml::Value>(&text)
+        .ok()
+        .is_some_and(|v| v.as_mapping().is_some_and(|m| m.contains_key("schema") && m.contains_key("name")));
+    if !looks_like_a_recipe {
+        return Err("it is not a recipe (a YAML mapping with `schema` and `name`)".into());
+    }
+    Ok(text)
 }
 
 /// Locks recipe text; `recipe_path` locates errors and the sources.
