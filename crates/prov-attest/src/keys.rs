@@ -541,7 +541,7 @@ mod tests {
             (Path::new("/dev/zero"), "not a regular file"),
             (big.as_path(), "larger than any key file"),
         ] {
-            let e = PublicKey::read(path).err().expect("refused");
+            let Err(e) = PublicKey::read(path) else { panic!("{} was read", path.display()) };
             assert!(e.to_string().contains(said), "{}: {e}", path.display());
         }
     }
