@@ -92,24 +92,23 @@ fn state_dir() -> Option<PathBuf> {
         .or_else(|| var("HOME").map(|h| h.join(".local/state/provenant")))
 }
 
+/// Reads the user's consent key from the state directory `dir`.
+fn read_key(dir: &Path) -> Result<[u8; 32], StoreError> {
+    let path = dir.join(KEY_FILE);
+    let bytes = fs_err::read(&path)?;
+    bytes.as_slice().try_into().map_err(|_| {
+        StoreError::Io(std::io::Error::other(format!("{}: not a consent key (32 octets)", path.display())))
+    })
+}
+
 /// Reads the user's consent key, making it on first use (32 octets of `/dev/urandom`, mode
 /// 0600, created exclusively so that two processes agree on one key).
-fn user_key(dir: &Path, create: bool) -> Result<Option<[u8; 32]>, StoreError> {
+fn key_or_make(dir: &Path) -> Result<[u8; 32], StoreError> {
     use std::io::{Read as _, Write as _};
     use std::os::unix::fs::OpenOptionsExt as _;
     let path = dir.join(KEY_FILE);
-    let read = |path: &Path| -> Result<Option<[u8; 32]>, StoreError> {
-        let bytes = fs_err::read(path)?;
-        let key: [u8; 32] = bytes.as_slice().try_into().map_err(|_| {
-            StoreError::Io(std::io::Error::other(format!("{}: not a consent key (32 octets)", path.display())))
-        })?;
-        Ok(Some(key))
-    };
     if path.is_file() {
-        return read(&path);
-    }
-    if !create {
-        return Ok(None);
+        return read_key(dir);
     }
     fs_err::create_dir_all(dir)?;
     let mut key = [0u8; 32];
@@ -118,10 +117,10 @@ fn user_key(dir: &Path, create: bool) -> Result<Option<[u8; 32]>, StoreError> {
         Ok(mut file) => {
             file.write_all(&key)?;
             file.sync_all()?;
-            Ok(Some(key))
+            Ok(key)
         }
         // Another process made it first: use theirs.
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => read(&path),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => read_key(dir),
         Err(e) => Err(StoreError::Io(e)),
     }
 }
@@ -158,7 +157,7 @@ fn adopt_in(state: &Path, store_root: &Path, closure: &Digest, recipe: &str) -> 
     if adopted_in(state, store_root, closure) {
         return Ok(false);
     }
-    let key = user_key(state, true)?.expect("made when missing");
+    let key = key_or_make(state)?;
     let path = record_path(store_root, closure);
     if let Some(dir) = path.parent() {
         fs_err::create_dir_all(dir)?;
@@ -202,7 +201,7 @@ fn adopted_in(state: &Path, store_root: &Path, closure: &Digest) -> bool {
     if file.take(MAX_RECORD_BYTES).read_to_string(&mut text).is_err() {
         return false;
     }
-    let Ok(Some(key)) = user_key(state, false) else { return false };
+    let Ok(key) = read_key(state) else { return false };
     let expected = mac(&key, store_root, closure);
     // Compared as BLAKE3 hashes, in constant time.
     text.lines().nth(1).and_then(|line| blake3::Hash::from_hex(line).ok()) == blake3::Hash::from_hex(&expected).ok()

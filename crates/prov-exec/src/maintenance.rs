@@ -326,7 +326,7 @@ fn referrers_first(store: &Store, dead: &[Digest]) -> Vec<Digest> {
         refs.sort();
         refs.dedup();
         for r in &refs {
-            *referrers.get_mut(r).expect("in the set") += 1;
+            *referrers.entry(*r).or_default() += 1;
         }
         references.insert(*d, refs);
     }
@@ -335,8 +335,8 @@ fn referrers_first(store: &Store, dead: &[Digest]) -> Vec<Digest> {
     while let Some(d) = ready.pop_first() {
         out.push(d);
         for r in references.get(&d).into_iter().flatten() {
-            let n = referrers.get_mut(r).expect("in the set");
-            *n -= 1;
+            let n = referrers.entry(*r).or_default();
+            *n = n.saturating_sub(1);
             if *n == 0 {
                 ready.insert(*r);
             }

@@ -213,28 +213,23 @@ pub fn check_yaml_nesting(file: &Path, text: &str) -> Result<(), RecipeError> {
 /// Too deep a nesting, or what [`yaml_error`] makes of the parser's error.
 pub fn from_yaml<T: serde::de::DeserializeOwned>(file: &Path, text: &str) -> Result<T, RecipeError> {
     check_yaml_nesting(file, text)?;
-    // Recipes and policies are mappings. A document that is one string (a private key named
-    // by a recipe's `extends`) would otherwise come back whole in serde's "invalid type"
-    // message, on the terminal and in `prov status`.
-    if let Ok(value) = serde_yaml::from_str::<serde_yaml::Value>(text) {
-        let what = match value {
-            // An empty document: serde names the first missing field.
-            serde_yaml::Value::Mapping(_) | serde_yaml::Value::Null => None,
-            serde_yaml::Value::String(_) => Some("a string"),
-            serde_yaml::Value::Sequence(_) => Some("a sequence"),
-            serde_yaml::Value::Bool(_) | serde_yaml::Value::Number(_) => Some("a scalar"),
-            serde_yaml::Value::Tagged(_) => Some("a tagged value"),
-        };
-        if let Some(what) = what {
-            return Err(RecipeError::at_field(
-                file,
-                text,
-                &[],
-                format!("the document is {what}, not a mapping of fields"),
-            ));
-        }
-    }
-    serde_yaml::from_str(text).map_err(|e| yaml_error(file, text, &e))
+    serde_yaml::from_str(text).map_err(|e| not_a_mapping(file, text).unwrap_or_else(|| yaml_error(file, text, &e)))
+}
+
+/// The error for a document that is not a mapping, which recipes and policies are: one
+/// string (a private key named by a recipe's `extends`) would otherwise come back whole in
+/// serde's "invalid type" message, on the terminal and in `prov status`. `None` for a
+/// mapping, or a document that does not parse (the parser's error says where).
+fn not_a_mapping(file: &Path, text: &str) -> Option<RecipeError> {
+    let what = match serde_yaml::from_str::<serde_yaml::Value>(text).ok()? {
+        // An empty document: serde names the first missing field.
+        serde_yaml::Value::Mapping(_) | serde_yaml::Value::Null => return None,
+        serde_yaml::Value::String(_) => "a string",
+        serde_yaml::Value::Sequence(_) => "a sequence",
+        serde_yaml::Value::Bool(_) | serde_yaml::Value::Number(_) => "a scalar",
+        serde_yaml::Value::Tagged(_) => "a tagged value",
+    };
+    Some(RecipeError::at_field(file, text, &[], format!("the document is {what}, not a mapping of fields")))
 }
 
 /// The longest error message taken from the YAML parser, in characters: its messages quote

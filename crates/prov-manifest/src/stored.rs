@@ -169,22 +169,31 @@ fn starts_like_a_record(path: &std::path::Path) -> bool {
     small && file.read_exact(&mut head).is_ok() && head == *b"{\""
 }
 
-/// Every record that `pick` keeps among the objects that entered the store as records
-/// (index kind `manifest`: written by `put_record`, by an execution or the import of a
-/// committed run, which takes no replay or attestation record), sorted by digest: what
-/// evidence (replay and attestation records) is looked up among. Data that happens to be a well-formed record (a
-/// source file, a command's output) entered as a blob, and is not evidence: a lockfile's
-/// author could otherwise ship a run record or a replay record as a data file, and have it
-/// taken as a run of another lockfile, or as its replay. An index that lost its rows hides
-/// records rather than inventing them; [`find_records`], which reads every object, is for
-/// what must not lose one (`gc`'s roots).
+/// Every record that `pick` keeps among the records that reference `target`, sorted by
+/// digest: what evidence about a run (its replays, its attestations) is looked up among. The
+/// candidates are the index's referrers of `target` (what `put_record` noted when it wrote
+/// each record) that entered the store as records (kind `manifest`: written by an
+/// execution, by `prov attest`, or by the import of a committed run, which takes no replay or
+/// attestation record). Data that happens to be a well-formed record (a source file, a
+/// command's output) entered as a blob, and is not evidence: a lockfile's author could
+/// otherwise ship a replay record as a data file and have it taken as a replay. An index
+/// that lost its rows hides evidence rather than inventing it; [`find_records`], which
+/// reads every object, is for what must not lose one (`gc`'s roots). Reading referrers, not
+/// every record, keeps `prov status` from reading the store once per lockfile.
 ///
 /// # Errors
 ///
 /// When the index cannot be read.
-pub fn find_evidence<T>(store: &Store, pick: impl Fn(Record) -> Option<T>) -> Result<Vec<(Digest, T)>, StoreError> {
+pub fn find_evidence<T>(
+    store: &Store,
+    target: &Digest,
+    pick: impl Fn(Record) -> Option<T>,
+) -> Result<Vec<(Digest, T)>, StoreError> {
     let mut out = Vec::new();
-    for d in store.index().objects_of_kind(ObjectKind::Manifest.as_str())? {
+    for d in store.index().referrers(target)? {
+        if store.index().object_kind(&d)?.as_deref() != Some(ObjectKind::Manifest.as_str()) {
+            continue;
+        }
         if let Some(t) = get_record(store, &d).ok().and_then(&pick) {
             out.push((d, t));
         }
@@ -195,7 +204,7 @@ pub fn find_evidence<T>(store: &Store, pick: impl Fn(Record) -> Option<T>) -> Re
 
 /// Every replay record of the run record `recording`, sorted by digest ([`find_evidence`]).
 pub fn replays_of(store: &Store, recording: &Digest) -> Result<Vec<(Digest, ReplayRecord)>, StoreError> {
-    find_evidence(store, |r| match r {
+    find_evidence(store, recording, |r| match r {
         Record::Replay(r) if r.recording == *recording => Some(r),
         _ => None,
     })
@@ -203,7 +212,7 @@ pub fn replays_of(store: &Store, recording: &Digest) -> Result<Vec<(Digest, Repl
 
 /// The attestation records attached to a run record, in digest order ([`find_evidence`]).
 pub fn attestations_of(store: &Store, run: &Digest) -> Result<Vec<(Digest, AttestationRecord)>, StoreError> {
-    find_evidence(store, |r| match r {
+    find_evidence(store, run, |r| match r {
         Record::Attestation(a) if a.run == *run => Some(a),
         _ => None,
     })
