@@ -133,6 +133,24 @@ impl Project {
 
     /// Runs git in the project directory and returns its standard output; fails the test if
     /// git does.
+    /// Starts every command at once and waits for all; each must succeed.
+    pub fn prov_at_once(&self, commands: &[Vec<&str>]) {
+        let children: Vec<_> = commands
+            .iter()
+            .map(|args| {
+                self.command(args)
+                    .stdout(std::process::Stdio::null())
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        for (c, args) in children.into_iter().zip(commands) {
+            let out = c.wait_with_output().unwrap();
+            assert!(out.status.success(), "prov {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        }
+    }
+
     pub fn git(&self, args: &[&str]) -> String {
         let out = Command::new("git").args(args).current_dir(&self.root).output().unwrap();
         assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));

@@ -329,3 +329,39 @@ fn verdicts_stay_in_the_work_tree(p: &Project) {
     assert!(fs_err::read_dir(elsewhere.path()).unwrap().next().is_none(), "nothing written through the link");
     fs_err::remove_file(p.path("linked")).unwrap();
 }
+
+/// Two `prov license decide`s at once, three rounds, each round flipping both decisions: the
+/// branch holds both verdict files as the work tree does, and the verdict a later run reads
+/// is the one git recorded. Before the commit lock, the second commit was built on the HEAD
+/// both had read and dropped the other's verdict from the branch while both reported
+/// "committed" (9 of 20 tries): a clone then decided its documents otherwise.
+#[test]
+fn concurrent_decisions_keep_each_others_verdicts() {
+    let p = Project::new();
+    p.git_init("Rita Reviewer", "rita@example.org");
+    let docs: String = [("a", "CC BY-NC 4.0"), ("b", "AFL-3.0"), ("c", "MIT")]
+        .iter()
+        .map(|(id, license)| json!({"id": id, "text": format!("document {id}"), "license": license}).to_string() + "\n")
+        .collect();
+    p.write("recipes/data/dpi/docs.jsonl", &docs);
+    p.write("verdicts/README.md", "Reviewer verdicts.\n");
+    p.write("recipes/dpi-review.yaml", RECIPE);
+    p.git(&["add", "."]);
+    p.git(&["commit", "-q", "-m", "the project"]);
+    p.prov(&["run", "recipes/dpi-review.yaml"]).success();
+    let subjects: Vec<String> = subjects(&p, false).into_keys().filter(|s| s.starts_with("license:")).collect();
+    assert_eq!(subjects, ["license:AFL-3.0", "license:CC-BY-NC-4.0"]);
+    for round in 0..3 {
+        let decision = if round % 2 == 0 { "--allow" } else { "--deny" };
+        let reason = format!("round {round}");
+        p.prov_at_once(
+            &subjects.iter().map(|s| vec!["license", "decide", s, decision, "--reason", &reason]).collect::<Vec<_>>(),
+        );
+        for file in ["verdicts/licenses/AFL-3.0.json", "verdicts/licenses/CC-BY-NC-4.0.json"] {
+            let committed = p.git(&["show", &format!("HEAD:{file}")]);
+            assert_eq!(committed, fs_err::read_to_string(p.path(file)).unwrap(), "round {round}: {file}");
+            assert!(committed.contains(&format!("round {round}")), "round {round}: {file}: {committed}");
+        }
+        assert!(p.git(&["status", "--porcelain", "verdicts"]).trim().is_empty(), "round {round}");
+    }
+}

@@ -25,6 +25,9 @@ pub(crate) fn commit_run(
         let hint = "run `git init` in the project root, or run without `--commit`";
         CommandError::from(e).with_hint(hint)
     })?;
+    // Held until the commit is made: another `--commit` of this recipe would write the same
+    // folder, and any other commit could be built on the same parent.
+    let lock = prov_git::lock_commits(&repo)?;
     let recipe = loaded.lockfile.recipe.name.to_string();
     let tmp = store.root().join("tmp");
     let lock_rel = format!("lockfiles/{recipe}.lock");
@@ -42,6 +45,8 @@ pub(crate) fn commit_run(
     let message =
         format!("prov run {recipe}: run {}\n\nrun id: {run_id}\nrun manifest: {run_manifest}\n", run_id.short());
     // Stale manifests of an earlier run of this recipe leave the tree.
-    let oid = prov_git::commit_paths(&repo, &workdir, &paths, Some(&manifest_dir_rel), &message)?;
+    let change =
+        prov_git::Change { written: &paths, removed: &[], remove_dir: Some(&manifest_dir_rel), message: &message };
+    let oid = prov_git::commit_paths(&repo, &lock, &workdir, &change)?;
     Ok(CommitOutcome { commit: oid.to_string(), files: paths.len() })
 }

@@ -6,7 +6,10 @@
 //! reviewer is recorded under ([`identity`]); the directories Provenant writes into, reached
 //! lexically inside the work tree and never through a symbolic link ([`project_dir`]); and a
 //! commit of exactly the paths Provenant wrote, leaving whatever else the user changed out of
-//! it ([`commit_paths`]). Does not own what is written: callers write the files first.
+//! it ([`commit_paths`]), made under the repository's commit lock ([`lock_commits`]) so that
+//! two Provenant processes never build a commit on the same parent, or write the same files
+//! at once. Does not own what is written: callers take the lock, then write the files, then
+//! commit.
 
 #![deny(missing_docs)]
 
@@ -62,6 +65,13 @@ pub enum GitError {
     /// git failed.
     #[error("git: {0}")]
     Git(String),
+    /// git's own lock file of a ref or of the index is there: another git process is at work,
+    /// or a killed one left it.
+    #[error("git: {0}")]
+    Locked(String),
+    /// A file written for the commit was gone when it was committed.
+    #[error("`{0}`, written for this commit, is gone: something else removed it before the commit")]
+    Vanished(String),
 }
 
 impl GitError {
@@ -74,13 +84,64 @@ impl GitError {
             }
             Self::NoCommitter(_) => Some("set `git config user.name` and `git config user.email`"),
             Self::Link { .. } => Some("replace the link by a directory"),
+            Self::Locked(_) => Some(
+                "another git process may be at work; if none is, a killed one left the `.lock` file named above, \
+                 which can then be removed",
+            ),
+            Self::Vanished(_) => Some("run the command again"),
             _ => None,
         }
     }
 }
 
 fn git_err(e: &git2::Error) -> GitError {
-    GitError::Git(e.message().to_owned())
+    match e.code() {
+        git2::ErrorCode::Locked => GitError::Locked(e.message().to_owned()),
+        _ => GitError::Git(e.message().to_owned()),
+    }
+}
+
+/// The repository's commit lock, held from before the files of a commit are written until
+/// the commit is made: see [`lock_commits`]. Released when dropped (or when the process
+/// ends, however it ends).
+#[derive(Debug)]
+pub struct CommitLock {
+    _file: std::fs::File,
+}
+
+/// Waits for the repository's commit lock and takes it: an exclusive lock (`flock`) on
+/// `prov-commit.lock` in its git directory, which git never looks at.
+///
+/// Without it two processes committing at once (two `prov license decide`s, or `prov run
+/// --commit` of two recipes) each built a tree on the HEAD they read, and the second commit
+/// dropped the first one's files from the branch while both reported success; two `prov run
+/// --commit`s of one recipe wrote the same run folder at once, and one committed it half
+/// written. Commits are short, so a second committer waits rather than fails.
+///
+/// # Errors
+///
+/// [`GitError::Io`] when the lock file cannot be opened or locked.
+pub fn lock_commits(repo: &git2::Repository) -> Result<CommitLock, GitError> {
+    let path = repo.path().join("prov-commit.lock");
+    let file = fs_err::OpenOptions::new().create(true).truncate(false).write(true).open(&path)?;
+    let (file, _) = file.into_parts();
+    file.lock().map_err(|e| std::io::Error::new(e.kind(), format!("locking `{}`: {e}", path.display())))?;
+    Ok(CommitLock { _file: file })
+}
+
+/// What one commit changes: see [`commit_paths`].
+#[derive(Debug, Clone, Copy)]
+pub struct Change<'a> {
+    /// Paths (relative to the work tree) the caller wrote for this commit, read from the work
+    /// tree; each must still be there.
+    pub written: &'a [String],
+    /// Paths the caller removed (a stale signature, say), committed as removed.
+    pub removed: &'a [String],
+    /// A directory removed from the tree first (the stale records of an earlier run), before
+    /// `written` puts back what is current.
+    pub remove_dir: Option<&'a str>,
+    /// The commit message.
+    pub message: &'a str,
 }
 
 /// Returns the git repository enclosing `root` and its work tree; `what` names the command
@@ -186,36 +247,48 @@ pub fn project_dir(base: &Path, rel: &Path) -> Result<PathBuf, GitError> {
     Ok(dir)
 }
 
-/// Commits HEAD's tree plus exactly `paths` (relative to `workdir`, read from the work tree;
-/// one no longer there is committed as removed), with `remove_dir` first removed from the
-/// tree. Whatever else the user changed or staged stays out of the commit; the work tree's
-/// index is kept in step for these paths. Returns the commit's id.
+/// Commits HEAD's tree with exactly `change` applied: `remove_dir` removed, then each
+/// `written` path as the work tree holds it, each `removed` path gone. Whatever else the user
+/// changed or staged stays out of the commit; the work tree's index is kept in step for these
+/// paths. Returns the commit's id.
+///
+/// The tree is built on the commit HEAD names when this is called, and the commit is made on
+/// that one parent: if HEAD moved meanwhile (a git command outside Provenant committed),
+/// git refuses the commit instead of dropping what moved it. `_lock` is the caller's
+/// [`CommitLock`], taken before it wrote the files.
 ///
 /// # Errors
 ///
-/// [`GitError::Git`] when git fails, [`GitError::NoCommitter`] without an identity, and
-/// [`GitError::Io`] when a path cannot be read.
+/// [`GitError::Vanished`] when a written path is gone; [`GitError::Git`] when git fails
+/// (HEAD moved, say); [`GitError::Locked`] for git's own lock files; [`GitError::NoCommitter`]
+/// without an identity; [`GitError::Io`] when a path cannot be read.
 pub fn commit_paths(
     repo: &git2::Repository,
+    _lock: &CommitLock,
     workdir: &Path,
-    paths: &[String],
-    remove_dir: Option<&str>,
-    message: &str,
+    change: &Change<'_>,
 ) -> Result<git2::Oid, GitError> {
-    let head_tree = repo.head().ok().and_then(|h| h.peel_to_tree().ok());
+    // One read of HEAD: the tree built on, and the parent committed on.
+    let parent = match repo.head() {
+        Ok(h) => Some(h.peel_to_commit().map_err(|e| git_err(&e))?),
+        Err(_) => None,
+    };
     let mut staging = git2::Index::new().map_err(|e| git_err(&e))?;
-    if let Some(t) = &head_tree {
-        staging.read_tree(t).map_err(|e| git_err(&e))?;
+    if let Some(c) = &parent {
+        staging.read_tree(&c.tree().map_err(|e| git_err(&e))?).map_err(|e| git_err(&e))?;
     }
-    if let Some(d) = remove_dir {
+    if let Some(d) = change.remove_dir {
         staging.remove_dir(Path::new(d), 0).map_err(|e| git_err(&e))?;
     }
-    for p in paths {
-        if !workdir.join(p).exists() {
-            let _ = staging.remove_path(Path::new(p));
-            continue;
-        }
-        let bytes = fs_err::read(workdir.join(p))?;
+    for p in change.removed {
+        let _ = staging.remove_path(Path::new(p));
+    }
+    for p in change.written {
+        let bytes = match fs_err::read(workdir.join(p)) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(GitError::Vanished(p.clone())),
+            Err(e) => return Err(e.into()),
+        };
         let blob = repo.blob(&bytes).map_err(|e| git_err(&e))?;
         // The entry is built from the bytes alone: no timestamps or inode of this machine.
         let entry = git2::IndexEntry {
@@ -236,25 +309,20 @@ pub fn commit_paths(
     }
     let tree_id = staging.write_tree_to(repo).map_err(|e| git_err(&e))?;
     let mut index = repo.index().map_err(|e| git_err(&e))?;
-    if let Some(d) = remove_dir {
+    if let Some(d) = change.remove_dir {
         index.remove_dir(Path::new(d), 0).map_err(|e| git_err(&e))?;
     }
-    for p in paths {
-        if workdir.join(p).exists() {
-            index.add_path(Path::new(p)).map_err(|e| git_err(&e))?;
-        } else {
-            let _ = index.remove_path(Path::new(p));
-        }
+    for p in change.removed {
+        let _ = index.remove_path(Path::new(p));
+    }
+    for p in change.written {
+        index.add_path(Path::new(p)).map_err(|e| git_err(&e))?;
     }
     index.write().map_err(|e| git_err(&e))?;
     let tree = repo.find_tree(tree_id).map_err(|e| git_err(&e))?;
     let sig = repo.signature().map_err(|e| GitError::NoCommitter(e.message().to_owned()))?;
-    let parent = match repo.head() {
-        Ok(h) => Some(h.peel_to_commit().map_err(|e| git_err(&e))?),
-        Err(_) => None,
-    };
     let parents: Vec<&git2::Commit<'_>> = parent.iter().collect();
-    repo.commit(Some("HEAD"), &sig, &sig, message, &tree, &parents).map_err(|e| git_err(&e))
+    repo.commit(Some("HEAD"), &sig, &sig, change.message, &tree, &parents).map_err(|e| git_err(&e))
 }
 
 #[cfg(test)]
@@ -288,13 +356,62 @@ mod tests {
         assert_eq!(identity(&repo).unwrap(), "Rita Reviewer <rita@example.org>");
         fs_err::write(dir.path().join("mine.json"), "{}").unwrap();
         fs_err::write(dir.path().join("theirs.txt"), "work in progress").unwrap();
-        let oid = commit_paths(&repo, dir.path(), &["mine.json".into()], None, "one file").unwrap();
+        let lock = lock_commits(&repo).unwrap();
+        let mine = ["mine.json".to_owned()];
+        let change = Change { written: &mine, removed: &[], remove_dir: None, message: "one file" };
+        let oid = commit_paths(&repo, &lock, dir.path(), &change).unwrap();
         let tree = repo.find_commit(oid).unwrap().tree().unwrap();
         let names: Vec<String> = tree.iter().map(|e| e.name().unwrap().to_owned()).collect();
         assert_eq!(names, ["mine.json"], "the user's other file stays out");
-        // A path gone from the work tree is committed as removed.
+        // A written path that is gone is an error, not a removal: something else removed it.
         fs_err::remove_file(dir.path().join("mine.json")).unwrap();
-        let oid = commit_paths(&repo, dir.path(), &["mine.json".into()], None, "removed").unwrap();
+        let err = commit_paths(&repo, &lock, dir.path(), &change).unwrap_err();
+        assert!(matches!(&err, GitError::Vanished(p) if p == "mine.json"), "{err}");
+        // A path said to be removed is committed as removed.
+        let change = Change { written: &[], removed: &mine, remove_dir: None, message: "removed" };
+        let oid = commit_paths(&repo, &lock, dir.path(), &change).unwrap();
         assert_eq!(repo.find_commit(oid).unwrap().tree().unwrap().len(), 0);
+    }
+
+    /// A second committer waits until the first has committed, so that it builds on the
+    /// first one's commit: the lock is held across processes as across threads (a `flock` of
+    /// two openings of the file).
+    #[test]
+    fn a_second_committer_waits_for_the_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = git2::Repository::init(dir.path()).unwrap();
+        let first = lock_commits(&repo).unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let path = dir.path().to_path_buf();
+        let waiter = std::thread::spawn(move || {
+            let repo = git2::Repository::open(&path).unwrap();
+            let _second = lock_commits(&repo).unwrap();
+            tx.send(()).unwrap();
+        });
+        assert!(rx.recv_timeout(std::time::Duration::from_millis(300)).is_err(), "the second took a held lock");
+        drop(first);
+        rx.recv_timeout(std::time::Duration::from_secs(10)).expect("the second gets the lock once it is free");
+        waiter.join().unwrap();
+    }
+
+    /// git's own lock on the branch (left by a killed git) is named as such, with a hint.
+    #[test]
+    fn a_stale_branch_lock_is_named_with_a_hint() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = git2::Repository::init(dir.path()).unwrap();
+        let mut config = repo.config().unwrap();
+        config.set_str("user.name", "Rita Reviewer").unwrap();
+        config.set_str("user.email", "rita@example.org").unwrap();
+        fs_err::write(dir.path().join("a.json"), "{}").unwrap();
+        let lock = lock_commits(&repo).unwrap();
+        let a = ["a.json".to_owned()];
+        let change = Change { written: &a, removed: &[], remove_dir: None, message: "a" };
+        commit_paths(&repo, &lock, dir.path(), &change).unwrap();
+        let head = repo.head().unwrap().name().unwrap().to_owned();
+        fs_err::write(repo.path().join(format!("{head}.lock")), "").unwrap();
+        fs_err::write(dir.path().join("a.json"), "{\"b\": 1}").unwrap();
+        let err = commit_paths(&repo, &lock, dir.path(), &change).unwrap_err();
+        assert!(matches!(err, GitError::Locked(_)), "{err}");
+        assert!(err.hint().unwrap().contains("killed"));
     }
 }

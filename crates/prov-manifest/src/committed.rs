@@ -111,7 +111,10 @@ impl CommittedError {
 /// one moved aside first (`.<name>.old-<pid>`) and removed after: a process killed while
 /// writing leaves the old folder as it was, or, between the two renames, both folders beside
 /// it, never a folder without `RUN` or with some records of each run. Leftovers of a killed
-/// write are removed by the next. Returns the names of the files written, `RUN` last.
+/// write are removed by the next, so two writers of one folder must not overlap: the caller
+/// holds the repository's commit lock (`prov_git::lock_commits`) from before this call until
+/// its commit, else one writer removed the other's folder while it was being written.
+/// Returns the names of the files written, `RUN` last.
 ///
 /// # Errors
 ///

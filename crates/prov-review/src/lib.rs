@@ -162,6 +162,9 @@ pub fn record_decision(
     let file = prov_git::project_dir(workdir, parent)?.join(&name);
     let rel = rel.to_string_lossy().replace('\\', "/");
     let signature_file = file.with_file_name(prov_attest::verdict_signature_path(&name));
+    // Held until the commit is made, so that another decision's commit cannot be built on
+    // the same parent (and drop this one's file from the branch), nor write this file.
+    let lock = prov_git::lock_commits(repo)?;
     // What the directory held, to put back if the commit fails: a verdict left written but
     // not committed would still decide the next run.
     let before = Before { file: fs_err::read(&file).ok(), signature: fs_err::read(&signature_file).ok() };
@@ -169,6 +172,7 @@ pub fn record_decision(
     let tmp = store.root().join("tmp");
     prov_store::write_atomically(&tmp, &file, &bytes)?;
     let mut paths = vec![rel.clone()];
+    let mut removed = Vec::new();
     if let Some(key) = decide.key {
         let signature = prov_attest::sign_verdict(&verdict_path(&verdict), &bytes, &verdict, key);
         prov_store::write_atomically(&tmp, &signature_file, &signature)?;
@@ -176,7 +180,7 @@ pub fn record_decision(
     } else if signature_file.exists() {
         // A signature of an earlier verdict on this subject no longer signs this one.
         fs_err::remove_file(&signature_file)?;
-        paths.push(prov_attest::verdict_signature_path(&rel));
+        removed.push(prov_attest::verdict_signature_path(&rel));
     }
     let word = decision_word(decide.decision);
     let message = format!(
@@ -185,7 +189,8 @@ pub fn record_decision(
         decide.reason.trim(),
         id = subject.id(),
     );
-    let commit = match prov_git::commit_paths(repo, workdir, &paths, None, &message) {
+    let change = prov_git::Change { written: &paths, removed: &removed, remove_dir: None, message: &message };
+    let commit = match prov_git::commit_paths(repo, &lock, workdir, &change) {
         Ok(c) => c,
         Err(e) => {
             before.restore(&tmp, &file, &signature_file)?;
@@ -198,7 +203,7 @@ pub fn record_decision(
         reviewer,
         replaced,
         file: rel,
-        paths,
+        paths: paths.into_iter().chain(removed).collect(),
         commit: commit.to_string(),
         signed_by: decide.key.map(|k| k.public().keyid()),
     })
