@@ -485,8 +485,14 @@ fn hash_file(path: &Path, multi: bool) -> io::Result<(Digest, u64)> {
 }
 
 /// Writes `bytes` to `dest` atomically: temp file in `tmp_dir`, fsync, rename, fsync the directory.
+///
+/// The temp file is `.<pid>-<n>.tmp`. A process killed between creating and renaming it
+/// leaves it behind, and `tmp_dir` is often the user's own output folder (`prov card --out`,
+/// `prov export`), which would then ship it: so the first write of a process into a folder
+/// removes the temp files of processes that are no longer running ([`remove_stale_temps`]).
 pub fn write_atomically(tmp_dir: &Path, dest: &Path, bytes: &[u8]) -> Result<(), StoreError> {
     fs_err::create_dir_all(tmp_dir)?;
+    remove_stale_temps(tmp_dir);
     let n = TMP_COUNTER.fetch_add(1, Ordering::Relaxed);
     let tmp = tmp_dir.join(format!(".{}-{n}.tmp", std::process::id()));
     {
@@ -499,6 +505,34 @@ pub fn write_atomically(tmp_dir: &Path, dest: &Path, bytes: &[u8]) -> Result<(),
         sync_dir(parent)?;
     }
     Ok(())
+}
+
+/// Removes, once per process and folder, the temp files [`write_atomically`] left in `dir`
+/// when killed: the names `.<pid>-<n>.tmp` whose process is no longer running (no
+/// `/proc/<pid>`), never this process's own. Best effort: a file that cannot be removed stays.
+/// Where `/proc` cannot tell (no `/proc/self`), nothing is removed.
+fn remove_stale_temps(dir: &Path) {
+    static DONE: std::sync::Mutex<std::collections::BTreeSet<PathBuf>> =
+        std::sync::Mutex::new(std::collections::BTreeSet::new());
+    if !Path::new("/proc/self").exists() || !DONE.lock().is_ok_and(|mut done| done.insert(dir.to_path_buf())) {
+        return;
+    }
+    let Ok(entries) = fs_err::read_dir(dir) else { return };
+    let own = std::process::id();
+    for entry in entries.filter_map(Result::ok) {
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().and_then(temp_file_pid) else { continue };
+        if pid != own && !Path::new("/proc").join(pid.to_string()).exists() {
+            let _ = fs_err::remove_file(entry.path());
+        }
+    }
+}
+
+/// The process id of a [`write_atomically`] temp file name (`.<pid>-<n>.tmp`), else `None`.
+fn temp_file_pid(name: &str) -> Option<u32> {
+    let (pid, n) = name.strip_prefix('.')?.strip_suffix(".tmp")?.split_once('-')?;
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    (digits(pid) && digits(n)).then(|| pid.parse().ok()).flatten()
 }
 
 fn sync_dir(dir: &Path) -> io::Result<()> {
@@ -748,6 +782,41 @@ mod tests {
         // Writing the good bytes again heals the object.
         s.put_bytes(ObjectKind::Blob, b"some bytes").unwrap();
         assert!(s.verify_all(2).unwrap().corrupt.is_empty());
+    }
+
+    /// A killed writer's temp file in an output folder is removed by the next write there,
+    /// once its process has ended; a live process's, this process's own, and files that only
+    /// look alike stay.
+    #[test]
+    fn temp_files_of_ended_writers_are_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let ended = {
+            let mut child = std::process::Command::new("true").spawn().unwrap();
+            let pid = child.id();
+            child.wait().unwrap();
+            pid
+        };
+        let live = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let names = [
+            format!(".{ended}-3.tmp"),
+            format!(".{}-7.tmp", live.id()),
+            format!(".{}-999999.tmp", std::process::id()),
+            ".notes.tmp".to_owned(),
+            format!("{ended}-3.tmp"),
+            format!(".{ended}-x.tmp"),
+        ];
+        for n in &names {
+            fs_err::write(dir.path().join(n), "left").unwrap();
+        }
+        write_atomically(dir.path(), &dir.path().join("card.md"), b"card").unwrap();
+        let mut live = live;
+        live.kill().unwrap();
+        live.wait().unwrap();
+        let left: std::collections::BTreeSet<String> =
+            fs_err::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+        let mut expected: std::collections::BTreeSet<String> = names[1..].iter().cloned().collect();
+        expected.insert("card.md".into());
+        assert_eq!(left, expected);
     }
 
     #[test]
