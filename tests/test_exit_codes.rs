@@ -2,6 +2,8 @@
 //! message mentions a broken pipe is a failure, and a reader that closes stdout early does
 //! not turn a divergence into a success.
 
+use std::process::Stdio;
+
 use crate::common::{Project, Run};
 
 /// Runs `prov` with stdout a pipe whose reading end is already closed, as in `prov … | head`
@@ -89,4 +91,55 @@ fn odd_arguments_say_what_is_wrong() {
         "{}",
         r.describe()
     );
+    // Thread counts are bounded as a stage's are: 100,000 started as many OS threads.
+    for (args, env) in [(vec!["--threads", "0", "verify"], None), (vec!["--threads", "100000", "verify"], None)]
+        .into_iter()
+        .chain([(vec!["verify"], Some("100000")), (vec!["verify"], Some("4294967296"))])
+    {
+        let mut c = p.command(&args);
+        if let Some(n) = env {
+            c.env("PROV_THREADS", n);
+        }
+        let out = c.output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?} {env:?}: {stderr}");
+        assert!(stderr.contains("from 1 to 1024 threads"), "{args:?} {env:?}: {stderr}");
+    }
+}
+
+/// Files named on the command line are read only when they are regular files: a FIFO hung
+/// `prov lock`, `run` and `audit` until killed, and `/dev/zero` (or a link to it) as a policy
+/// or recipe ate memory until allocation failed. Each is now refused at once (exit 1), naming
+/// what the path is.
+#[test]
+fn paths_that_are_not_regular_files_are_refused_not_read() {
+    let p = Project::with_recipes();
+    p.prov(&["run", "recipes/quickstart.yaml"]).success();
+    assert!(std::process::Command::new("mkfifo").arg(p.path("fifo.yaml")).status().unwrap().success());
+    std::os::unix::fs::symlink("/dev/zero", p.path("zero.yaml")).unwrap();
+    let lock = "lockfiles/quickstart.lock";
+    for path in ["fifo.yaml", "zero.yaml", "/dev/zero"] {
+        for args in [
+            vec!["lock", path],
+            vec!["run", path],
+            vec!["audit", "--policy", path, lock],
+            vec!["license", "queue", "--policy", path],
+            vec!["verify-proof", "--unanchored", path],
+            vec!["explain", "robots", "--robots", path, "--agent", "x", "--url", "/"],
+        ] {
+            let mut child = p.command(&args).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+            let started = std::time::Instant::now();
+            while child.try_wait().unwrap().is_none() {
+                if started.elapsed() > std::time::Duration::from_secs(20) {
+                    child.kill().unwrap();
+                    panic!("prov {args:?} still running after 20 s");
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            let out = child.wait_with_output().unwrap();
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(1), "prov {args:?}: {stderr}");
+            assert!(stderr.contains("not a regular file"), "prov {args:?}: {stderr}");
+        }
+    }
 }

@@ -61,17 +61,27 @@ impl CommandContext {
         Ok((store, root))
     }
 
-    /// Returns the worker thread count: `--threads`, then `PROV_THREADS`, then all cores.
+    /// Returns the worker thread count: `--threads`, then `PROV_THREADS`, then all cores;
+    /// from 1 to [`prov_exec::MAX_THREADS`], as a stage's `threads` (`PROV_THREADS=100000`
+    /// started as many OS threads and failed after seconds with `EAGAIN`; 2^32 aborted).
     pub fn threads(&self) -> Result<usize, CommandError> {
+        let bounded = |t: usize, what: &str| {
+            if (1..=prov_exec::MAX_THREADS).contains(&(t as u64)) {
+                Ok(t)
+            } else {
+                Err(CommandError::input(format!("{what}: from 1 to {} threads, got {t}", prov_exec::MAX_THREADS)))
+            }
+        };
         if let Some(t) = self.threads_flag {
-            return Ok(t.max(1));
+            return bounded(t, "--threads");
         }
         if let Some(s) = env_vars::get(env_vars::PROV_THREADS) {
-            return s.parse::<usize>().ok().filter(|t| *t > 0).ok_or_else(|| {
+            let t = s.parse::<usize>().map_err(|_| {
                 CommandError::input(format!("{}: expected a positive integer, got `{s}`", env_vars::PROV_THREADS))
-            });
+            })?;
+            return bounded(t, env_vars::PROV_THREADS);
         }
-        Ok(std::thread::available_parallelism().map_or(1, std::num::NonZero::get))
+        Ok(std::thread::available_parallelism().map_or(1, std::num::NonZero::get).min(prov_exec::MAX_THREADS as usize))
     }
 
     /// Builds the options of an execution (threads, envelope, clock, progress bar, where the

@@ -17,11 +17,15 @@ pub(crate) struct LoadedLockfile {
     pub display: String,
 }
 
+/// The most a lockfile read from a path may hold: 64 MiB (sources are pinned by their trees'
+/// digests, so a lockfile stays small whatever the data).
+const MAX_LOCKFILE_BYTES: u64 = 64 << 20;
+
 /// Reads a lockfile from a path, or from the store by run id (full or prefix).
 pub(crate) fn load_lockfile(store: &Store, arg: &str) -> Result<LoadedLockfile, CommandError> {
     let path = Path::new(arg);
     let (bytes, display) = if path.is_file() {
-        (fs_err::read(path)?, arg.to_owned())
+        (prov_store::read_named_file(path, MAX_LOCKFILE_BYTES, "the lockfile")?, arg.to_owned())
     } else {
         let digest = resolve_run_id(store, arg)?;
         (store.read(&digest)?, digest.to_string())
@@ -65,8 +69,9 @@ fn resolve_among(arg: &str, candidates: &[Digest], what: &str) -> Result<Digest,
     if prefix.len() < 6 || !prefix.bytes().all(|b| b.is_ascii_hexdigit()) {
         let article = if what.starts_with(['a', 'e', 'i', 'o', 'u']) { "an" } else { "a" };
         // Commands that take a file resolve it before asking here: this one takes an id.
-        if std::path::Path::new(arg).exists() {
-            return Err(CommandError::input(format!("`{arg}` is a file; this command takes {article} {what} id"))
+        if let Ok(meta) = fs_err::metadata(arg) {
+            let is = if meta.is_file() { "is a file" } else { "is not a regular file" };
+            return Err(CommandError::input(format!("`{arg}` {is}; this command takes {article} {what} id"))
                 .with_hint("give `blake3:<64 hex>`, or at least 6 hex digits of the id"));
         }
         return Err(CommandError::input(format!("`{arg}` is neither a file nor {article} {what} id"))

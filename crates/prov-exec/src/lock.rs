@@ -25,14 +25,16 @@ pub struct Locked {
 /// Locks the recipe at `recipe_path`. Source paths are resolved against the recipe's
 /// directory and written relative to `project_root`.
 pub fn lock_recipe(registry: &Registry, recipe_path: &Path, project_root: &Path) -> Result<Locked, RecipeError> {
-    let text = fs_err::read_to_string(recipe_path).map_err(|e| RecipeError {
-        file: recipe_path.to_owned(),
-        line: 1,
-        column: 1,
-        field: None,
-        message: format!("cannot read recipe: {e}"),
-        hint: None,
-        source_line: None,
+    let text = prov_store::read_named_text(recipe_path, prov_store::MAX_DOCUMENT_BYTES, "the recipe").map_err(|e| {
+        RecipeError {
+            file: recipe_path.to_owned(),
+            line: 1,
+            column: 1,
+            field: None,
+            message: format!("cannot read recipe: {e}"),
+            hint: None,
+            source_line: None,
+        }
     })?;
     lock_text(registry, recipe_path, &text, project_root)
 }

@@ -53,7 +53,7 @@ pub fn read_policy(base: &Path, arg: &str) -> Result<Policy, PolicyError> {
     if arg == "permissive" {
         return Ok(Policy::permissive());
     }
-    let text = fs_err::read_to_string(base.join(arg))?;
+    let text = prov_store::read_named_text(&base.join(arg), prov_store::MAX_DOCUMENT_BYTES, "the license policy")?;
     Ok(prov_license::parse_policy(Path::new(arg), &text)?)
 }
 

@@ -6,6 +6,10 @@
 //! which manifests reference it, the stage cache and the log of executions. A lock file keeps
 //! `gc` from deleting what a running process is writing.
 //!
+//! Beside the store, it keeps the two file helpers every command uses: [`write_atomically`],
+//! and [`read_named_file`], which reads a file the user named only when it is a regular file
+//! of bounded size.
+//!
 //! It does not know what a manifest means: the records and their references belong to
 //! `prov-manifest`, reachability and the cache policy to `prov-exec`.
 //!
@@ -33,12 +37,14 @@
 mod digest;
 mod error;
 mod index;
+mod input;
 mod merkle;
 mod store;
 
 pub use digest::{DIGEST_LEN, DIGEST_PREFIX, Digest, DigestLengthError, DigestParseError, Hasher};
 pub use error::{Mismatch, StoreError};
 pub use index::{ExecutionRow, FileStamp, Index, StageEventRow, format_utc};
+pub use input::{MAX_DOCUMENT_BYTES, read_named_file, read_named_text};
 pub use merkle::{MerkleBuilder, chunked_root, leaf_hash, merkle_root, node_hash};
 pub use store::{
     Access, LAYOUT_VERSION, ObjectKind, ObjectWriter, STORE_DIR_NAME, SealedObject, Store, VerifiedReader,

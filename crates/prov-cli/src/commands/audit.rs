@@ -58,7 +58,8 @@ enum Format {
 /// Reads and parses an audit policy file (relative to the working directory), with the digest
 /// of its bytes, which a report records: `prov audit` and `prov serve --audit-policy`.
 pub(crate) fn read_policy(cx: &CommandContext, file: &std::path::Path) -> Result<(AuditPolicy, Digest), CommandError> {
-    let bytes = fs_err::read(cx.cwd.join(file)).map_err(|e| CommandError::input(format!("reading the policy: {e}")))?;
+    let bytes = prov_store::read_named_file(&cx.cwd.join(file), prov_store::MAX_DOCUMENT_BYTES, "the policy")
+        .map_err(|e| CommandError::input(format!("reading the policy: {e}")))?;
     let text =
         std::str::from_utf8(&bytes).map_err(|_| CommandError::input(format!("{}: not UTF-8", file.display())))?;
     Ok((AuditPolicy::parse(file, text)?, Digest::of(&bytes)))

@@ -241,7 +241,8 @@ fn explain_robots_batch(ui: &mut Ui, cx: &CommandContext, keys: KeyReading) -> R
 
 /// Reads and parses a robots.txt file (parsing never fails; reading may).
 fn load_robots(path: &Path, keys: KeyReading) -> Result<RobotsTxt, CommandError> {
-    let bytes = fs_err::read(path).map_err(|e| CommandError::input(format!("reading robots.txt: {e}")))?;
+    let bytes = prov_store::read_named_file(path, 512 << 20, "the robots.txt")
+        .map_err(|e| CommandError::input(format!("reading robots.txt: {e}")))?;
     Ok(RobotsTxt::parse_with(&bytes, keys))
 }
 

@@ -192,7 +192,7 @@ pub(crate) fn cmd_eval(ui: &mut Ui, cx: &CommandContext, args: &EvalArgs) -> Res
         std::io::stdin().read_to_string(&mut s).map_err(|e| CommandError::input(format!("reading stdin: {e}")))?;
         s
     } else {
-        fs_err::read_to_string(&args.ids)?
+        prov_store::read_named_text(&args.ids, 64 << 20, "the ids file")?
     };
     let name = if args.ids.as_os_str() == "-" { "stdin".to_owned() } else { args.ids.display().to_string() };
     let mut sequences = Vec::new();

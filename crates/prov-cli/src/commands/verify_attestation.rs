@@ -60,7 +60,7 @@ pub(crate) fn cmd_verify_attestation(
             keys.push(key);
         }
     }
-    let bytes = fs_err::read(cx.cwd.join(&args.file))
+    let bytes = prov_store::read_named_file(&cx.cwd.join(&args.file), 64 << 20, "the attestation")
         .map_err(|e| CommandError::input(format!("reading the attestation: {e}")))?;
     let shown = args.file.display().to_string();
     if prov_attest::is_sigstore_bundle(&bytes) {

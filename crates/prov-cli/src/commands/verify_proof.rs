@@ -11,6 +11,10 @@ use crate::error::CommandError;
 use crate::render;
 use crate::ui::Ui;
 
+/// The most a proof file (or a `--run` file) may hold: 64 MiB. A proof is logarithmic in the
+/// corpus; this only keeps a mistaken path from being read without end.
+const MAX_PROOF_FILE_BYTES: u64 = 64 << 20;
+
 /// Check a document proof without the corpus or the store
 ///
 /// Reads a proof written by `prov prove` and checks every digest in it: the run record's
@@ -55,7 +59,8 @@ pub(crate) struct VerifyProofArgs {
 
 pub(crate) fn cmd_verify_proof(ui: &mut Ui, cx: &CommandContext, args: &VerifyProofArgs) -> Result<(), CommandError> {
     let path = cx.cwd.join(&args.file);
-    let bytes = fs_err::read(&path).map_err(|e| CommandError::input(format!("reading the proof: {e}")))?;
+    let bytes = prov_store::read_named_file(&path, MAX_PROOF_FILE_BYTES, "the proof")
+        .map_err(|e| CommandError::input(format!("reading the proof: {e}")))?;
     let root = args
         .root
         .as_deref()
@@ -105,7 +110,7 @@ fn run_pin(cwd: &Path, arg: &str) -> Result<Digest, CommandError> {
     if let Ok(d) = arg.parse::<Digest>() {
         return Ok(d);
     }
-    let bytes = fs_err::read(cwd.join(arg)).map_err(|e| {
+    let bytes = prov_store::read_named_file(&cwd.join(arg), MAX_PROOF_FILE_BYTES, "`--run`").map_err(|e| {
         CommandError::input(format!("`--run`: neither a digest nor a readable file: {e}"))
             .with_hint("give `blake3:<64 hex>`, a RUN file, or the run manifest's JSON file")
     })?;

@@ -58,7 +58,8 @@ pub(super) fn cmd_explain_ngram_decontaminate(
         return Err(CommandError::input("`--threshold` must be at least 1"));
     }
     let counts_path = cx.cwd.join(&args.counts);
-    let bytes = fs_err::read(&counts_path).map_err(|e| CommandError::input(format!("reading the counts: {e}")))?;
+    let bytes = prov_store::read_named_file(counts_path.as_ref(), crate::commands::MAX_MODEL_FILE_BYTES, "the counts")
+        .map_err(|e| CommandError::input(format!("reading the counts: {e}")))?;
     let file = CountsFile::parse(&bytes).map_err(|m| {
         CommandError::input(format!("{}: {m}", args.counts.display()))
             .with_hint("give the `counts` output of a benchmark-ngrams stage")

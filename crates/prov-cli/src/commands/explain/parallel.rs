@@ -83,7 +83,8 @@ fn options(ignore: &[String]) -> Result<Options, CommandError> {
 
 pub(super) fn cmd_explain_bifixer(ui: &mut Ui, args: &BifixerArgs) -> Result<(), CommandError> {
     let options = options(&args.ignore)?;
-    let bytes = fs_err::read(&args.rules).map_err(|e| CommandError::input(format!("reading the rules: {e}")))?;
+    let bytes = prov_store::read_named_file(args.rules.as_ref(), crate::commands::MAX_MODEL_FILE_BYTES, "the rules")
+        .map_err(|e| CommandError::input(format!("reading the rules: {e}")))?;
     let rules = Rules::parse(&bytes).map_err(|e| {
         CommandError::input(format!("{}: {e}", args.rules.display()))
             .with_hint("write one with scripts/bifixer-rules.py")
@@ -182,7 +183,8 @@ pub(super) fn cmd_explain_pair_score(ui: &mut Ui, args: &PairScoreArgs) -> Resul
         bicleaner_threshold: thresholds(&args.bicleaner_threshold)?,
         cometkiwi_threshold: args.cometkiwi_threshold,
     };
-    let bytes = fs_err::read(&args.model).map_err(|e| CommandError::input(format!("reading the scorer: {e}")))?;
+    let bytes = prov_store::read_named_file(args.model.as_ref(), crate::commands::MAX_MODEL_FILE_BYTES, "the scorer")
+        .map_err(|e| CommandError::input(format!("reading the scorer: {e}")))?;
     let model = Model::parse(&bytes).map_err(|e| {
         CommandError::input(format!("{}: {e}", args.model.display()))
             .with_hint("give the `model` output of a pair-score-train stage")
