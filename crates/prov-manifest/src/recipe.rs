@@ -38,10 +38,10 @@ pub struct Recipe {
     #[serde(default)]
     pub allow_commands: Option<bool>,
     /// Inputs pinned from outside, by name.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "unique_keys")]
     pub sources: BTreeMap<Name, RecipeSource>,
     /// Stages by name.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "unique_keys")]
     pub stages: BTreeMap<Name, RecipeStage>,
 }
 
@@ -69,14 +69,50 @@ pub struct RecipeStage {
     /// Stage kind.
     pub kind: String,
     /// Input name -> `source` or `stage` or `stage.output`.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "unique_keys")]
     pub inputs: BTreeMap<String, String>,
     /// Kind-specific parameters; checked by the stage kind when locking.
     #[serde(default)]
     pub params: Option<serde_yaml::Value>,
     /// Explicit seeds by seed name; the others are derived from the master seed.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "unique_keys")]
     pub seeds: BTreeMap<String, u64>,
+}
+
+/// Reads a mapping whose keys must each appear once. A YAML mapping read into a map keeps
+/// the last of two equal keys, so a recipe with two stages named `shards` locked the second
+/// while a reader of the file saw the first; this refuses the second, at its key.
+fn unique_keys<'de, D, K, V>(deserializer: D) -> Result<BTreeMap<K, V>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    K: Deserialize<'de> + Ord + fmt::Display,
+    V: Deserialize<'de>,
+{
+    struct Unique<K, V>(std::marker::PhantomData<(K, V)>);
+    impl<'de, K, V> serde::de::Visitor<'de> for Unique<K, V>
+    where
+        K: Deserialize<'de> + Ord + fmt::Display,
+        V: Deserialize<'de>,
+    {
+        type Value = BTreeMap<K, V>;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a mapping")
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut out = BTreeMap::new();
+            while let Some(key) = map.next_key::<K>()? {
+                if out.contains_key(&key) {
+                    return Err(serde::de::Error::custom(format_args!(
+                        "`{key}` appears twice in this mapping; a name is given once"
+                    )));
+                }
+                let value = map.next_value()?;
+                out.insert(key, value);
+            }
+            Ok(out)
+        }
+    }
+    deserializer.deserialize_map(Unique(std::marker::PhantomData))
 }
 
 /// An error in a recipe, located in its text.
