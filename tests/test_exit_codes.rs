@@ -91,6 +91,12 @@ fn odd_arguments_say_what_is_wrong() {
         "{}",
         r.describe()
     );
+    // A card plots 1 to 100 languages: 0 drew an empty plot.
+    for n in ["0", "101"] {
+        let r = p.prov(&["card", "--out", "card", "--top-languages", n, "lockfiles/quickstart.lock"]);
+        r.exit(1);
+        assert!(r.stderr().contains("1..=100"), "{}", r.describe());
+    }
     // Thread counts are bounded as a stage's are: 100,000 started as many OS threads.
     for (args, env) in [(vec!["--threads", "0", "verify"], None), (vec!["--threads", "100000", "verify"], None)]
         .into_iter()

@@ -348,6 +348,7 @@ impl AuditPolicy {
     /// A [`RecipeError`] naming the file, line, column and field: YAML syntax, an unknown or
     /// missing field, a schema version other than [`POLICY_SCHEMA`], a share outside 0..=1.
     pub fn parse(file: &Path, text: &str) -> Result<Self, RecipeError> {
+        let text = prov_manifest::without_bom(text);
         prov_manifest::check_yaml_nesting(file, text)?;
         let mut policy: Self = serde_yaml::from_str(text).map_err(|e| from_yaml_error(file, text, &e))?;
         if policy.schema != POLICY_SCHEMA {

@@ -69,7 +69,7 @@ pub use lockfile::{InputRef, LockedSource, LockedStage, Lockfile, RecipeRef, der
 pub use name::{MAX_NAME_LEN, Name, NameError, RelPath};
 pub use recipe::{
     MAX_YAML_DEPTH, MAX_YAML_INDENT, RECIPE_SCHEMA, Recipe, RecipeError, RecipeSource, RecipeStage, check_yaml_nesting,
-    closest, did_you_mean, from_yaml, locate, yaml_error, yaml_to_json,
+    closest, did_you_mean, from_yaml, locate, without_bom, yaml_error, yaml_to_json,
 };
 pub use record::Record;
 pub use records::{

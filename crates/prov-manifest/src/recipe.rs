@@ -248,8 +248,16 @@ pub fn check_yaml_nesting(file: &Path, text: &str) -> Result<(), RecipeError> {
 ///
 /// Too deep a nesting, or what [`yaml_error`] makes of the parser's error.
 pub fn from_yaml<T: serde::de::DeserializeOwned>(file: &Path, text: &str) -> Result<T, RecipeError> {
+    let text = without_bom(text);
     check_yaml_nesting(file, text)?;
     serde_yaml::from_str(text).map_err(|e| not_a_mapping(file, text).unwrap_or_else(|| yaml_error(file, text, &e)))
+}
+
+/// `text` without a leading UTF-8 byte order mark, which editors on Windows write: YAML
+/// allows one, and the parser read it as part of the first key (`schema` became a field it
+/// did not know, and the error named another).
+pub fn without_bom(text: &str) -> &str {
+    text.strip_prefix('\u{feff}').unwrap_or(text)
 }
 
 /// The error for a document that is not a mapping, which recipes and policies are: one
@@ -478,6 +486,14 @@ pub fn yaml_to_json(value: &serde_yaml::Value, path: &mut Vec<String>) -> Result
 
 #[cfg(test)]
 mod tests {
+    /// A byte order mark before the first key is not part of it: the recipe reads as without.
+    #[test]
+    fn a_byte_order_mark_is_not_part_of_the_first_key() {
+        let text = "schema: 1\nname: bom\nseed: 1\n";
+        let file = Path::new("bom.yaml");
+        assert_eq!(Recipe::parse(file, &format!("\u{feff}{text}")).unwrap(), Recipe::parse(file, text).unwrap());
+    }
+
     /// 100,000 levels of nesting are refused by the scan, at the 65th level, naming where.
     #[test]
     fn deep_nesting_is_refused_before_parsing() {

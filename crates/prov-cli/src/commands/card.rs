@@ -33,9 +33,10 @@ pub(crate) struct CardArgs {
     /// Directory to write into (created if missing)
     #[arg(long, value_name = "DIR")]
     out: PathBuf,
-    /// Languages shown in the language plot
-    #[arg(long, value_name = "N", default_value_t = 25)]
-    top_languages: usize,
+    /// Languages shown in the language plot, the largest first, from 1 to 100 (its title
+    /// says how many there are; a plot of every language of a corpus grew with the corpus)
+    #[arg(long, value_name = "N", default_value_t = 25, value_parser = clap::value_parser!(u64).range(1..=100))]
+    top_languages: u64,
     /// With `--format croissant`, also copy the output's shards to `DIR/data/`, where the
     /// Croissant `contentUrl`s point
     #[arg(long)]
@@ -89,7 +90,7 @@ pub(crate) fn cmd_card(ui: &mut Ui, cx: &CommandContext, args: &CardArgs) -> Res
             CardFormat::Hf => Format::Hf,
             CardFormat::Croissant => Format::Croissant,
         },
-        top_languages: args.top_languages,
+        top_languages: usize::try_from(args.top_languages).unwrap_or(25),
         with_data: args.with_data,
         dataset: args.dataset.clone(),
     };

@@ -114,6 +114,20 @@ impl Stage for ExternalStage {
                 .with_hint("outputs map a name to a path the command writes, e.g. `report: report.json`"));
         }
         config.output_paths()?;
+        // What the operating system cannot pass is refused here, not when the command starts:
+        // an environment name with `=` split into another variable, and a NUL ended a string.
+        if let Some(i) = config.command.iter().position(|a| a.contains('\0')) {
+            return Err(ConfigError::at(&["command"], format!("argument {i} holds a NUL character")));
+        }
+        for (name, value) in &config.env {
+            if name.is_empty() || name.contains(['=', '\0']) {
+                return Err(ConfigError::at(&["env"], format!("{name:?} is not an environment variable name"))
+                    .with_hint("a name is not empty and holds no `=` or NUL"));
+            }
+            if value.contains('\0') {
+                return Err(ConfigError::at(&["env", name.as_str()], "the value holds a NUL character"));
+            }
+        }
         for (field, value) in [
             ("timeout_seconds", config.timeout_seconds),
             ("memory_mib", config.memory_mib),
