@@ -367,55 +367,102 @@ impl AuditPolicy {
         }
         policy.keys = read_keys(file, text, &policy.claims)?;
         for (i, claim) in policy.claims.iter().enumerate() {
-            let share = |name: &str, value: f64| {
-                if (0.0..=1.0).contains(&value) {
-                    return Ok(());
-                }
-                let mut e =
-                    RecipeError::at_field(file, text, &[], format!("`{name}` is a share between 0 and 1, not {value}"));
-                if let Some((line, column)) = locate_claim_field(text, i, name) {
-                    (e.line, e.column) = (line, column);
-                    e.source_line = text.lines().nth(line - 1).map(str::to_owned);
-                }
-                e.field = Some(format!("claims[{i}].{name}"));
-                Err(e)
-            };
-            match claim {
-                Claim::Toxicity { removed_share, tolerance, .. } => {
-                    share("removed_share", *removed_share)?;
-                    share("tolerance", *tolerance)?;
-                }
-                Claim::Robots { max_default_share: Some(s), .. } => share("max_default_share", *s)?,
-                Claim::BitsPerWeight { max, .. } if !(max.is_finite() && *max > 0.0) => {
-                    let mut e = RecipeError::at_field(
-                        file,
-                        text,
-                        &[],
-                        format!("`max` is a positive number of bits per weight, not {max}"),
-                    );
-                    if let Some((line, column)) = locate_claim_field(text, i, "max") {
-                        (e.line, e.column) = (line, column);
-                        e.source_line = text.lines().nth(line - 1).map(str::to_owned);
-                    }
-                    e.field = Some(format!("claims[{i}].max"));
-                    return Err(e);
-                }
-                Claim::RobotsLoss { groups, tolerance, .. } => {
-                    share("tolerance", *tolerance)?;
-                    for g in groups {
-                        share("claimed", g.claimed)?;
-                    }
-                    if groups.is_empty() {
-                        let mut e = RecipeError::at_field(file, text, &[], "list at least one language group");
-                        e.field = Some(format!("claims[{i}].groups"));
-                        return Err(e);
-                    }
-                }
-                _ => {}
-            }
+            check_claim(file, text, i, claim)?;
         }
         Ok(policy)
     }
+}
+
+/// Checks what serde cannot of the `i`-th claim: shares between 0 and 1, and that the claim
+/// can be about some run at all. A claim that cannot is the policy's mistake (exit 1), not a
+/// claim that fails (exit 4).
+fn check_claim(file: &Path, text: &str, i: usize, claim: &Claim) -> Result<(), RecipeError> {
+    // A claim that cannot be about any run is the policy's mistake (exit 1), not a
+    // claim that fails (exit 4).
+    let invalid = |name: &str, message: String| {
+        let mut e = RecipeError::at_field(file, text, &[], message);
+        if let Some((line, column)) = locate_claim_field(text, i, name) {
+            (e.line, e.column) = (line, column);
+            e.source_line = text.lines().nth(line - 1).map(str::to_owned);
+        }
+        e.field = Some(format!("claims[{i}].{name}"));
+        e
+    };
+    let share = |name: &str, value: f64| {
+        if (0.0..=1.0).contains(&value) {
+            return Ok(());
+        }
+        let mut e = RecipeError::at_field(file, text, &[], format!("`{name}` is a share between 0 and 1, not {value}"));
+        if let Some((line, column)) = locate_claim_field(text, i, name) {
+            (e.line, e.column) = (line, column);
+            e.source_line = text.lines().nth(line - 1).map(str::to_owned);
+        }
+        e.field = Some(format!("claims[{i}].{name}"));
+        Err(e)
+    };
+    match claim {
+        Claim::Toxicity { removed_share, tolerance, .. } => {
+            share("removed_share", *removed_share)?;
+            share("tolerance", *tolerance)?;
+        }
+        Claim::Robots { max_default_share: Some(s), .. } => share("max_default_share", *s)?,
+        Claim::BitsPerWeight { max, .. } if !(max.is_finite() && *max > 0.0) => {
+            let mut e = RecipeError::at_field(
+                file,
+                text,
+                &[],
+                format!("`max` is a positive number of bits per weight, not {max}"),
+            );
+            if let Some((line, column)) = locate_claim_field(text, i, "max") {
+                (e.line, e.column) = (line, column);
+                e.source_line = text.lines().nth(line - 1).map(str::to_owned);
+            }
+            e.field = Some(format!("claims[{i}].max"));
+            return Err(e);
+        }
+        Claim::RobotsLoss { groups, tolerance, .. } => {
+            share("tolerance", *tolerance)?;
+            for g in groups {
+                share("claimed", g.claimed)?;
+            }
+            if groups.is_empty() {
+                return Err(invalid("groups", "list at least one language group".into()));
+            }
+            let mut names: Vec<&str> = groups.iter().map(|g| g.name.as_str()).collect();
+            names.sort_unstable();
+            if let Some([twice, _]) = names.windows(2).find(|w| w[0] == w[1]) {
+                return Err(invalid("groups", format!("two groups are named `{twice}`")));
+            }
+            if groups.iter().filter(|g| g.languages.is_empty()).count() > 1 {
+                let why = "two groups list no languages: only one can take every language the others do not";
+                return Err(invalid("groups", why.into()));
+            }
+        }
+        Claim::Robots { agents, .. } if agents.iter().any(|a| a.trim().is_empty()) => {
+            return Err(invalid("agents", "an agent is empty".into()));
+        }
+        Claim::TiersByPhase { phases, cutoffs, .. } => {
+            if phases.is_empty() || phases.iter().any(Vec::is_empty) {
+                return Err(invalid("phases", "list the tiers of every phase, at least one each".into()));
+            }
+            if let Some(t) = phases.iter().flatten().find(|t| !["high", "medium", "low"].contains(&t.as_str())) {
+                return Err(invalid("phases", format!("`{t}` is not a tier (`high`, `medium`, `low`)")));
+            }
+            if let Some([low, high]) = cutoffs
+                && !(low.is_finite() && high.is_finite() && low <= high)
+            {
+                return Err(invalid("cutoffs", format!("`[low, high]` with low at most high, not [{low}, {high}]")));
+            }
+        }
+        Claim::PairScore { bicleaner, cometkiwi, .. } => {
+            for (language, threshold) in bicleaner {
+                share(&format!("bicleaner.{language}"), *threshold)?;
+            }
+            share("cometkiwi", *cometkiwi)?;
+        }
+        _ => {}
+    }
+    Ok(())
 }
 
 /// Returns the line and column of field `name` of the `index`-th claim (a `- ` item).
@@ -483,6 +530,34 @@ mod tests {
         // One key may sign replays and verdicts both.
         let both = format!("{text}  - kind: license\n    verdict_signers: [alice.pub]\n");
         assert!(AuditPolicy::parse(&file, &both).is_ok());
+    }
+
+    #[test]
+    fn claims_that_cannot_be_about_any_run_are_policy_errors() {
+        let file = std::path::Path::new("audit.yaml");
+        for (claim, field, says) in [
+            ("{kind: robots, agents: [GPTBot, \"\"]}", "agents", "an agent is empty"),
+            (
+                "{kind: robots-loss, tolerance: 0.1, groups: [{name: g, claimed: 0.1}, {name: g, languages: [de], claimed: 0.1}]}",
+                "groups",
+                "two groups are named `g`",
+            ),
+            (
+                "{kind: robots-loss, tolerance: 0.1, groups: [{name: a, claimed: 0.1}, {name: b, claimed: 0.1}]}",
+                "groups",
+                "two groups list no languages",
+            ),
+            ("{kind: tiers-by-phase, phases: []}", "phases", "every phase"),
+            ("{kind: tiers-by-phase, phases: [[high], [bogus]]}", "phases", "`bogus` is not a tier"),
+            ("{kind: tiers-by-phase, phases: [[high]], cutoffs: [5, 1]}", "cutoffs", "low at most high"),
+            ("{kind: pair-score, bicleaner: {pt: 2}}", "bicleaner.pt", "between 0 and 1"),
+            ("{kind: pair-score, cometkiwi: -3}", "cometkiwi", "between 0 and 1"),
+        ] {
+            let text = format!("schema: 1\nname: p\nclaims:\n  - {claim}\n");
+            let e = AuditPolicy::parse(file, &text).expect_err(claim);
+            assert_eq!(e.field.as_deref(), Some(format!("claims[0].{field}").as_str()), "{claim}: {e}");
+            assert!(e.message.contains(says), "{claim}: {e}");
+        }
     }
 
     #[test]
