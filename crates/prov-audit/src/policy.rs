@@ -392,13 +392,7 @@ fn check_claim(file: &Path, text: &str, i: usize, claim: &Claim) -> Result<(), R
         if (0.0..=1.0).contains(&value) {
             return Ok(());
         }
-        let mut e = RecipeError::at_field(file, text, &[], format!("`{name}` is a share between 0 and 1, not {value}"));
-        if let Some((line, column)) = locate_claim_field(text, i, name) {
-            (e.line, e.column) = (line, column);
-            e.source_line = text.lines().nth(line - 1).map(str::to_owned);
-        }
-        e.field = Some(format!("claims[{i}].{name}"));
-        Err(e)
+        Err(invalid(name, format!("`{name}` is a share between 0 and 1, not {value}")))
     };
     match claim {
         Claim::Toxicity { removed_share, tolerance, .. } => {
@@ -407,18 +401,7 @@ fn check_claim(file: &Path, text: &str, i: usize, claim: &Claim) -> Result<(), R
         }
         Claim::Robots { max_default_share: Some(s), .. } => share("max_default_share", *s)?,
         Claim::BitsPerWeight { max, .. } if !(max.is_finite() && *max > 0.0) => {
-            let mut e = RecipeError::at_field(
-                file,
-                text,
-                &[],
-                format!("`max` is a positive number of bits per weight, not {max}"),
-            );
-            if let Some((line, column)) = locate_claim_field(text, i, "max") {
-                (e.line, e.column) = (line, column);
-                e.source_line = text.lines().nth(line - 1).map(str::to_owned);
-            }
-            e.field = Some(format!("claims[{i}].max"));
-            return Err(e);
+            return Err(invalid("max", format!("`max` is a positive number of bits per weight, not {max}")));
         }
         Claim::RobotsLoss { groups, tolerance, .. } => {
             share("tolerance", *tolerance)?;
