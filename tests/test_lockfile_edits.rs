@@ -218,3 +218,20 @@ fn changed_source_bytes_never_enter_the_store() {
         assert!(fs_err::read_dir(p.path(".prov/tmp")).unwrap().next().is_none(), "nothing is left in tmp/");
     }
 }
+
+/// A lockfile whose source size was edited, its digest left alone, contradicts itself: it is
+/// refused as such (exit 1), not as a source that changed with the same digest on both sides.
+#[test]
+fn an_edited_source_size_is_named_as_an_edit() {
+    let (p, mut lock) = locked();
+    let source = lock["sources"][0]["content"].clone();
+    let size = source["size"].as_u64().unwrap();
+    for edited in [size + 1, 1_000_000_000_000_000_000] {
+        lock["sources"][0]["content"]["size"] = json!(edited);
+        let r = run_edited(&p, &lock);
+        r.exit(1);
+        let says =
+            format!("pins `{}` as {edited} bytes, but those bytes are {size}", source["digest"].as_str().unwrap());
+        assert!(r.stderr().contains(&says), "{}", r.describe());
+    }
+}

@@ -109,7 +109,14 @@ impl Stage for SourceStage {
                 // Another size is other bytes: hash them in place rather than copying a file
                 // that may be far larger than the pinned one into tmp/.
                 if fs_err::metadata(&path)?.len() != *size {
-                    let (actual, _) = crate::tree::hash_file(&path)?;
+                    let (actual, len) = crate::tree::hash_file(&path)?;
+                    if actual == expected {
+                        // The pinned bytes, with another size: the lockfile contradicts itself.
+                        return Err(input_error(format!(
+                            "the lockfile pins `{expected}` as {size} bytes, but those bytes are {len}: its size was \
+                             edited"
+                        )));
+                    }
                     return Err(changed(actual));
                 }
                 crate::tree::refuse_sparse(&path).map_err(|e| input_error(e.to_string()))?;
