@@ -461,6 +461,14 @@ pub fn parse_policy(file: &Path, text: &str) -> Result<Policy, RecipeError> {
         let field = if parsed.name.trim().is_empty() { "name" } else { "version" };
         return Err(at(&[field], field.into(), format!("`{field}` is empty: verdicts record it")));
     }
+    // The name and version are printed on every line of the queue and in every verdict: one
+    // line each, and a file cannot pass for a preset of another allow list.
+    for (field, value) in [("name", &parsed.name), ("version", &parsed.version)] {
+        if value.chars().any(char::is_control) {
+            return Err(at(&[field], field.into(), format!("`{field}` holds a line break or control character")));
+        }
+    }
+
     let mut builder = Policy::builder(parsed.name, parsed.version);
     let entry_error = |i: usize, list: &str, e: &PolicyError| {
         at(&[list], format!("{list}[{i}]"), e.to_string())
@@ -478,12 +486,25 @@ pub fn parse_policy(file: &Path, text: &str) -> Result<Policy, RecipeError> {
             .map_err(|e| at(&["signed_verdicts"], format!("signed_verdicts[{i}]"), e.to_string()))?;
         builder = builder.verdict_signer(k.clone(), key);
     }
-    Ok(builder
+    let policy = builder
         .ambiguous(match parsed.ambiguous {
             AmbiguousFile::Deny => AmbiguousRule::Deny,
             AmbiguousFile::AllowIfEveryCandidateAllowed => AmbiguousRule::AllowIfEveryCandidateAllowed,
         })
-        .build())
+        .build();
+    // A file may write a preset out (the shipped `permissive.yaml`), not pass another list
+    // off under its name: the queue and the verdicts would say `permissive 1` of it.
+    if let Some(preset) = Policy::preset(policy.name())
+        && preset != policy
+    {
+        return Err(at(
+            &["name"],
+            "name".into(),
+            format!("`{}` is a preset's name, and this is not that preset", policy.name()),
+        )
+        .with_hint("name the file's policy otherwise, so that a verdict says which list it was made under"));
+    }
+    Ok(policy)
 }
 
 /// One policy's view of a license in a [`diff`].
@@ -668,6 +689,19 @@ mod tests {
             err.to_string(),
             "p.yaml:1:1: schema: unsupported license policy schema version (v2, but only v1 is supported)"
         );
+    }
+
+    /// A policy file's name and version are one line each, and a file under a preset's name
+    /// must be that preset.
+    #[test]
+    fn a_policy_file_cannot_pass_for_a_preset_or_break_lines() {
+        let file = Path::new("impostor.yaml");
+        let e = parse_policy(file, "schema: 1\nname: permissive\nversion: \"1\"\nallow: [GPL-3.0-only]\n").unwrap_err();
+        assert!(e.message.contains("is a preset's name, and this is not that preset"), "{e}");
+        let e = parse_policy(file, "schema: 1\nname: \"c\\n\"\nversion: \"1\"\nallow: [MIT]\n").unwrap_err();
+        assert!(e.message.contains("line break"), "{e}");
+        let e = parse_policy(file, "schema: 1\nname: c\nversion: \"1\\n2\"\nallow: [MIT]\n").unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("version"), "{e}");
     }
 
     /// The shipped license policies parse, and `permissive.yaml` and `afm-code.yaml` are the presets.
