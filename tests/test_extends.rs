@@ -119,8 +119,8 @@ fn extends_reads_only_recipe_files_of_the_project() {
         (secret.display().to_string(), "is outside the project"),
         ("../../id_ed25519".to_owned(), "is outside the project"),
         ("/dev/zero".to_owned(), "is outside the project"),
-        ("pipe.yaml".to_owned(), "is not a regular file"),
-        ("big.yaml".to_owned(), "more than a recipe's 1048576"),
+        ("pipe.yaml".to_owned(), "not a regular file"),
+        ("big.yaml".to_owned(), "at most 1048576 are read"),
     ] {
         p.write("recipes/child.yaml", &format!("schema: 1\nname: child\nextends: {base}\n"));
         for args in [&["lock", "recipes/child.yaml"][..], &["run", "recipes/child.yaml"]] {
@@ -164,4 +164,15 @@ fn extends_reads_only_recipe_files_of_the_project() {
     let r = p.prov(&["status"]);
     let said = format!("{}{}", r.stdout(), r.stderr());
     assert!(!said.contains("KeyMaterial") && said.contains("is not a recipe file"), "{}", r.describe());
+}
+
+/// A base recipe that starts with a byte order mark is read as one that does not (it was
+/// refused as "not a recipe", though it locks on its own).
+#[test]
+fn a_base_recipe_with_a_byte_order_mark_is_read() {
+    let p = Project::with_recipes();
+    let base = fs_err::read_to_string(p.path("recipes/quickstart.yaml")).unwrap();
+    p.write("recipes/bom-base.yaml", &format!("\u{feff}{base}"));
+    p.write("recipes/child.yaml", "schema: 1\nname: child\nextends: bom-base.yaml\n");
+    p.prov(&["lock", "recipes/child.yaml"]).success();
 }

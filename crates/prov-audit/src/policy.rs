@@ -399,7 +399,14 @@ fn check_claim(file: &Path, text: &str, i: usize, claim: &Claim) -> Result<(), R
             share("removed_share", *removed_share)?;
             share("tolerance", *tolerance)?;
         }
-        Claim::Robots { max_default_share: Some(s), .. } => share("max_default_share", *s)?,
+        Claim::Robots { agents, max_default_share, .. } => {
+            if agents.iter().any(|a| a.trim().is_empty()) {
+                return Err(invalid("agents", "an agent is empty".into()));
+            }
+            if let Some(s) = max_default_share {
+                share("max_default_share", *s)?;
+            }
+        }
         Claim::BitsPerWeight { max, .. } if !(max.is_finite() && *max > 0.0) => {
             return Err(invalid("max", format!("`max` is a positive number of bits per weight, not {max}")));
         }
@@ -420,9 +427,6 @@ fn check_claim(file: &Path, text: &str, i: usize, claim: &Claim) -> Result<(), R
                 let why = "two groups list no languages: only one can take every language the others do not";
                 return Err(invalid("groups", why.into()));
             }
-        }
-        Claim::Robots { agents, .. } if agents.iter().any(|a| a.trim().is_empty()) => {
-            return Err(invalid("agents", "an agent is empty".into()));
         }
         Claim::TiersByPhase { phases, cutoffs, .. } => {
             if phases.is_empty() || phases.iter().any(Vec::is_empty) {
@@ -520,6 +524,7 @@ mod tests {
         let file = std::path::Path::new("audit.yaml");
         for (claim, field, says) in [
             ("{kind: robots, agents: [GPTBot, \"\"]}", "agents", "an agent is empty"),
+            ("{kind: robots, agents: [\"  \"], max_default_share: 0.5}", "agents", "an agent is empty"),
             (
                 "{kind: robots-loss, tolerance: 0.1, groups: [{name: g, claimed: 0.1}, {name: g, languages: [de], claimed: 0.1}]}",
                 "groups",

@@ -154,14 +154,6 @@ fn read_extended(path: &Path, project_root: &Path) -> Result<String, String> {
     if !resolved.starts_with(&root) {
         return Err(format!("it is outside the project (it resolves to `{}`)", resolved.display()));
     }
-    // Looked at before opening: opening a FIFO waits for a writer.
-    let meta = fs_err::metadata(&resolved).map_err(|e| io_reason(&e))?;
-    if !meta.is_file() {
-        return Err("it is not a regular file".into());
-    }
-    if meta.len() > MAX_RECIPE_BYTES {
-        return Err(format!("it holds {} bytes, more than a recipe's {MAX_RECIPE_BYTES}", meta.len()));
-    }
     // A recipe file by name and by content: a `.env`, a credentials file or a key inside
     // the project is refused before any parser can quote a line or a value of it.
     let recipe_name = resolved
@@ -171,12 +163,11 @@ fn read_extended(path: &Path, project_root: &Path) -> Result<String, String> {
     if !recipe_name {
         return Err("it is not a recipe file (`.yaml` or `.yml`)".into());
     }
-    let file = fs_err::File::open(&resolved).map_err(|e| io_reason(&e))?;
-    let mut bytes = Vec::new();
-    std::io::Read::read_to_end(&mut std::io::Read::take(file, MAX_RECIPE_BYTES + 1), &mut bytes)
-        .map_err(|e| io_reason(&e))?;
-    let text = String::from_utf8(bytes).map_err(|_| "it is not UTF-8 text".to_owned())?;
-    let looks_like_a_recipe = serde_yaml::from_str::<serde_yaml::Value>(&text)
+    // A regular file of bounded size, looked at before it is opened (opening a FIFO waits
+    // for a writer) and opened without waiting; the error names no content.
+    let text =
+        prov_store::read_named_text(&resolved, MAX_RECIPE_BYTES, "the base recipe").map_err(|e| io_reason(&e))?;
+    let looks_like_a_recipe = serde_yaml::from_str::<serde_yaml::Value>(prov_manifest::without_bom(&text))
         .ok()
         .is_some_and(|v| v.as_mapping().is_some_and(|m| m.contains_key("schema") && m.contains_key("name")));
     if !looks_like_a_recipe {

@@ -122,10 +122,23 @@ pub struct CommitLock {
 ///
 /// [`GitError::Io`] when the lock file cannot be opened or locked.
 pub fn lock_commits(repo: &git2::Repository) -> Result<CommitLock, GitError> {
+    use std::os::unix::fs::OpenOptionsExt as _;
     let path = repo.path().join("prov-commit.lock");
-    let file = fs_err::OpenOptions::new().create(true).truncate(false).write(true).open(&path)?;
-    let (file, _) = file.into_parts();
-    file.lock().map_err(|e| std::io::Error::new(e.kind(), format!("locking `{}`: {e}", path.display())))?;
+    let with_path = |e: std::io::Error| std::io::Error::new(e.kind(), format!("`{}`: {e}", path.display()));
+    // Not through a link, and without waiting: a FIFO put in its place made the open wait
+    // forever (a FIFO opened to write without a reader is `ENXIO` with `O_NONBLOCK`).
+    let flags = rustix::fs::OFlags::NONBLOCK | rustix::fs::OFlags::NOFOLLOW;
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .custom_flags(i32::try_from(flags.bits()).unwrap_or(0))
+        .open(&path)
+        .map_err(with_path)?;
+    if !file.metadata().map_err(with_path)?.is_file() {
+        return Err(with_path(std::io::Error::other("not a regular file")).into());
+    }
+    file.lock().map_err(with_path)?;
     Ok(CommitLock { _file: file })
 }
 
@@ -308,6 +321,12 @@ pub fn commit_paths(
         staging.add(&entry).map_err(|e| git_err(&e))?;
     }
     let tree_id = staging.write_tree_to(repo).map_err(|e| git_err(&e))?;
+    let tree = repo.find_tree(tree_id).map_err(|e| git_err(&e))?;
+    let sig = repo.signature().map_err(|e| GitError::NoCommitter(e.message().to_owned()))?;
+    let parents: Vec<&git2::Commit<'_>> = parent.iter().collect();
+    let commit = repo.commit(Some("HEAD"), &sig, &sig, change.message, &tree, &parents).map_err(|e| git_err(&e))?;
+    // The work tree's index follows only a commit that was made: staged before a commit that
+    // then failed, the files went into the user's next `git commit`.
     let mut index = repo.index().map_err(|e| git_err(&e))?;
     if let Some(d) = change.remove_dir {
         index.remove_dir(Path::new(d), 0).map_err(|e| git_err(&e))?;
@@ -319,10 +338,7 @@ pub fn commit_paths(
         index.add_path(Path::new(p)).map_err(|e| git_err(&e))?;
     }
     index.write().map_err(|e| git_err(&e))?;
-    let tree = repo.find_tree(tree_id).map_err(|e| git_err(&e))?;
-    let sig = repo.signature().map_err(|e| GitError::NoCommitter(e.message().to_owned()))?;
-    let parents: Vec<&git2::Commit<'_>> = parent.iter().collect();
-    repo.commit(Some("HEAD"), &sig, &sig, change.message, &tree, &parents).map_err(|e| git_err(&e))
+    Ok(commit)
 }
 
 #[cfg(test)]
@@ -410,8 +426,27 @@ mod tests {
         let head = repo.head().unwrap().name().unwrap().to_owned();
         fs_err::write(repo.path().join(format!("{head}.lock")), "").unwrap();
         fs_err::write(dir.path().join("a.json"), "{\"b\": 1}").unwrap();
+        let staged = |repo: &git2::Repository| repo.index().unwrap().get_path(Path::new("a.json"), 0).unwrap().id;
+        let before = staged(&repo);
         let err = commit_paths(&repo, &lock, dir.path(), &change).unwrap_err();
         assert!(matches!(err, GitError::Locked(_)), "{err}");
         assert!(err.hint().unwrap().contains("killed"));
+        // A commit that failed staged nothing: the user's next `git commit` would take it.
+        assert_eq!(staged(&git2::Repository::open(dir.path()).unwrap()), before);
+    }
+
+    /// The lock file is not opened through a link, nor waited on when it is a FIFO.
+    #[test]
+    fn the_commit_lock_is_a_regular_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = git2::Repository::init(dir.path()).unwrap();
+        let lock = repo.path().join("prov-commit.lock");
+        assert!(std::process::Command::new("mkfifo").arg(&lock).status().unwrap().success());
+        assert!(lock_commits(&repo).is_err(), "a FIFO is refused at once");
+        fs_err::remove_file(&lock).unwrap();
+        let elsewhere = dir.path().join("elsewhere");
+        std::os::unix::fs::symlink(&elsewhere, &lock).unwrap();
+        assert!(lock_commits(&repo).is_err(), "a link is not followed");
+        assert!(!elsewhere.exists());
     }
 }

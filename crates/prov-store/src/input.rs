@@ -34,8 +34,10 @@ pub fn read_named_file(path: &Path, max_bytes: u64, what: &str) -> io::Result<Ve
     if meta.len() > max_bytes {
         return Err(refuse(format!("is {} bytes; at most {max_bytes} are read", meta.len())));
     }
-    let file = fs_err::File::open(path)?;
-    // What was opened may not be what was looked at: checked again on the open file.
+    // Opened without blocking, checked again on the open file: the path may have been
+    // swapped for a FIFO since it was looked at, and opening a FIFO waits for a writer.
+    // (Reads of a regular file do not heed the flag.)
+    let file = open_nonblocking(path, false)?;
     if !file.metadata()?.is_file() {
         return Err(refuse("is not a regular file".to_owned()));
     }
@@ -45,6 +47,25 @@ pub fn read_named_file(path: &Path, max_bytes: u64, what: &str) -> io::Result<Ve
         return Err(refuse(format!("grew past {max_bytes} bytes while it was read")));
     }
     Ok(bytes)
+}
+
+/// Opens `path` for reading with `O_NONBLOCK` (and `O_NOFOLLOW` when `no_follow`), so that a
+/// FIFO does not make the open wait for a writer.
+///
+/// # Errors
+///
+/// The error of opening it.
+pub fn open_nonblocking(path: &Path, no_follow: bool) -> io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let mut flags = rustix::fs::OFlags::NONBLOCK;
+    if no_follow {
+        flags |= rustix::fs::OFlags::NOFOLLOW;
+    }
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(i32::try_from(flags.bits()).unwrap_or(0))
+        .open(path)
+        .map_err(|e| io::Error::new(e.kind(), format!("failed to open file `{}`: {e}", path.display())))
 }
 
 /// [`read_named_file`], as UTF-8 text.

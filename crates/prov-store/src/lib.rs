@@ -44,7 +44,7 @@ mod store;
 pub use digest::{DIGEST_LEN, DIGEST_PREFIX, Digest, DigestLengthError, DigestParseError, Hasher};
 pub use error::{Mismatch, StoreError};
 pub use index::{ExecutionRow, FileStamp, Index, StageEventRow, format_utc};
-pub use input::{MAX_DOCUMENT_BYTES, read_named_file, read_named_text};
+pub use input::{MAX_DOCUMENT_BYTES, open_nonblocking, read_named_file, read_named_text};
 pub use merkle::{MerkleBuilder, chunked_root, leaf_hash, merkle_root, node_hash};
 pub use store::{
     Access, LAYOUT_VERSION, ObjectKind, ObjectWriter, STORE_DIR_NAME, SealedObject, Store, VerifiedReader,

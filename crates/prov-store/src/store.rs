@@ -486,15 +486,16 @@ fn hash_file(path: &Path, multi: bool) -> io::Result<(Digest, u64)> {
 
 /// Writes `bytes` to `dest` atomically: temp file in `tmp_dir`, fsync, rename, fsync the directory.
 ///
-/// The temp file is `.<pid>-<n>.tmp`. A process killed between creating and renaming it
-/// leaves it behind, and `tmp_dir` is often the user's own output folder (`prov card --out`,
-/// `prov export`), which would then ship it: so the first write of a process into a folder
-/// removes the temp files of processes that are no longer running ([`remove_stale_temps`]).
+/// The temp file is `.<pid>-<n>-<namespace>.tmp` ([`temp_file_name`]). A process killed
+/// between creating and renaming it leaves it behind, and `tmp_dir` is often the user's own
+/// output folder (`prov card --out`, `prov export`), which would then ship it: so the first
+/// write of a process into a folder removes the temp files of processes of its own process
+/// namespace that are no longer running ([`remove_stale_temps`]).
 pub fn write_atomically(tmp_dir: &Path, dest: &Path, bytes: &[u8]) -> Result<(), StoreError> {
     fs_err::create_dir_all(tmp_dir)?;
     remove_stale_temps(tmp_dir);
     let n = TMP_COUNTER.fetch_add(1, Ordering::Relaxed);
-    let tmp = tmp_dir.join(format!(".{}-{n}.tmp", std::process::id()));
+    let tmp = tmp_dir.join(temp_file_name(std::process::id(), n));
     {
         let mut f = fs_err::File::create(&tmp)?;
         f.write_all(bytes)?;
@@ -508,13 +509,16 @@ pub fn write_atomically(tmp_dir: &Path, dest: &Path, bytes: &[u8]) -> Result<(),
 }
 
 /// Removes, once per process and folder, the temp files [`write_atomically`] left in `dir`
-/// when killed: the names `.<pid>-<n>.tmp` whose process is no longer running (no
-/// `/proc/<pid>`), never this process's own. Best effort: a file that cannot be removed stays.
-/// Where `/proc` cannot tell (no `/proc/self`), nothing is removed.
+/// when killed: those named with this process's namespace ([`namespace_tag`]) whose process
+/// is no longer running (no `/proc/<pid>`), never this process's own. A process id means
+/// something only in its own process namespace on its own machine: a Slurm task on another
+/// node writing into the shared store, or a process in a container, is not in this `/proc`,
+/// and its temp file, named with another namespace, stays. Best effort: a file that cannot be
+/// removed stays; where the namespace cannot be told, nothing is removed.
 fn remove_stale_temps(dir: &Path) {
     static DONE: std::sync::Mutex<std::collections::BTreeSet<PathBuf>> =
         std::sync::Mutex::new(std::collections::BTreeSet::new());
-    if !Path::new("/proc/self").exists() || !DONE.lock().is_ok_and(|mut done| done.insert(dir.to_path_buf())) {
+    if namespace_tag().is_none() || !DONE.lock().is_ok_and(|mut done| done.insert(dir.to_path_buf())) {
         return;
     }
     let Ok(entries) = fs_err::read_dir(dir) else { return };
@@ -528,11 +532,35 @@ fn remove_stale_temps(dir: &Path) {
     }
 }
 
-/// The process id of a [`write_atomically`] temp file name (`.<pid>-<n>.tmp`), else `None`.
+/// The name of [`write_atomically`]'s temp file number `n` of process `pid`:
+/// `.<pid>-<n>-<namespace>.tmp`, or `.<pid>-<n>.tmp` where the namespace cannot be told.
+fn temp_file_name(pid: u32, n: u64) -> String {
+    match namespace_tag() {
+        Some(tag) => format!(".{pid}-{n}-{tag}.tmp"),
+        None => format!(".{pid}-{n}.tmp"),
+    }
+}
+
+/// The process id of a temp file name of this process's namespace, else `None`.
 fn temp_file_pid(name: &str) -> Option<u32> {
-    let (pid, n) = name.strip_prefix('.')?.strip_suffix(".tmp")?.split_once('-')?;
+    let (rest, tag) = name.strip_prefix('.')?.strip_suffix(".tmp")?.rsplit_once('-')?;
+    let (pid, n) = rest.split_once('-')?;
     let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
-    (digits(pid) && digits(n)).then(|| pid.parse().ok()).flatten()
+    (Some(tag) == namespace_tag() && digits(pid) && digits(n)).then(|| pid.parse().ok()).flatten()
+}
+
+/// Twelve hex digits naming this machine's boot and this process's PID namespace (BLAKE3 of
+/// the kernel's boot id and the namespace's `/proc/self/ns/pid` link), within which a process
+/// id names one process; `None` where `/proc` does not tell.
+fn namespace_tag() -> Option<&'static str> {
+    static TAG: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    TAG.get_or_init(|| {
+        let boot = fs_err::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
+        let pid_ns = fs_err::read_link("/proc/self/ns/pid").ok()?;
+        let digest = Digest::of(format!("{}\n{}", boot.trim(), pid_ns.display()).as_bytes());
+        Some(digest.to_hex()[..12].to_owned())
+    })
+    .as_deref()
 }
 
 fn sync_dir(dir: &Path) -> io::Result<()> {
@@ -797,13 +825,18 @@ mod tests {
             pid
         };
         let live = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let tag = namespace_tag().unwrap();
         let names = [
-            format!(".{ended}-3.tmp"),
-            format!(".{}-7.tmp", live.id()),
-            format!(".{}-999999.tmp", std::process::id()),
+            temp_file_name(ended, 3),
+            temp_file_name(live.id(), 7),
+            temp_file_name(std::process::id(), 999_999),
             ".notes.tmp".to_owned(),
-            format!("{ended}-3.tmp"),
-            format!(".{ended}-x.tmp"),
+            format!("{ended}-3-{tag}.tmp"),
+            format!(".{ended}-x-{tag}.tmp"),
+            // Another namespace's (a Slurm task on another node, a container): its process
+            // is not in this `/proc`, and may be running.
+            format!(".{ended}-3-000000000000.tmp"),
+            format!(".{ended}-3.tmp"),
         ];
         for n in &names {
             fs_err::write(dir.path().join(n), "left").unwrap();
