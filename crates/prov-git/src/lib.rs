@@ -323,11 +323,11 @@ pub fn commit_paths(
     let tree_id = staging.write_tree_to(repo).map_err(|e| git_err(&e))?;
     let tree = repo.find_tree(tree_id).map_err(|e| git_err(&e))?;
     let sig = repo.signature().map_err(|e| GitError::NoCommitter(e.message().to_owned()))?;
-    let parents: Vec<&git2::Commit<'_>> = parent.iter().collect();
-    let commit = repo.commit(Some("HEAD"), &sig, &sig, change.message, &tree, &parents).map_err(|e| git_err(&e))?;
-    // The work tree's index follows only a commit that was made: staged before a commit that
-    // then failed, the files went into the user's next `git commit`.
+    // The work tree's index is written before the commit, so that an index git holds (its
+    // `index.lock`) fails the command before HEAD moves; a commit that then fails puts the
+    // index back as it was: left staged, the files went into the user's next `git commit`.
     let mut index = repo.index().map_err(|e| git_err(&e))?;
+    let before: Vec<git2::IndexEntry> = index.iter().collect();
     if let Some(d) = change.remove_dir {
         index.remove_dir(Path::new(d), 0).map_err(|e| git_err(&e))?;
     }
@@ -338,7 +338,13 @@ pub fn commit_paths(
         index.add_path(Path::new(p)).map_err(|e| git_err(&e))?;
     }
     index.write().map_err(|e| git_err(&e))?;
-    Ok(commit)
+    let parents: Vec<&git2::Commit<'_>> = parent.iter().collect();
+    repo.commit(Some("HEAD"), &sig, &sig, change.message, &tree, &parents).map_err(|e| {
+        let restored = index.clear().and_then(|()| before.iter().try_for_each(|entry| index.add(entry)));
+        // Best effort: the commit's own error is the one to report.
+        let _ = restored.and_then(|()| index.write());
+        git_err(&e)
+    })
 }
 
 #[cfg(test)]

@@ -28,6 +28,10 @@ use crate::context::CommandContext;
 use crate::error::CommandError;
 use crate::ui::Ui;
 
+/// The most a model or scorer file named on the command line may hold: 4 GiB. Only a
+/// regular file is read, so `/dev/zero` or a FIFO is refused before this.
+const MAX_MODEL_FILE_BYTES: u64 = 4 << 30;
+
 /// Explain one decision: why a URL is allowed, a string redacted, a license accepted
 ///
 /// Each subcommand answers for one kind of input and names the rule that decided, with its

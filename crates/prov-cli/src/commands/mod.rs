@@ -24,10 +24,6 @@ mod verify;
 mod verify_attestation;
 mod verify_proof;
 
-/// The most a model or scorer file named on the command line (`prov explain`) may hold:
-/// 4 GiB. Only a regular file is read, so `/dev/zero` or a FIFO is refused before this.
-pub(crate) const MAX_MODEL_FILE_BYTES: u64 = 4 << 30;
-
 use crate::context::CommandContext;
 use crate::error::CommandError;
 use crate::ui::Ui;

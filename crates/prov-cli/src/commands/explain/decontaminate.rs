@@ -58,7 +58,7 @@ pub(super) fn cmd_explain_ngram_decontaminate(
         return Err(CommandError::input("`--threshold` must be at least 1"));
     }
     let counts_path = cx.cwd.join(&args.counts);
-    let bytes = prov_store::read_named_file(counts_path.as_ref(), crate::commands::MAX_MODEL_FILE_BYTES, "the counts")
+    let bytes = prov_store::read_named_file(counts_path.as_ref(), super::MAX_MODEL_FILE_BYTES, "the counts")
         .map_err(|e| CommandError::input(format!("reading the counts: {e}")))?;
     let file = CountsFile::parse(&bytes).map_err(|m| {
         CommandError::input(format!("{}: {m}", args.counts.display()))

@@ -45,7 +45,7 @@ pub(super) fn cmd_explain_langid(ui: &mut Ui, args: &LangidArgs) -> Result<(), C
         return Err(CommandError::input(format!("`--min-score` must be between 0 and 1, got {}", args.min_score)));
     }
     let shown = args.model.display();
-    let text = prov_store::read_named_text(args.model.as_ref(), crate::commands::MAX_MODEL_FILE_BYTES, "the model")
+    let text = prov_store::read_named_text(args.model.as_ref(), super::MAX_MODEL_FILE_BYTES, "the model")
         .map_err(|e| CommandError::input(format!("reading the model: {e}")))?;
     let model = Model::parse(&text).map_err(|e| {
         CommandError::input(format!("{shown}: {e}")).with_hint("give the `model` output of a langid-train stage")

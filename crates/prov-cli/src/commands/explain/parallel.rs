@@ -83,7 +83,7 @@ fn options(ignore: &[String]) -> Result<Options, CommandError> {
 
 pub(super) fn cmd_explain_bifixer(ui: &mut Ui, args: &BifixerArgs) -> Result<(), CommandError> {
     let options = options(&args.ignore)?;
-    let bytes = prov_store::read_named_file(args.rules.as_ref(), crate::commands::MAX_MODEL_FILE_BYTES, "the rules")
+    let bytes = prov_store::read_named_file(args.rules.as_ref(), super::MAX_MODEL_FILE_BYTES, "the rules")
         .map_err(|e| CommandError::input(format!("reading the rules: {e}")))?;
     let rules = Rules::parse(&bytes).map_err(|e| {
         CommandError::input(format!("{}: {e}", args.rules.display()))
@@ -183,7 +183,7 @@ pub(super) fn cmd_explain_pair_score(ui: &mut Ui, args: &PairScoreArgs) -> Resul
         bicleaner_threshold: thresholds(&args.bicleaner_threshold)?,
         cometkiwi_threshold: args.cometkiwi_threshold,
     };
-    let bytes = prov_store::read_named_file(args.model.as_ref(), crate::commands::MAX_MODEL_FILE_BYTES, "the scorer")
+    let bytes = prov_store::read_named_file(args.model.as_ref(), super::MAX_MODEL_FILE_BYTES, "the scorer")
         .map_err(|e| CommandError::input(format!("reading the scorer: {e}")))?;
     let model = Model::parse(&bytes).map_err(|e| {
         CommandError::input(format!("{}: {e}", args.model.display()))

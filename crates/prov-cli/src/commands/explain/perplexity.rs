@@ -55,7 +55,7 @@ fn parse_bucket(text: &str) -> Result<Bucket, String> {
 
 pub(super) fn cmd_explain_perplexity(ui: &mut Ui, args: &PerplexityArgs) -> Result<(), CommandError> {
     let shown = args.model.display();
-    let text = prov_store::read_named_text(args.model.as_ref(), crate::commands::MAX_MODEL_FILE_BYTES, "the model")
+    let text = prov_store::read_named_text(args.model.as_ref(), super::MAX_MODEL_FILE_BYTES, "the model")
         .map_err(|e| CommandError::input(format!("reading the model: {e}")))?;
     let arpa = Arpa::parse(&text).map_err(|e| {
         CommandError::input(format!("{shown}: {e}")).with_hint("give an ARPA file, as `ngram-train` or lmplz write")

@@ -55,7 +55,7 @@ pub(super) fn cmd_explain_quality(ui: &mut Ui, args: &QualityArgs) -> Result<(),
         return Err(CommandError::input(format!("`--cutoffs` needs 0 ≤ LOW ≤ HIGH ≤ 5, got {low},{high}")));
     }
     let shown = args.model.display();
-    let file = prov_store::read_named_text(args.model.as_ref(), crate::commands::MAX_MODEL_FILE_BYTES, "the scorer")
+    let file = prov_store::read_named_text(args.model.as_ref(), super::MAX_MODEL_FILE_BYTES, "the scorer")
         .map_err(|e| CommandError::input(format!("reading the scorer: {e}")))?;
     let scorer = Scorer::parse(&file).map_err(|e| {
         CommandError::input(format!("{shown}: {e}")).with_hint("give the `model` output of a quality-train stage")
