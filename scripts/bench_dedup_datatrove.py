@@ -27,6 +27,8 @@ from datatrove.pipeline.dedup.minhash import (
 from datatrove.pipeline.readers import JsonlReader
 from datatrove.pipeline.writers import JsonlWriter
 
+from bench_corpus import count_lines, documents_and_text_bytes
+
 
 def run(name, pipeline, logs, tasks=1):
     start = time.perf_counter()
@@ -55,16 +57,8 @@ def main() -> None:
             logs,
         ),
     }
-    documents = size = 0
-    for name in sorted(os.listdir(corpus)):
-        with open(os.path.join(corpus, name), encoding="utf-8") as f:
-            for line in f:
-                documents += 1
-                size += len(json.loads(line)["text"].encode("utf-8"))
-    kept = 0
-    for name in os.listdir(out):
-        with open(os.path.join(out, name), encoding="utf-8") as f:
-            kept += sum(1 for _ in f)
+    documents, size = documents_and_text_bytes(corpus)
+    kept = count_lines(out)
     print(json.dumps({"seconds": sum(steps.values()), "steps": steps, "documents": documents, "bytes": size, "kept": kept}))
 
 

@@ -28,6 +28,8 @@ from datatrove.pipeline.readers import JsonlReader
 from datatrove.pipeline.writers import JsonlWriter
 from protego import Protego
 
+from bench_corpus import count_lines, documents_and_text_bytes
+
 # The agents of the Apertus robots filter, as the `robots` stage's default lists them.
 AGENTS = ["AI2Bot", "Applebot-Extended", "Bytespider", "CCBot", "CCBot/2.0", "CCBot/1.0", "ClaudeBot",
           "cohere-training-data-crawler", "Diffbot", "Meta-ExternalAgent", "Google-Extended", "GPTBot",
@@ -66,14 +68,6 @@ class RobotsTxtFilter(BaseFilter):
         return True
 
 
-def count_lines(folder: str) -> int:
-    n = 0
-    for name in os.listdir(folder) if os.path.isdir(folder) else []:
-        with open(os.path.join(folder, name), "rb") as f:
-            n += sum(1 for _ in f)
-    return n
-
-
 def main() -> None:
     corpus, robots, work = sys.argv[1], sys.argv[2], sys.argv[3]
     kept_dir, removed_dir = os.path.join(work, "kept"), os.path.join(work, "removed")
@@ -86,12 +80,7 @@ def main() -> None:
     start = time.perf_counter()
     LocalPipelineExecutor(pipeline=pipeline, tasks=1, workers=1, logging_dir=os.path.join(work, "logs")).run()
     seconds = time.perf_counter() - start
-    documents = size = 0
-    for name in sorted(os.listdir(corpus)):
-        with open(os.path.join(corpus, name), encoding="utf-8") as f:
-            for line in f:
-                documents += 1
-                size += len(json.loads(line)["text"].encode("utf-8"))
+    documents, size = documents_and_text_bytes(corpus)
     print(json.dumps({"seconds": seconds, "documents": documents, "bytes": size, "kept": count_lines(kept_dir),
                       "removed": count_lines(removed_dir)}))
 

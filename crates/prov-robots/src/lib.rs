@@ -67,7 +67,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-pub use parse::{BodyKind, KeyReading, ParseStats};
+pub use parse::{BodyKind, KeyReading, MAX_BODY, ParseStats};
 pub use stage::{APERTUS_AGENTS, RobotsConfig, RobotsMode, RobotsStage, robots_decider, url_host};
 pub use table::Crawlers;
 

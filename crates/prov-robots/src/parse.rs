@@ -139,7 +139,7 @@ impl Rule {
 /// How much of a body is read: 512 MiB. RFC 9309 §2.5 lets a crawler limit what it parses,
 /// to no less than 500 KiB; Google's parser reads 500 KiB. Within this limit every position, line number and
 /// canonical pattern (at most three octets per octet read) fits in a `u32`.
-pub(crate) const MAX_BODY: usize = 512 << 20;
+pub const MAX_BODY: usize = 512 << 20;
 
 /// A parsed body.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

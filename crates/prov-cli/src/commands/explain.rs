@@ -245,7 +245,7 @@ fn explain_robots_batch(ui: &mut Ui, cx: &CommandContext, keys: KeyReading) -> R
 
 /// Reads and parses a robots.txt file (parsing never fails; reading may).
 fn load_robots(path: &Path, keys: KeyReading) -> Result<RobotsTxt, CommandError> {
-    let bytes = prov_store::read_named_file(path, 512 << 20, "the robots.txt")
+    let bytes = prov_store::read_named_file(path, prov_robots::MAX_BODY as u64, "the robots.txt")
         .map_err(|e| CommandError::input(format!("reading robots.txt: {e}")))?;
     Ok(RobotsTxt::parse_with(&bytes, keys))
 }
